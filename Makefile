@@ -1,0 +1,186 @@
+# labelguard Makefile (hand-written). `make` builds build/liblabelguard.so; `make test` runs every
+# GPU-free test and ends with "N passed, N failed"; `make test-gpu` needs a GPU (exit 77 without).
+# SANITIZER=address|undefined|thread builds everything into build-$(SANITIZER)/ instead. V=1: loud.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CC ?= gcc
+PREFIX ?= /usr/local
+DESTDIR ?=
+PKG_CONFIG ?= pkg-config
+
+ifeq ($(SANITIZER),)
+BUILD ?= build
+SAN_FLAGS :=
+else
+BUILD ?= build-$(SANITIZER)
+SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
+endif
+
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @printf '  %-8s %s\n' $(1) $(2)
+endif
+
+# --- dependencies: one line naming the Debian package when something is missing -----------
+ifeq ($(filter clean uninstall,$(MAKECMDGOALS)),)
+ifeq ($(shell $(PKG_CONFIG) --version 2>/dev/null),)
+$(error pkg-config not found: install the Debian package pkg-config (apt-get install pkg-config))
+endif
+ifeq ($(shell $(PKG_CONFIG) --exists glib-2.0 && echo yes),)
+$(error glib-2.0 development files not found: install the Debian package libglib2.0-dev)
+endif
+ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+$(error CUDA headers not found under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit or set CUDA_HOME)
+endif
+ifeq ($(wildcard $(CUDA_HOME)/include/cupti.h)$(wildcard $(CUDA_HOME)/extras/CUPTI/include/cupti.h),)
+$(error CUPTI headers not found under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit's CUPTI component)
+endif
+endif
+
+GLIB_CFLAGS := $(shell $(PKG_CONFIG) --cflags glib-2.0 2>/dev/null)
+GLIB_LIBS := $(shell $(PKG_CONFIG) --libs glib-2.0 2>/dev/null)
+# Static glib inside the library: `ldd` must show libc alone (STYLE.md, Hooks).
+GLIB_STATIC := $(shell $(PKG_CONFIG) --static --libs-only-l glib-2.0 2>/dev/null | sed 's/-pthread//g; s/-lm//g')
+CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
+
+STD := -std=c11 -D_GNU_SOURCE
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter
+OPT := -O2
+DEBUG := -g
+FINAL_CFLAGS = $(STD) $(WARN) $(OPT) $(DEBUG) -fPIC -fvisibility=hidden -MMD -MP \
+               $(GLIB_CFLAGS) $(CUDA_INC) -Iinclude -Isrc -Icuda $(SAN_FLAGS) $(CFLAGS)
+FINAL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
+
+# Every architecture CUDA 13 builds for, plus PTX of the lowest for anything newer.
+CUDA_ARCHS ?= 75 80 86 87 88 89 90 100 103 110 120 121
+GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+           -gencode arch=compute_75,code=compute_75
+
+LIB := $(BUILD)/liblabelguard.so
+LIB_SRCS := $(sort $(wildcard src/*.c))
+LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+FATBIN := $(BUILD)/validate.fatbin
+FATBIN_OBJ := $(BUILD)/obj/validate_fatbin.o
+
+FAKE_DIR := $(BUILD)/fakecuda
+FAKE_LIB := $(FAKE_DIR)/libcudart.so.13
+FAKE_SRCS := $(sort $(wildcard tests/fakecuda/*.c))
+
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
+
+# Test programs: each tests/progs/NAME.cu gives three binaries: NAME (<<<>>> through
+# __cudaLaunchKernel), NAME_legacy (cudaLaunchKernel with the host stub, as CUDA 12 builds of
+# PyTorch launch) and NAME_ptsz (--default-stream per-thread). libNAME.cu gives a shared library.
+PROG_SRCS := $(sort $(filter-out tests/progs/lib%,$(wildcard tests/progs/*.cu)))
+PROG_BINS := $(foreach p,$(PROG_SRCS),$(patsubst tests/progs/%.cu,$(BUILD)/progs/%,$(p)) \
+               $(patsubst tests/progs/%.cu,$(BUILD)/progs/%_legacy,$(p)) \
+               $(patsubst tests/progs/%.cu,$(BUILD)/progs/%_ptsz,$(p)))
+PROG_LIB_SRCS := $(sort $(wildcard tests/progs/lib*.cu))
+PROG_LIBS := $(patsubst tests/progs/%.cu,$(BUILD)/progs/%.so,$(PROG_LIB_SRCS))
+PROG_C_SRCS := $(sort $(wildcard tests/progs/*.c))
+PROG_C_BINS := $(patsubst tests/progs/%.c,$(BUILD)/progs/%,$(PROG_C_SRCS))
+NVCC_PROG := $(NVCC) -cudart shared -arch=sm_80 -std=c++17 -O1 -g -Itests/progs $(if $(SANITIZER),-Xcompiler -fsanitize=$(SANITIZER))
+
+.PHONY: all test test-gpu bench demo install uninstall clean fuzz test-programs
+all: $(LIB)
+
+$(BUILD)/obj/%.o: src/%.c
+	$(call say,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(FINAL_CFLAGS) -c $< -o $@
+
+$(FATBIN): cuda/validate.cu cuda/lg_scan.h
+	$(call say,NVCC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC) -fatbin -O3 $(GENCODE) -Icuda -o $@ $<
+
+$(FATBIN_OBJ): $(FATBIN)
+	$(call say,EMBED,$<)
+	@mkdir -p $(dir $@)
+	$(Q)printf '.section .rodata\n.balign 64\n.globl lg_validator_fatbin\n.hidden lg_validator_fatbin\nlg_validator_fatbin:\n.incbin "%s"\n.byte 0\n.globl lg_validator_fatbin_end\n.hidden lg_validator_fatbin_end\nlg_validator_fatbin_end:\n.section .note.GNU-stack,"",@progbits\n' $(FATBIN) > $(BUILD)/obj/validate_fatbin.S
+	$(Q)$(CC) -c $(BUILD)/obj/validate_fatbin.S -o $@
+
+$(LIB): $(LIB_OBJS) $(FATBIN_OBJ)
+	$(call say,LINK,$@)
+	$(Q)$(CC) -shared -o $@ $^ $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic \
+		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -pthread -ldl -lm
+
+# --- the runtime test double -------------------------------------------------------------
+$(FAKE_LIB): $(FAKE_SRCS) tests/fakecuda/libcudart.map $(wildcard tests/fakecuda/*.h) cuda/lg_scan.h
+	$(call say,LINK,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared $(CUDA_INC) -Itests/fakecuda $(SAN_FLAGS) \
+		-Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic \
+		-o $@ $(FAKE_SRCS) -pthread -ldl -lm
+	$(Q)ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
+
+$(BUILD)/progs/%: tests/progs/%.cu $(wildcard tests/progs/*.h)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $<
+$(BUILD)/progs/%_legacy: tests/progs/%.cu $(wildcard tests/progs/*.h)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -DLG_TEST_LEGACY_LAUNCH=1 -o $@ $<
+$(BUILD)/progs/%_ptsz: tests/progs/%.cu $(wildcard tests/progs/*.h)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) --default-stream per-thread -o $@ $<
+$(BUILD)/progs/lib%.so: tests/progs/lib%.cu $(wildcard tests/progs/*.h)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -shared -Xcompiler -fPIC -o $@ $<
+$(BUILD)/progs/%: tests/progs/%.c
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< -pthread -ldl
+
+test-programs: $(LIB) $(FAKE_LIB) $(PROG_BINS) $(PROG_LIBS) $(PROG_C_BINS) $(UNIT_BINS)
+
+# --- unit tests: GTest binaries linking the library's objects directly --------------------
+# Linked against an archive of the objects, so a test pulls in only the modules it uses.
+LIB_ARCHIVE := $(BUILD)/obj/liblg.a
+$(LIB_ARCHIVE): $(LIB_OBJS) $(FATBIN_OBJ)
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_ARCHIVE)
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(FINAL_CFLAGS) -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) $(GLIB_LIBS) -pthread -ldl -lm
+
+test: test-programs
+	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
+
+test-gpu: $(LIB)
+	@bash tests/gpu/run.sh $(BUILD)
+
+bench: $(LIB) $(FAKE_LIB) $(PROG_BINS) $(PROG_C_BINS)
+	@LG_BUILD=$(BUILD) bash bench/run.sh
+
+demo: $(LIB) $(FAKE_LIB) $(PROG_BINS)
+	@LG_BUILD=$(BUILD) scripts/labelguard demo
+
+fuzz: $(LIB_OBJS)
+	@LG_BUILD=$(BUILD) LG_FUZZ_LONG=1 bash tests/fuzz/run.sh
+
+install: $(LIB)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/labelguard
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/liblabelguard.so
+	install -m 0644 include/labelguard.h $(DESTDIR)$(PREFIX)/include/labelguard.h
+	install -m 0644 specs/pytorch.conf $(DESTDIR)$(PREFIX)/share/labelguard/pytorch.conf
+	sed 's|^LG_INSTALLED_LIB=.*|LG_INSTALLED_LIB=$(PREFIX)/lib/liblabelguard.so|' scripts/labelguard > $(DESTDIR)$(PREFIX)/bin/labelguard
+	chmod 0755 $(DESTDIR)$(PREFIX)/bin/labelguard
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/liblabelguard.so $(DESTDIR)$(PREFIX)/include/labelguard.h \
+	      $(DESTDIR)$(PREFIX)/bin/labelguard $(DESTDIR)$(PREFIX)/share/labelguard/pytorch.conf
+	-rmdir $(DESTDIR)$(PREFIX)/share/labelguard 2>/dev/null
+
+clean:
+	rm -rf build build-address build-undefined build-thread
+
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/unit/*.d)

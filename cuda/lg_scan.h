@@ -1,0 +1,131 @@
+/* lg_scan.h: the label scan shared by the GPU validator (cuda/validate.cu) and the host
+ * backend (src/validate.c). One definition of "bad label" for both, so the CPU unit tests
+ * (tests/unit/test_scan.c) prove the same lines the GPU runs.
+ *
+ * Plain C99 plus __host__ __device__ markers; no glib, no libc beyond stdint, so nvcc and
+ * gcc both compile it. Included by C and CUDA translation units.
+ */
+#ifndef LG_SCAN_H
+#define LG_SCAN_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __CUDACC__
+#define LG_HD __host__ __device__ __forceinline__
+#else
+#define LG_HD static inline
+#endif
+
+#define LG_MAX_SAMPLES 256 /* hard upper bound of LABELGUARD_SAMPLES */
+#define LG_MAX_TARGET_DIMS 3
+
+typedef enum { LG_DTYPE_INT64 = 0, LG_DTYPE_UINT8 = 1, LG_DTYPE_INT32 = 2 } lg_dtype_t;
+
+/* Where the labels of one launch live and what they are checked against. `data` is a device
+ * address on the GPU backend and a host copy on the host backend. Labels are addressed as an
+ * ndim-dimensional view with element strides; a contiguous buffer is ndim=1, stride 1. */
+typedef struct lg_target {
+    uint64_t data;
+    lg_dtype_t dtype;
+    int ndim;                              /* 1..LG_MAX_TARGET_DIMS */
+    int64_t sizes[LG_MAX_TARGET_DIMS];     /* elements */
+    int64_t strides[LG_MAX_TARGET_DIMS];   /* elements, not bytes */
+    int64_t count;                         /* product of sizes */
+    int64_t n_classes;
+    int64_t ignore_index;
+    int has_ignore_index;                  /* 0: the kernel has no ignore_index */
+    int truncate_to_int32;                 /* the kernel compares (int)label: mirror it */
+} lg_target_t;
+
+typedef struct lg_sample {
+    int64_t index; /* linear index in the target's logical (row-major) order */
+    int64_t value;
+} lg_sample_t;
+
+/* The verdict on one target. min/max cover the non-ignored labels (bad ones included), so a
+ * classifier sees the whole spread; both are 0 when `checked` is 0. */
+typedef struct lg_verdict {
+    int64_t bad_count;
+    int64_t checked;   /* labels that were not ignore_index */
+    int64_t min, max;
+    int n_samples;     /* <= requested samples, first offenders in index order */
+    lg_sample_t samples[LG_MAX_SAMPLES];
+} lg_verdict_t;
+
+/* Element offset (in elements) of logical index i. */
+LG_HD int64_t lg_scan_offset(const lg_target_t *t, int64_t i)
+{
+    if (t->ndim <= 1)
+        return i * t->strides[0];
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        int64_t sz = t->sizes[d] > 0 ? t->sizes[d] : 1;
+        off += (i % sz) * t->strides[d];
+        i /= sz;
+    }
+    return off;
+}
+
+LG_HD int64_t lg_scan_load(const lg_target_t *t, const void *base, int64_t i)
+{
+    int64_t off = lg_scan_offset(t, i);
+    switch (t->dtype) {
+    case LG_DTYPE_UINT8: return (int64_t)((const uint8_t *)base)[off];
+    case LG_DTYPE_INT32: return (int64_t)((const int32_t *)base)[off];
+    default: return ((const int64_t *)base)[off];
+    }
+}
+
+/* The value the loss kernel compares: some PyTorch versions narrow the label to int first. */
+LG_HD int64_t lg_scan_effective(const lg_target_t *t, int64_t v)
+{
+    return t->truncate_to_int32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)v : v;
+}
+
+LG_HD int lg_scan_is_ignored(const lg_target_t *t, int64_t v)
+{
+    if (!t->has_ignore_index)
+        return 0;
+    int64_t ig = t->truncate_to_int32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)t->ignore_index
+                                      : t->ignore_index;
+    return lg_scan_effective(t, v) == ig;
+}
+
+LG_HD int lg_scan_is_bad(const lg_target_t *t, int64_t v)
+{
+    int64_t e = lg_scan_effective(t, v);
+    return e < 0 || e >= t->n_classes;
+}
+
+/* Host scan over a host-resident copy. `base` points at element 0. Fills v completely. */
+LG_HD void lg_scan_host(const lg_target_t *t, const void *base, int max_samples, lg_verdict_t *v)
+{
+    v->bad_count = 0;
+    v->checked = 0;
+    v->min = 0;
+    v->max = 0;
+    v->n_samples = 0;
+    if (max_samples > LG_MAX_SAMPLES)
+        max_samples = LG_MAX_SAMPLES;
+    for (int64_t i = 0; i < t->count; i++) {
+        int64_t val = lg_scan_load(t, base, i);
+        if (lg_scan_is_ignored(t, val))
+            continue;
+        if (v->checked == 0 || val < v->min)
+            v->min = val;
+        if (v->checked == 0 || val > v->max)
+            v->max = val;
+        v->checked++;
+        if (lg_scan_is_bad(t, val)) {
+            if (v->n_samples < max_samples) {
+                v->samples[v->n_samples].index = i;
+                v->samples[v->n_samples].value = val;
+                v->n_samples++;
+            }
+            v->bad_count++;
+        }
+    }
+}
+
+#endif

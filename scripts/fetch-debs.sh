@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# fetch-debs.sh: downloads the Debian packages that scripts/gpu-check.sh needs to build the
+# library on a machine that lacks glib's development files or pkg-config (the GPU machine has
+# no network). Run here, on a Debian machine with network; the .debs land in third_party/debs/
+# (ignored by git) and travel with the working tree to the GPU machine.
+#
+# Usage: scripts/fetch-debs.sh [DIR]      (default third_party/debs)
+# What is fetched, and why each one:
+#   libglib2.0-dev     glib headers, glib-2.0.pc and libglib-2.0.a (the library links glib statically)
+#   libpcre2-dev       libpcre2-8.a + libpcre2-8.pc: `pkg-config --static --libs glib-2.0` needs -lpcre2-8
+#   libglib2.0-0       glibconfig.h's runtime peer; harmless, lets unit tests link dynamically too
+#   libpcre2-8-0       runtime of the above
+#   pkgconf pkgconf-bin libpkgconf3 pkg-config   pkg-config itself, for machines without it
+# gpu-check.sh extracts them with `dpkg -x` (no root, no dpkg database) into a local prefix.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="${1:-third_party/debs}"
+pkgs=(libglib2.0-dev libglib2.0-0 libpcre2-dev libpcre2-8-0 pkgconf pkgconf-bin libpkgconf3 pkg-config)
+
+command -v apt-get >/dev/null || { echo "fetch-debs: apt-get not found: run this on a Debian/Ubuntu machine" >&2; exit 2; }
+mkdir -p "$dir"
+rm -f "$dir"/*.deb
+# apt-get download writes into the current directory; it needs no root.
+(cd "$dir" && apt-get download "${pkgs[@]}")
+arch=$(dpkg --print-architecture)
+{
+  echo "# fetched $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n "s/^PRETTY_NAME=//p" /etc/os-release | tr -d "\"") ($arch)"
+  for f in "$dir"/*.deb; do
+    printf '%s %s %s\n' "$(dpkg-deb -f "$f" Package)" "$(dpkg-deb -f "$f" Version)" "$(dpkg-deb -f "$f" Architecture)"
+  done
+} > "$dir/MANIFEST"
+# Each package must have arrived: a silent partial download would only show on the GPU machine.
+for p in "${pkgs[@]}"; do
+  grep -q "^$p " "$dir/MANIFEST" || { echo "fetch-debs: $p missing from $dir" >&2; exit 1; }
+done
+cat "$dir/MANIFEST"
+du -sh "$dir"

@@ -1,0 +1,432 @@
+#!/usr/bin/env python3
+"""lg_report.py: `labelguard report [--json] PATH...` (DESIGN.md §2, log schema §4).
+
+Merges the JSONL logs that liblabelguard.so writes (one file per process and rank) into one
+summary per distinct problem, for a person (text, with a histogram of offending values) or a
+machine (--json). Called by scripts/labelguard; python3 standard library only.
+Tested by tests/cli/test_report.sh (three processes, ranks 0-2, a truncated last line).
+
+What counts as one problem. The key is (kernel, cause, n_classes, ignore_index, call site):
+  - the offending values are NOT part of the key: the same bug shows different values in
+    different batches (a head that is too small sees 10 in one batch and 12 in the next), so
+    values are aggregated with counts instead of splitting one bug into many lines;
+  - the call site (the innermost Python frame outside installed packages and the standard
+    library, i.e. the user's own line) is part of it: two loss calls in one model (a main and
+    an auxiliary head) are two mistakes in two places, even with the same kernel and cause;
+  - n_classes and ignore_index are part of it: the same line with a different head size is a
+    different configuration;
+  - ranks, pids, hosts and times are never part of it: one bug shows up on every rank.
+
+Input rules (decided here, documented in the README):
+  - PATH is a .jsonl file or a directory searched recursively for *.jsonl; a PATH that does
+    not exist or cannot be read is an error (exit 2), reported after what could be merged.
+  - A line that is not a JSON object with "v" and "event" is reported as file:line and skipped;
+    the report is still printed and the exit status is 2 (the input is damaged).
+  - The last line of a file without a trailing newline that does not parse is a record cut
+    short by a process killed while writing (the library writes each event with one write(),
+    so only the last one can be cut): reported as a note, it does not change the exit status.
+  - Exit 1 when at least one violation was found, 0 when none (2 takes precedence).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
+
+FIXES = {
+    "one_based": "labels look 1-based (they span 1..{n}); subtract 1 from the labels "
+                 "(e.g. target - 1) or fix the dataset's label map",
+    "scaled_255": "labels look scaled by 255 (mask images read as 0/255); divide the target "
+                  "by 255 or read the masks without normalisation",
+    "void_255": "255 marks 'void' pixels in a segmentation target; pass ignore_index=255 to "
+                "the loss",
+    "negative_unknown": "-1 is used for 'unknown'; pass ignore_index=-1 to the loss or drop "
+                        "those samples",
+    "head_too_small": "labels go up to {max} but the model has only {n} outputs; give the last "
+                      "layer at least {maxp1} outputs (n_classes must exceed the largest label)",
+    "other": "labels outside [0, {n}) that match no known pattern; check how the labels are "
+             "built for this loss",
+}
+
+
+def parse_time(s):
+    """datetime for an RFC 3339 string, or None; ordering falls back to the string itself."""
+    if not isinstance(s, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def time_key(s):
+    t = parse_time(s)
+    return (0, t.timestamp(), "") if t else (1, 0.0, str(s))
+
+
+def is_library_frame(path):
+    return any(m in path for m in LIBRARY_MARKERS)
+
+
+def call_site(stack):
+    """(user frame, innermost frame) of a python_stack (innermost last), each a dict or None."""
+    frames = [f for f in (stack or []) if isinstance(f, dict)]
+    if not frames:
+        return None, None
+    inner = frames[-1]
+    for f in reversed(frames):
+        if not is_library_frame(str(f.get("file", ""))):
+            return f, inner
+    return inner, inner
+
+
+def fmt_frame(f):
+    if not f:
+        return "-"
+    return "%s:%s in %s" % (f.get("file", "?"), f.get("line", "?"), f.get("function", "?"))
+
+
+def find_files(paths, errors):
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            found = []
+            for root, dirs, names in os.walk(p, onerror=lambda e: errors.append(
+                    "%s: cannot read directory: %s" % (e.filename, e.strerror))):
+                dirs.sort()
+                found += [os.path.join(root, n) for n in sorted(names) if n.endswith(".jsonl")]
+            files += found
+        elif os.path.exists(p):
+            files.append(p)
+        else:
+            errors.append("%s: no such file or directory" % p)
+    return files
+
+
+def read_events(path, malformed, truncated, errors):
+    """Yields (line number, event dict). Records damaged lines in malformed/truncated."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        errors.append("%s: cannot read: %s" % (path, e.strerror))
+        return
+    lines = data.split(b"\n")
+    ends_with_newline = data.endswith(b"\n")
+    if ends_with_newline:
+        lines.pop()
+    for i, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        last_unterminated = (i == len(lines)) and not ends_with_newline
+        try:
+            ev = json.loads(raw.decode("utf-8", errors="replace"))
+            if not isinstance(ev, dict) or "event" not in ev:
+                raise ValueError("not an event object (no \"event\" key)")
+            if ev.get("v") != 1:
+                raise ValueError("unknown schema version %r (this report reads v 1)" % ev.get("v"))
+        except ValueError as e:
+            msg = str(e).splitlines()[0]
+            if last_unterminated:
+                truncated.append({"file": path, "line": i, "error": msg})
+            else:
+                malformed.append({"file": path, "line": i, "error": msg})
+            continue
+        yield i, ev
+
+
+def as_int(x):
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+class Problem:
+    def __init__(self, key):
+        self.key = key
+        self.events = 0
+        self.bad_labels = 0
+        self.first = None
+        self.last = None
+        self.ranks = set()
+        self.procs = set()            # (host, pid)
+        self.values = {}              # offending value -> occurrences among the samples
+        self.min = None
+        self.max = None
+        self.directions = set()
+        self.actions = {}
+        self.outcomes = {}
+        self.example = None           # the first event, for fields shown once
+        self.inner = None
+        self.files = set()
+        self.counts = set()
+
+    def add(self, ev, path):
+        self.events += 1
+        self.files.add(path)
+        t = ev.get("time")
+        if self.first is None or time_key(t) < time_key(self.first):
+            self.first = t
+            self.example = ev
+        if self.last is None or time_key(t) > time_key(self.last):
+            self.last = t
+        if as_int(ev.get("rank")) is not None:
+            self.ranks.add(ev["rank"])
+        self.procs.add((str(ev.get("host", "?")), ev.get("pid")))
+        bad = ev.get("bad") if isinstance(ev.get("bad"), dict) else {}
+        self.bad_labels += as_int(bad.get("count")) or 0
+        for k, pick in (("min", min), ("max", max)):
+            v = as_int(bad.get(k))
+            if v is not None:
+                cur = getattr(self, k)
+                setattr(self, k, v if cur is None else pick(cur, v))
+        for s in bad.get("samples") or []:
+            v = as_int(s.get("value")) if isinstance(s, dict) else None
+            if v is not None:
+                self.values[v] = self.values.get(v, 0) + 1
+        tgt = ev.get("target") if isinstance(ev.get("target"), dict) else {}
+        if as_int(tgt.get("count")) is not None:
+            self.counts.add(tgt["count"])
+        for field, d in (("action", self.actions), ("outcome", self.outcomes)):
+            v = ev.get(field)
+            if isinstance(v, str):
+                d[v] = d.get(v, 0) + 1
+        if isinstance(ev.get("direction"), str):
+            self.directions.add(ev["direction"])
+
+    def fix(self):
+        kernel, cause, n, ignore, site = self.key
+        tmpl = FIXES.get(cause, FIXES["other"])
+        mx = self.max if self.max is not None else "?"
+        return tmpl.format(n=n if n is not None else "?", max=mx,
+                           maxp1=(self.max + 1) if isinstance(self.max, int) else "?")
+
+    def to_json(self):
+        kernel, cause, n, ignore, site = self.key
+        ex = self.example or {}
+        tgt = ex.get("target") if isinstance(ex.get("target"), dict) else {}
+        user, inner = call_site(ex.get("python_stack"))
+        return {
+            "kernel": kernel,
+            "family": ex.get("family"),
+            "directions": sorted(self.directions),
+            "cause": cause,
+            "fix": self.fix(),
+            "n_classes": n,
+            "ignore_index": ignore,
+            "dtype": tgt.get("dtype"),
+            "events": self.events,
+            "bad_labels": self.bad_labels,
+            "first_time": self.first,
+            "last_time": self.last,
+            "ranks": sorted(self.ranks),
+            "processes": [{"host": h, "pid": p} for h, p in sorted(self.procs, key=lambda x: (x[0], str(x[1])))],
+            "call_site": user,
+            "innermost_frame": inner,
+            "python_stack": ex.get("python_stack") or [],
+            "native_stack": ex.get("native_stack") or [],
+            "values": [{"value": v, "count": c} for v, c in sorted(self.values.items())],
+            "min": self.min,
+            "max": self.max,
+            "actions": self.actions,
+            "outcomes": self.outcomes,
+            "first_event": {"file": ex.get("_file"), "line": ex.get("_line"),
+                            "launch_seq": ex.get("launch_seq"),
+                            "samples": (ex.get("bad") or {}).get("samples", [])
+                            if isinstance(ex.get("bad"), dict) else []},
+            "files": sorted(self.files),
+        }
+
+
+def merge(paths):
+    errors, malformed, truncated = [], [], []
+    files = find_files(paths, errors)
+    problems = {}
+    warnings = {}
+    procs = {}      # (host, pid, file) -> {"start": ev, "summary": ev}
+    n_events = 0
+    for path in files:
+        for lineno, ev in read_events(path, malformed, truncated, errors):
+            n_events += 1
+            kind = ev.get("event")
+            proc = procs.setdefault((str(ev.get("host", "?")), ev.get("pid"), path),
+                                    {"rank": ev.get("rank"), "start": None, "summary": None,
+                                     "violations": 0})
+            if kind == "violation":
+                proc["violations"] += 1
+                tgt = ev.get("target") if isinstance(ev.get("target"), dict) else {}
+                user, _ = call_site(ev.get("python_stack"))
+                site = "%s:%s" % (user.get("file"), user.get("line")) if user else None
+                key = (str(ev.get("kernel", "?")), str(ev.get("cause", "other")),
+                       as_int(tgt.get("n_classes")), as_int(tgt.get("ignore_index")), site)
+                ev = dict(ev, _file=path, _line=lineno)
+                problems.setdefault(key, Problem(key)).add(ev, path)
+            elif kind == "warning":
+                wk = (str(ev.get("what", "?")), str(ev.get("detail", "")))
+                w = warnings.setdefault(wk, {"what": wk[0], "detail": wk[1], "count": 0,
+                                             "processes": set(), "first_time": ev.get("time")})
+                w["count"] += 1
+                w["processes"].add((str(ev.get("host", "?")), ev.get("pid")))
+                if time_key(ev.get("time")) < time_key(w["first_time"]):
+                    w["first_time"] = ev.get("time")
+            elif kind in ("start", "summary"):
+                proc[kind] = ev
+    plist = sorted(problems.values(), key=lambda p: time_key(p.first))
+    wlist = []
+    for w in sorted(warnings.values(), key=lambda w: time_key(w["first_time"])):
+        w = dict(w)
+        w["processes"] = [{"host": h, "pid": p} for h, p in sorted(w["processes"], key=lambda x: (x[0], str(x[1])))]
+        wlist.append(w)
+    plist_json = [p.to_json() for p in plist]
+    processes = []
+    for (host, pid, path), pr in sorted(procs.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
+        start = pr["start"] or {}
+        summ = pr["summary"] or {}
+        processes.append({
+            "host": host, "pid": pid, "rank": pr["rank"], "file": path,
+            "backend": start.get("backend"), "hooks": start.get("hooks"),
+            "violations": pr["violations"],
+            "ended_cleanly": pr["summary"] is not None,
+            "launches": summ.get("launches"), "watched": summ.get("watched"),
+        })
+    return {
+        "v": 1,
+        "files": files,
+        "events": n_events,
+        "problems": plist_json,
+        "violations": sum(p.events for p in plist),
+        "warnings": wlist,
+        "processes": processes,
+        "malformed": malformed,
+        "truncated": truncated,
+        "errors": errors,
+    }
+
+
+def histogram(values, width=40, bar="#"):
+    """Lines of a horizontal bar chart of value -> count, values in numeric order."""
+    if not values:
+        return []
+    top = max(c for c in values.values())
+    label_w = max(len(str(v)) for v in values)
+    out = []
+    for v in sorted(values):
+        c = values[v]
+        n = max(1, round(width * c / top))
+        out.append("    %*s | %s %d" % (label_w, v, bar * n, c))
+    return out
+
+
+def plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def print_text(r, out):
+    enc = (getattr(out, "encoding", None) or "").lower()
+    bar = "\u2588" if "utf" in enc else "#"
+    w = out.write
+    nproc = len(r["processes"])
+    ranks = sorted({p["rank"] for p in r["processes"] if isinstance(p["rank"], int)})
+    w("labelguard report: %s, %s, %s%s\n" % (
+        plural(len(r["files"]), "file"), plural(r["events"], "event"), plural(nproc, "process"),
+        (" (ranks %s)" % ", ".join(map(str, ranks))) if ranks else ""))
+    if not r["problems"]:
+        w("\nNo label problems found.\n")
+    else:
+        w("\n%s (%s in total):\n" % (plural(len(r["problems"]), "distinct problem"),
+                                     plural(r["violations"], "violation")))
+    for i, p in enumerate(r["problems"], 1):
+        w("\n[%d] %s%s: %s\n" % (i, p["kernel"],
+                                 (" (%s)" % "/".join(p["directions"])) if p["directions"] else "",
+                                 p["cause"]))
+        w("    fix:        %s\n" % p["fix"])
+        w("    labels:     %s bad labels in %s; values %s..%s, n_classes %s, ignore_index %s%s\n" % (
+            p["bad_labels"], plural(p["events"], "launch"), p["min"], p["max"], p["n_classes"],
+            p["ignore_index"], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
+        samples = p["first_event"]["samples"][:4]
+        if samples:
+            w("    first:      %s\n" % ", ".join("target[%s] = %s" % (s.get("index"), s.get("value"))
+                                               for s in samples if isinstance(s, dict)))
+        w("    where:      %s\n" % fmt_frame(p["call_site"]))
+        if p["innermost_frame"] and p["innermost_frame"] is not p["call_site"] and p["innermost_frame"] != p["call_site"]:
+            w("                (innermost: %s)\n" % fmt_frame(p["innermost_frame"]))
+        if not p["call_site"]:
+            ns = [s for s in p["native_stack"][:3]]
+            if ns:
+                w("    native:     %s\n" % "\n                ".join(ns))
+        w("    when:       first %s, last %s\n" % (p["first_time"], p["last_time"]))
+        w("    who:        ranks %s; %s\n" % (
+            ", ".join(map(str, p["ranks"])) or "-",
+            ", ".join("%s/%s" % (q["host"], q["pid"]) for q in p["processes"][:8]) +
+            (" and %d more" % (len(p["processes"]) - 8) if len(p["processes"]) > 8 else "")))
+        w("    action:     %s -> %s\n" % (
+            ", ".join("%s x%d" % kv for kv in sorted(p["actions"].items())) or "-",
+            ", ".join("%s x%d" % kv for kv in sorted(p["outcomes"].items())) or "-"))
+        vals = {v["value"]: v["count"] for v in p["values"]}
+        if vals:
+            w("    offending values (among the sampled labels):\n")
+            for line in histogram(vals, bar=bar):
+                w(line + "\n")
+    if r["warnings"]:
+        w("\nWarnings:\n")
+        for x in r["warnings"]:
+            w("  %-22s x%-4d %s (%s)\n" % (x["what"], x["count"], x["detail"],
+                                          plural(len(x["processes"]), "process")))
+    unclean = [p for p in r["processes"] if not p["ended_cleanly"]]
+    if unclean and r["processes"]:
+        w("\n%s ended without a summary event (killed, crashed, or still running):\n" %
+          plural(len(unclean), "process"))
+        for p in unclean[:10]:
+            w("  %s/%s%s  %s\n" % (p["host"], p["pid"],
+                                   (" rank %s" % p["rank"]) if p["rank"] is not None else "", p["file"]))
+    for t in r["truncated"]:
+        w("\nnote: %s:%d: last line cut short (process killed while writing?); skipped\n" %
+          (t["file"], t["line"]))
+    if r["malformed"]:
+        w("\n%s skipped:\n" % plural(len(r["malformed"]), "malformed line"))
+        for m in r["malformed"][:20]:
+            w("  %s:%d: %s\n" % (m["file"], m["line"], m["error"]))
+        if len(r["malformed"]) > 20:
+            w("  ... and %d more\n" % (len(r["malformed"]) - 20))
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="labelguard report",
+                                 description="Merge labelguard JSONL logs into one summary per problem.")
+    ap.add_argument("--json", action="store_true", help="machine-readable output")
+    ap.add_argument("paths", nargs="*", metavar="PATH", help="JSONL files or directories")
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:
+        return 0 if e.code == 0 else 2
+    if not a.paths:
+        sys.stderr.write("labelguard: report needs at least one PATH (a .jsonl file or a log "
+                         "directory)\nlabelguard: hint: labelguard report labelguard-logs\n")
+        return 2
+    r = merge(a.paths)
+    if a.json:
+        json.dump(r, sys.stdout, indent=2, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        if not r["files"] and not r["errors"]:
+            sys.stdout.write("labelguard report: no *.jsonl files under %s: nothing was logged "
+                             "(the library writes a log only when it has an event)\n" %
+                             ", ".join(a.paths))
+        else:
+            print_text(r, sys.stdout)
+    for e in r["errors"]:
+        sys.stderr.write("labelguard: %s\n" % e)
+    if r["errors"] or r["malformed"]:
+        sys.stderr.write("labelguard: the input is damaged or unreadable (see above); exit status 2\n")
+        return 2
+    return 1 if r["problems"] else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BrokenPipeError:
+        sys.exit(0)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,140 @@
+/* cause.c: turns one verdict (bad count, min, max, first offending values) into the likely
+ * cause of the bad labels and a one-sentence fix, following the taxonomy of the seed article
+ * (shared/seed-article.txt: 1-based labels, labels scaled like pixels, a head with too few
+ * outputs) plus the two conventions behind most segmentation reports (255 = void, -1 =
+ * unknown). DESIGN.md §4 names the causes; the names are part of the log schema.
+ *
+ * Called by launch.c / report.c on the reporting thread; pure functions, no state, no lock.
+ * Tested by tests/unit/test_cause.c on the article's cases.
+ *
+ * What the rules can see: min and max over the non-ignored labels (bad ones included), the
+ * bad count, the number of labels checked, and the first N offending values. Not a histogram,
+ * so each rule asks for a pattern that min/max/samples make unambiguous, and the order below
+ * settles the overlaps (a {0,255} binary mask is both "multiples of 255" and "255 in a dense
+ * target": with 2 classes the scaling explanation wins, and the text mentions the void one).
+ */
+#include <stdio.h>
+#include <inttypes.h>
+
+#include "internal.h"
+
+static const char *const names[] = {
+    [LG_CAUSE_ONE_BASED] = "one_based",
+    [LG_CAUSE_SCALED_255] = "scaled_255",
+    [LG_CAUSE_VOID_255] = "void_255",
+    [LG_CAUSE_NEGATIVE_UNKNOWN] = "negative_unknown",
+    [LG_CAUSE_HEAD_TOO_SMALL] = "head_too_small",
+    [LG_CAUSE_OTHER] = "other",
+};
+
+static const char *const fixes[] = {
+    [LG_CAUSE_ONE_BASED] = "subtract 1",
+    [LG_CAUSE_SCALED_255] = "divide the labels by 255",
+    [LG_CAUSE_VOID_255] = "set ignore_index=255",
+    [LG_CAUSE_NEGATIVE_UNKNOWN] = "set ignore_index=-1",
+    [LG_CAUSE_HEAD_TOO_SMALL] = "give the last layer more outputs",
+    [LG_CAUSE_OTHER] = "check the label mapping and num_classes",
+};
+
+const char *lg_cause_name(lg_cause_t c)
+{
+    return (unsigned)c <= LG_CAUSE_OTHER ? names[c] : "other";
+}
+
+const char *lg_cause_fix(lg_cause_t c)
+{
+    return (unsigned)c <= LG_CAUSE_OTHER ? fixes[c] : fixes[LG_CAUSE_OTHER];
+}
+
+/* True when every sampled offending value satisfies pred. */
+static bool all_samples(const lg_verdict_t *v, bool (*pred)(int64_t value, int64_t n_classes), int64_t n_classes)
+{
+    if (v->n_samples <= 0)
+        return false;
+    for (int i = 0; i < v->n_samples; i++)
+        if (!pred(v->samples[i].value, n_classes))
+            return false;
+    return true;
+}
+
+static bool is_255(int64_t x, int64_t n) { (void)n; return x == 255; }
+static bool is_scaled(int64_t x, int64_t n) { return x > 0 && x % 255 == 0 && x / 255 < n; }
+
+/* How far past n_classes a max may go and still look like "the same label space, one head
+ * too small" rather than garbage: up to twice the classes, and at least 16 more for tiny
+ * heads (a binary head fed 0..9). */
+static bool near_head(int64_t max, int64_t n_classes)
+{
+    int64_t slack = n_classes > 16 ? n_classes : 16;
+    return max < n_classes + slack;
+}
+
+lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t *v, bool dense_target)
+{
+    int64_t n = t->n_classes;
+    if (n <= 0 || v->bad_count <= 0 || v->checked <= 0)
+        return LG_CAUSE_OTHER;
+
+    /* Every bad label is -1 (min is -1 and nothing reaches n_classes). */
+    if (v->min == -1 && v->max < n)
+        return LG_CAUSE_NEGATIVE_UNKNOWN;
+
+    if (v->min >= 0) {
+        bool all255 = v->max == 255 && all_samples(v, is_255, n);
+        /* Scaled like pixels: each bad value is k*255 with k a valid class, and the labels that
+         * were fine are the k = 0 ones, so none of them can be > 0. */
+        bool scaled = v->max % 255 == 0 && v->max / 255 < n && all_samples(v, is_scaled, n) &&
+                      (v->checked == v->bad_count || v->min == 0);
+        /* A lone 255 among 0..n-1 labels is more often a marker (void, or -1 stored as uint8)
+         * than scaling; ask for evidence only scaling explains: 2*255 and up, a binary task,
+         * or every label scaled. */
+        scaled = scaled && (v->max > 255 || n == 2 || v->checked == v->bad_count);
+        if (dense_target && all255 && n != 2)
+            return LG_CAUSE_VOID_255;
+        if (scaled)
+            return LG_CAUSE_SCALED_255;
+        if (dense_target && all255)
+            return LG_CAUSE_VOID_255;
+        /* No 0 anywhere and the top label is exactly n_classes: the 1..N convention. */
+        if (v->min >= 1 && v->max == n)
+            return LG_CAUSE_ONE_BASED;
+        if (v->max >= n && near_head(v->max, n))
+            return LG_CAUSE_HEAD_TOO_SMALL;
+    }
+    return LG_CAUSE_OTHER;
+}
+
+void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)
+{
+    int64_t n = t->n_classes;
+    switch (c) {
+    case LG_CAUSE_ONE_BASED:
+        snprintf(out, out_len, "labels span %" PRId64 "..%" PRId64 " with %" PRId64 " classes; they look 1-based: subtract 1",
+                 v->min, v->max, n);
+        break;
+    case LG_CAUSE_SCALED_255:
+        snprintf(out, out_len, "bad labels are multiples of 255 (max %" PRId64 ") with %" PRId64 " classes, like a mask saved "
+                 "as an image: divide the labels by 255 (if 255 marks void pixels instead, set ignore_index=255)", v->max, n);
+        break;
+    case LG_CAUSE_VOID_255:
+        if (t->has_ignore_index)
+            snprintf(out, out_len, "255 in a dense (segmentation) target with %" PRId64 " classes and ignore_index %" PRId64
+                     ": 255 is the usual 'void' label: set ignore_index=255 in the loss", n, t->ignore_index);
+        else
+            snprintf(out, out_len, "255 in a dense (segmentation) target with %" PRId64 " classes: 255 is the usual 'void' "
+                     "label: set ignore_index=255 in the loss", n);
+        break;
+    case LG_CAUSE_NEGATIVE_UNKNOWN:
+        snprintf(out, out_len, "the bad labels are -1, a common 'unknown' marker, while ignore_index is %" PRId64
+                 ": set ignore_index=-1 or drop those samples", t->has_ignore_index ? t->ignore_index : (int64_t)-100);
+        break;
+    case LG_CAUSE_HEAD_TOO_SMALL:
+        snprintf(out, out_len, "labels span %" PRId64 "..%" PRId64 " but the model has %" PRId64 " outputs: give the last "
+                 "layer at least %" PRId64 " outputs (check num_classes)", v->min, v->max, n, v->max + 1);
+        break;
+    default:
+        snprintf(out, out_len, "labels outside [0, %" PRId64 ") (min %" PRId64 ", max %" PRId64 ") match no known pattern: "
+                 "check the dataset's label mapping and the model's num_classes", n, v->min, v->max);
+        break;
+    }
+}

@@ -1,0 +1,455 @@
+/* cupti.c: the second hook layer, a CUPTI callback subscriber on the runtime and driver launch
+ * entry points. It sees what symbol interposition cannot: a statically linked cudart, and
+ * driver-API launches such as Triton's dlsym'd cuLaunchKernelEx. Each launch it sees becomes one
+ * lg_launch_t handed to lg_launch_decide (launch.c), exactly like an interposed hook does.
+ *
+ * Who calls it: lg_cupti_start() once, from the lazy start (lg.c) when LABELGUARD_HOOKS is auto
+ * or cupti, and from labelguard_arm() (arm.c); it is idempotent. The callback runs on whatever
+ * thread launches, inside CUPTI, before the launch (API_ENTER).
+ *
+ * libcupti is dlopen'd (RTLD_LOCAL), never linked: one already in the process first (the one
+ * PyTorch's profiler or the application loaded), else the one matching the process's cudart
+ * major version, searched next to libcudart, in CUDA_HOME, /usr/local/cuda and the pip wheel
+ * layouts. Every failure (no libcupti, no driver: cuptiSubscribe returns CUPTI_ERROR_UNKNOWN,
+ * slot taken by Kineto/Nsight/compute-sanitizer: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+ * is one `warning` event (cupti_unavailable) and interposition carries on alone.
+ *
+ * CUPTI cannot skip a launch (notes/anchors.md B3), so launches seen only here are decided with
+ * can_block=false: the decision is RUN or RUN_WITH (mask), and for RUN_WITH the caller's
+ * argument array is rewritten in place before the launch reads it and restored at API_EXIT.
+ *
+ * Exit and fork: the subscriber is never unsubscribed. At exit, cuptiUnsubscribe would run at an
+ * unspecified point relative to libcuda's and cudart's own teardown (atexit order), and CUPTI
+ * calls after the driver is torn down are a known crash source in profilers; instead an atexit
+ * handler clears `active`, which turns the callback into an immediate return. In a fork child
+ * the copied CUPTI state refers to the parent's driver connection, which CUDA does not support
+ * using; the child handler also only clears `active` (no CUPTI call in the child).
+ *
+ * Tests: tests/e2e/test_cupti_unavailable.sh (the no-driver path under the runtime test double:
+ * exactly one warning, interposition still handles the launches; none with
+ * LABELGUARD_HOOKS=interpose). The callback itself needs a real driver (tests/gpu). */
+#include <cupti.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+LG_HIDDEN __thread int lg_launch_in_progress;
+
+typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+typedef CUptiResult (*enable_callback_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+typedef CUptiResult (*result_string_fn)(CUptiResult, const char **);
+typedef CUresult (*func_get_name_fn)(const char **, CUfunction);
+
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static bool active;                      /* read with __atomic in the callback */
+static CUpti_SubscriberHandle subscriber;
+static func_get_name_fn func_get_name;   /* libcuda's cuFuncGetName, NULL if absent */
+static char cupti_path[PATH_MAX];        /* the libcupti in use, for messages */
+
+/* __cudaLaunchKernel(_ptsz) (CUDA 13 <<<>>>) has no params struct in
+ * generated_cuda_runtime_api_meta.h; CUPTI passes its arguments in prototype order, which is
+ * cudaLaunchKernel's: (cudaKernel_t, dim3, dim3, void **, size_t, cudaStream_t). */
+typedef struct {
+    const void *func;
+    dim3 gridDim;
+    dim3 blockDim;
+    void **args;
+    size_t sharedMem;
+    cudaStream_t stream;
+} internal_launch_params_t;
+
+/* The parameter values of a RUN_WITH decision must outlive the callback: the launch copies
+ * them after API_ENTER returns. One buffer per thread, allocated on the first masked launch
+ * seen only by CUPTI, freed at thread exit. `restore` undoes the in-place rewrite at API_EXIT. */
+typedef struct {
+    lg_args_copy_t copy;
+    void **array;                    /* the caller's args array we wrote into; NULL: none */
+    uint32_t correlation;            /* of the launch that wrote it: only its API_EXIT restores */
+    void *saved[LG_MAX_PARAMS];      /* its original slots */
+    bool written[LG_MAX_PARAMS];
+} held_args_t;
+static pthread_key_t held_key;
+static __thread held_args_t *held;
+static __thread int runtime_depth;   /* inside a runtime launch: skip its nested driver launch */
+
+/* ------------------------------------------------------------------ finding libcupti */
+
+typedef struct {
+    char dir[PATH_MAX];
+    int major;                       /* 0: unknown */
+} cudart_info_t;
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
+{
+    cudart_info_t *out = data;
+    const char *name = info->dlpi_name;
+    if (!name || !*name) return 0;
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    /* libcudart.so.13, and the hashed copies of old torch wheels: libcudart-d0da41ae.so.11.0 */
+    if (strncmp(base, "libcudart", 9) != 0 || (base[9] != '.' && base[9] != '-')) return 0;
+    size_t dir_len = (size_t)(base - name);
+    if (dir_len == 0) snprintf(out->dir, sizeof out->dir, ".");
+    else snprintf(out->dir, sizeof out->dir, "%.*s", (int)(dir_len - 1), name);
+    const char *so = strstr(base, ".so.");
+    out->major = so ? atoi(so + 4) : 0;
+    if (out->major == 0) {
+        /* An unversioned libcudart.so: the major is in the name its symlink points to. */
+        char real[PATH_MAX];
+        if (realpath(name, real) && (so = strstr(real, ".so."))) out->major = atoi(so + 4);
+    }
+    return 1;
+}
+
+static void *try_open(const char *path)
+{
+    void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+    if (h) {
+        if (!dlinfo(h, RTLD_DI_ORIGIN, cupti_path)) {
+            size_t n = strlen(cupti_path);
+            const char *base = strrchr(path, '/');
+            snprintf(cupti_path + n, sizeof cupti_path - n, "/%s", base ? base + 1 : path);
+        } else {
+            snprintf(cupti_path, sizeof cupti_path, "%s", path);
+        }
+    }
+    return h;
+}
+
+/* Returns a handle on libcupti or NULL with what was searched in why. */
+static void *open_cupti(char *why, size_t why_len)
+{
+    static const char *const loaded[] = { "libcupti.so.13", "libcupti.so.12", "libcupti.so" };
+    for (size_t i = 0; i < sizeof loaded / sizeof loaded[0]; i++) {
+        void *h = dlopen(loaded[i], RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+        if (h) {
+            snprintf(cupti_path, sizeof cupti_path, "%s (already loaded)", loaded[i]);
+            return h;
+        }
+    }
+
+    cudart_info_t rt = { .dir = "", .major = 0 };
+    bool have_rt = dl_iterate_phdr(find_cudart, &rt) != 0;
+    int majors[2] = { rt.major, 0 };
+    if (rt.major == 0) { majors[0] = 13; majors[1] = 12; }
+    const char *cuda_home = getenv("CUDA_HOME");
+
+    for (int m = 0; m < 2 && majors[m]; m++) {
+        char dirs[8][PATH_MAX];
+        int nd = 0;
+        if (have_rt) {
+            snprintf(dirs[nd++], PATH_MAX, "%s", rt.dir);
+            /* pip wheels: nvidia/cuda_runtime/lib next to nvidia/cuda_cupti/lib (cu12), and
+             * torch/lib next to nvidia/ (a cudart bundled with torch) */
+            snprintf(dirs[nd++], PATH_MAX, "%s/../../cuda_cupti/lib", rt.dir);
+            snprintf(dirs[nd++], PATH_MAX, "%s/../../nvidia/cuda_cupti/lib", rt.dir);
+            snprintf(dirs[nd++], PATH_MAX, "%s/../extras/CUPTI/lib64", rt.dir);
+        }
+        if (cuda_home && *cuda_home) {
+            snprintf(dirs[nd++], PATH_MAX, "%s/extras/CUPTI/lib64", cuda_home);
+            snprintf(dirs[nd++], PATH_MAX, "%s/lib64", cuda_home);
+        }
+        snprintf(dirs[nd++], PATH_MAX, "/usr/local/cuda/extras/CUPTI/lib64");
+        snprintf(dirs[nd++], PATH_MAX, "/usr/local/cuda/lib64");
+        for (int d = 0; d < nd; d++) {
+            char path[PATH_MAX + 32];
+            snprintf(path, sizeof path, "%s/libcupti.so.%d", dirs[d], majors[m]);
+            if (access(path, R_OK) != 0) continue;
+            void *h = try_open(path);
+            if (h) return h;
+        }
+        /* Last: the loader's own search path (LD_LIBRARY_PATH, ld.so.cache). */
+        char soname[32];
+        snprintf(soname, sizeof soname, "libcupti.so.%d", majors[m]);
+        void *h = try_open(soname);
+        if (h) return h;
+    }
+    if (have_rt)
+        snprintf(why, why_len, "libcupti.so.%d not found (looked next to %s/libcudart, in the pip "
+                 "wheel layout, $CUDA_HOME, /usr/local/cuda and the library path)", rt.major, rt.dir);
+    else
+        snprintf(why, why_len, "libcupti.so.13/.12 not found (no libcudart loaded to guide the "
+                 "search; looked in $CUDA_HOME, /usr/local/cuda and the library path)");
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ the callback */
+
+static void held_free(void *p) { free(p); }
+
+/* Writes the RUN_WITH arguments into the caller's array. Only the slots the decision rewrote
+ * are touched (their pointers point into copy.storage); the array length is the kernel's
+ * parameter count, which only launch.c knows, so untouched slots are never read or written. */
+static void apply_rewrite(void **args, lg_decision_t *d, uint32_t correlation)
+{
+    if (!held) {
+        held = calloc(1, sizeof *held);
+        if (!held) {
+            lg_report_warning_once("cupti_mask_failed", "out of memory for the masked arguments of "
+                                   "a launch seen only by CUPTI; it runs with its original labels");
+            return;
+        }
+        pthread_setspecific(held_key, held);
+    }
+    const unsigned char *lo = (const unsigned char *)d->args_copy.storage;
+    const unsigned char *hi = lo + sizeof d->args_copy.storage;
+    memcpy(held->copy.storage, d->args_copy.storage, sizeof held->copy.storage);
+    held->array = args;
+    held->correlation = correlation;
+    for (int i = 0; i < LG_MAX_PARAMS; i++) {
+        const unsigned char *p = d->args_copy.args[i];
+        held->written[i] = p >= lo && p < hi;
+        if (!held->written[i]) continue;
+        held->saved[i] = args[i];
+        args[i] = (unsigned char *)held->copy.storage + (p - lo);
+    }
+}
+
+static void restore_rewrite(uint32_t correlation)
+{
+    if (!held || !held->array || held->correlation != correlation) return;
+    for (int i = 0; i < LG_MAX_PARAMS; i++)
+        if (held->written[i]) held->array[i] = held->saved[i];
+    held->array = NULL;
+}
+
+/* Fills l from the params of one launch callback; returns false for a launch with no args array
+ * (a driver launch passing its parameters through `extra` only: nothing to decode). */
+static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb,
+                        lg_launch_t *l, void ***args_slot)
+{
+    bool ptsz = false;
+    memset(l, 0, sizeof *l);
+    l->can_block = false;
+    l->mangled = cb->symbolName;
+    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        l->entry = LG_ENTRY_CUPTI_RUNTIME;
+        switch (cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+        case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
+            ptsz = true;
+            /* fall through */
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+        case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000: {
+            _Static_assert(sizeof(internal_launch_params_t) == sizeof(cudaLaunchKernel_v7000_params),
+                           "__cudaLaunchKernel params must have cudaLaunchKernel's layout");
+            const internal_launch_params_t *p = cb->functionParams;
+            l->func = p->func;
+            l->grid[0] = p->gridDim.x; l->grid[1] = p->gridDim.y; l->grid[2] = p->gridDim.z;
+            l->block[0] = p->blockDim.x; l->block[1] = p->blockDim.y; l->block[2] = p->blockDim.z;
+            l->shared_mem = p->sharedMem;
+            l->stream = p->stream;
+            *args_slot = p->args;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+            ptsz = true;
+            /* fall through */
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060: {
+            const cudaLaunchKernelExC_v11060_params *p = cb->functionParams;
+            const cudaLaunchConfig_t *c = p->config;
+            if (!c) return false;
+            l->func = p->func;
+            l->grid[0] = c->gridDim.x; l->grid[1] = c->gridDim.y; l->grid[2] = c->gridDim.z;
+            l->block[0] = c->blockDim.x; l->block[1] = c->blockDim.y; l->block[2] = c->blockDim.z;
+            l->shared_mem = c->dynamicSmemBytes;
+            l->stream = c->stream;
+            *args_slot = p->args;
+            break;
+        }
+        default:
+            return false;
+        }
+    } else {
+        l->entry = LG_ENTRY_CUPTI_DRIVER;
+        switch (cbid) {
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+            ptsz = true;
+            /* fall through */
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
+            const cuLaunchKernel_params *p = cb->functionParams;
+            l->func = p->f;
+            l->grid[0] = p->gridDimX; l->grid[1] = p->gridDimY; l->grid[2] = p->gridDimZ;
+            l->block[0] = p->blockDimX; l->block[1] = p->blockDimY; l->block[2] = p->blockDimZ;
+            l->shared_mem = p->sharedMemBytes;
+            l->stream = p->hStream;
+            *args_slot = p->kernelParams;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+            ptsz = true;
+            /* fall through */
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+            const cuLaunchKernelEx_params *p = cb->functionParams;
+            const CUlaunchConfig *c = p->config;
+            if (!c) return false;
+            l->func = p->f;
+            l->grid[0] = c->gridDimX; l->grid[1] = c->gridDimY; l->grid[2] = c->gridDimZ;
+            l->block[0] = c->blockDimX; l->block[1] = c->blockDimY; l->block[2] = c->blockDimZ;
+            l->shared_mem = c->sharedMemBytes;
+            l->stream = c->hStream;
+            *args_slot = p->kernelParams;
+            break;
+        }
+        default:
+            return false;
+        }
+        /* A CUfunction is not a registered host stub: launch.c can only name it from here.
+         * Asked once per handle (the per-handle cache then has it). */
+        if (!l->mangled && func_get_name && !lg_names_info(l->func)) {
+            const char *name = NULL;
+            lg_in_library++;
+            if (func_get_name(&name, (CUfunction)l->func) == CUDA_SUCCESS) l->mangled = name;
+            lg_in_library--;
+        }
+    }
+    /* The null stream of a _ptsz entry point is the per-thread stream: the validator must run
+     * on the stream the kernel runs on. */
+    if (ptsz && !l->stream) l->stream = cudaStreamPerThread;
+    l->args = *args_slot;
+    return l->args != NULL && l->func != NULL;
+}
+
+static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data)
+{
+    const CUpti_CallbackData *cb = data;
+    if (cb->callbackSite == CUPTI_API_EXIT) {
+        if (dom == CUPTI_CB_DOMAIN_RUNTIME_API && runtime_depth > 0) runtime_depth--;
+        /* Even after `active` was cleared: the caller's array must not keep our pointers. */
+        restore_rewrite(cb->correlationId);
+        return;
+    }
+    if (!__atomic_load_n(&active, __ATOMIC_RELAXED)) return;
+    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) runtime_depth++;
+    else if (runtime_depth > 0) return;      /* the runtime launch around it was handled */
+    /* The interposition layer is handling this launch, or it is our own (validator) launch. */
+    if (lg_launch_in_progress || lg_in_library) return;
+
+    lg_launch_t l;
+    void **args = NULL;
+    if (!read_launch(dom, cbid, cb, &l, &args)) return;
+
+    lg_decision_t d;
+    d.kind = LG_VERDICT_RUN;
+    /* Zeroed so that a slot pointing into storage is one this decision rewrote. */
+    memset(d.args_copy.args, 0, sizeof d.args_copy.args);
+    lg_launch_in_progress++;
+    lg_launch_decide(&l, &d);
+    lg_launch_in_progress--;
+    /* SKIP cannot be honoured (can_block=false); launch.c is told so and never asks for it. */
+    if (d.kind == LG_VERDICT_RUN_WITH) apply_rewrite(args, &d, cb->correlationId);
+}
+
+/* ------------------------------------------------------------------ start */
+
+static void on_exit_or_fork(void)
+{
+    __atomic_store_n(&active, false, __ATOMIC_RELAXED);
+}
+
+static const char *result_text(result_string_fn fn, CUptiResult r)
+{
+    const char *s = NULL;
+    if (fn && fn(r, &s) == CUPTI_SUCCESS && s) return s;
+    return "unknown CUPTI error";
+}
+
+static void unavailable(const char *reason)
+{
+    char detail[1024];
+    if (lg_cfg.hooks == LG_HOOKS_CUPTI)
+        snprintf(detail, sizeof detail, "%s; LABELGUARD_HOOKS=cupti leaves no hook layer: launches "
+                 "are not checked. HINT: use LABELGUARD_HOOKS=auto", reason);
+    else
+        snprintf(detail, sizeof detail, "%s; interposition carries on alone", reason);
+    lg_report_warning_once("cupti_unavailable", detail);
+}
+
+static void start(void)
+{
+    char why[PATH_MAX + 256];
+    void *lib = open_cupti(why, sizeof why);
+    if (!lib) { unavailable(why); return; }
+
+    subscribe_fn subscribe = (subscribe_fn)dlsym(lib, "cuptiSubscribe");
+    enable_callback_fn enable = (enable_callback_fn)dlsym(lib, "cuptiEnableCallback");
+    result_string_fn result_string = (result_string_fn)dlsym(lib, "cuptiGetResultString");
+    if (!subscribe || !enable) {
+        snprintf(why, sizeof why, "%s lacks cuptiSubscribe/cuptiEnableCallback", cupti_path);
+        unavailable(why);
+        return;
+    }
+    if (pthread_key_create(&held_key, held_free) != 0) {
+        unavailable("pthread_key_create failed");
+        return;
+    }
+
+    CUptiResult r = subscribe(&subscriber, callback, NULL);
+    if (r != CUPTI_SUCCESS) {
+        const char *hint = "";
+        if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+            hint = ": another tool holds CUPTI's only subscriber slot (PyTorch profiler/Kineto, "
+                   "Nsight Systems/Compute, compute-sanitizer)";
+        else if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED)
+            hint = ": no usable CUDA driver?";
+        snprintf(why, sizeof why, "cuptiSubscribe failed with %s (%d)%s [%s]",
+                 result_text(result_string, r), (int)r, hint, cupti_path);
+        unavailable(why);
+        return;
+    }
+
+    static const CUpti_CallbackId runtime_ids[] = {
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+        CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+        CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    };
+    static const CUpti_CallbackId driver_ids[] = {
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    };
+    int enabled = 0;
+    for (size_t i = 0; i < sizeof runtime_ids / sizeof runtime_ids[0]; i++)
+        enabled += enable(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i]) == CUPTI_SUCCESS;
+    for (size_t i = 0; i < sizeof driver_ids / sizeof driver_ids[0]; i++)
+        enabled += enable(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, driver_ids[i]) == CUPTI_SUCCESS;
+    if (enabled == 0) {
+        /* An older CUPTI that knows none of the ids: the subscription stays (harmless, no
+         * callback fires) because unsubscribing is what we avoid at any time but start. */
+        snprintf(why, sizeof why, "%s accepted none of the launch callbacks", cupti_path);
+        unavailable(why);
+        return;
+    }
+
+    /* cuptiSubscribe loaded libcuda; the driver names CUfunction handles of driver launches. */
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (cuda) func_get_name = (func_get_name_fn)dlsym(cuda, "cuFuncGetName");
+
+    atexit(on_exit_or_fork);
+    pthread_atfork(NULL, NULL, on_exit_or_fork);
+    __atomic_store_n(&active, true, __ATOMIC_RELEASE);
+}
+
+void lg_cupti_start(void)
+{
+    /* CUPTI's own calls must not be taken for the application's. */
+    lg_in_library++;
+    pthread_once(&start_once, start);
+    lg_in_library--;
+}
+
+bool lg_cupti_active(void)
+{
+    return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+}

@@ -1,0 +1,416 @@
+/* internal.h: the library's internal API, one section per source file (the file name is the
+ * function prefix: registry.c holds lg_registry_*). Everything here has hidden visibility;
+ * only the interposed CUDA entry points and include/labelguard.h are exported
+ * (tests/exports.txt lists them, tests/e2e/test_exports.sh checks `nm -D`).
+ *
+ * Threading: hooks run on whatever thread launches a kernel. Functions say when they lock.
+ */
+#ifndef LG_INTERNAL_H
+#define LG_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "../cuda/lg_scan.h"
+
+#define LG_HIDDEN __attribute__((visibility("hidden")))
+#define LG_EXPORT __attribute__((visibility("default")))
+#define LG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LG_LIKELY(x) __builtin_expect(!!(x), 1)
+
+#define LG_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------- config.c */
+
+typedef enum { LG_ACTION_RAISE, LG_ACTION_HOLD, LG_ACTION_MASK, LG_ACTION_LOG, LG_ACTION_ABORT } lg_action_t;
+typedef enum { LG_MODE_SYNC, LG_MODE_ASYNC } lg_mode_t;
+typedef enum { LG_HOOKS_AUTO, LG_HOOKS_INTERPOSE, LG_HOOKS_CUPTI } lg_hooks_t;
+
+typedef struct lg_config {
+    lg_action_t action;
+    lg_mode_t mode;
+    lg_hooks_t hooks;
+    char log_dir[4096];
+    char kernels[4096];        /* ':'-separated spec files, "" when unset */
+    bool backtrace_native;
+    bool backtrace_python;
+    int samples;               /* 1..LG_MAX_SAMPLES */
+    bool quiet;
+    bool debug_kernels;        /* LABELGUARD_DEBUG_KERNELS=1: a kernel_seen warning per watched kernel */
+} lg_config_t;
+
+/* Parses the LABELGUARD_* variables through `getenv_fn` (getenv in the library, a table in
+ * tests). Returns 0, or -1 with a one-line message (variable, bad value, allowed values) in
+ * err. Never exits: the caller decides. */
+LG_HIDDEN int lg_config_parse(lg_config_t *cfg, const char *(*getenv_fn)(const char *), char *err, size_t err_len);
+LG_HIDDEN lg_config_t lg_cfg_defaults(void);
+LG_HIDDEN const char *lg_config_action_name(lg_action_t a);
+LG_HIDDEN const char *lg_config_mode_name(lg_mode_t m);
+LG_HIDDEN const char *lg_config_hooks_name(lg_hooks_t h);
+
+/* The process-wide configuration, filled once by the constructor (lg.c). */
+extern LG_HIDDEN lg_config_t lg_cfg;
+
+/* ---------------------------------------------------------------- registry.c */
+
+typedef enum { LG_DIR_FORWARD, LG_DIR_BACKWARD } lg_direction_t;
+
+/* How to read one value out of a launch's argument array: parameter index, byte offset inside
+ * that parameter (for a struct passed by value), width in bytes (1, 4 or 8), signedness. */
+typedef struct lg_field {
+    int param;        /* -1: absent */
+    int offset;
+    int width;
+    bool is_signed;
+} lg_field_t;
+
+/* What a spec says about n_classes / count: a parameter, or derived. */
+typedef enum {
+    LG_COUNT_PARAM,         /* count = field `count` */
+    LG_COUNT_ONE,           /* exactly one label (1d kernels) */
+    LG_COUNT_ACCESSOR,      /* product of the target accessor's sizes */
+    LG_COUNT_GRID_MAP,      /* (gridDim.x / blocks_per_sample) * map_nelem (nll_loss2d reduce) */
+} lg_count_kind_t;
+
+#define LG_MAX_PARAMS 32
+
+typedef struct lg_spec {
+    char name[128];           /* section name in the spec file, e.g. nll_loss_forward_reduce_cuda_kernel_2d */
+    char match[256];          /* substring of the mangled name */
+    char family[32];          /* nll_loss, nll_loss2d, ... */
+    lg_direction_t direction;
+    int n_params;             /* expected parameter count */
+    int param_sizes[LG_MAX_PARAMS]; /* expected size of each parameter, bytes */
+
+    lg_field_t target;        /* the pointer (data_ of an accessor when target_ndim > 0) */
+    int target_ndim;          /* 0: plain pointer; 1..3: accessor with sizes/strides */
+    int target_sizes_offset;  /* byte offset of sizes_[0] inside the accessor param */
+    int target_strides_offset;
+    int target_index_width;   /* 8 (PackedTensorAccessor64) or 4 (THCDeviceTensor) */
+    lg_dtype_t dtype;         /* fixed dtype, unless dtype_from_template */
+    bool dtype_from_template; /* last template argument of the mangled name: l / h */
+
+    lg_count_kind_t count_kind;
+    lg_field_t count;
+    lg_field_t map_nelem, blocks_per_sample; /* LG_COUNT_GRID_MAP */
+
+    lg_field_t n_classes;
+    lg_field_t ignore_index;  /* param -1: the kernel has no ignore_index */
+    bool truncate_to_int32;
+    char source[256];         /* "builtin" or file:line, for messages */
+} lg_spec_t;
+
+/* The registry is built once (lazily, under a pthread_once in lg.c) from the built-in table
+ * and LABELGUARD_KERNELS. Returns the number of specs loaded; parse errors of user files are
+ * reported through lg_report_warning and the file is skipped. */
+LG_HIDDEN int lg_registry_init(const char *user_files);
+/* Parses spec text (the GKeyFile format of specs/pytorch.conf). Appends to out (capacity
+ * cap); returns the count appended or -1 with "file:line: field: message" in err. */
+LG_HIDDEN int lg_registry_parse(const char *text, size_t len, const char *origin, lg_spec_t *out, int cap, char *err, size_t err_len);
+/* Finds the spec whose match is a substring of `mangled`; NULL if none. Lock-free after init. */
+LG_HIDDEN const lg_spec_t *lg_registry_match(const char *mangled);
+/* Checks the spec against the kernel's real parameter list: sizes from the runtime
+ * (cudaFuncGetParamInfo, n_actual >= 0) or from the mangled signature. Returns true if it
+ * matches; else false with a reason in why. */
+LG_HIDDEN bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const size_t *actual_sizes, int n_actual, char *why, size_t why_len);
+/* Used by launch.c (lead): a cheap pre-filter (does any spec's match occur in the name?), then
+ * the spec among those whose match occurs and whose layout fits the actual parameter sizes
+ * (sizes NULL / n -1: check against the mangled signature). NULL with a reason in why when a
+ * name matched but no layout fits (-> unknown_layout warning); NULL with why "" when nothing
+ * matched. */
+LG_HIDDEN bool lg_registry_maybe_watched(const char *mangled);
+LG_HIDDEN const lg_spec_t *lg_registry_find(const char *mangled, const size_t *sizes, int n, char *why, size_t why_len);
+LG_HIDDEN int lg_registry_count(void);
+LG_HIDDEN const lg_spec_t *lg_registry_get(int i);
+
+/* ---------------------------------------------------------------- demangle.c */
+
+/* Short name (the kernel's unqualified identifier, e.g. nll_loss_forward_reduce_cuda_kernel_2d)
+ * of an Itanium-mangled name, including nvcc's __nv_static_ prefixed form. Writes into out;
+ * returns false when the name is not mangled (then out is a copy, truncated). Never allocates. */
+LG_HIDDEN bool lg_demangle_short(const char *mangled, char *out, size_t out_len);
+/* Last template argument's builtin type code: 'l' (long), 'h' (unsigned char), 'i' ...; 0 when
+ * unknown. */
+LG_HIDDEN char lg_demangle_last_template_arg(const char *mangled);
+/* Parameter byte sizes from the mangled function signature (LP64). Returns the count, or -1
+ * when the signature cannot be sized (then the caller relies on cudaFuncGetParamInfo). */
+LG_HIDDEN int lg_demangle_param_sizes(const char *mangled, size_t *sizes, int cap);
+/* Full demangled text via libstdc++'s __cxa_demangle when already loadable (dlopen NOLOAD
+ * first); falls back to the short name. Allocates with malloc; caller frees. Report path only. */
+LG_HIDDEN char *lg_demangle_full(const char *mangled);
+
+/* ---------------------------------------------------------------- decode.c */
+
+/* Reads the target description of one launch. Returns 0, or -1 with a reason (the caller
+ * warns and lets the launch run). Reads only args[] slots the spec names, after the layout
+ * check passed. */
+LG_HIDDEN int lg_decode(const lg_spec_t *spec, const char *mangled, void **args, const unsigned grid[3], lg_target_t *out, char *why, size_t why_len);
+/* Builds a copy of args[] in which the target pointer is `new_data` (and ignore_index is
+ * `new_ignore` when rewrite_ignore). `storage` holds the rewritten parameter values and must
+ * outlive the launch; new_args has spec->n_params slots. */
+typedef struct lg_args_copy {
+    void *args[LG_MAX_PARAMS];
+    unsigned char storage[LG_MAX_PARAMS][128];
+} lg_args_copy_t;
+LG_HIDDEN int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, bool rewrite_ignore, int64_t new_ignore, lg_args_copy_t *copy);
+
+/* ---------------------------------------------------------------- validate.c */
+
+typedef enum { LG_BACKEND_HOST, LG_BACKEND_GPU } lg_backend_t;
+
+/* Runtime functions the validator needs, resolved by preload.c from the process's own cudart. */
+typedef struct lg_runtime {
+    int (*memcpy_async)(void *dst, const void *src, size_t n, int kind, void *stream);
+    int (*stream_synchronize)(void *stream);
+    int (*malloc_device)(void **p, size_t n);
+    int (*free_device)(void *p);
+    int (*malloc_host)(void **p, size_t n);
+    int (*free_host)(void *p);
+    int (*pointer_attributes)(void *attr, const void *ptr);
+    int (*stream_is_capturing)(void *stream, int *status);
+    int (*get_device)(int *dev);
+    int (*get_last_error)(void);
+    int (*func_get_name)(const char **name, const void *func);
+    int (*func_get_param_info)(const void *func, size_t index, size_t *offset, size_t *size);
+    const char *(*get_error_string)(int code);
+    int (*runtime_get_version)(int *v);
+    int (*driver_get_version)(int *v);
+} lg_runtime_t;
+
+LG_HIDDEN void lg_validate_init(const lg_runtime_t *rt);
+LG_HIDDEN lg_backend_t lg_validate_backend(void);
+/* Scans the target on `stream` and waits for the verdict. Returns 0, or -1 with a reason
+ * (not device memory, copy failed...) in why: the caller warns and lets the launch run. */
+LG_HIDDEN int lg_validate_sync(const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, char *why, size_t why_len);
+/* Writes a copy of the labels in which every bad label is `replacement`, into scratch memory
+ * owned by the validator (per stream, reused). Returns the device address or 0 on failure. */
+LG_HIDDEN uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, int64_t replacement, char *why, size_t why_len);
+/* Async mode, used by launch.c (lead): enqueue validate+sanitize on `stream` with no stream
+ * synchronisation; *sanitized gets the address of the sanitized copy the loss kernel must use
+ * (bad labels replaced by `replacement`). `cookie` is returned with the verdict. Returns 0 or
+ * -1 with why. lg_validate_async_collect returns true and fills r for each finished check
+ * (clean ones included, so the caller can count), false when none is ready. Thread-safe. */
+struct lg_kernel_info;
+typedef struct lg_async_report {
+    struct lg_kernel_info *info;   /* the cookie */
+    void *stream;
+    lg_target_t target;
+    lg_verdict_t verdict;
+} lg_async_report_t;
+LG_HIDDEN int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, int samples, struct lg_kernel_info *cookie, uint64_t *sanitized, char *why, size_t why_len);
+LG_HIDDEN bool lg_validate_async_collect(lg_async_report_t *r);
+
+/* ---------------------------------------------------------------- json.c */
+
+/* A JSON writer into a fixed buffer; never allocates. Strings are escaped so that any input
+ * bytes (quotes, control characters, invalid UTF-8) give valid JSON. On overflow `overflow` is
+ * set and the text stays valid up to the last complete value. */
+#define LG_JSON_MAX_DEPTH 32
+typedef struct lg_json {
+    char *buf;
+    size_t cap, len;             /* len excludes the NUL, which is always written */
+    bool overflow;
+    int depth;                   /* open containers that were written */
+    int skipped;                 /* containers opened after overflow (not written) */
+    bool need_comma[LG_JSON_MAX_DEPTH + 1];
+    char closer[LG_JSON_MAX_DEPTH + 1]; /* '}' or ']' per open container */
+} lg_json_t;
+LG_HIDDEN void lg_json_init(lg_json_t *j, char *buf, size_t cap);
+LG_HIDDEN void lg_json_begin_object(lg_json_t *j, const char *key);
+LG_HIDDEN void lg_json_end_object(lg_json_t *j);
+LG_HIDDEN void lg_json_begin_array(lg_json_t *j, const char *key);
+LG_HIDDEN void lg_json_end_array(lg_json_t *j);
+LG_HIDDEN void lg_json_string(lg_json_t *j, const char *key, const char *value); /* NULL -> null */
+LG_HIDDEN void lg_json_int(lg_json_t *j, const char *key, int64_t value);
+LG_HIDDEN void lg_json_uint(lg_json_t *j, const char *key, uint64_t value);
+LG_HIDDEN void lg_json_bool(lg_json_t *j, const char *key, bool value);
+LG_HIDDEN void lg_json_null(lg_json_t *j, const char *key);
+/* A string of `n` bytes (may hold NULs, which are escaped); for fuzzing and raw buffers. */
+LG_HIDDEN void lg_json_string_n(lg_json_t *j, const char *key, const char *value, size_t n);
+/* Closes every open container; returns j->len. The text in buf is then a complete value. */
+LG_HIDDEN size_t lg_json_finish(lg_json_t *j);
+
+/* ---------------------------------------------------------------- cause.c */
+
+typedef enum {
+    LG_CAUSE_ONE_BASED, LG_CAUSE_SCALED_255, LG_CAUSE_VOID_255, LG_CAUSE_NEGATIVE_UNKNOWN,
+    LG_CAUSE_HEAD_TOO_SMALL, LG_CAUSE_OTHER
+} lg_cause_t;
+LG_HIDDEN lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t *v, bool dense_target);
+LG_HIDDEN const char *lg_cause_name(lg_cause_t c);
+/* The fix alone, a few words ("subtract 1"), for the one-line raise message. */
+LG_HIDDEN const char *lg_cause_fix(lg_cause_t c);
+/* One sentence: what the values look like and the fix. Writes into out. */
+LG_HIDDEN void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len);
+
+/* ---------------------------------------------------------------- stack.c */
+
+#define LG_MAX_FRAMES 48
+typedef struct lg_native_stack {
+    int n;
+    void *ips[LG_MAX_FRAMES];
+} lg_native_stack_t;
+/* Raw return addresses of the calling thread; cheap, no symbolization. */
+LG_HIDDEN void lg_stack_capture(lg_native_stack_t *s);
+/* "module+0xoff (function+0xoff)" per frame, our own frames removed. Writes up to max
+ * strings of line_len bytes into lines; returns the count. Report path only. */
+LG_HIDDEN int lg_stack_symbolize(const lg_native_stack_t *s, char (*lines)[256], int max);
+
+/* ---------------------------------------------------------------- pystack.c */
+
+#define LG_MAX_PY_FRAMES 32
+typedef struct lg_py_frame {
+    char file[192];
+    char function[96];
+    int line;
+} lg_py_frame_t;
+typedef struct lg_py_stack {
+    int n;                 /* 0: not a Python process or no frames */
+    bool from_main_thread; /* the launching thread had no Python frames */
+    lg_py_frame_t frames[LG_MAX_PY_FRAMES]; /* innermost last */
+} lg_py_stack_t;
+/* Reads the calling thread's Python frames without the GIL and without allocating, like
+ * faulthandler; CPython symbols resolved at run time. Safe to call in non-Python processes. */
+LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
+
+/* ---------------------------------------------------------------- report.c */
+
+/* Everything known about one violation, filled by launch.c, consumed by report.c. */
+typedef struct lg_violation {
+    const char *mangled;
+    const lg_spec_t *spec;
+    char short_name[128];
+    uint64_t launch_seq;
+    void *stream;
+    int device;
+    lg_target_t target;
+    lg_verdict_t verdict;
+    lg_action_t action;
+    const char *outcome;       /* blocked, held, masked, launched, aborted */
+    char note[256];            /* e.g. "raise fell back to mask: only CUPTI saw the launch" */
+    lg_cause_t cause;
+    char cause_text[256];
+    lg_native_stack_t native;
+    lg_py_stack_t python;
+} lg_violation_t;
+
+/* Each writes one JSONL line (one write() on an O_APPEND descriptor opened on first use) and,
+ * unless quiet, text on stderr. Thread-safe. `sync_to_disk`: fsync before returning (blocking
+ * actions). */
+LG_HIDDEN void lg_report_violation(lg_violation_t *v, bool sync_to_disk);
+LG_HIDDEN void lg_report_warning(const char *what, const char *detail);
+/* Like lg_report_warning but only the first time `what` is seen in this process. */
+LG_HIDDEN void lg_report_warning_once(const char *what, const char *detail);
+LG_HIDDEN void lg_report_start(void);
+typedef struct lg_counters {
+    uint64_t launches, watched, validated, violations, validate_ns_total;
+} lg_counters_t;
+LG_HIDDEN void lg_report_summary(const lg_counters_t *c);
+/* Path of this process's log file ("" before the first event, "stderr" on fallback). */
+LG_HIDDEN const char *lg_report_log_path(void);
+/* After fork in the child: forget the parent's descriptor and path. */
+LG_HIDDEN void lg_report_after_fork_child(void);
+/* The log text for the raise path: one line naming kernel, label, index, n_classes, ignore. */
+LG_HIDDEN void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len);
+
+/* ---------------------------------------------------------------- launch.c */
+
+typedef enum {
+    LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL,      /* __cudaLaunchKernel (nvcc 13 <<<>>>) */
+    LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL_PTSZ,
+    LG_ENTRY_CUDA_LAUNCH_KERNEL,
+    LG_ENTRY_CUDA_LAUNCH_KERNEL_PTSZ,
+    LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC,
+    LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC_PTSZ,
+    LG_ENTRY_CUPTI_RUNTIME,
+    LG_ENTRY_CUPTI_DRIVER,
+} lg_entry_t;
+
+/* One launch, as the hook layers see it. */
+typedef struct lg_launch {
+    lg_entry_t entry;
+    const void *func;          /* host stub, cudaKernel_t or CUfunction */
+    const char *mangled;       /* NULL: resolve from func */
+    void **args;
+    unsigned grid[3], block[3];
+    size_t shared_mem;
+    void *stream;
+    bool can_block;            /* false for CUPTI: the launch cannot be skipped */
+} lg_launch_t;
+
+/* What the hook must do with the launch. */
+typedef enum {
+    LG_VERDICT_RUN,            /* call the real function with the original args */
+    LG_VERDICT_RUN_WITH,       /* call it with `args_copy.args` (mask) */
+    LG_VERDICT_SKIP,           /* do not launch; return `error` */
+} lg_decision_kind_t;
+typedef struct lg_decision {
+    lg_decision_kind_t kind;
+    int error;                 /* cudaError_t to return on SKIP */
+    lg_args_copy_t args_copy;
+} lg_decision_t;
+
+/* The one entry from every hook. Fast path: a cached per-handle lookup, no lock, no
+ * allocation, no system call for an unwatched kernel. */
+LG_HIDDEN void lg_launch_decide(const lg_launch_t *l, lg_decision_t *d);
+LG_HIDDEN void lg_launch_counters(lg_counters_t *out);
+LG_HIDDEN bool lg_launch_async_pending(void);
+LG_HIDDEN void lg_launch_poll_async(void);
+LG_HIDDEN void lg_launch_atfork_child(void);
+
+/* ---------------------------------------------------------------- names.c */
+
+/* handle/stub -> mangled name, recorded at registration; lock-free reads. */
+LG_HIDDEN void lg_names_record_function(const void *host_stub, const char *mangled);
+LG_HIDDEN void lg_names_record_kernel(const void *handle, const void *host_stub);
+LG_HIDDEN const char *lg_names_lookup(const void *func);
+/* Per-handle cache slot for launch.c: the matched spec (or NULL) once classified. `state` is
+ * written last (release) so a reader that sees WATCHED also sees `spec`. */
+enum { LG_KSTATE_UNKNOWN = 0, LG_KSTATE_UNWATCHED = 1, LG_KSTATE_WATCHED = 2, LG_KSTATE_BAD_LAYOUT = 3 };
+typedef struct lg_kernel_info {
+    const void *func;
+    const char *mangled;       /* copied; NULL until known */
+    const lg_spec_t *spec;     /* NULL: not watched */
+    _Atomic int state;
+} lg_kernel_info_t;
+LG_HIDDEN lg_kernel_info_t *lg_names_info(const void *func);        /* lock-free; NULL if absent */
+LG_HIDDEN lg_kernel_info_t *lg_names_info_insert(const void *func); /* locks; NULL if table full */
+LG_HIDDEN void lg_names_set_name(lg_kernel_info_t *info, const char *mangled);
+LG_HIDDEN void lg_names_atfork_prepare(void);
+LG_HIDDEN void lg_names_atfork_parent(void);
+LG_HIDDEN void lg_names_atfork_child(void);
+
+/* ---------------------------------------------------------------- preload.c */
+
+/* The real runtime functions, resolved once (RTLD_NEXT, then dlopen NOLOAD of
+ * libcudart.so.13/.12). NULL when not found. */
+LG_HIDDEN const lg_runtime_t *lg_preload_runtime(void);
+/* Sets the error the next cudaGetLastError/PeekAtLastError on this thread reports, with a
+ * message cudaGetErrorString returns for it. */
+LG_HIDDEN void lg_preload_set_pending_error(int code, const char *message);
+/* The interposed entry points (for late arming by GOT patching, arm.c): name, our function,
+ * and where the real one is stored once resolved. */
+typedef struct lg_hook { const char *name; void *replacement; void **real; } lg_hook_t;
+LG_HIDDEN const lg_hook_t *lg_preload_hooks(int *count);
+LG_HIDDEN int lg_preload_raise_error_code(void);
+LG_HIDDEN void lg_preload_atfork_child(void);
+/* Thread-local re-entry guard around our own CUDA calls. */
+extern LG_HIDDEN __thread int lg_in_library;
+
+/* ---------------------------------------------------------------- cupti.c */
+
+LG_HIDDEN void lg_cupti_start(void);
+LG_HIDDEN bool lg_cupti_active(void);
+/* Set by the interposition layer while it handles a launch, so CUPTI skips it. */
+extern LG_HIDDEN __thread int lg_launch_in_progress;
+
+/* ---------------------------------------------------------------- lg.c */
+
+/* Lazy start, from the first hook that needs it (pthread_once): registry, runtime, backend,
+ * start event. Cheap after the first call. */
+LG_HIDDEN void lg_ensure_started(void);
+LG_HIDDEN uint64_t lg_now_ns(void);
+
+#endif

@@ -1,0 +1,133 @@
+/* names.c: kernel handle / host stub -> mangled name and per-kernel classification cache.
+ *
+ * Written from __cudaRegisterFunction and __cudaGetKernel (preload.c), which run inside other
+ * libraries' constructors, before our own constructor: so the table is plain zeroed static
+ * memory plus a statically initialised mutex, usable with no initialisation at all.
+ * Read on every kernel launch (launch.c) from any thread, without a lock: that lookup is the
+ * whole cost of an unwatched launch (issue 3, fast path). Tested by tests/unit/test_names.c.
+ *
+ * Open addressing on the pointer value; a slot's key is published with release ordering after
+ * its entry is complete, so a reader that sees the key sees a complete entry. Entries are never
+ * removed: a module unloaded by dlclose leaves its entries behind (names are copied, so they
+ * stay valid), which costs a little memory and nothing else.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define TABLE_BITS 18 /* 262144 slots, 4 MiB of BSS touched only where used */
+#define TABLE_SIZE (1u << TABLE_BITS)
+#define TABLE_MAX_FILL (TABLE_SIZE / 4 * 3)
+
+typedef struct slot {
+    _Atomic(const void *) key;
+    _Atomic(lg_kernel_info_t *) info;
+} slot_t;
+
+static slot_t table[TABLE_SIZE];
+static unsigned table_fill;
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline uint32_t hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x & (TABLE_SIZE - 1);
+}
+
+lg_kernel_info_t *lg_names_info(const void *func)
+{
+    uint32_t i = hash_ptr(func);
+    for (;;) {
+        const void *k = atomic_load_explicit(&table[i].key, memory_order_acquire);
+        if (k == func)
+            return atomic_load_explicit(&table[i].info, memory_order_relaxed);
+        if (!k)
+            return NULL;
+        i = (i + 1) & (TABLE_SIZE - 1);
+    }
+}
+
+/* Caller holds table_lock. Returns the existing or a new entry; NULL when the table is full
+ * or out of memory (the kernel then goes through the slow path on each launch, still correct). */
+static lg_kernel_info_t *insert_locked(const void *func)
+{
+    uint32_t i = hash_ptr(func);
+    for (;;) {
+        const void *k = atomic_load_explicit(&table[i].key, memory_order_relaxed);
+        if (k == func)
+            return atomic_load_explicit(&table[i].info, memory_order_relaxed);
+        if (!k)
+            break;
+        i = (i + 1) & (TABLE_SIZE - 1);
+    }
+    if (table_fill >= TABLE_MAX_FILL)
+        return NULL;
+    lg_kernel_info_t *info = calloc(1, sizeof *info);
+    if (!info)
+        return NULL;
+    info->func = func;
+    atomic_store_explicit(&table[i].info, info, memory_order_relaxed);
+    atomic_store_explicit(&table[i].key, func, memory_order_release);
+    table_fill++;
+    return info;
+}
+
+lg_kernel_info_t *lg_names_info_insert(const void *func)
+{
+    pthread_mutex_lock(&table_lock);
+    lg_kernel_info_t *info = insert_locked(func);
+    pthread_mutex_unlock(&table_lock);
+    return info;
+}
+
+/* Names are copied: the registering module may be unloaded while its entry stays. */
+static void set_name_locked(lg_kernel_info_t *info, const char *mangled)
+{
+    if (!info || !mangled || info->mangled)
+        return;
+    info->mangled = strdup(mangled);
+}
+
+void lg_names_record_function(const void *host_stub, const char *mangled)
+{
+    if (!host_stub || !mangled)
+        return;
+    pthread_mutex_lock(&table_lock);
+    set_name_locked(insert_locked(host_stub), mangled);
+    pthread_mutex_unlock(&table_lock);
+}
+
+void lg_names_record_kernel(const void *handle, const void *host_stub)
+{
+    if (!handle || handle == host_stub)
+        return;
+    pthread_mutex_lock(&table_lock);
+    lg_kernel_info_t *stub = insert_locked(host_stub);
+    lg_kernel_info_t *h = insert_locked(handle);
+    if (stub && h && stub->mangled)
+        set_name_locked(h, stub->mangled);
+    pthread_mutex_unlock(&table_lock);
+}
+
+void lg_names_set_name(lg_kernel_info_t *info, const char *mangled)
+{
+    pthread_mutex_lock(&table_lock);
+    set_name_locked(info, mangled);
+    pthread_mutex_unlock(&table_lock);
+}
+
+const char *lg_names_lookup(const void *func)
+{
+    lg_kernel_info_t *info = lg_names_info(func);
+    return info ? info->mangled : NULL;
+}
+
+void lg_names_atfork_prepare(void) { pthread_mutex_lock(&table_lock); }
+void lg_names_atfork_parent(void) { pthread_mutex_unlock(&table_lock); }
+void lg_names_atfork_child(void) { pthread_mutex_init(&table_lock, NULL); }

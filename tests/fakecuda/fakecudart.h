@@ -1,0 +1,73 @@
+/* fakecudart.h: what the files of the CUDA runtime test double share (tests/fakecuda/*.c).
+ *
+ * The double is build/fakecuda/libcudart.so.13: a host-only stand-in for NVIDIA's runtime,
+ * so nvcc-built test programs (tests/progs/) run, and labelguard can be tested, on machines
+ * without a GPU. fakecudart.c is the runtime (registration, launches, memory, streams, errors),
+ * sig.c reads parameter sizes from a mangled kernel name, nll.c emulates PyTorch's NLL kernels.
+ * Internal names are fk_*; exported names are the CUDA ones plus fakecudart_* (libcudart.map).
+ * Tested by tests/fakecuda/test_*.sh.
+ */
+#ifndef FAKECUDART_H
+#define FAKECUDART_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#define FK_EXPORT __attribute__((visibility("default")))
+#define FK_MAX_PARAMS 32
+#define FK_MAX_TARGS 8
+
+/* The parameter list read from a mangled kernel name (sig.c). ok=0: the name could not be read
+ * (extern "C" kernel, construct the parser does not know); then nothing else is valid. */
+typedef struct fk_sig {
+    int ok;
+    int n_params;
+    size_t size[FK_MAX_PARAMS];     /* bytes */
+    size_t offset[FK_MAX_PARAMS];   /* bytes, aligned like the device ABI */
+    int n_targs;                    /* the kernel's own template arguments */
+    char targ[FK_MAX_TARGS][4];     /* builtin code of a type argument ("f", "d", "l", "h", "Dh"), "" if not builtin */
+} fk_sig_t;
+
+/* Fills *sig from `mangled` (with or without nvcc's __nv_static_ prefix). Returns sig->ok. */
+int fk_sig_parse(const char *mangled, fk_sig_t *sig);
+
+/* One launch as the emulators see it. */
+typedef struct fk_launch {
+    const char *name;               /* mangled device name */
+    const fk_sig_t *sig;
+    dim3 grid, block;
+    void **args;
+    size_t shared_mem;
+    cudaStream_t stream;
+} fk_launch_t;
+
+/* A built-in emulator: returns cudaSuccess, or the error the kernel would leave in the context
+ * (cudaErrorAssert after a failed device assert, cudaErrorIllegalAddress after a bad access). */
+typedef cudaError_t (*fk_emu_fn)(const fk_launch_t *l);
+
+typedef struct fk_emulator {
+    const char *substring;          /* matched against the mangled name */
+    fk_emu_fn fn;
+    int n_params;                   /* expected layout; a name match with another one is a no-op */
+    const size_t *sizes;
+} fk_emulator_t;
+
+/* nll.c: the table of built-in emulators, NULL-terminated. */
+extern const fk_emulator_t fk_nll_emulators[];
+
+/* fakecudart.c, for the emulators. */
+/* [lo, hi) of the tracked allocation (device or pinned) holding p; 0 if none. Thread-safe. */
+int fk_mem_range(const void *p, const char **lo, const char **hi);
+/* Queues a device-assert line, printed to stderr when the error surfaces (as the device's printf
+ * buffer is flushed at the next synchronisation). */
+void fk_device_assert(const char *file, unsigned line, const char *func, const unsigned block[3], const unsigned thread[3], const char *expr);
+
+/* The exported extras (also declared here so the build checks their prototypes). */
+FK_EXPORT const char *fakecudart_identity(void);
+typedef cudaError_t (*fakecudart_emulator_fn)(const char *name, dim3 grid, dim3 block, void **args, size_t shared_mem, cudaStream_t stream);
+FK_EXPORT int fakecudart_register_emulator(const char *substring, fakecudart_emulator_fn fn);
+FK_EXPORT unsigned long fakecudart_launch_count(const char *substring);
+FK_EXPORT unsigned long fakecudart_emulated_count(const char *substring);
+
+#endif

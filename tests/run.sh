@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# tests/run.sh: runs every GPU-free test and prints "N passed, N failed" as its last line.
+# Called by `make test` with LG_BUILD (build dir) and LG_SANITIZER set. A test is:
+#   - a GTest binary build/tests/unit/test_* (TAP output; its exit status decides),
+#   - an executable script tests/{fakecuda,e2e,fuzz,cli}/test_*.sh (exit 0 pass, 77 skip, else fail).
+# Each test's output goes to $LG_BUILD/test-logs/<name>.log and is shown when it fails.
+set -u
+cd "$(dirname "$0")/.."
+export LG_BUILD="${LG_BUILD:-build}"
+export LG_ROOT="$PWD"
+export LG_SANITIZER="${LG_SANITIZER:-}"
+# The preload line a test uses: sanitizer runtimes must come first in LD_PRELOAD.
+LG_PRELOAD="$PWD/$LG_BUILD/liblabelguard.so"
+case "$LG_SANITIZER" in
+  address) LG_PRELOAD="$(gcc -print-file-name=libasan.so) $LG_PRELOAD"
+           export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:verify_asan_link_order=0}";;
+  undefined) LG_PRELOAD="$(gcc -print-file-name=libubsan.so) $LG_PRELOAD"
+           export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}";;
+  thread) LG_PRELOAD="$(gcc -print-file-name=libtsan.so) $LG_PRELOAD";;
+esac
+export LG_PRELOAD
+export LG_FAKE_DIR="$PWD/$LG_BUILD/fakecuda"
+logs="$LG_BUILD/test-logs"; rm -rf "$logs"; mkdir -p "$logs"
+pass=0; fail=0; skip=0; failed=()
+only="${LG_TESTS:-}"   # optional filter: a substring of the test name
+
+run_one() { # name, command...
+  local name=$1; shift
+  if [ -n "$only" ] && [[ "$name" != *"$only"* ]]; then return; fi
+  local log="$logs/${name//\//_}.log" rc start end
+  start=$(date +%s)
+  timeout -k 5 "${LG_TEST_TIMEOUT:-300}" "$@" >"$log" 2>&1; rc=$?
+  end=$(date +%s)
+  if [ $rc -eq 0 ]; then pass=$((pass+1)); printf 'PASS %-50s %3ss\n' "$name" $((end-start))
+  elif [ $rc -eq 77 ]; then skip=$((skip+1)); printf 'SKIP %-50s (%s)\n' "$name" "$(tail -n1 "$log")"
+  else fail=$((fail+1)); failed+=("$name"); printf 'FAIL %-50s rc=%s\n' "$name" $rc; sed 's/^/    | /' "$log" | tail -n 40; fi
+}
+
+for t in "$LG_BUILD"/tests/unit/test_*; do
+  [ -x "$t" ] || continue
+  case "$t" in *.d) continue;; esac
+  run_one "unit/$(basename "$t")" "$t"
+done
+for dir in fakecuda e2e cli fuzz; do
+  for t in tests/$dir/test_*.sh; do
+    [ -f "$t" ] || continue
+    run_one "$dir/$(basename "$t" .sh)" bash "$t"
+  done
+done
+[ ${#failed[@]} -eq 0 ] || printf 'failed: %s\n' "${failed[*]}"
+[ $skip -eq 0 ] || printf '%d skipped\n' $skip
+printf '%d passed, %d failed\n' $pass $fail
+[ $fail -eq 0 ]

@@ -1,0 +1,178 @@
+/* test_cause.c: unit tests of src/cause.c on the seed article's cases. Each case builds a real
+ * label buffer, scans it with the validator's own host scan (cuda/lg_scan.h), and checks the
+ * classification and the fix sentence.
+ * Run: make build/tests/unit/test_cause && build/tests/unit/test_cause
+ */
+#include <glib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+    lg_target_t t;
+    lg_verdict_t v;
+    int64_t labels[4096];
+} case_t;
+
+static case_t *make_case(const int64_t *labels, int n, int64_t n_classes, int64_t ignore_index, int rows)
+{
+    case_t *c = g_new0(case_t, 1);
+    memcpy(c->labels, labels, sizeof(int64_t) * (size_t)n);
+    c->t.dtype = LG_DTYPE_INT64;
+    if (rows > 1) {
+        c->t.ndim = 2;
+        c->t.sizes[0] = rows;
+        c->t.sizes[1] = n / rows;
+        c->t.strides[0] = n / rows;
+        c->t.strides[1] = 1;
+    } else {
+        c->t.ndim = 1;
+        c->t.sizes[0] = n;
+        c->t.strides[0] = 1;
+    }
+    c->t.count = n;
+    c->t.n_classes = n_classes;
+    c->t.ignore_index = ignore_index;
+    c->t.has_ignore_index = 1;
+    lg_scan_host(&c->t, c->labels, 16, &c->v);
+    return c;
+}
+
+static void expect(case_t *c, bool dense, lg_cause_t want, const char *want_text)
+{
+    g_assert_cmpint(c->v.bad_count, >, 0);
+    lg_cause_t got = lg_cause_classify(&c->t, &c->v, dense);
+    g_assert_cmpstr(lg_cause_name(got), ==, lg_cause_name(want));
+    char text[256];
+    lg_cause_explain(got, &c->t, &c->v, text, sizeof(text));
+    g_test_message("%s: %s", lg_cause_name(got), text);
+    if (want_text && !strstr(text, want_text)) {
+        g_test_message("expected '%s' in '%s'", want_text, text);
+        g_assert_not_reached();
+    }
+    g_free(c);
+}
+
+/* Article 4.1: labels 1..N for N classes, fixed by labels - 1. */
+static void test_one_based(void)
+{
+    int64_t l[64];
+    for (int i = 0; i < 64; i++)
+        l[i] = 1 + (i * 7) % 10;
+    expect(make_case(l, 64, 10, -100, 1), false, LG_CAUSE_ONE_BASED, "labels span 1..10 with 10 classes; they look 1-based: subtract 1");
+    g_assert_cmpstr(lg_cause_fix(LG_CAUSE_ONE_BASED), ==, "subtract 1");
+}
+
+/* Article 2.1: `labels = labels * 255` on a binary mask: {0, 255} with 2 classes. */
+static void test_scaled_255_binary_mask(void)
+{
+    int64_t l[64];
+    for (int i = 0; i < 64; i++)
+        l[i] = ((i / 8 + i % 8) % 3 == 0) ? 255 : 0;
+    expect(make_case(l, 64, 2, -100, 8), true, LG_CAUSE_SCALED_255, "divide the labels by 255");
+}
+
+/* Classes 0..3 scaled by 255 (0, 255, 510, 765) in a 1-D target. */
+static void test_scaled_255_multiclass(void)
+{
+    int64_t l[40];
+    for (int i = 0; i < 40; i++)
+        l[i] = 255 * (i % 4);
+    expect(make_case(l, 40, 4, -100, 1), false, LG_CAUSE_SCALED_255, "multiples of 255 (max 765)");
+}
+
+/* Segmentation (VOC-style): classes 0..20 with 255 on object borders, ignore_index left at -100. */
+static void test_void_255(void)
+{
+    int64_t l[256];
+    for (int i = 0; i < 256; i++)
+        l[i] = (i % 16 == 0 || i % 16 == 15) ? 255 : (i / 16) % 21;
+    expect(make_case(l, 256, 21, -100, 16), true, LG_CAUSE_VOID_255, "set ignore_index=255");
+}
+
+/* 255 borders in a binary segmentation whose foreground is 1: min/max/samples cannot tell it
+ * from a scaled {0,255} mask (the verdict has no histogram), so scaling is reported and the
+ * sentence names the void alternative. A 3-class target with 255 is void. */
+static void test_void_255_small_heads(void)
+{
+    int64_t l[64];
+    for (int i = 0; i < 64; i++)
+        l[i] = i % 8 == 0 ? 255 : (i % 3 == 0);
+    expect(make_case(l, 64, 2, -100, 8), true, LG_CAUSE_SCALED_255, "if 255 marks void pixels instead, set ignore_index=255");
+    for (int i = 0; i < 64; i++)
+        l[i] = i % 8 == 0 ? 255 : (i % 3);
+    expect(make_case(l, 64, 3, -100, 8), true, LG_CAUSE_VOID_255, "ignore_index -100");
+    /* Same values in a 1-D target: not a segmentation, so not void. */
+    expect(make_case(l, 64, 3, -100, 1), false, LG_CAUSE_OTHER, NULL);
+}
+
+/* -1 used as "unknown" while ignore_index is PyTorch's default -100. */
+static void test_negative_unknown(void)
+{
+    int64_t l[32];
+    for (int i = 0; i < 32; i++)
+        l[i] = i % 5 == 0 ? -1 : i % 5;
+    expect(make_case(l, 32, 5, -100, 1), false, LG_CAUSE_NEGATIVE_UNKNOWN, "set ignore_index=-1");
+    /* With ignore_index = -1 the same labels are fine: nothing to classify. */
+    case_t *c = make_case(l, 32, 5, -1, 1);
+    g_assert_cmpint(c->v.bad_count, ==, 0);
+    g_free(c);
+}
+
+/* Article 4.1, "adjust the model's output": labels dense 0..11, head built for 10 classes. */
+static void test_head_too_small(void)
+{
+    int64_t l[48];
+    for (int i = 0; i < 48; i++)
+        l[i] = i % 12;
+    expect(make_case(l, 48, 10, -100, 1), false, LG_CAUSE_HEAD_TOO_SMALL, "at least 12 outputs");
+    /* Labels 1..12 with 10 classes: subtracting 1 would not be enough, so not one_based. */
+    for (int i = 0; i < 48; i++)
+        l[i] = 1 + i % 12;
+    expect(make_case(l, 48, 10, -100, 1), false, LG_CAUSE_HEAD_TOO_SMALL, "labels span 1..12");
+}
+
+/* Random junk: huge values, negatives other than -1, values far past n_classes. */
+static void test_other(void)
+{
+    int64_t junk[8] = { 3, 987654321, -37, 5, 0, 1, 2, 4 };
+    expect(make_case(junk, 8, 10, -100, 1), false, LG_CAUSE_OTHER, "match no known pattern");
+    int64_t far[8] = { 0, 1, 2, 500, 3, 4, 5, 6 };
+    expect(make_case(far, 8, 10, -100, 1), false, LG_CAUSE_OTHER, "max 500");
+    int64_t negs[8] = { 0, -2, 1, -1, 2, 3, 4, 5 };
+    expect(make_case(negs, 8, 10, -100, 1), false, LG_CAUSE_OTHER, NULL);
+    /* A lone 255 in a 1-D classification target with 10 classes: no pattern is certain. */
+    int64_t lone[8] = { 0, 1, 2, 255, 3, 4, 5, 6 };
+    expect(make_case(lone, 8, 10, -100, 1), false, LG_CAUSE_OTHER, NULL);
+}
+
+/* Degenerate inputs never crash and fall back to other. */
+static void test_degenerate(void)
+{
+    lg_target_t t = { 0 };
+    lg_verdict_t v = { 0 };
+    g_assert_cmpint(lg_cause_classify(&t, &v, false), ==, LG_CAUSE_OTHER);
+    t.n_classes = -3;
+    v.bad_count = 1;
+    v.checked = 1;
+    g_assert_cmpint(lg_cause_classify(&t, &v, true), ==, LG_CAUSE_OTHER);
+    char text[8];
+    lg_cause_explain(LG_CAUSE_OTHER, &t, &v, text, sizeof(text));
+    g_assert_cmpuint(strlen(text), ==, 7);
+    g_assert_cmpstr(lg_cause_name((lg_cause_t)99), ==, "other");
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/cause/one_based", test_one_based);
+    g_test_add_func("/cause/scaled_255_binary_mask", test_scaled_255_binary_mask);
+    g_test_add_func("/cause/scaled_255_multiclass", test_scaled_255_multiclass);
+    g_test_add_func("/cause/void_255", test_void_255);
+    g_test_add_func("/cause/void_255_small_heads", test_void_255_small_heads);
+    g_test_add_func("/cause/negative_unknown", test_negative_unknown);
+    g_test_add_func("/cause/head_too_small", test_head_too_small);
+    g_test_add_func("/cause/other", test_other);
+    g_test_add_func("/cause/degenerate", test_degenerate);
+    return g_test_run();
+}
