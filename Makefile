@@ -94,7 +94,7 @@ $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(FINAL_CFLAGS) -c $< -o $@
 
-$(FATBIN): cuda/validate.cu cuda/lg_scan.h
+$(FATBIN): cuda/validate.cu cuda/lg_scan.h cuda/lg_validate.h
 	$(call say,NVCC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC) -fatbin -O3 $(GENCODE) -Icuda -o $@ $<
@@ -105,7 +105,15 @@ $(FATBIN_OBJ): $(FATBIN)
 	$(Q)printf '.section .rodata\n.balign 64\n.globl lg_validator_fatbin\n.hidden lg_validator_fatbin\nlg_validator_fatbin:\n.incbin "%s"\n.byte 0\n.globl lg_validator_fatbin_end\n.hidden lg_validator_fatbin_end\nlg_validator_fatbin_end:\n.section .note.GNU-stack,"",@progbits\n' $(FATBIN) > $(BUILD)/obj/validate_fatbin.S
 	$(Q)$(CC) -c $(BUILD)/obj/validate_fatbin.S -o $@
 
-$(LIB): $(LIB_OBJS) $(FATBIN_OBJ)
+# The built-in kernel spec table (registry.c parses it at start), embedded like the fatbin.
+SPECS_OBJ := $(BUILD)/obj/builtin_specs.o
+$(SPECS_OBJ): specs/pytorch.conf
+	$(call say,EMBED,$<)
+	@mkdir -p $(dir $@)
+	$(Q)printf '.section .rodata\n.balign 8\n.globl lg_builtin_specs\n.hidden lg_builtin_specs\nlg_builtin_specs:\n.incbin "%s"\n.globl lg_builtin_specs_end\n.hidden lg_builtin_specs_end\nlg_builtin_specs_end:\n.byte 0\n.section .note.GNU-stack,"",@progbits\n' specs/pytorch.conf > $(BUILD)/obj/builtin_specs.S
+	$(Q)$(CC) -c $(BUILD)/obj/builtin_specs.S -o $@
+
+$(LIB): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 	$(call say,LINK,$@)
 	$(Q)$(CC) -shared -o $@ $^ $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic \
 		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -pthread -ldl -lm
@@ -119,19 +127,19 @@ $(FAKE_LIB): $(FAKE_SRCS) tests/fakecuda/libcudart.map $(wildcard tests/fakecuda
 		-o $@ $(FAKE_SRCS) -pthread -ldl -lm
 	$(Q)ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
 
-$(BUILD)/progs/%: tests/progs/%.cu $(wildcard tests/progs/*.h)
+$(BUILD)/progs/%: tests/progs/%.cu $(wildcard tests/progs/*.h tests/progs/*.cuh)
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $<
-$(BUILD)/progs/%_legacy: tests/progs/%.cu $(wildcard tests/progs/*.h)
+$(BUILD)/progs/%_legacy: tests/progs/%.cu $(wildcard tests/progs/*.h tests/progs/*.cuh)
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -DLG_TEST_LEGACY_LAUNCH=1 -o $@ $<
-$(BUILD)/progs/%_ptsz: tests/progs/%.cu $(wildcard tests/progs/*.h)
+$(BUILD)/progs/%_ptsz: tests/progs/%.cu $(wildcard tests/progs/*.h tests/progs/*.cuh)
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) --default-stream per-thread -o $@ $<
-$(BUILD)/progs/lib%.so: tests/progs/lib%.cu $(wildcard tests/progs/*.h)
+$(BUILD)/progs/lib%.so: tests/progs/lib%.cu $(wildcard tests/progs/*.h tests/progs/*.cuh)
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -shared -Xcompiler -fPIC -o $@ $<
@@ -140,17 +148,46 @@ $(BUILD)/progs/%: tests/progs/%.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(STD) $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< -pthread -ldl
 
-test-programs: $(LIB) $(FAKE_LIB) $(PROG_BINS) $(PROG_LIBS) $(PROG_C_BINS) $(UNIT_BINS)
+test-programs: $(LIB) $(FAKE_LIB) $(PROG_BINS) $(PROG_LIBS) $(PROG_C_BINS) $(UNIT_BINS) $(BUILD)/demo/demo_train
 
 # --- unit tests: GTest binaries linking the library's objects directly --------------------
 # Linked against an archive of the objects, so a test pulls in only the modules it uses.
 LIB_ARCHIVE := $(BUILD)/obj/liblg.a
-$(LIB_ARCHIVE): $(LIB_OBJS) $(FATBIN_OBJ)
+$(LIB_ARCHIVE): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_ARCHIVE)
 	$(call say,CC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(FINAL_CFLAGS) -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) $(GLIB_LIBS) -pthread -ldl -lm
+
+# The running program tests/e2e/test_attach.sh attaches to (tests/e2e/progs/attach_target.cu).
+$(BUILD)/e2e/attach_target: tests/e2e/progs/attach_target.cu
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $<
+test-programs: $(BUILD)/e2e/attach_target
+
+# arm.c's unit test patches the GOT of these fixture libraries (tests/unit/arm_fixture.c).
+ARM_FIXTURES := $(BUILD)/tests/unit/libarmdep.so $(BUILD)/tests/unit/libarmfix_now.so \
+                $(BUILD)/tests/unit/libarmfix_lazy.so
+$(BUILD)/tests/unit/libarmdep.so: tests/unit/arm_fixture.c
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -fPIC -shared -DARM_FIXTURE_DEP -o $@ $<
+$(BUILD)/tests/unit/libarmfix_%.so: tests/unit/arm_fixture.c $(BUILD)/tests/unit/libarmdep.so
+	$(call say,CC,$@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -fPIC -shared -o $@ $< -L$(BUILD)/tests/unit -larmdep \
+		-Wl,-rpath,'$$ORIGIN' -Wl,-z,relro -Wl,-z,$*
+$(BUILD)/tests/unit/test_arm: $(ARM_FIXTURES)
+
+# The Python stack probe (report engineer): src/pystack.c inside a real interpreter, loaded by
+# tests/e2e/test_pystack.sh through ctypes.
+PYSTACK_PROBE := $(BUILD)/tests/pystack_probe.so
+$(PYSTACK_PROBE): tests/unit/pystack_probe.c $(LIB_ARCHIVE)
+	$(call say,LINK,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(FINAL_CFLAGS) -shared -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) -pthread -ldl
+test-programs: $(PYSTACK_PROBE)
 
 test: test-programs
 	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
@@ -161,7 +198,21 @@ test-gpu: $(LIB)
 bench: $(LIB) $(FAKE_LIB) $(PROG_BINS) $(PROG_C_BINS)
 	@LG_BUILD=$(BUILD) bash bench/run.sh
 
-demo: $(LIB) $(FAKE_LIB) $(PROG_BINS)
+# The fast-path benchmark program (bench/run.sh: unwatched launches with and without the library).
+$(BUILD)/bench/launch_loop: bench/launch_loop.cu
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $<
+bench: $(BUILD)/bench/launch_loop
+
+# The GPU-free demo program (CLI engineer): a training loop around PyTorch's NLL kernel.
+DEMO_BIN := $(BUILD)/demo/demo_train
+$(DEMO_BIN): scripts/demo/demo_train.cu
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $<
+
+demo: $(LIB) $(FAKE_LIB) $(DEMO_BIN)
 	@LG_BUILD=$(BUILD) scripts/labelguard demo
 
 fuzz: $(LIB_OBJS)
@@ -174,10 +225,12 @@ install: $(LIB)
 	install -m 0644 specs/pytorch.conf $(DESTDIR)$(PREFIX)/share/labelguard/pytorch.conf
 	sed 's|^LG_INSTALLED_LIB=.*|LG_INSTALLED_LIB=$(PREFIX)/lib/liblabelguard.so|' scripts/labelguard > $(DESTDIR)$(PREFIX)/bin/labelguard
 	chmod 0755 $(DESTDIR)$(PREFIX)/bin/labelguard
+	install -m 0644 scripts/lg_report.py scripts/lg_doctor.py scripts/lg_inject.py scripts/lg_demo.sh scripts/demo_torch.py $(DESTDIR)$(PREFIX)/share/labelguard/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/liblabelguard.so $(DESTDIR)$(PREFIX)/include/labelguard.h \
-	      $(DESTDIR)$(PREFIX)/bin/labelguard $(DESTDIR)$(PREFIX)/share/labelguard/pytorch.conf
+	      $(DESTDIR)$(PREFIX)/bin/labelguard $(DESTDIR)$(PREFIX)/share/labelguard/pytorch.conf \
+	      $(addprefix $(DESTDIR)$(PREFIX)/share/labelguard/,lg_report.py lg_doctor.py lg_inject.py lg_demo.sh demo_torch.py)
 	-rmdir $(DESTDIR)$(PREFIX)/share/labelguard 2>/dev/null
 
 clean:

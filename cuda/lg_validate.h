@@ -22,7 +22,7 @@
 
 #define LG_SCAN_THREADS 256 /* threads per block: the block scan below assumes 8 warps */
 #define LG_SCAN_UNROLL 4    /* 16-byte loads in flight per thread per tile */
-#define LG_RING_SLOTS 16    /* verdicts kept per stream before the oldest is overwritten */
+#define LG_RING_SLOTS 64    /* verdicts kept per stream before the oldest is overwritten */
 
 typedef struct lg_scan_state {
     unsigned long long bad;

@@ -319,7 +319,9 @@ def histogram(values, width=40, bar="#"):
 
 
 def plural(n, word):
-    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+    if n == 1:
+        return "%d %s" % (n, word)
+    return "%d %s" % (n, word + ("es" if word.endswith(("s", "ch")) else "s"))
 
 
 def print_text(r, out):

@@ -40,7 +40,8 @@
 
 #include "internal.h"
 
-LG_HIDDEN __thread int lg_launch_in_progress;
+/* lg_launch_in_progress (declared in internal.h's cupti.c section) is defined in preload.c,
+ * which sets it around the launches it handles. */
 
 typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
 typedef CUptiResult (*enable_callback_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
@@ -160,7 +161,7 @@ static void *open_cupti(char *why, size_t why_len)
         snprintf(dirs[nd++], PATH_MAX, "/usr/local/cuda/lib64");
         for (int d = 0; d < nd; d++) {
             char path[PATH_MAX + 32];
-            snprintf(path, sizeof path, "%s/libcupti.so.%d", dirs[d], majors[m]);
+            snprintf(path, sizeof path, "%.4000s/libcupti.so.%d", dirs[d], majors[m]);
             if (access(path, R_OK) != 0) continue;
             void *h = try_open(path);
             if (h) return h;
@@ -363,12 +364,12 @@ static const char *result_text(result_string_fn fn, CUptiResult r)
 
 static void unavailable(const char *reason)
 {
-    char detail[1024];
+    char detail[2048];
     if (lg_cfg.hooks == LG_HOOKS_CUPTI)
-        snprintf(detail, sizeof detail, "%s; LABELGUARD_HOOKS=cupti leaves no hook layer: launches "
+        snprintf(detail, sizeof detail, "%.1800s; LABELGUARD_HOOKS=cupti leaves no hook layer: launches "
                  "are not checked. HINT: use LABELGUARD_HOOKS=auto", reason);
     else
-        snprintf(detail, sizeof detail, "%s; interposition carries on alone", reason);
+        snprintf(detail, sizeof detail, "%.1800s; interposition carries on alone", reason);
     lg_report_warning_once("cupti_unavailable", detail);
 }
 

@@ -188,8 +188,6 @@ static void template_args_body(parser_t *p)
     p->pos--; /* template_args expects an opening letter: reuse the J as it */
     desc_t tmp[MAX_TARGS];
     int n;
-    char saved = p->s[p->pos];
-    (void)saved;
     template_args(p, tmp, &n);
 }
 

@@ -78,7 +78,8 @@ typedef enum {
 
 typedef struct lg_spec {
     char name[128];           /* section name in the spec file, e.g. nll_loss_forward_reduce_cuda_kernel_2d */
-    char match[256];          /* substring of the mangled name */
+    char versions[32];        /* optional text, e.g. "1.13+" or "<=1.9 (THCUNN)", for messages */
+    char match[256];          /* substrings of the mangled name, ';'-separated; all must occur */
     char family[32];          /* nll_loss, nll_loss2d, ... */
     lg_direction_t direction;
     int n_params;             /* expected parameter count */
@@ -103,25 +104,34 @@ typedef struct lg_spec {
 } lg_spec_t;
 
 /* The registry is built once (lazily, under a pthread_once in lg.c) from the built-in table
- * and LABELGUARD_KERNELS. Returns the number of specs loaded; parse errors of user files are
- * reported through lg_report_warning and the file is skipped. */
+ * (specs/pytorch.conf, embedded) and LABELGUARD_KERNELS (':'-separated files). Returns the
+ * number of specs loaded. Never prints: each problem (a malformed or conflicting user file,
+ * which is then skipped while the built-in table stays) goes to lg_report_warning
+ * ("spec_file", "file:line: [group] field: message; ..."). lg_registry_init_with hands them
+ * to `warn` instead (tests; NULL drops them). Either replaces any previous table (tests call
+ * it repeatedly; not concurrently with lookups). */
+typedef void (*lg_registry_warn_fn)(const char *what, const char *detail);
 LG_HIDDEN int lg_registry_init(const char *user_files);
-/* Parses spec text (the GKeyFile format of specs/pytorch.conf). Appends to out (capacity
- * cap); returns the count appended or -1 with "file:line: field: message" in err. */
+LG_HIDDEN int lg_registry_init_with(const char *user_files, lg_registry_warn_fn warn);
+/* True when some spec's match occurs in `mangled` (layout not checked): the cheap test before
+ * asking the runtime for parameter sizes. */
+LG_HIDDEN bool lg_registry_maybe_watched(const char *mangled);
+/* Parses spec text (the GKeyFile format of specs/pytorch.conf). Fills out (capacity cap);
+ * returns the count or -1 with "file:line: [group] field: message" in err. Pure: no globals. */
 LG_HIDDEN int lg_registry_parse(const char *text, size_t len, const char *origin, lg_spec_t *out, int cap, char *err, size_t err_len);
-/* Finds the spec whose match is a substring of `mangled`; NULL if none. Lock-free after init. */
+/* The spec for a kernel: the first whose match occurs in `mangled` AND whose parameter
+ * count/sizes fit the kernel (actual_sizes from cudaFuncGetParamInfo when n_actual >= 0,
+ * else read from the mangled signature). Several specs may share a name (one per PyTorch
+ * layout). NULL when none fits: then why is "" if no spec's name matched (not watched), or
+ * the layouts that were tried (the caller warns `unknown_layout` once and lets it run).
+ * Lock-free after init; call once per kernel handle and cache. */
+LG_HIDDEN const lg_spec_t *lg_registry_find(const char *mangled, const size_t *actual_sizes, int n_actual, char *why, size_t why_len);
+/* The first spec whose match occurs in `mangled`, layout unchecked; NULL if none. */
 LG_HIDDEN const lg_spec_t *lg_registry_match(const char *mangled);
 /* Checks the spec against the kernel's real parameter list: sizes from the runtime
  * (cudaFuncGetParamInfo, n_actual >= 0) or from the mangled signature. Returns true if it
  * matches; else false with a reason in why. */
 LG_HIDDEN bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const size_t *actual_sizes, int n_actual, char *why, size_t why_len);
-/* Used by launch.c (lead): a cheap pre-filter (does any spec's match occur in the name?), then
- * the spec among those whose match occurs and whose layout fits the actual parameter sizes
- * (sizes NULL / n -1: check against the mangled signature). NULL with a reason in why when a
- * name matched but no layout fits (-> unknown_layout warning); NULL with why "" when nothing
- * matched. */
-LG_HIDDEN bool lg_registry_maybe_watched(const char *mangled);
-LG_HIDDEN const lg_spec_t *lg_registry_find(const char *mangled, const size_t *sizes, int n, char *why, size_t why_len);
 LG_HIDDEN int lg_registry_count(void);
 LG_HIDDEN const lg_spec_t *lg_registry_get(int i);
 
@@ -144,12 +154,16 @@ LG_HIDDEN char *lg_demangle_full(const char *mangled);
 /* ---------------------------------------------------------------- decode.c */
 
 /* Reads the target description of one launch. Returns 0, or -1 with a reason (the caller
- * warns and lets the launch run). Reads only args[] slots the spec names, after the layout
- * check passed. */
+ * warns and lets the launch run): NULL args, NULL target with labels, negative or absurd
+ * counts/sizes/strides, unknown label type. Reads only args[] slots the spec names, within
+ * the sizes the spec declares, after the layout check passed. On 0, `why` may still hold a
+ * note (e.g. n_classes <= 0: every label will be reported out of range). */
 LG_HIDDEN int lg_decode(const lg_spec_t *spec, const char *mangled, void **args, const unsigned grid[3], lg_target_t *out, char *why, size_t why_len);
 /* Builds a copy of args[] in which the target pointer is `new_data` (and ignore_index is
- * `new_ignore` when rewrite_ignore). `storage` holds the rewritten parameter values and must
- * outlive the launch; new_args has spec->n_params slots. */
+ * `new_ignore` when rewrite_ignore). For an accessor target the copy's strides are made
+ * contiguous (the masked copy is dense, row-major). `storage` holds the rewritten parameter
+ * values and must outlive the launch; new_args has spec->n_params slots. Returns 0, or -1
+ * when a rewritten parameter exceeds the storage or new_ignore does not fit its width. */
 typedef struct lg_args_copy {
     void *args[LG_MAX_PARAMS];
     unsigned char storage[LG_MAX_PARAMS][128];
@@ -179,19 +193,38 @@ typedef struct lg_runtime {
     int (*driver_get_version)(int *v);
 } lg_runtime_t;
 
+/* Picks the backend: GPU when libcuda.so.1 opens, the embedded validator module loads and a
+ * context is current (or a primary context is active); else HOST. `rt` may be NULL (static
+ * cudart, CUPTI only): then only the GPU backend can validate. Call again after fork. */
 LG_HIDDEN void lg_validate_init(const lg_runtime_t *rt);
 LG_HIDDEN lg_backend_t lg_validate_backend(void);
+/* All functions below take the launch's stream as the application passed it to the runtime,
+ * except that a NULL stream of a _ptsz entry point must be passed as (void *)2
+ * (cudaStreamPerThread): the same handle means the same stream to the driver and runtime.
+ * Targets may be strided (ndim 1..3, non-negative strides); copies keep the target's element
+ * offsets, so the launch's accessor strides stay valid with the copy's address. */
 /* Scans the target on `stream` and waits for the verdict. Returns 0, or -1 with a reason
  * (not device memory, copy failed...) in why: the caller warns and lets the launch run. */
 LG_HIDDEN int lg_validate_sync(const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, char *why, size_t why_len);
-/* Writes a copy of the labels in which every bad label is `replacement`, into scratch memory
- * owned by the validator (per stream, reused). Returns the device address or 0 on failure. */
+/* Writes a copy of the labels in which every bad label is `replacement` (converted to the
+ * target's dtype), into scratch memory owned by the validator (per stream, reused, never
+ * freed). Returns the device address of logical element 0 of the copy, or 0 on failure. No
+ * stream sync on the GPU backend: the copy is ready for work enqueued after it on `stream`. */
 LG_HIDDEN uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, int64_t replacement, char *why, size_t why_len);
+
+/* Nanoseconds spent inside lg_validate_* so far (for the summary's validate_ns_total). */
+LG_HIDDEN uint64_t lg_validate_ns_total(void);
 /* Async mode, used by launch.c (lead): enqueue validate+sanitize on `stream` with no stream
  * synchronisation; *sanitized gets the address of the sanitized copy the loss kernel must use
  * (bad labels replaced by `replacement`). `cookie` is returned with the verdict. Returns 0 or
  * -1 with why. lg_validate_async_collect returns true and fills r for each finished check
- * (clean ones included, so the caller can count), false when none is ready. Thread-safe. */
+ * (clean ones included, so the caller can count), false when none is ready. Thread-safe.
+ * GPU backend: one launch writes the copy and publishes the verdict in mapped pinned memory;
+ * collect only reads that memory (no CUDA call). Inside graph capture the check stays pending
+ * for the graph's lifetime and every replay yields one more report. Host backend: the scan
+ * runs before lg_validate_async returns (not possible inside a capture: -1), and when no label
+ * is bad *sanitized is t->data itself. A verdict overwritten by LG_RING_SLOTS later checks on
+ * the same stream before it was collected is reported clean with checked = -1. */
 struct lg_kernel_info;
 typedef struct lg_async_report {
     struct lg_kernel_info *info;   /* the cookie */
@@ -304,6 +337,19 @@ LG_HIDDEN void lg_report_warning(const char *what, const char *detail);
 /* Like lg_report_warning but only the first time `what` is seen in this process. */
 LG_HIDDEN void lg_report_warning_once(const char *what, const char *detail);
 LG_HIDDEN void lg_report_start(void);
+/* What the start event says about the environment; lg.c sets it before lg_report_start.
+ * Strings are copied (NULL: unknown -> JSON null). Versions as CUDA reports them
+ * (cudaRuntimeGetVersion / cudaDriverGetVersion: 13000 -> "13.0"; 0: unknown). */
+typedef struct lg_report_env {
+    const char *hooks;        /* active layers, e.g. "interpose,cupti" */
+    const char *backend;      /* "gpu" or "host" */
+    int cuda_runtime;
+    int driver;
+    const char *device_name;
+    int device_index;         /* -1: unknown */
+    const char *torch;        /* torch version; NULL when not known */
+} lg_report_env_t;
+LG_HIDDEN void lg_report_set_environment(const lg_report_env_t *env);
 typedef struct lg_counters {
     uint64_t launches, watched, validated, violations, validate_ns_total;
 } lg_counters_t;
@@ -405,6 +451,15 @@ LG_HIDDEN void lg_cupti_start(void);
 LG_HIDDEN bool lg_cupti_active(void);
 /* Set by the interposition layer while it handles a launch, so CUPTI skips it. */
 extern LG_HIDDEN __thread int lg_launch_in_progress;
+
+/* ---------------------------------------------------------------- arm.c */
+
+/* Late arming (labelguard_arm, include/labelguard.h): in every object loaded now except the one
+ * holding this code and libcudart, rewrites the GOT slots (JUMP_SLOT, GLOB_DAT) of the names in
+ * hooks[] to point at their replacement, first storing the bound function in *real if still
+ * NULL. Returns the slots pointing at a replacement afterwards (already patched ones included)
+ * and their object count in n_objects; -1 when nothing could be armed. Takes no lock. */
+LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
 
 /* ---------------------------------------------------------------- lg.c */
 

@@ -14,6 +14,7 @@
  * threads; it opens its own log on its first event. exec starts the library afresh.
  * Exit: a `summary` event, only in processes that started.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cuda_runtime_api.h>
 
 #include "internal.h"
 #include "labelguard.h"
@@ -60,6 +63,84 @@ static void atfork_child(void)
     lg_report_after_fork_child();
 }
 
+/* torch's version, when torch is in the process: read from the version.py next to the
+ * libtorch that /proc/self/maps shows. Reading Python objects here would need the GIL. */
+static bool torch_version(char *out, size_t len)
+{
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (!maps)
+        return false;
+    char line[4096];
+    char dir[4096] = "";
+    while (fgets(line, sizeof line, maps)) {
+        char *p = strstr(line, "/torch/lib/libtorch");
+        if (p) {
+            char *start = strchr(line, '/');
+            if (start && start < p) {
+                size_t n = (size_t)(p - start) + strlen("/torch/");
+                if (n < sizeof dir) {
+                    memcpy(dir, start, n);
+                    dir[n] = '\0';
+                }
+            }
+            break;
+        }
+    }
+    fclose(maps);
+    if (!dir[0] || strlen(dir) + 16 > sizeof dir)
+        return false;
+    strcat(dir, "version.py");
+    FILE *f = fopen(dir, "re");
+    if (!f)
+        return false;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *q = NULL;
+        if (strncmp(line, "__version__", 11) == 0 && (q = strchr(line, '\'')) != NULL) {
+            char *e = strchr(q + 1, '\'');
+            if (e && (size_t)(e - q - 1) < len) {
+                memcpy(out, q + 1, (size_t)(e - q - 1));
+                out[e - q - 1] = '\0';
+                found = true;
+            }
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static void describe_environment(const lg_runtime_t *rt)
+{
+    static char device_name[256];
+    static char torch[64];
+    lg_report_env_t env = {0};
+    env.hooks = lg_cfg.hooks == LG_HOOKS_CUPTI ? (lg_cupti_active() ? "cupti" : "")
+                : lg_cupti_active()            ? "interpose,cupti"
+                                               : "interpose";
+    env.backend = lg_validate_backend() == LG_BACKEND_GPU ? "gpu" : "host";
+    if (rt->runtime_get_version)
+        rt->runtime_get_version(&env.cuda_runtime);
+    if (rt->driver_get_version)
+        rt->driver_get_version(&env.driver);
+    env.device_index = -1;
+    if (rt->get_device && rt->get_device(&env.device_index) != 0)
+        env.device_index = -1;
+    typedef cudaError_t (*props_fn)(struct cudaDeviceProp *, int);
+    props_fn props = (props_fn)dlsym(RTLD_DEFAULT, "cudaGetDeviceProperties");
+    if (props && env.device_index >= 0) {
+        static struct cudaDeviceProp prop;
+        if (props(&prop, env.device_index) == cudaSuccess) {
+            snprintf(device_name, sizeof device_name, "%s", prop.name);
+            env.device_name = device_name;
+        }
+    }
+    if (rt->get_last_error)
+        rt->get_last_error();
+    if (torch_version(torch, sizeof torch))
+        env.torch = torch;
+    lg_report_set_environment(&env);
+}
+
 static void start(void)
 {
     lg_in_library++;
@@ -69,6 +150,7 @@ static void start(void)
     lg_validate_init(rt);
     if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
         lg_cupti_start();
+    describe_environment(rt);
     lg_report_start();
     atomic_store(&started, 1);
     lg_in_library--;

@@ -94,7 +94,7 @@ cudaError_t __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t s
 cudaError_t __cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a);
 cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
-void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd, dim3 *gd, int *ws);
+LG_EXPORT void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd, dim3 *gd, int *ws);
 cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f);
 
 #define DECLARE_REAL(name, ret, params, args)                                                  \
@@ -143,7 +143,7 @@ int lg_preload_raise_error_code(void) { return LG_RAISE_ERROR; }
 
 /* Called on every launch check PyTorch makes (C10_CUDA_KERNEL_LAUNCH_CHECK): a thread-local
  * test, then the real function. Async verdicts are collected here too (next hook point). */
-cudaError_t cudaGetLastError(void)
+LG_EXPORT cudaError_t cudaGetLastError(void)
 {
     cudaGetLastError_fn real = get_cudaGetLastError();
     if (LG_UNLIKELY(lg_launch_async_pending()) && !lg_in_library)
@@ -157,7 +157,7 @@ cudaError_t cudaGetLastError(void)
     return e;
 }
 
-cudaError_t cudaPeekAtLastError(void)
+LG_EXPORT cudaError_t cudaPeekAtLastError(void)
 {
     cudaPeekAtLastError_fn real = get_cudaPeekAtLastError();
     if (LG_UNLIKELY(lg_launch_async_pending()) && !lg_in_library)
@@ -168,7 +168,7 @@ cudaError_t cudaPeekAtLastError(void)
     return e;
 }
 
-const char *cudaGetErrorString(cudaError_t e)
+LG_EXPORT const char *cudaGetErrorString(cudaError_t e)
 {
     if (e == LG_RAISE_ERROR) {
         if (thread_message[0])
@@ -191,7 +191,7 @@ void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn,
         real(fh, hf, df, dn, tl, ti, bi, bd, gd, ws);
 }
 
-cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f)
+LG_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f)
 {
     __cudaGetKernel_fn real = get___cudaGetKernel();
     if (!real)
@@ -239,22 +239,22 @@ static cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f, dim3 
     return r;
 }
 
-cudaError_t __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
+LG_EXPORT cudaError_t __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
 {
     return launch(LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL, get___cudaLaunchKernel(), f, g, b, a, sm, s, false);
 }
 
-cudaError_t __cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
+LG_EXPORT cudaError_t __cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
 {
     return launch(LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL_PTSZ, get___cudaLaunchKernel_ptsz(), f, g, b, a, sm, s, true);
 }
 
-cudaError_t cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
+LG_EXPORT cudaError_t cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
 {
     return launch(LG_ENTRY_CUDA_LAUNCH_KERNEL, get_cudaLaunchKernel(), f, g, b, a, sm, s, false);
 }
 
-cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
+LG_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
 {
     return launch(LG_ENTRY_CUDA_LAUNCH_KERNEL_PTSZ, get_cudaLaunchKernel_ptsz(), f, g, b, a, sm, s, true);
 }
@@ -292,12 +292,12 @@ static cudaError_t launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaun
     return r;
 }
 
-cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **a)
+LG_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **a)
 {
     return launch_ex(LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC, get_cudaLaunchKernelExC(), c, f, a, false);
 }
 
-cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a)
+LG_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a)
 {
     return launch_ex(LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC_PTSZ, get_cudaLaunchKernelExC_ptsz(), c, f, a, true);
 }

@@ -1,4 +1,4 @@
-/* fakecudart.h: what the files of the CUDA runtime test double share (tests/fakecuda/*.c).
+/* fakecudart.h: what the files of the CUDA runtime test double share (the .c files of tests/fakecuda).
  *
  * The double is build/fakecuda/libcudart.so.13: a host-only stand-in for NVIDIA's runtime,
  * so nvcc-built test programs (tests/progs/) run, and labelguard can be tested, on machines

@@ -37,9 +37,9 @@ typedef struct {
     int depth;
 } jc_parser_t;
 
-static jc_value_t *jc_value_parse(jc_parser_t *p);
+static __attribute__((unused)) jc_value_t *jc_value_parse(jc_parser_t *p);
 
-static void jc_free(jc_value_t *v)
+static __attribute__((unused)) void jc_free(jc_value_t *v)
 {
     if (!v)
         return;
@@ -54,20 +54,20 @@ static void jc_free(jc_value_t *v)
     free(v);
 }
 
-static void *jc_fail(jc_parser_t *p, const char *what)
+static __attribute__((unused)) void *jc_fail(jc_parser_t *p, const char *what)
 {
     if (!p->err[0])
         snprintf(p->err, sizeof(p->err), "%s at byte %zu", what, p->pos);
     return NULL;
 }
 
-static void jc_ws(jc_parser_t *p)
+static __attribute__((unused)) void jc_ws(jc_parser_t *p)
 {
     while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
         p->pos++;
 }
 
-static size_t jc_utf8_len(const unsigned char *s, size_t avail)
+static __attribute__((unused)) size_t jc_utf8_len(const unsigned char *s, size_t avail)
 {
     unsigned char b = s[0], lo = 0x80, hi = 0xBF;
     size_t n;
@@ -80,7 +80,7 @@ static size_t jc_utf8_len(const unsigned char *s, size_t avail)
     return n;
 }
 
-static int jc_hex4(jc_parser_t *p, unsigned *out)
+static __attribute__((unused)) int jc_hex4(jc_parser_t *p, unsigned *out)
 {
     if (p->pos + 4 > p->len)
         return -1;
@@ -98,7 +98,7 @@ static int jc_hex4(jc_parser_t *p, unsigned *out)
     return 0;
 }
 
-static void jc_emit_utf8(char *out, size_t *o, unsigned cp)
+static __attribute__((unused)) void jc_emit_utf8(char *out, size_t *o, unsigned cp)
 {
     if (cp < 0x80) out[(*o)++] = (char)cp;
     else if (cp < 0x800) { out[(*o)++] = (char)(0xC0 | (cp >> 6)); out[(*o)++] = (char)(0x80 | (cp & 63)); }
@@ -107,7 +107,7 @@ static void jc_emit_utf8(char *out, size_t *o, unsigned cp)
 }
 
 /* Parses a string at p->pos (which is at '"'); returns malloc'd decoded text. */
-static char *jc_string(jc_parser_t *p, size_t *out_len)
+static __attribute__((unused)) char *jc_string(jc_parser_t *p, size_t *out_len)
 {
     p->pos++;
     char *out = (char *)malloc(p->len - p->pos + 1);
@@ -159,14 +159,14 @@ static char *jc_string(jc_parser_t *p, size_t *out_len)
     return out;
 }
 
-static jc_value_t *jc_new(jc_type_t t)
+static __attribute__((unused)) jc_value_t *jc_new(jc_type_t t)
 {
     jc_value_t *v = (jc_value_t *)calloc(1, sizeof(*v));
     v->type = t;
     return v;
 }
 
-static void jc_push(jc_value_t *v, char *key, jc_value_t *item)
+static __attribute__((unused)) void jc_push(jc_value_t *v, char *key, jc_value_t *item)
 {
     v->items = (jc_value_t **)realloc(v->items, sizeof(*v->items) * (size_t)(v->n + 1));
     if (v->type == JC_OBJECT)
@@ -174,7 +174,7 @@ static void jc_push(jc_value_t *v, char *key, jc_value_t *item)
     v->items[v->n++] = item;
 }
 
-static jc_value_t *jc_number(jc_parser_t *p)
+static __attribute__((unused)) jc_value_t *jc_number(jc_parser_t *p)
 {
     size_t start = p->pos;
     bool is_int = true;
@@ -211,7 +211,7 @@ static jc_value_t *jc_number(jc_parser_t *p)
     return v;
 }
 
-static bool jc_lit(jc_parser_t *p, const char *lit)
+static __attribute__((unused)) bool jc_lit(jc_parser_t *p, const char *lit)
 {
     size_t n = strlen(lit);
     if (p->pos + n > p->len || memcmp(p->s + p->pos, lit, n) != 0)
@@ -220,7 +220,7 @@ static bool jc_lit(jc_parser_t *p, const char *lit)
     return true;
 }
 
-static jc_value_t *jc_value_parse(jc_parser_t *p)
+static __attribute__((unused)) jc_value_t *jc_value_parse(jc_parser_t *p)
 {
     jc_ws(p);
     if (p->pos >= p->len) return (jc_value_t *)jc_fail(p, "unexpected end");
@@ -271,7 +271,7 @@ static jc_value_t *jc_value_parse(jc_parser_t *p)
 }
 
 /* Parses exactly one JSON text of len bytes. err (>= 160 bytes) gets the reason on failure. */
-static jc_value_t *jc_parse(const char *s, size_t len, char *err)
+static __attribute__((unused)) jc_value_t *jc_parse(const char *s, size_t len, char *err)
 {
     jc_parser_t p = { s, len, 0, "", 0 };
     jc_value_t *v = jc_value_parse(&p);
@@ -284,7 +284,7 @@ static jc_value_t *jc_parse(const char *s, size_t len, char *err)
 }
 
 /* Member `key` of an object, NULL when absent or not an object. */
-static jc_value_t *jc_get(const jc_value_t *v, const char *key)
+static __attribute__((unused)) jc_value_t *jc_get(const jc_value_t *v, const char *key)
 {
     if (!v || v->type != JC_OBJECT) return NULL;
     for (int i = 0; i < v->n; i++)
@@ -293,7 +293,7 @@ static jc_value_t *jc_get(const jc_value_t *v, const char *key)
 }
 
 /* Follows a '.'-separated path of object keys; NULL when any step is missing. */
-static jc_value_t *jc_path(const jc_value_t *v, const char *path)
+static __attribute__((unused)) jc_value_t *jc_path(const jc_value_t *v, const char *path)
 {
     char buf[256];
     snprintf(buf, sizeof(buf), "%s", path);

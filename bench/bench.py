@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""bench.py: the GPU-free benchmarks of `make bench` (run through bench/run.sh).
+
+  bench.py --build BUILD [--quick]
+Measures, under the runtime test double (BUILD/fakecuda), with and without
+LD_PRELOAD=BUILD/liblabelguard.so:
+  fast_path   instructions labelguard adds to one UNWATCHED launch (valgrind callgrind, total
+              Ir of BUILD/bench/launch_loop at N1 and N2 launches, so start-up and the first
+              launch's classification cancel out): ((W2-W1) - (B2-B1)) / (N2-N1); target <= 100.
+              And the wall-clock ratio of the launch loop alone (the program times its loop),
+              interleaved repetitions, medians.
+  startup     added wall time of a process that never launches a kernel: /bin/true and
+              python3 -c 'import json', interleaved runs, medians; target < 1 ms.
+  host_validate  added time per WATCHED launch on the host backend (build/progs/nll fwd_2d,
+              64 labels, --repeat R1 vs R2, interleaved, medians): what the test double's
+              copy-and-scan costs; informative only (the GPU backend is measured by gpu-check).
+Prints a table and writes BUILD/bench.json. Figures are reported, never asserted: the exit
+status is 0 when every measurement could be taken, 1 otherwise.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def env_for(build, preload):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELGUARD_") and k != "LD_PRELOAD"}
+    env["LD_LIBRARY_PATH"] = os.path.join(build, "fakecuda")
+    env["LABELGUARD_LOG"] = os.path.join(build, "bench-logs")
+    if preload:
+        env["LD_PRELOAD"] = os.path.join(build, "liblabelguard.so")
+    return env
+
+
+def callgrind_ir(argv, env):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cg.out")
+        p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + argv,
+                           env=env, capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError("callgrind %s failed: %s" % (" ".join(argv), p.stderr[-500:]))
+        with open(out) as f:
+            for line in f:
+                if line.startswith("summary:") or line.startswith("totals:"):
+                    return int(line.split()[1])
+    raise RuntimeError("no instruction total in callgrind output")
+
+
+def fast_path(build, quick):
+    prog = os.path.join(build, "bench", "launch_loop")
+    n1, n2 = 1000, (21000 if quick else 101000)
+    res = {"program": prog, "n1": n1, "n2": n2}
+    ir = {}
+    for pre in (False, True):
+        for n in (n1, n2):
+            ir[(pre, n)] = callgrind_ir([prog, str(n)], env_for(build, pre))
+    base = ir[(False, n2)] - ir[(False, n1)]
+    withl = ir[(True, n2)] - ir[(True, n1)]
+    res["ir"] = {"%s_%d" % ("with" if k[0] else "without", k[1]): v for k, v in ir.items()}
+    res["ir_per_launch_without"] = base / (n2 - n1)
+    res["ir_per_launch_with"] = withl / (n2 - n1)
+    res["added_ir_per_launch"] = (withl - base) / (n2 - n1)
+    # Wall clock: the program times its own loop; interleave with/without, medians.
+    reps = 5 if quick else 11
+    n = 100000 if quick else 300000
+    t = {False: [], True: []}
+    for _ in range(reps):
+        for pre in (False, True):
+            p = subprocess.run([prog, str(n)], env=env_for(build, pre), capture_output=True, text=True, timeout=120)
+            m = re.search(r"loop_ns=(\d+)", p.stdout)
+            if p.returncode != 0 or not m:
+                raise RuntimeError("launch_loop failed: %s %s" % (p.stdout, p.stderr[-300:]))
+            t[pre].append(int(m.group(1)) / n)
+    res["ns_per_launch_without"] = statistics.median(t[False])
+    res["ns_per_launch_with"] = statistics.median(t[True])
+    res["wall_ratio"] = res["ns_per_launch_with"] / res["ns_per_launch_without"]
+    res["added_ns_per_launch"] = res["ns_per_launch_with"] - res["ns_per_launch_without"]
+    res["wall_reps"] = reps
+    return res
+
+
+def timed_runs(argv, env_a, env_b, reps):
+    a, b = [], []
+    for _ in range(reps):
+        for env, acc in ((env_a, a), (env_b, b)):
+            t0 = time.perf_counter()
+            p = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+            acc.append(time.perf_counter() - t0)
+            if p.returncode != 0:
+                raise RuntimeError("%s failed: %s" % (argv, p.stderr[-300:]))
+    return statistics.median(a), statistics.median(b)
+
+
+def startup(build, quick):
+    res = {}
+    for name, argv, reps in (("true", ["/bin/true"], 60 if quick else 200),
+                             ("python_import_json", [sys.executable, "-c", "import json"], 15 if quick else 40)):
+        without, with_ = timed_runs(argv, env_for(build, False), env_for(build, True), reps)
+        res[name] = {"ms_without": without * 1e3, "ms_with": with_ * 1e3,
+                     "added_ms": (with_ - without) * 1e3, "reps": reps}
+    return res
+
+
+def host_validate(build, quick):
+    prog = os.path.join(build, "progs", "nll")
+    r1, r2 = 1, (2001 if quick else 10001)
+    reps = 3 if quick else 7
+    med = {}
+    for pre in (False, True):
+        for r in (r1, r2):
+            argv = [prog, "fwd_2d", "--repeat", str(r), "--no-follow", "good:64"]
+            ts = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                p = subprocess.run(argv, env=env_for(build, pre), capture_output=True, text=True, timeout=120)
+                ts.append(time.perf_counter() - t0)
+                if p.returncode != 0:
+                    raise RuntimeError("nll failed: %s" % p.stderr[-300:])
+            med[(pre, r)] = statistics.median(ts)
+    base = med[(False, r2)] - med[(False, r1)]
+    withl = med[(True, r2)] - med[(True, r1)]
+    return {"labels": 64, "launches": r2 - r1, "ns_per_launch_without": base / (r2 - r1) * 1e9,
+            "ns_per_launch_with": withl / (r2 - r1) * 1e9, "added_ns_per_watched_launch": (withl - base) / (r2 - r1) * 1e9}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--quick", action="store_true", help="fewer launches and repetitions")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    out = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": os.uname().nodename,
+           "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
+           "runtime": "test double (build/fakecuda)"}
+    errors = []
+    for key, fn, need in (("fast_path", fast_path, "valgrind"), ("startup", startup, None),
+                          ("host_validate", host_validate, None)):
+        if need and not shutil.which(need):
+            out[key] = {"error": "%s not installed (Debian package %s)" % (need, need)}
+            errors.append(key)
+            continue
+        try:
+            out[key] = fn(build, a.quick)
+        except Exception as e:  # one failing measurement must not hide the others
+            out[key] = {"error": str(e)}
+            errors.append(key)
+    with open(os.path.join(build, "bench.json"), "w") as f:
+        json.dump(out, f, indent=1)
+
+    def g(d, k, fmt):
+        return fmt % d[k] if isinstance(d, dict) and k in d else "n/a"
+    fp, st, hv = out["fast_path"], out["startup"], out["host_validate"]
+    print("labelguard bench (%s, %s, %s)" % (out["date"], out["cpu"], out["runtime"]))
+    print("%-52s %14s %10s" % ("measure", "value", "target"))
+    print("%-52s %14s %10s" % ("instructions added per unwatched launch (callgrind)", g(fp, "added_ir_per_launch", "%.1f"), "<= 100"))
+    print("%-52s %14s %10s" % ("  instructions per launch without / with", "%s / %s" % (g(fp, "ir_per_launch_without", "%.0f"), g(fp, "ir_per_launch_with", "%.0f")), ""))
+    print("%-52s %14s %10s" % ("wall time per unwatched launch, with/without ratio", g(fp, "wall_ratio", "%.4f"), ""))
+    print("%-52s %14s %10s" % ("  ns per launch without / with", "%s / %s" % (g(fp, "ns_per_launch_without", "%.1f"), g(fp, "ns_per_launch_with", "%.1f")), ""))
+    for k, label in (("true", "/bin/true"), ("python_import_json", "python3 -c 'import json'")):
+        print("%-52s %14s %10s" % ("start-up added, %s (ms)" % label, g(st.get(k, {}) if isinstance(st, dict) else {}, "added_ms", "%.3f"), "< 1 ms"))
+    print("%-52s %14s %10s" % ("host backend: ns added per watched launch (64 labels)", g(hv, "added_ns_per_watched_launch", "%.0f"), "info"))
+    for k in errors:
+        print("%s: %s" % (k, out[k]["error"]))
+    print("written: %s" % os.path.join(build, "bench.json"))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+// launch_loop.cu: the fast-path benchmark program of bench/run.sh (`make bench`). Launches one
+// unwatched kernel N times and prints how long the launch loop took, so the cost labelguard
+// adds to every launch it does not watch can be measured with and without LD_PRELOAD:
+// instruction counts under callgrind, and wall-clock time of the loop alone (start-up excluded).
+// Runs under the runtime test double (build/fakecuda) or a real runtime alike.
+//
+// usage: launch_loop [N] [chevron|legacy]   (default 100000, chevron)
+//   chevron: kernel<<<>>> (nvcc 13: __cudaLaunchKernel); legacy: cudaLaunchKernel with the stub
+// output: "launches=N mode=M loop_ns=T ns_per_launch=T/N"; exit 0, 1 on a CUDA error, 2 on usage.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <cuda_runtime.h>
+
+__global__ void bench_unwatched_kernel(int *out, int n)
+{
+    if (out && threadIdx.x == 0 && blockIdx.x == 0)
+        out[0] = n;
+}
+
+static long long now_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    long n = argc > 1 ? strtol(argv[1], nullptr, 10) : 100000;
+    bool legacy = argc > 2 && !strcmp(argv[2], "legacy");
+    if (n < 0 || (argc > 2 && !legacy && strcmp(argv[2], "chevron"))) {
+        fprintf(stderr, "usage: launch_loop [N] [chevron|legacy]\n");
+        return 2;
+    }
+    int *buf = nullptr;
+    if (cudaMalloc(&buf, sizeof(int)) != cudaSuccess) {
+        fprintf(stderr, "launch_loop: cudaMalloc failed\n");
+        return 1;
+    }
+    // One launch before timing: first-launch work (registration lookups, lazy start) is not
+    // the per-launch cost being measured.
+    bench_unwatched_kernel<<<1, 1>>>(buf, -1);
+    cudaDeviceSynchronize();
+    int k = 0;
+    void *args[] = {&buf, &k};
+    long long t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        k = (int)i;
+        if (legacy)
+            cudaLaunchKernel((const void *)bench_unwatched_kernel, dim3(1), dim3(1), args, 0, nullptr);
+        else
+            bench_unwatched_kernel<<<1, 1>>>(buf, k);
+    }
+    long long t1 = now_ns();
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("launches=%ld mode=%s loop_ns=%lld ns_per_launch=%.2f\n", n, legacy ? "legacy" : "chevron",
+           t1 - t0, n ? (double)(t1 - t0) / (double)n : 0.0);
+    cudaFree(buf);
+    return e == cudaSuccess ? 0 : 1;
+}

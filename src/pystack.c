@@ -1,0 +1,347 @@
+/* pystack.c: the Python stack of the thread that launched a bad kernel, read the way
+ * faulthandler's dump_traceback does: without the GIL (PyTorch releases it around every
+ * kernel launch), without allocating, without taking references, and without linking
+ * libpython: every CPython symbol is looked up at run time with dlsym(RTLD_DEFAULT), so a
+ * process without Python pays one failed lookup and gets n = 0.
+ *
+ * Called by launch.c on the launching thread, for launches with bad labels only.
+ *
+ * Why raw structures: the public frame API (PyThreadState_GetFrame, PyFrame_GetBack, ...)
+ * returns new references since 3.9, which must not be touched without the GIL. So the walk
+ * reads CPython's internal frame structures with per-version offsets (table below), and
+ * every read of interpreter memory goes through process_vm_readv on our own pid, which
+ * returns EFAULT instead of crashing on a stale pointer (a pipe write/read fallback where a
+ * seccomp filter blocks it). The only CPython functions called are plain reads:
+ * Py_GetVersion, Py_IsInitialized, PyGILState_GetThisThreadState (a TSS lookup),
+ * PyInterpreterState_Main/Head, PyInterpreterState_ThreadHead, and PyCode_Addr2Line (walks
+ * the code object's immutable line table; called only on an object whose type was checked).
+ *
+ * When the launching thread has no Python frames (autograd's engine threads, any C++ thread),
+ * the main thread's stack is reported instead, with from_main_thread set. The main thread's
+ * thread state is the oldest one in the main interpreter's list (new ones are pushed at the
+ * head). That thread may be running, so its frames can change under the walk: the checks on
+ * every pointer keep that safe, and the result is best effort.
+ *
+ * Verified versions (struct offsets generated from each version's own internal headers, and
+ * tests/e2e/test_pystack.sh run against them): 3.8, 3.9, 3.10, 3.11, 3.12, 3.13 on x86-64
+ * (LP64: aarch64 shares the layout). Other versions, debug (Py_DEBUG/Py_TRACE_REFS) and
+ * free-threaded builds: the type checks fail and the stack comes back empty.
+ *
+ * Tested by tests/e2e/test_pystack.sh (tests/unit/pystack_probe.c loaded by python3 through
+ * ctypes, from the main thread, a Python worker thread and a native thread).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Byte offsets inside CPython's structures, by minor version. Generated with offsetof() over
+ * each version's headers (Py_BUILD_CORE, internal/pycore_frame.h). */
+typedef struct py_layout {
+    int minor;
+    int kind;            /* FRAME_OBJECTS (<= 3.10) or INTERP_FRAMES (>= 3.11) */
+    /* PyThreadState */
+    int ts_frame;        /* <= 3.10: PyFrameObject *frame */
+    int ts_cframe;       /* 3.11, 3.12: _PyCFrame *cframe; -1 otherwise */
+    int cf_current;      /* _PyCFrame.current_frame */
+    int ts_current;      /* 3.13: _PyInterpreterFrame *current_frame; -1 otherwise */
+    /* PyFrameObject (<= 3.10) or _PyInterpreterFrame (>= 3.11) */
+    int f_back, f_code, f_lasti;   /* f_lasti: prev_instr / instr_ptr for >= 3.11 */
+    int f_owner;                   /* >= 3.11 */
+    int lasti_scale;               /* bytes per f_lasti unit (3.10 counts code units) */
+    /* PyCodeObject */
+    int co_filename, co_name, co_firstlineno, co_code_adaptive, co_firsttraceable;
+    /* PyUnicode */
+    int ascii_size, compact_size;
+} py_layout_t;
+
+enum { FRAME_OBJECTS, INTERP_FRAMES };
+enum { OWNED_BY_GENERATOR = 1, OWNED_BY_CSTACK = 3 };
+
+static const py_layout_t layouts[] = {
+    { 8, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72 },
+    { 9, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72 },
+    { 10, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72 },
+    { 11, INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72 },
+    { 12, INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56 },
+    { 13, INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56 },
+};
+
+/* Every PyThreadState starts with `struct _ts *prev, *next;` (3.8 to 3.13). */
+#define TS_NEXT 8
+#define OB_TYPE 8        /* PyObject.ob_type */
+#define UNI_LENGTH 16    /* PyASCIIObject.length */
+#define UNI_STATE 32     /* PyASCIIObject.state bitfield */
+#define MAX_WALK 1024    /* frames or thread states visited, against cycles in torn lists */
+
+static struct {
+    bool ok;
+    const py_layout_t *layout;
+    int (*is_initialized)(void);
+    void *(*this_thread_state)(void);
+    void *(*interp_main)(void);
+    void *(*thread_head)(void *interp);
+    int (*addr2line)(void *code, int addr);
+    const void *code_type, *frame_type, *unicode_type;
+    pid_t pid;
+    int pipe_fd[2];      /* fallback reader, created on first need */
+    bool use_pipe;
+} py;
+
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+
+static void resolve(void)
+{
+    const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    if (!get_version)
+        return; /* not a Python process */
+    const char *v = get_version();
+    int major = 0, minor = 0;
+    if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major != 3)
+        return;
+    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+        if (layouts[i].minor == minor)
+            py.layout = &layouts[i];
+    if (!py.layout)
+        return;
+    py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    py.this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+    py.interp_main = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+    if (!py.interp_main)
+        py.interp_main = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Head");
+    py.thread_head = (void *(*)(void *))dlsym(RTLD_DEFAULT, "PyInterpreterState_ThreadHead");
+    py.addr2line = (int (*)(void *, int))dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
+    py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+    py.frame_type = dlsym(RTLD_DEFAULT, "PyFrame_Type");
+    py.unicode_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+    py.pid = getpid();
+    py.pipe_fd[0] = py.pipe_fd[1] = -1;
+    py.ok = py.is_initialized && py.this_thread_state && py.addr2line && py.code_type && py.unicode_type &&
+            (py.layout->kind == INTERP_FRAMES || py.frame_type);
+}
+
+/* Copies n bytes at addr into out; false when any of it is unmapped. */
+static bool peek(const void *addr, void *out, size_t n)
+{
+    if ((uintptr_t)addr < 4096 || (uintptr_t)addr + n < (uintptr_t)addr)
+        return false;
+    if (!py.use_pipe) {
+        struct iovec local = { out, n }, remote = { (void *)addr, n };
+        /* The pid changes after fork; process_vm_readv wants ours. */
+        ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (r == (ssize_t)n)
+            return true;
+        if (r >= 0 || errno == EFAULT || errno == ESRCH)
+            return false;
+        py.use_pipe = true; /* ENOSYS / EPERM: a seccomp filter; the kernel checks pipe writes too */
+    }
+    if (py.pipe_fd[0] < 0 && pipe2(py.pipe_fd, O_CLOEXEC | O_NONBLOCK) != 0)
+        return false;
+    if (n > 4096)
+        return false;
+    ssize_t w = write(py.pipe_fd[1], addr, n);
+    if (w != (ssize_t)n) {
+        if (w > 0) {
+            char sink[4096];
+            (void)!read(py.pipe_fd[0], sink, (size_t)w);
+        }
+        return false;
+    }
+    return read(py.pipe_fd[0], out, n) == (ssize_t)n;
+}
+
+static bool peek_ptr(const void *base, int off, void **out)
+{
+    return off >= 0 && peek((const char *)base + off, out, sizeof(void *));
+}
+
+static bool has_type(const void *obj, const void *type)
+{
+    void *t;
+    return obj && peek_ptr(obj, OB_TYPE, &t) && t == type;
+}
+
+/* Appends code point cp as UTF-8 if it fits (with the NUL). */
+static void put_utf8(char *out, size_t len, size_t *o, uint32_t cp)
+{
+    char b[4];
+    size_t n;
+    if (cp >= 0xD800 && cp <= 0xDFFF)
+        cp = 0xFFFD; /* lone surrogates (surrogateescape'd file names) */
+    if (cp < 0x80) { b[0] = (char)cp; n = 1; }
+    else if (cp < 0x800) { b[0] = (char)(0xC0 | (cp >> 6)); b[1] = (char)(0x80 | (cp & 63)); n = 2; }
+    else if (cp < 0x10000) { b[0] = (char)(0xE0 | (cp >> 12)); b[1] = (char)(0x80 | ((cp >> 6) & 63)); b[2] = (char)(0x80 | (cp & 63)); n = 3; }
+    else { b[0] = (char)(0xF0 | (cp >> 18)); b[1] = (char)(0x80 | ((cp >> 12) & 63)); b[2] = (char)(0x80 | ((cp >> 6) & 63)); b[3] = (char)(0x80 | (cp & 63)); n = 4; }
+    if (*o + n + 1 > len)
+        return;
+    memcpy(out + *o, b, n);
+    *o += n;
+}
+
+/* A str object as UTF-8. Long strings keep their tail when keep_tail (a path's file name
+ * matters more than its first directories), behind "...". False when obj is not a compact
+ * str. */
+static bool read_unicode(const void *obj, char *out, size_t len, bool keep_tail)
+{
+    const py_layout_t *L = py.layout;
+    out[0] = '\0';
+    if (!has_type(obj, py.unicode_type))
+        return false;
+    int64_t length;
+    uint32_t state;
+    if (!peek((const char *)obj + UNI_LENGTH, &length, sizeof(length)) || !peek((const char *)obj + UNI_STATE, &state, sizeof(state)))
+        return false;
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || length < 0 || length > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
+        return false;
+    const char *data = (const char *)obj + (ascii ? L->ascii_size : L->compact_size);
+    /* Characters that fit: at most len-1 bytes, each character 1..4 bytes. */
+    int64_t max_chars = (int64_t)len - 1;
+    int64_t start = 0;
+    size_t o = 0;
+    if (length > max_chars && keep_tail) {
+        start = length - (max_chars - 3);
+        memcpy(out, "...", 3);
+        o = 3;
+    }
+    unsigned char chunk[256];
+    int64_t i = start;
+    while (i < length && o + 1 < len) {
+        int64_t take = length - i;
+        if (take > (int64_t)(sizeof(chunk) / kind))
+            take = (int64_t)(sizeof(chunk) / kind);
+        if (!peek(data + i * kind, chunk, (size_t)(take * kind)))
+            return false;
+        for (int64_t k = 0; k < take; k++) {
+            uint32_t cp = kind == 1 ? chunk[k] : kind == 2 ? ((uint16_t *)chunk)[k] : ((uint32_t *)chunk)[k];
+            put_utf8(out, len, &o, cp);
+        }
+        i += take;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* Fills one frame from a code object and a byte offset into its bytecode (< 0: unknown).
+ * False when code is not a code object. */
+static bool record(void *code, int addr, lg_py_frame_t *f)
+{
+    const py_layout_t *L = py.layout;
+    if (!has_type(code, py.code_type))
+        return false;
+    void *filename, *name;
+    if (!peek_ptr(code, L->co_filename, &filename) || !peek_ptr(code, L->co_name, &name))
+        return false;
+    if (!read_unicode(filename, f->file, sizeof(f->file), true))
+        snprintf(f->file, sizeof(f->file), "?");
+    if (!read_unicode(name, f->function, sizeof(f->function), false))
+        snprintf(f->function, sizeof(f->function), "?");
+    int first = 0;
+    peek((const char *)code + L->co_firstlineno, &first, sizeof(first));
+    f->line = addr < 0 ? first : py.addr2line(code, addr);
+    return true;
+}
+
+/* Walks one thread state's frames, innermost first into s->frames; returns the count. */
+static int walk(void *tstate, lg_py_stack_t *s)
+{
+    const py_layout_t *L = py.layout;
+    void *frame = NULL;
+    if (L->kind == FRAME_OBJECTS) {
+        if (!peek_ptr(tstate, L->ts_frame, &frame))
+            return 0;
+    } else if (L->ts_current >= 0) {
+        if (!peek_ptr(tstate, L->ts_current, &frame))
+            return 0;
+    } else {
+        void *cframe;
+        if (!peek_ptr(tstate, L->ts_cframe, &cframe) || !cframe || !peek_ptr(cframe, L->cf_current, &frame))
+            return 0;
+    }
+    int n = 0;
+    for (int guard = 0; frame && n < LG_MAX_PY_FRAMES && guard < MAX_WALK; guard++) {
+        void *code, *back;
+        if (!peek_ptr(frame, L->f_code, &code) || !peek_ptr(frame, L->f_back, &back))
+            break;
+        if (L->kind == FRAME_OBJECTS) {
+            int lasti;
+            if (!has_type(frame, py.frame_type) || !peek((const char *)frame + L->f_lasti, &lasti, sizeof(lasti)))
+                break;
+            if (record(code, lasti < 0 ? -1 : lasti * L->lasti_scale, &s->frames[n]))
+                n++;
+        } else {
+            char owner = 0;
+            void *instr;
+            int firsttraceable = 0;
+            if (!peek((const char *)frame + L->f_owner, &owner, 1) || !peek_ptr(frame, L->f_lasti, &instr))
+                break;
+            /* Shim frames of the C stack (3.12+) and frames still in their prologue are
+             * skipped, as CPython's own traceback does (_PyFrame_IsIncomplete). */
+            const char *code_start = (const char *)code + L->co_code_adaptive;
+            bool incomplete = owner == OWNED_BY_CSTACK && L->minor >= 12;
+            if (!incomplete && owner != OWNED_BY_GENERATOR && has_type(code, py.code_type) &&
+                peek((const char *)code + L->co_firsttraceable, &firsttraceable, sizeof(int)))
+                incomplete = (const char *)instr < code_start + (ptrdiff_t)firsttraceable * 2;
+            if (!incomplete) {
+                /* 3.11/3.12 point at the last executed instruction, 3.13 at the current one:
+                 * both lie inside the call's line. */
+                long addr = (const char *)instr - code_start;
+                if (addr < 0 || addr > (1L << 30))
+                    addr = -1;
+                if (record(code, (int)addr, &s->frames[n]))
+                    n++;
+            }
+        }
+        frame = back;
+    }
+    return n;
+}
+
+/* The main interpreter's oldest thread state: the main thread's, unless it was replaced. */
+static void *main_thread_state(void)
+{
+    if (!py.interp_main || !py.thread_head)
+        return NULL;
+    void *interp = py.interp_main();
+    if (!interp)
+        return NULL;
+    void *ts = py.thread_head(interp), *last = NULL;
+    for (int guard = 0; ts && guard < MAX_WALK; guard++) {
+        last = ts;
+        if (!peek_ptr(ts, TS_NEXT, &ts))
+            return NULL;
+    }
+    return ts ? NULL : last;
+}
+
+void lg_pystack_capture(lg_py_stack_t *s)
+{
+    s->n = 0;
+    s->from_main_thread = false;
+    pthread_once(&resolve_once, resolve);
+    if (!py.ok || !py.is_initialized())
+        return;
+    void *ts = py.this_thread_state();
+    int n = ts ? walk(ts, s) : 0;
+    if (n == 0) {
+        void *main_ts = main_thread_state();
+        if (main_ts && main_ts != ts) {
+            n = walk(main_ts, s);
+            s->from_main_thread = n > 0;
+        }
+    }
+    /* Innermost last, like a Python traceback. */
+    for (int i = 0; i < n / 2; i++) {
+        lg_py_frame_t tmp = s->frames[i];
+        s->frames[i] = s->frames[n - 1 - i];
+        s->frames[n - 1 - i] = tmp;
+    }
+    s->n = n;
+}

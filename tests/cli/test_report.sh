@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# test_report.sh: `labelguard report` merging the logs of three processes (ranks 0-2, one file
+# in a subdirectory, one ending in a line cut short by a kill) written by gen_logs.py; the
+# --json output is parsed with python3's json module and checked field by field; the text
+# output is checked for the parts a person reads; exit statuses 0/1/2.
+. "$(dirname "$0")/lib.sh"
+here="$LG_ROOT/tests/cli"
+python3 "$here/gen_logs.py" "$T/logs" || fail "gen_logs.py"
+
+run_cmd "$LG" report --json "$T/logs"
+expect_rc 1 "problems found -> exit 1 (a truncated last line is not an error)"
+python3 - "$T/out" "$T/logs" <<'PY' || fail "JSON output"
+import json, sys
+r = json.load(open(sys.argv[1]))
+d = sys.argv[2]
+def check(cond, what):
+    if not cond:
+        print("check failed:", what); print(json.dumps(r, indent=1)[:3000]); sys.exit(1)
+check(len(r["files"]) == 3, "3 files, the subdirectory searched")
+check(len(r["problems"]) == 2, "two distinct problems (one_based at train.py:52, head_too_small at model.py:140)")
+p, q = r["problems"]
+check(p["cause"] == "one_based" and p["kernel"] == "nll_loss_forward_reduce_cuda_kernel_2d", "first problem kind")
+check(p["events"] == 4, "4 violation events of problem 1 over 3 processes (the cut line not counted): %r" % p["events"])
+check(p["bad_labels"] == 5, "5 bad labels in total")
+check(p["ranks"] == [0, 1, 2], "ranks 0,1,2")
+check([x["pid"] for x in p["processes"]] == [1000, 1001, 1002], "pids")
+check({x["host"] for x in p["processes"]} == {"node-a", "node-b"}, "hosts")
+check(p["first_time"] == "2025-11-30T03:00:36Z", "first occurrence is rank 2's (t=36), not file order")
+check(p["last_time"] == "2025-11-30T03:01:20Z", "last occurrence")
+check(p["call_site"] == {"file": "/home/u/train.py", "line": 52, "function": "train_step"}, "user call site, not torch's frame")
+check(p["innermost_frame"]["function"] == "cross_entropy", "innermost frame kept")
+check(p["values"] == [{"value": 10, "count": 5}], "offending values with counts")
+check(p["n_classes"] == 10 and p["ignore_index"] == -100 and p["dtype"] == "int64", "target fields")
+check("subtract 1" in p["fix"], "fix for one_based")
+check(p["outcomes"] == {"masked": 4}, "outcomes")
+check(q["cause"] == "head_too_small" and q["ranks"] == [0] and q["events"] == 1, "second problem")
+check(q["values"] == [{"value": 11, "count": 1}, {"value": 12, "count": 2}], "values of problem 2")
+check(q["max"] == 12 and "at least 13 outputs" in q["fix"], "fix of problem 2 uses the max label")
+check(r["violations"] == 5, "5 violations")
+check(len(r["warnings"]) == 1 and r["warnings"][0]["count"] == 2 and len(r["warnings"][0]["processes"]) == 2, "warnings merged")
+check(r["malformed"] == [], "no malformed lines")
+check(len(r["truncated"]) == 1 and r["truncated"][0]["file"].endswith("node-b-1002-rank2.jsonl") and r["truncated"][0]["line"] == 3, "truncated line reported with file:line")
+procs = {x["pid"]: x for x in r["processes"]}
+check(procs[1002]["ended_cleanly"] is False and procs[1000]["ended_cleanly"] is True, "process without summary found")
+PY
+ok "JSON merge of three ranks"
+
+run_cmd "$LG" report "$T/logs"
+expect_rc 1 "text report exit 1"
+for s in "2 distinct problems" "one_based" "subtract 1" "/home/u/train.py:52 in train_step" "ranks 0, 1, 2" \
+         "target[63] = 10" "offending values" "cupti_unavailable" "head_too_small" "node-b-1002-rank2.jsonl:3: last line cut short" \
+         "ended without a summary"; do
+  expect_in out "$s" "text report"
+done
+grep -Eq '^ +10 \| [#█]+ 5$' "$T/out" || fail "histogram line for value 10"
+grep -Eq '^ +12 \| [#█]+ 2$' "$T/out" || fail "histogram line for value 12"
+ok "text report"
+
+# Files given one by one give the same merge as the directory.
+run_cmd "$LG" report --json "$T/logs/node-a-1000-rank0.jsonl" "$T/logs/node-a-1001-rank1.jsonl" "$T/logs/node-b"
+expect_rc 1 "files and a directory"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if len(r["files"])==3 and r["violations"]==5 else 1)' "$T/out" || fail "explicit files"
+
+# A malformed line in the middle: reported as file:line, skipped, report still made, exit 2.
+cp -r "$T/logs" "$T/bad"
+sed -i '2s/.*/{"v": 1, "event": "violation", broken/' "$T/bad/node-a-1001-rank1.jsonl"
+run_cmd "$LG" report "$T/bad"
+expect_rc 2 "malformed line -> 2"
+expect_in out "node-a-1001-rank1.jsonl:2:" "malformed line named by file:line"
+expect_in out "distinct problems" "report still printed"
+run_cmd "$LG" report --json "$T/bad"; expect_rc 2 "malformed line, --json"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); m=r["malformed"]; sys.exit(0 if len(m)==1 and m[0]["line"]==2 else 1)' "$T/out" || fail "malformed in JSON"
+printf '{"v": 2, "event": "start"}\n' >"$T/bad/future.jsonl"
+run_cmd "$LG" report --json "$T/bad/future.jsonl"; expect_rc 2 "unknown schema version"
+ok "malformed input"
+
+# No violations: exit 0. Nothing at all: exit 0 with a clear sentence. Missing path: 2.
+mkdir -p "$T/clean"; head -n 2 "$T/logs/node-a-1001-rank1.jsonl" >"$T/clean/x.jsonl"
+run_cmd "$LG" report "$T/clean"; expect_rc 0 "no violations"; expect_in out "No label problems found" "clean message"
+mkdir -p "$T/empty"; run_cmd "$LG" report "$T/empty"; expect_rc 0 "empty dir"; expect_in out "nothing was logged" "empty dir message"
+run_cmd "$LG" report "$T/nope"; expect_rc 2 "missing path"; expect_in err "no such file" "missing path message"
+run_cmd "$LG" report; expect_rc 2 "no path"
+run_cmd "$LG" report --bogus "$T/logs"; expect_rc 2 "bad option"
+# An unreadable file (root reads everything, so as user nobody when we are root).
+cp "$T/clean/x.jsonl" "$T/unreadable.jsonl"; chmod 000 "$T/unreadable.jsonl"; chmod 755 "$T"
+as=()
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+  as=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+fi
+if [ "$(id -u)" != 0 ] || [ ${#as[@]} -gt 0 ]; then
+  run_cmd ${as[@]+"${as[@]}"} "$LG" report "$T/unreadable.jsonl" "$T/clean"
+  expect_rc 2 "unreadable file"; expect_in err "cannot read" "unreadable file message"
+  expect_in out "No label problems found" "the readable part is still reported"
+fi
+ok "exit statuses"
+echo PASS

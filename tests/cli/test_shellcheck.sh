@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# test_shellcheck.sh: shellcheck finds nothing in the CLI's shell code (scripts/labelguard,
+# scripts/lg_demo.sh) and in these tests. Skips (77) when shellcheck is not installed.
+cd "${LG_ROOT:-$(dirname "$0")/../..}" || exit 1
+command -v shellcheck >/dev/null || { echo "shellcheck not installed (apt-get install shellcheck)"; exit 77; }
+shellcheck -x scripts/labelguard scripts/lg_demo.sh && shellcheck -x -e SC1091 tests/cli/*.sh && echo PASS

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# test_pystack.sh: src/pystack.c in real interpreters. python3 loads
+# $LG_BUILD/tests/pystack_probe.so through ctypes (which releases the GIL around the call, like
+# PyTorch around a kernel launch) and checks the captured stack: function names and line
+# numbers from the main thread, from a Python worker thread, and from a native thread with no
+# Python frames (the main thread's stack is reported, marked "main"). Runs with the system
+# python3 and, when present, every pyenv CPython 3.8 to 3.13 (the versions pystack.c claims).
+# Exit 0 pass, 77 skip (no python3 or no probe), else fail.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD="${LG_BUILD:-build}"
+probe="$PWD/$BUILD/tests/pystack_probe.so"
+if [ ! -f "$probe" ]; then
+  make -s "$BUILD/tests/pystack_probe.so" >/dev/null 2>&1 || { echo "cannot build $probe"; exit 1; }
+fi
+command -v python3 >/dev/null || { echo "no python3"; exit 77; }
+
+script=$(mktemp /tmp/lg-pystack-XXXXXX.py)
+trap 'rm -f "$script"' EXIT
+cat > "$script" <<'PY'
+import ctypes, sys, threading
+lib = ctypes.CDLL(sys.argv[1])
+lib.lg_probe_capture.argtypes = [ctypes.c_char_p, ctypes.c_int]
+lib.lg_probe_capture_native_thread.argtypes = [ctypes.c_char_p, ctypes.c_int]
+src = open(__file__).read().splitlines()
+def line_of(mark):
+    return next(i + 1 for i, l in enumerate(src) if l.rstrip().endswith("# " + mark))
+def parse(text):
+    lines = text.splitlines()
+    head = dict(kv.split("=") for kv in lines[0].split())
+    frames = [l.rsplit("|", 2) for l in lines[1:]]
+    return head, [(f, int(n), fn) for f, n, fn in frames]
+failures = []
+def check(label, text, thread, want):
+    head, frames = parse(text)
+    ok = head["thread"] == thread and int(head["n"]) == len(frames)
+    # innermost last: the tail of the stack must be exactly `want` (function, line mark)
+    tail = [(fn, n) for f, n, fn in frames[-len(want):]]
+    expect = [(fn, line_of(mark)) for fn, mark in want]
+    ok = ok and tail == expect and all(f == __file__ for f, n, fn in frames[-len(want):])
+    ok = ok and frames[0][2] == "<module>"
+    print(("ok   " if ok else "FAIL ") + label + ": thread=" + head["thread"] + " " + repr(frames))
+    if not ok:
+        print("     expected thread=" + thread + " tail " + repr(expect))
+        failures.append(label)
+buf = ctypes.create_string_buffer(16384)
+
+def innermost_probe():
+    lib.lg_probe_capture(buf, len(buf))  # MARK_MAIN
+    return buf.value.decode()
+def caller_of_probe():
+    return innermost_probe()  # MARK_CALLER
+check("main thread", caller_of_probe(), "launching",  # MARK_TOP
+      [("<module>", "MARK_TOP"), ("caller_of_probe", "MARK_CALLER"), ("innermost_probe", "MARK_MAIN")])
+
+result = {}
+def worker_body():
+    lib.lg_probe_capture(buf, len(buf))  # MARK_WORKER
+    result["text"] = buf.value.decode()
+def worker_entry():
+    worker_body()  # MARK_WORKER_ENTRY
+t = threading.Thread(target=worker_entry)
+t.start(); t.join()
+head, frames = parse(result["text"])
+# The worker's own stack: threading's bootstrap frames, then ours; never the main thread's.
+tail = [(fn, n) for f, n, fn in frames[-2:]]
+ok = head["thread"] == "launching" and tail == [("worker_entry", line_of("MARK_WORKER_ENTRY")), ("worker_body", line_of("MARK_WORKER"))]
+ok = ok and any(f.endswith("threading.py") for f, n, fn in frames)
+print(("ok   " if ok else "FAIL ") + "worker thread: " + repr(frames))
+if not ok: failures.append("worker thread")
+
+def waits_in_native():
+    lib.lg_probe_capture_native_thread(buf, len(buf))  # MARK_NATIVE
+    return buf.value.decode()
+check("native thread -> main", waits_in_native(), "main",  # MARK_NATIVE_TOP
+      [("<module>", "MARK_NATIVE_TOP"), ("waits_in_native", "MARK_NATIVE")])
+
+# Deep recursion: the innermost 32 frames are kept.
+def deep(k):
+    if k == 0:
+        lib.lg_probe_capture(buf, len(buf))  # MARK_DEEP
+        return buf.value.decode()
+    return deep(k - 1)  # MARK_RECURSE
+head, frames = parse(deep(100))
+ok = len(frames) == 32 and frames[-1][1:] == (line_of("MARK_DEEP"), "deep") and frames[0][1:] == (line_of("MARK_RECURSE"), "deep")
+print(("ok   " if ok else "FAIL ") + "deep recursion: %d frames" % len(frames))
+if not ok: failures.append("deep")
+sys.exit(1 if failures else 0)
+PY
+
+pythons=(python3)
+[ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
+for v in 3.8 3.9 3.10 3.11 3.12 3.13; do
+  for p in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/$v.*/bin/python$v; do
+    [ -x "$p" ] && pythons+=("$p")
+  done
+done
+fail=0
+for py in "${pythons[@]}"; do
+  echo "== $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
+  "$py" "$script" "$probe" || { echo "FAILED with $py"; fail=1; }
+done
+# A process without Python: the probe loaded into a C program reports nothing.
+cat > "${script%.py}.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { puts(dlerror()); return 2; }
+    int (*cap)(char *, int) = (int (*)(char *, int))dlsym(h, "lg_probe_capture");
+    char buf[256];
+    cap(buf, sizeof buf);
+    fputs(buf, stdout);
+    return strcmp(buf, "thread=none n=0\n") != 0;
+}
+C
+if gcc -o "${script%.py}.bin" "${script%.py}.c" -ldl; then
+  "${script%.py}.bin" "$probe" && echo "ok   no Python: empty stack" || { echo "FAIL no Python"; fail=1; }
+else
+  fail=1
+fi
+rm -f "${script%.py}.c" "${script%.py}.bin"
+exit $fail

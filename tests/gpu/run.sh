@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh: `make test-gpu`, the GPU tests (bash tests/gpu/run.sh BUILD). Exits 77
+# with one line when there is no GPU (CI, this project's own machines), else runs:
+#   validator   each tests/gpu/*.cu (the validator engineer's: the validator kernel against the
+#               CPU scan on the same buffers) built as BUILD/gpu/NAME through its Makefile rule
+#   progs       the end-to-end programs on the real runtime, every action (tests/torch/progs_real.py)
+#   probe       PyTorch's real NLL kernels: names + cudaFuncGetParamInfo sizes from the live
+#               process against specs/pytorch.conf (tests/torch/probe_kernels.py; needs torch)
+# Each under its own timeout; PASS/FAIL/SKIP per test and "N passed, N failed" last.
+# scripts/gpu-check.sh sets LG_GPU_OUT_JSON (results for its report) and LG_GPU_WORKDIR.
+# Exit: 0 all passed (skips allowed), 1 a failure, 77 no GPU.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD="${1:-build}"
+PYTHON="${PYTHON:-python3}"
+WORK="${LG_GPU_WORKDIR:-$BUILD/test-gpu}"
+
+# LG_GPU_FAKE=1 runs the programs under the test double instead (a GPU-free check of this
+# script and of progs_real.py; the probe then skips): it proves nothing about a GPU.
+fake=()
+if [ "${LG_GPU_FAKE:-0}" = 1 ]; then
+  fake=(--fake)
+  echo "test-gpu: LG_GPU_FAKE=1: programs run under the test double, not a GPU"
+elif ! command -v nvidia-smi >/dev/null 2>&1 || [ ! -e /dev/nvidia0 ] || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "test-gpu: no NVIDIA GPU here (nvidia-smi missing or failing, or no /dev/nvidia0): skipped"
+  exit 77
+fi
+mkdir -p "$WORK"
+results="$WORK/results.tsv"
+: > "$results"
+pass=0; fail=0; skip=0
+
+record() { # name status detail
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$results"
+  printf '%-4s %-28s %s\n' "${2^^}" "$1" "$3"
+  case $2 in pass) pass=$((pass+1));; skip) skip=$((skip+1));; *) fail=$((fail+1));; esac
+}
+
+run_test() { # name budget command...: status from the exit code (0 pass, 77 skip, 124 timeout)
+  local name=$1 budget=$2 rc log="$WORK/$1.log"
+  shift 2
+  timeout -k 5 "$budget" "$@" > "$log" 2>&1; rc=$?
+  sed 's/^/    | /' "$log" | tail -n 25
+  case $rc in
+    0) record "$name" pass "$(tail -n1 "$log")";;
+    77) record "$name" skip "$(tail -n1 "$log")";;
+    124|137) record "$name" timeout "killed after ${budget}s";;
+    *) record "$name" fail "rc=$rc: $(tail -n1 "$log")";;
+  esac
+}
+
+jobs=$(nproc 2>/dev/null || echo 4)
+make -s -j"$jobs" -k BUILD="$BUILD" test-programs >"$WORK/build.log" 2>&1 || \
+  echo "test-gpu: make test-programs had errors (see $WORK/build.log); the tests that need them say so"
+
+found=0
+for src in tests/gpu/*.cu; do
+  [ -f "$src" ] || continue
+  found=1
+  name=$(basename "$src" .cu)
+  if make -s BUILD="$BUILD" "$BUILD/gpu/$name" >"$WORK/build-$name.log" 2>&1; then
+    run_test "validator/$name" 120 "$BUILD/gpu/$name"
+  else
+    record "validator/$name" fail "build failed: $(tail -n1 "$WORK/build-$name.log")"
+  fi
+done
+[ $found = 1 ] || record validator skip "no tests/gpu/*.cu yet"
+
+run_test progs 150 "$PYTHON" tests/torch/progs_real.py "${fake[@]}" --build "$BUILD" --out "$WORK/progs.json" --workdir "$WORK/progs"
+if [ ${#fake[@]} -eq 0 ] && "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  run_test probe 120 "$PYTHON" tests/torch/probe_kernels.py --lib "$PWD/$BUILD/liblabelguard.so" \
+    --conf specs/pytorch.conf --out "$WORK/probe.json" --workdir "$WORK/probe"
+else
+  record probe skip "PyTorch with CUDA is not importable by $PYTHON (or LG_GPU_FAKE=1)"
+fi
+
+if [ -n "${LG_GPU_OUT_JSON:-}" ]; then
+  "$PYTHON" - "$results" "$WORK" "$LG_GPU_OUT_JSON" <<'PY'
+import json, os, sys
+res, work, out = sys.argv[1:4]
+tests = []
+for line in open(res):
+    n, st, det = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+    tests.append({"name": n, "status": st, "detail": det})
+data = {"tests": tests}
+for key, fn in (("kernels", "probe.json"), ("progs", "progs.json")):
+    try:
+        d = json.load(open(os.path.join(work, fn)))
+        data[key] = d.get("kernels") if key == "kernels" else d.get("cases")
+    except (OSError, ValueError):
+        pass
+data["summary"] = "%d tests: %s" % (len(tests), ", ".join("%s %s" % (t["name"], t["status"]) for t in tests))
+json.dump(data, open(out, "w"), indent=1)
+PY
+fi
+[ $skip -eq 0 ] || printf '%d skipped\n' $skip
+printf '%d passed, %d failed\n' $pass $fail
+[ $fail -eq 0 ]

@@ -1,0 +1,51 @@
+/* pystack_probe.c: a shared object that python3 loads through ctypes, to test src/pystack.c in
+ * a real interpreter (tests/e2e/test_pystack.sh). ctypes releases the GIL around the call, as
+ * PyTorch does around a kernel launch. Not a GTest binary (no test_ prefix); built by the
+ * Makefile rule for $(BUILD)/tests/pystack_probe.so against liblg.a.
+ *
+ * Output format, one line each: "thread=<launching|main|none> n=<N>", then innermost-last
+ * frames as "file|line|function".
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int format(const lg_py_stack_t *s, char *out, int len)
+{
+    int n = snprintf(out, (size_t)len, "thread=%s n=%d\n", s->n == 0 ? "none" : s->from_main_thread ? "main" : "launching", s->n);
+    for (int i = 0; i < s->n && n < len; i++)
+        n += snprintf(out + n, (size_t)(len - n), "%s|%d|%s\n", s->frames[i].file, s->frames[i].line, s->frames[i].function);
+    return n;
+}
+
+/* Captures the calling thread's Python stack. */
+LG_EXPORT int lg_probe_capture(char *out, int len)
+{
+    static lg_py_stack_t s;
+    lg_pystack_capture(&s);
+    return format(&s, out, len);
+}
+
+struct job { char *out; int len; int rc; };
+static void *native_thread(void *arg)
+{
+    struct job *j = arg;
+    static lg_py_stack_t s;
+    lg_pystack_capture(&s);
+    j->rc = format(&s, j->out, j->len);
+    return NULL;
+}
+
+/* Captures from a thread that never ran Python (like autograd's engine threads) while the
+ * calling Python thread waits in this call: the main thread's stack must come back. */
+LG_EXPORT int lg_probe_capture_native_thread(char *out, int len)
+{
+    struct job j = { out, len, 0 };
+    pthread_t t;
+    if (pthread_create(&t, NULL, native_thread, &j) != 0)
+        return -1;
+    pthread_join(t, NULL);
+    return j.rc;
+}

@@ -1,0 +1,137 @@
+/* test_config.c: LABELGUARD_* parsing (src/config.c) — defaults, every valid value, and every
+ * kind of bad value (empty, overlong, non-UTF-8, wrong) giving one message that names the
+ * variable, shows the value escaped, and lists the allowed values. Run by `make test`. */
+#include <glib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *keys[16];
+static const char *vals[16];
+static int n_env;
+
+static const char *table_getenv(const char *name)
+{
+    for (int i = 0; i < n_env; i++)
+        if (strcmp(keys[i], name) == 0)
+            return vals[i];
+    return NULL;
+}
+
+static void set_env(const char *k, const char *v)
+{
+    keys[n_env] = k;
+    vals[n_env] = v;
+    n_env++;
+}
+
+static int parse(lg_config_t *c, char *err, size_t len)
+{
+    int rc = lg_config_parse(c, table_getenv, err, len);
+    n_env = 0;
+    return rc;
+}
+
+static void test_defaults(void)
+{
+    lg_config_t c;
+    char err[512] = "";
+    g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
+    g_assert_cmpint(c.action, ==, LG_ACTION_RAISE);
+    g_assert_cmpint(c.mode, ==, LG_MODE_SYNC);
+    g_assert_cmpint(c.hooks, ==, LG_HOOKS_AUTO);
+    g_assert_cmpstr(c.log_dir, ==, "labelguard-logs");
+    g_assert_cmpstr(c.kernels, ==, "");
+    g_assert_true(c.backtrace_native && c.backtrace_python);
+    g_assert_cmpint(c.samples, ==, 16);
+    g_assert_false(c.quiet);
+}
+
+static void test_valid_values(void)
+{
+    static const char *const actions[] = {"raise", "hold", "mask", "log", "abort"};
+    for (int i = 0; i < 5; i++) {
+        lg_config_t c;
+        char err[512];
+        set_env("LABELGUARD_ACTION", actions[i]);
+        g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
+        g_assert_cmpint(c.action, ==, i);
+        g_assert_cmpstr(lg_config_action_name(c.action), ==, actions[i]);
+    }
+    lg_config_t c;
+    char err[512];
+    set_env("LABELGUARD_MODE", "async");
+    set_env("LABELGUARD_HOOKS", "interpose");
+    set_env("LABELGUARD_LOG", "/tmp/some dir/logs");
+    set_env("LABELGUARD_KERNELS", "a.conf:b.conf");
+    set_env("LABELGUARD_BACKTRACE", "python");
+    set_env("LABELGUARD_SAMPLES", "256");
+    set_env("LABELGUARD_QUIET", "1");
+    g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
+    g_assert_cmpint(c.mode, ==, LG_MODE_ASYNC);
+    g_assert_cmpint(c.hooks, ==, LG_HOOKS_INTERPOSE);
+    g_assert_cmpstr(c.log_dir, ==, "/tmp/some dir/logs");
+    g_assert_cmpstr(c.kernels, ==, "a.conf:b.conf");
+    g_assert_false(c.backtrace_native);
+    g_assert_true(c.backtrace_python);
+    g_assert_cmpint(c.samples, ==, 256);
+    g_assert_true(c.quiet);
+
+    set_env("LABELGUARD_BACKTRACE", "none");
+    g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
+    g_assert_false(c.backtrace_native || c.backtrace_python);
+}
+
+static void expect_bad(const char *var, const char *value, const char *shown, const char *allowed)
+{
+    lg_config_t c = lg_cfg_defaults();
+    c.samples = 99;
+    char err[1024] = "";
+    set_env(var, value);
+    g_assert_cmpint(parse(&c, err, sizeof err), ==, -1);
+    g_assert_nonnull(strstr(err, var));
+    g_assert_nonnull(strstr(err, shown));
+    g_assert_nonnull(strstr(err, allowed));
+    g_assert_cmpint(c.samples, ==, 99); /* untouched on error */
+    g_assert_null(strchr(err, '\n'));
+}
+
+static void test_bad_values(void)
+{
+    expect_bad("LABELGUARD_ACTION", "", "\"\"", "raise, hold, mask, log, abort");
+    expect_bad("LABELGUARD_ACTION", "Raise", "\"Raise\"", "raise, hold");
+    expect_bad("LABELGUARD_ACTION", "raise ", "\"raise \"", "raise, hold");
+    expect_bad("LABELGUARD_ACTION", "r\xc3\x28\xff", "r\\xc3(\\xff", "abort");
+    expect_bad("LABELGUARD_MODE", "", "\"\"", "sync, async");
+    expect_bad("LABELGUARD_MODE", "fast", "fast", "sync, async");
+    expect_bad("LABELGUARD_HOOKS", "both", "both", "auto, interpose, cupti");
+    expect_bad("LABELGUARD_LOG", "", "\"\"", "directory path");
+    expect_bad("LABELGUARD_LOG", "a\nb", "a\\x0ab", "directory path");
+    expect_bad("LABELGUARD_KERNELS", "", "\"\"", "spec files");
+    expect_bad("LABELGUARD_BACKTRACE", "gdb", "gdb", "native,python, native, python, none");
+    expect_bad("LABELGUARD_SAMPLES", "0", "\"0\"", "1 to 256");
+    expect_bad("LABELGUARD_SAMPLES", "257", "257", "1 to 256");
+    expect_bad("LABELGUARD_SAMPLES", "-3", "-3", "1 to 256");
+    expect_bad("LABELGUARD_SAMPLES", "12abc", "12abc", "1 to 256");
+    expect_bad("LABELGUARD_SAMPLES", "99999999999999999999999", "9999999999", "1 to 256");
+    expect_bad("LABELGUARD_SAMPLES", "", "\"\"", "1 to 256");
+    expect_bad("LABELGUARD_QUIET", "yes", "yes", "0, 1");
+    expect_bad("LABELGUARD_DEBUG_KERNELS", "2", "\"2\"", "0, 1");
+
+    /* Overlong: the message stays one bounded line, the value shown truncated. */
+    char *huge = g_malloc(10000);
+    memset(huge, 'x', 9999);
+    huge[9999] = '\0';
+    expect_bad("LABELGUARD_LOG", huge, "xxxx...", "shorter than 4096");
+    expect_bad("LABELGUARD_ACTION", huge, "xxxx...", "raise");
+    g_free(huge);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/config/defaults", test_defaults);
+    g_test_add_func("/config/valid", test_valid_values);
+    g_test_add_func("/config/bad", test_bad_values);
+    return g_test_run();
+}

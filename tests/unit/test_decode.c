@@ -1,0 +1,356 @@
+/* test_decode.c: unit tests of src/decode.c. Every built-in spec decodes an args[] array
+ * built by hand from the layouts in pytorch-kernels.md (positions written here, not taken
+ * from the spec), each parameter in its own exactly-sized heap block filled with 0xAB so that
+ * a wrong width or offset reads garbage (and ASan catches a read past a parameter). Also: the
+ * sanity checks (negative/absurd counts, NULL target, bad accessor, n_classes <= 0 note) and
+ * lg_decode_rewrite (new target pointer, contiguous strides, ignore_index width).
+ * Run: make build/tests/unit/test_decode && build/tests/unit/test_decode
+ */
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum { ACC_NONE, ACC_PTA64_3, ACC_THC_1, ACC_THC_3 };
+enum { CNT_PARAM, CNT_ONE, CNT_ACC, CNT_GRID };
+
+typedef struct kcase {
+    const char *spec;
+    const char *sizes;     /* parameter sizes, from pytorch-kernels.md */
+    int target;            /* parameter holding the pointer (offset 0 in every layout) */
+    int acc;               /* ACC_*: the target is an accessor passed by value */
+    int cnt, cnt_p, cnt_w; /* CNT_*; for CNT_PARAM the parameter and its width */
+    int grid_nelem, grid_bps; /* CNT_GRID: parameters (int) */
+    int nc_p, nc_off, nc_w;   /* n_classes */
+    int ig_p, ig_w;           /* ignore_index */
+    bool from_template;
+    bool truncate;
+} kcase_t;
+
+static const kcase_t cases[] = {
+    /* Loss.cu >= 1.13 (§2.1-2.6) */
+    {"nll_loss_forward_no_reduce_cuda_kernel", "8,40,8,8,8,8,8", 2, ACC_NONE, CNT_PARAM, 0, 8, 0, 0, 5, 0, 8, 6, 8, true, false},
+    {"nll_loss_forward_reduce_cuda_kernel_1d", "8,8,8,8,8,1,8,8", 3, ACC_NONE, CNT_ONE, 0, 0, 0, 0, 6, 0, 8, 7, 8, true, false},
+    {"nll_loss_forward_reduce_cuda_kernel_2d", "8,8,8,8,8,1,8,8,8,8", 3, ACC_NONE, CNT_PARAM, 6, 8, 0, 0, 8, 0, 8, 9, 8, true, false},
+    {"nll_loss_backward_no_reduce_cuda_kernel", "4,8,24,40,8,8,8", 1, ACC_NONE, CNT_PARAM, 0, 4, 0, 0, 5, 0, 8, 6, 8, true, false},
+    {"nll_loss_backward_reduce_cuda_kernel_1d", "8,8,8,8,8,1,8,8", 3, ACC_NONE, CNT_ONE, 0, 0, 0, 0, 6, 0, 8, 7, 8, true, false},
+    {"nll_loss_backward_reduce_cuda_kernel_2d", "8,8,8,8,8,1,4,4,8,8", 2, ACC_NONE, CNT_PARAM, 6, 4, 0, 0, 8, 0, 8, 9, 8, true, false},
+    /* Loss.cu 1.10-1.12 (§2.7) */
+    {"nll_loss_forward_no_reduce_cuda_kernel:1.10-1.12", "8,40,8,8,8,4,4", 2, ACC_NONE, CNT_PARAM, 0, 8, 0, 0, 5, 0, 4, 6, 4, true, true},
+    {"nll_loss_forward_reduce_cuda_kernel_1d:1.10-1.12", "8,8,8,8,8,1,4,8", 3, ACC_NONE, CNT_ONE, 0, 0, 0, 0, 6, 0, 4, 7, 8, true, true},
+    {"nll_loss_forward_reduce_cuda_kernel_2d:1.10-1.12", "8,8,8,8,8,1,4,4,4,8", 3, ACC_NONE, CNT_PARAM, 6, 4, 0, 0, 8, 0, 4, 9, 8, true, true},
+    {"nll_loss_backward_no_reduce_cuda_kernel:1.10-1.12", "4,8,24,40,8,4,4", 1, ACC_NONE, CNT_PARAM, 0, 4, 0, 0, 5, 0, 4, 6, 4, true, true},
+    {"nll_loss_backward_reduce_cuda_kernel_1d:1.10-1.12", "8,8,8,8,8,1,4,8", 3, ACC_NONE, CNT_ONE, 0, 0, 0, 0, 6, 0, 4, 7, 8, true, true},
+    {"nll_loss_backward_reduce_cuda_kernel_2d:1.10-1.12", "8,8,8,8,8,1,4,4,4,8", 2, ACC_NONE, CNT_PARAM, 6, 4, 0, 0, 8, 0, 4, 9, 8, true, true},
+    /* NLLLoss2d.cu (§3): n_classes of the no_reduce kernels is the input's sizes_[1] (+16) */
+    {"nll_loss2d_forward_no_reduce_kernel", "8,72,56,56,8,8", 2, ACC_PTA64_3, CNT_ACC, 0, 0, 0, 0, 1, 16, 8, 5, 8, false, false},
+    {"nll_loss2d_forward_kernel", "8,8,8,8,8,4,4,4,8", 3, ACC_NONE, CNT_GRID, 0, 0, 6, 7, 5, 0, 4, 8, 8, false, false},
+    {"nll_loss2d_backward_no_reduce_kernel", "8,56,56,72,8,8", 1, ACC_PTA64_3, CNT_ACC, 0, 0, 0, 0, 3, 16, 8, 5, 8, false, false},
+    {"nll_loss2d_backward_kernel", "8,8,8,8,8,1,4,4,4,8", 2, ACC_NONE, CNT_GRID, 0, 0, 7, 8, 6, 0, 4, 9, 8, false, false},
+    /* THCUNN (§4); THCDeviceTensor<T,4>: size_[1] at +28 */
+    {"cunn_ClassNLLCriterion_updateOutput_kernel1", "8,8,8,8,8,4,4,8", 3, ACC_NONE, CNT_ONE, 0, 0, 0, 0, 6, 0, 4, 7, 8, false, true},
+    {"ClassNLLCriterion_updateOutput_no_reduce_kernel", "4,24,16,16,8,4,4", 2, ACC_THC_1, CNT_ACC, 0, 0, 0, 0, 5, 0, 4, 6, 4, false, true},
+    {"cunn_ClassNLLCriterion_updateOutput_kernel", "8,8,8,8,8,4,4,4,4,8", 3, ACC_NONE, CNT_PARAM, 6, 4, 0, 0, 8, 0, 4, 9, 8, false, true},
+    {"ClassNLLCriterion_updateGradInput_no_reduce_kernel", "4,16,16,24,8,4,4", 1, ACC_THC_1, CNT_ACC, 0, 0, 0, 0, 5, 0, 4, 6, 4, false, true},
+    {"cunn_ClassNLLCriterion_updateGradInput_kernel1", "8,8,8,8,8,4,4,8", 3, ACC_NONE, CNT_ONE, 0, 0, 0, 0, 6, 0, 4, 7, 8, false, true},
+    {"cunn_ClassNLLCriterion_updateGradInput_kernel", "8,8,8,8,8,4,4,4,4,8", 2, ACC_NONE, CNT_PARAM, 6, 4, 0, 0, 8, 0, 4, 9, 8, false, true},
+    {"SpatialClassNLLCriterion_updateOutput_no_reduce_kernel", "8,40,32,32,8,8", 2, ACC_THC_3, CNT_ACC, 0, 0, 0, 0, 1, 28, 4, 5, 8, false, true},
+    {"SpatialClassNLLCriterion_updateGradInput_no_reduce_kernel", "8,32,32,40,8,8", 1, ACC_THC_3, CNT_ACC, 0, 0, 0, 0, 3, 28, 4, 5, 8, false, true},
+    {"cunn_SpatialClassNLLCriterion_updateOutput_kernel", "8,8,8,8,8,4,4,4,4,4,8", 3, ACC_NONE, CNT_GRID, 0, 0, 8, 9, 7, 0, 4, 10, 8, false, true},
+    {"cunn_SpatialClassNLLCriterion_updateGradInput_kernel", "8,8,8,8,8,4,4,4,4,4,8", 2, ACC_NONE, CNT_GRID, 0, 0, 8, 9, 7, 0, 4, 10, 8, false, true},
+};
+
+typedef struct built {
+    int n;
+    int sizes[LG_MAX_PARAMS];
+    void *args[LG_MAX_PARAMS];
+} built_t;
+
+static void build(built_t *b, const char *sizes)
+{
+    char **parts = g_strsplit(sizes, ",", -1);
+    b->n = 0;
+    for (char **p = parts; *p; p++) {
+        b->sizes[b->n] = atoi(*p);
+        b->args[b->n] = g_malloc((gsize)b->sizes[b->n]); /* exact size: ASan sees over-reads */
+        memset(b->args[b->n], 0xAB, (size_t)b->sizes[b->n]);
+        b->n++;
+    }
+    g_strfreev(parts);
+}
+
+static void unbuild(built_t *b)
+{
+    for (int i = 0; i < b->n; i++)
+        g_free(b->args[i]);
+}
+
+static void put(built_t *b, int p, int off, int w, int64_t v)
+{
+    g_assert_cmpint(off + w, <=, b->sizes[p]);
+    if (w == 4) {
+        int32_t x = (int32_t)v;
+        memcpy((char *)b->args[p] + off, &x, 4);
+    } else {
+        memcpy((char *)b->args[p] + off, &v, 8);
+    }
+}
+
+static const lg_spec_t *spec_named(const char *name)
+{
+    for (int i = 0; i < lg_registry_count(); i++)
+        if (strcmp(lg_registry_get(i)->name, name) == 0)
+            return lg_registry_get(i);
+    g_test_message("no spec %s", name);
+    g_assert_not_reached();
+    return NULL;
+}
+
+static void test_every_builtin(void)
+{
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases));
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        const kcase_t *k = &cases[i];
+        g_test_message("spec %s", k->spec);
+        const lg_spec_t *s = spec_named(k->spec);
+        built_t b;
+        build(&b, k->sizes);
+        const uint64_t ptr = 0x7f0012345600ull + i * 0x100;
+        const int64_t nc = 1000 + (int64_t)i, ig = -100 - (int64_t)i;
+        put(&b, k->target, 0, 8, (int64_t)ptr);
+        int64_t want_count = 0;
+        int want_ndim = 1;
+        int64_t want_sizes[3] = {0}, want_strides[3] = {0};
+        unsigned grid[3] = {12, 1, 1};
+        switch (k->acc) {
+        case ACC_PTA64_3: /* sizes_ at 8, strides_ at 32, int64 (§6.1) */
+            for (int d = 0; d < 3; d++) {
+                want_sizes[d] = 2 + d;
+                want_strides[d] = 100 * (d + 1);
+                put(&b, k->target, 8 + 8 * d, 8, want_sizes[d]);
+                put(&b, k->target, 32 + 8 * d, 8, want_strides[d]);
+            }
+            want_ndim = 3;
+            break;
+        case ACC_THC_1: /* stride_ at 8, size_ at 12, int (§6.3) */
+            want_sizes[0] = 17;
+            want_strides[0] = 3;
+            put(&b, k->target, 12, 4, 17);
+            put(&b, k->target, 8, 4, 3);
+            break;
+        case ACC_THC_3: /* stride_ at 8/12/16, size_ at 20/24/28 */
+            for (int d = 0; d < 3; d++) {
+                want_sizes[d] = 5 - d;
+                want_strides[d] = 7 + d;
+                put(&b, k->target, 20 + 4 * d, 4, want_sizes[d]);
+                put(&b, k->target, 8 + 4 * d, 4, want_strides[d]);
+            }
+            want_ndim = 3;
+            break;
+        }
+        switch (k->cnt) {
+        case CNT_PARAM:
+            want_count = 4242 + (int64_t)i;
+            put(&b, k->cnt_p, 0, k->cnt_w, want_count);
+            break;
+        case CNT_ONE:
+            want_count = 1;
+            break;
+        case CNT_ACC:
+            want_count = want_sizes[0] * (want_ndim == 3 ? want_sizes[1] * want_sizes[2] : 1);
+            break;
+        case CNT_GRID: /* 12 blocks, 3 per sample: 4 samples of 65 labels */
+            put(&b, k->grid_nelem, 0, 4, 65);
+            put(&b, k->grid_bps, 0, 4, 3);
+            want_count = 4 * 65;
+            break;
+        }
+        if (k->acc == ACC_NONE) {
+            want_sizes[0] = want_count;
+            want_strides[0] = 1;
+        }
+        put(&b, k->nc_p, k->nc_off, k->nc_w, nc);
+        put(&b, k->ig_p, 0, k->ig_w, ig);
+
+        /* the template argument gives the dtype when the spec says so, else it is ignored */
+        const char *m_long = "_Z1kIflEvv", *m_byte = "_Z1kIfhEvv";
+        for (int variant = 0; variant < 2; variant++) {
+            lg_target_t t;
+            char why[256];
+            int rc = lg_decode(s, variant ? m_byte : m_long, b.args, grid, &t, why, sizeof why);
+            if (rc)
+                g_test_message("why: %s", why);
+            g_assert_cmpint(rc, ==, 0);
+            g_assert_cmpstr(why, ==, "");
+            g_assert_cmpuint(t.data, ==, ptr);
+            g_assert_cmpint(t.dtype, ==, (k->from_template && variant) ? LG_DTYPE_UINT8 : LG_DTYPE_INT64);
+            g_assert_cmpint(t.count, ==, want_count);
+            g_assert_cmpint(t.ndim, ==, want_ndim);
+            for (int d = 0; d < want_ndim; d++) {
+                g_assert_cmpint(t.sizes[d], ==, want_sizes[d]);
+                g_assert_cmpint(t.strides[d], ==, want_strides[d]);
+            }
+            g_assert_cmpint(t.n_classes, ==, nc);
+            g_assert_cmpint(t.has_ignore_index, ==, 1);
+            g_assert_cmpint(t.ignore_index, ==, ig);
+            g_assert_cmpint(t.truncate_to_int32, ==, k->truncate);
+        }
+
+        /* mask: a copy with a new pointer (and contiguous strides), original untouched */
+        lg_args_copy_t copy;
+        g_assert_cmpint(lg_decode_rewrite(s, b.args, 0xdead0000ull, true, 255, &copy), ==, 0);
+        lg_target_t t2;
+        char why[256];
+        g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", copy.args, grid, &t2, why, sizeof why), ==, 0);
+        g_assert_cmpuint(t2.data, ==, 0xdead0000ull);
+        g_assert_cmpint(t2.ignore_index, ==, 255);
+        g_assert_cmpint(t2.count, ==, want_count);
+        g_assert_cmpint(t2.n_classes, ==, nc);
+        if (want_ndim == 3) {
+            g_assert_cmpint(t2.strides[2], ==, 1);
+            g_assert_cmpint(t2.strides[1], ==, want_sizes[2]);
+            g_assert_cmpint(t2.strides[0], ==, want_sizes[1] * want_sizes[2]);
+        } else if (k->acc != ACC_NONE) {
+            g_assert_cmpint(t2.strides[0], ==, 1);
+        }
+        uint64_t orig;
+        memcpy(&orig, b.args[k->target], 8);
+        g_assert_cmpuint(orig, ==, ptr);
+        for (int p = 0; p < b.n; p++) /* untouched parameters are shared, not copied */
+            if (p != k->target && p != k->ig_p)
+                g_assert_true(copy.args[p] == b.args[p]);
+        if (k->ig_w == 4) /* a 4-byte ignore_index cannot take a value beyond int32 */
+            g_assert_cmpint(lg_decode_rewrite(s, b.args, 1, true, INT64_C(1) << 40, &copy), ==, -1);
+        unbuild(&b);
+    }
+}
+
+static const lg_spec_t *fwd2d(void)
+{
+    lg_registry_init_with(NULL, NULL);
+    return spec_named("nll_loss_forward_reduce_cuda_kernel_2d");
+}
+
+static void test_sanity_checks(void)
+{
+    const lg_spec_t *s = fwd2d();
+    built_t b;
+    build(&b, "8,8,8,8,8,1,8,8,8,8");
+    unsigned grid[3] = {1, 1, 1};
+    lg_target_t t;
+    char why[256];
+    put(&b, 3, 0, 8, 0x1000);
+    put(&b, 8, 0, 8, 10);
+    put(&b, 9, 0, 8, -100);
+
+    put(&b, 6, 0, 8, -5); /* negative count */
+    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "label count -5"));
+    put(&b, 6, 0, 8, INT64_C(1) << 50); /* absurd count */
+    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "not plausible"));
+
+    put(&b, 6, 0, 8, 7);
+    put(&b, 8, 0, 8, 0); /* n_classes 0: decoded, with a note */
+    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.n_classes, ==, 0);
+    g_assert_nonnull(strstr(why, "n_classes is 0"));
+    put(&b, 8, 0, 8, -3);
+    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_nonnull(strstr(why, "n_classes is -3"));
+    put(&b, 8, 0, 8, 10);
+
+    put(&b, 3, 0, 8, 0); /* NULL labels */
+    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "target pointer is NULL"));
+    put(&b, 6, 0, 8, 0); /* ... but no labels at all is fine */
+    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.count, ==, 0);
+    put(&b, 3, 0, 8, 0x1000);
+    put(&b, 6, 0, 8, 7);
+
+    /* label type from a template argument the kernels never use */
+    g_assert_cmpint(lg_decode(s, "_Z1kIffEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "label type unknown"));
+    g_assert_cmpint(lg_decode(s, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
+
+    /* a NULL slot in args[] */
+    void *saved = b.args[8];
+    b.args[8] = NULL;
+    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "argument 8"));
+    b.args[8] = saved;
+    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", NULL, grid, &t, why, sizeof why), ==, -1);
+    unbuild(&b);
+
+    /* accessor with a negative size; grid map with blocks_per_sample 0 */
+    const lg_spec_t *a = spec_named("nll_loss2d_forward_no_reduce_kernel");
+    build(&b, "8,72,56,56,8,8");
+    put(&b, 2, 0, 8, 0x2000);
+    for (int d = 0; d < 3; d++)
+        put(&b, 2, 32 + 8 * d, 8, 1);
+    put(&b, 2, 8, 8, 2);
+    put(&b, 2, 16, 8, -1);
+    put(&b, 2, 24, 8, 2);
+    g_assert_cmpint(lg_decode(a, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "dim 1 has size -1"));
+    put(&b, 2, 16, 8, INT64_C(1) << 30);
+    put(&b, 2, 24, 8, INT64_C(1) << 30); /* product overflows the plausible range */
+    g_assert_cmpint(lg_decode(a, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
+    unbuild(&b);
+
+    const lg_spec_t *gm = spec_named("nll_loss2d_forward_kernel");
+    build(&b, "8,8,8,8,8,4,4,4,8");
+    put(&b, 3, 0, 8, 0x3000);
+    put(&b, 6, 0, 4, 9);
+    put(&b, 7, 0, 4, 0);
+    g_assert_cmpint(lg_decode(gm, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "blocks_per_sample 0"));
+    put(&b, 7, 0, 4, 1);
+    g_assert_cmpint(lg_decode(gm, NULL, b.args, NULL, &t, why, sizeof why), ==, -1);
+    unbuild(&b);
+}
+
+static void test_rewrite_limits(void)
+{
+    const lg_spec_t *s = fwd2d();
+    built_t b;
+    build(&b, "8,8,8,8,8,1,8,8,8,8");
+    lg_args_copy_t copy;
+    /* without rewrite_ignore only the target parameter is copied */
+    g_assert_cmpint(lg_decode_rewrite(s, b.args, 0x42, false, 0, &copy), ==, 0);
+    g_assert_true(copy.args[9] == b.args[9]);
+    g_assert_true(copy.args[3] != b.args[3]);
+    uint64_t v;
+    memcpy(&v, copy.args[3], 8);
+    g_assert_cmpuint(v, ==, 0x42);
+    g_assert_null(copy.args[10]);
+    g_assert_cmpint(lg_decode_rewrite(NULL, b.args, 0x42, false, 0, &copy), ==, -1);
+    unbuild(&b);
+
+    /* a kernel without ignore_index cannot have one rewritten */
+    lg_spec_t custom;
+    char err[256];
+    const char *text = "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,8\ntarget=0\ndtype=uint8\ncount=one\n"
+                       "n_classes=1,0,8\nignore_index=none\n";
+    g_assert_cmpint(lg_registry_parse(text, strlen(text), "t", &custom, 1, err, sizeof err), ==, 1);
+    build(&b, "8,8");
+    g_assert_cmpint(lg_decode_rewrite(&custom, b.args, 1, true, 255, &copy), ==, -1);
+    lg_target_t t;
+    unsigned grid[3] = {1, 1, 1};
+    put(&b, 0, 0, 8, 0x10);
+    g_assert_cmpint(lg_decode(&custom, NULL, b.args, grid, &t, err, sizeof err), ==, 0);
+    g_assert_cmpint(t.has_ignore_index, ==, 0);
+    g_assert_cmpint(t.dtype, ==, LG_DTYPE_UINT8);
+    unbuild(&b);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/decode/every-builtin-spec", test_every_builtin);
+    g_test_add_func("/decode/sanity-checks", test_sanity_checks);
+    g_test_add_func("/decode/rewrite-limits", test_rewrite_limits);
+    return g_test_run();
+}

@@ -1,0 +1,760 @@
+/* test_report.c: unit tests of src/report.c: the JSONL events of DESIGN.md §4 (parsed with the
+ * strict parser of json_check.h, every field checked), the stderr block, file naming with and
+ * without rank variables, safe creation, unwritable directories, a full disk, 16 threads and
+ * fork. Each test points lg_cfg.log_dir at a fresh directory and resets the module with
+ * lg_report_after_fork_child (its only reset).
+ * Run: make build/tests/unit/test_report && build/tests/unit/test_report
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "json_check.h"
+
+static char *tmp_root;
+
+static void clear_rank_env(void)
+{
+    const char *vars[] = { "RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK" };
+    for (size_t i = 0; i < G_N_ELEMENTS(vars); i++)
+        unsetenv(vars[i]);
+}
+
+/* A fresh log directory (not created yet) and a reset module. Returns the directory. */
+static char *fresh(const char *name)
+{
+    char *dir = g_strdup_printf("%s/%s/logs", tmp_root, name);
+    snprintf(lg_cfg.log_dir, sizeof(lg_cfg.log_dir), "%s", dir);
+    lg_cfg.quiet = false;
+    lg_cfg.samples = 16;
+    lg_cfg.action = LG_ACTION_RAISE;
+    lg_cfg.backtrace_native = true;
+    lg_cfg.backtrace_python = true;
+    clear_rank_env();
+    lg_report_after_fork_child();
+    return dir;
+}
+
+/* stderr capture around a block of calls. */
+static int saved_stderr = -1;
+static char *capture_path;
+static void capture_begin(void)
+{
+    fflush(stderr);
+    capture_path = g_strdup_printf("%s/stderr-%d.txt", tmp_root, g_random_int());
+    int fd = open(capture_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    g_assert_cmpint(fd, >=, 0);
+    saved_stderr = dup(2);
+    dup2(fd, 2);
+    close(fd);
+}
+static char *capture_end(void)
+{
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    char *text = NULL;
+    g_assert_true(g_file_get_contents(capture_path, &text, NULL, NULL));
+    g_unlink(capture_path);
+    g_free(capture_path);
+    return text;
+}
+
+static char *expected_host(void)
+{
+    char h[256];
+    gethostname(h, sizeof(h));
+    h[255] = '\0';
+    for (char *p = h; *p; p++)
+        if (!g_ascii_isalnum(*p) && *p != '-' && *p != '.' && *p != '_')
+            *p = '_';
+    return g_strdup(h);
+}
+
+/* Parses every line of a JSONL text; fails the test on any invalid line. */
+static GPtrArray *parse_lines(const char *text)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)jc_free);
+    char **lines = g_strsplit(text, "\n", -1);
+    for (int i = 0; lines[i]; i++) {
+        if (!lines[i][0])
+            continue;
+        char err[160];
+        jc_value_t *v = jc_parse(lines[i], strlen(lines[i]), err);
+        if (!v)
+            g_test_message("line %d not JSON (%s): %s", i, err, lines[i]);
+        g_assert_nonnull(v);
+        g_ptr_array_add(out, v);
+    }
+    g_strfreev(lines);
+    return out;
+}
+
+static GPtrArray *read_log(const char *path)
+{
+    char *text = NULL;
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    g_assert_true(g_str_has_suffix(text, "\n"));
+    GPtrArray *lines = parse_lines(text);
+    g_free(text);
+    return lines;
+}
+
+static const char *str_at(const jc_value_t *v, const char *path)
+{
+    jc_value_t *x = jc_path(v, path);
+    if (!x || x->type != JC_STRING)
+        g_test_message("%s is not a string", path);
+    g_assert_nonnull(x);
+    g_assert_cmpint(x->type, ==, JC_STRING);
+    return x->str;
+}
+static long long int_at(const jc_value_t *v, const char *path)
+{
+    jc_value_t *x = jc_path(v, path);
+    if (!x || x->type != JC_NUMBER || !x->is_int)
+        g_test_message("%s is not an integer", path);
+    g_assert_nonnull(x);
+    g_assert_true(x->type == JC_NUMBER && x->is_int);
+    return x->i;
+}
+static bool is_null(const jc_value_t *v, const char *path)
+{
+    jc_value_t *x = jc_path(v, path);
+    return x && x->type == JC_NULL;
+}
+
+/* Every line: v, event, time (RFC 3339 UTC), host, pid, tid, rank, local_rank. */
+static void check_common(const jc_value_t *e, const char *event)
+{
+    g_assert_cmpint(int_at(e, "v"), ==, 1);
+    g_assert_cmpstr(str_at(e, "event"), ==, event);
+    g_assert_true(g_regex_match_simple("^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{6}Z$", str_at(e, "time"), 0, 0));
+    GDateTime *dt = g_date_time_new_from_iso8601(str_at(e, "time"), NULL);
+    g_assert_nonnull(dt);
+    GDateTime *now = g_date_time_new_now_utc();
+    g_assert_cmpint(llabs(g_date_time_difference(now, dt)), <, 60 * G_TIME_SPAN_SECOND);
+    g_date_time_unref(dt);
+    g_date_time_unref(now);
+    char *host = expected_host();
+    g_assert_cmpstr(str_at(e, "host"), ==, host);
+    g_free(host);
+    g_assert_cmpint(int_at(e, "pid"), ==, getpid());
+    g_assert_cmpint(int_at(e, "tid"), >, 0);
+    g_assert_nonnull(jc_get(e, "rank"));
+    g_assert_nonnull(jc_get(e, "local_rank"));
+}
+
+static lg_spec_t spec_2d = { .name = "nll_loss_forward_reduce_cuda_kernel_2d", .family = "nll_loss", .direction = LG_DIR_FORWARD };
+
+/* The example: 64 labels 1..10 except some 0..9, 10 classes, three labels equal 10. */
+static void make_violation(lg_violation_t *v)
+{
+    memset(v, 0, sizeof(*v));
+    v->mangled = "_ZN2at6native51_GLOBAL__N__nll_loss_forward_reduce_cuda_kernel_2dIflEEvPT_S3_PKT0_";
+    v->spec = &spec_2d;
+    snprintf(v->short_name, sizeof(v->short_name), "nll_loss_forward_reduce_cuda_kernel_2d");
+    v->launch_seq = 42;
+    v->stream = (void *)0x7f00beef;
+    v->device = 0;
+    static int64_t labels[64];
+    for (int i = 0; i < 64; i++)
+        labels[i] = 1 + i % 9;
+    labels[17] = labels[40] = labels[63] = 10;
+    v->target = (lg_target_t){ .data = 0, .dtype = LG_DTYPE_INT64, .ndim = 1, .sizes = { 64 }, .strides = { 1 },
+                               .count = 64, .n_classes = 10, .ignore_index = -100, .has_ignore_index = 1 };
+    lg_scan_host(&v->target, labels, 16, &v->verdict);
+    v->action = LG_ACTION_RAISE;
+    v->outcome = "blocked";
+    lg_stack_capture(&v->native);
+    v->python.n = 2;
+    snprintf(v->python.frames[0].file, 192, "train.py");
+    snprintf(v->python.frames[0].function, 96, "<module>");
+    v->python.frames[0].line = 80;
+    snprintf(v->python.frames[1].file, 192, "train.py");
+    snprintf(v->python.frames[1].function, 96, "train_step");
+    v->python.frames[1].line = 42;
+}
+
+static void test_no_event_no_file(void)
+{
+    char *dir = fresh("none");
+    g_assert_cmpstr(lg_report_log_path(), ==, "");
+    lg_violation_t v;
+    make_violation(&v);
+    char msg[1024];
+    lg_report_error_message(&v, msg, sizeof(msg)); /* not an event */
+    g_assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
+    g_assert_cmpstr(lg_report_log_path(), ==, "");
+    g_free(dir);
+}
+
+static void test_violation_event(void)
+{
+    char *dir = fresh("violation");
+    lg_violation_t v;
+    make_violation(&v);
+    capture_begin();
+    lg_report_violation(&v, true);
+    char *err = capture_end();
+
+    char *host = expected_host();
+    char *path = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)getpid());
+    g_assert_cmpstr(lg_report_log_path(), ==, path);
+    struct stat st;
+    g_assert_cmpint(stat(path, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 0777, ==, 0600);
+    g_assert_cmpint(stat(dir, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 0777, ==, 0700);
+
+    GPtrArray *lines = read_log(path);
+    g_assert_cmpuint(lines->len, ==, 1);
+    jc_value_t *e = lines->pdata[0];
+    check_common(e, "violation");
+    g_assert_true(is_null(e, "rank"));
+    g_assert_true(is_null(e, "local_rank"));
+    g_assert_cmpstr(str_at(e, "kernel"), ==, "nll_loss_forward_reduce_cuda_kernel_2d");
+    g_assert_cmpstr(str_at(e, "symbol"), ==, v.mangled);
+    g_assert_cmpstr(str_at(e, "family"), ==, "nll_loss");
+    g_assert_cmpstr(str_at(e, "direction"), ==, "forward");
+    g_assert_cmpint(int_at(e, "launch_seq"), ==, 42);
+    g_assert_cmpstr(str_at(e, "stream"), ==, "0x7f00beef");
+    g_assert_cmpint(int_at(e, "device"), ==, 0);
+    g_assert_cmpstr(str_at(e, "target.dtype"), ==, "int64");
+    g_assert_cmpint(int_at(e, "target.count"), ==, 64);
+    g_assert_cmpint(int_at(e, "target.n_classes"), ==, 10);
+    g_assert_cmpint(int_at(e, "target.ignore_index"), ==, -100);
+    g_assert_cmpint(int_at(e, "bad.count"), ==, 3);
+    g_assert_cmpint(int_at(e, "bad.min"), ==, 1);
+    g_assert_cmpint(int_at(e, "bad.max"), ==, 10);
+    jc_value_t *samples = jc_path(e, "bad.samples");
+    g_assert_cmpint(samples->type, ==, JC_ARRAY);
+    g_assert_cmpint(samples->n, ==, 3);
+    g_assert_cmpint(int_at(samples->items[0], "index"), ==, 17);
+    g_assert_cmpint(int_at(samples->items[0], "value"), ==, 10);
+    g_assert_cmpint(int_at(samples->items[2], "index"), ==, 63);
+    g_assert_cmpstr(str_at(e, "cause"), ==, "one_based");
+    g_assert_cmpstr(str_at(e, "action"), ==, "raise");
+    g_assert_cmpstr(str_at(e, "outcome"), ==, "blocked");
+    g_assert_null(jc_get(e, "note"));
+    jc_value_t *ns = jc_get(e, "native_stack");
+    g_assert_cmpint(ns->type, ==, JC_ARRAY);
+    g_assert_cmpint(ns->n, >=, 1); /* libc/glib frames below this test's own */
+    for (int i = 0; i < ns->n; i++)
+        g_assert_cmpint(ns->items[i]->type, ==, JC_STRING);
+    jc_value_t *py = jc_get(e, "python_stack");
+    g_assert_cmpint(py->n, ==, 2);
+    g_assert_cmpstr(str_at(py->items[1], "file"), ==, "train.py");
+    g_assert_cmpint(int_at(py->items[1], "line"), ==, 42);
+    g_assert_cmpstr(str_at(py->items[1], "function"), ==, "train_step");
+    g_assert_cmpstr(str_at(e, "python_stack_thread"), ==, "launching");
+
+    /* The stderr block, line by line. */
+    g_test_message("stderr:\n%s", err);
+    char **tl = g_strsplit(err, "\n", -1);
+    g_assert_cmpstr(tl[0], ==, "labelguard: bad labels in nll_loss_forward_reduce_cuda_kernel_2d (forward)");
+    g_assert_true(g_regex_match_simple("^  target\\[17\\] = 10 +target\\[40\\] = 10 +target\\[63\\] = 10 *$", tl[1], 0, 0));
+    g_assert_cmpstr(tl[2], ==, "  3 of 64 labels outside [0, 10)  (ignore_index = -100)  min 1, max 10");
+    g_assert_true(g_str_has_prefix(tl[3], "  likely cause: one_based — labels span 1..10 with 10 classes; they look 1-based: subtract 1"));
+    g_assert_true(g_str_has_prefix(tl[4], "  action: raise → launch blocked, CUDA context intact"));
+    g_assert_cmpstr(tl[5], ==, "  at train.py:42 in train_step   (python)");
+    char *logline = g_strdup_printf("  log: %s", path);
+    g_assert_cmpstr(tl[6], ==, logline);
+    g_assert_cmpstr(tl[7], ==, "");
+    g_assert_null(tl[8]);
+    g_strfreev(tl);
+
+    /* The raise message. */
+    char msg[1024], want[1024];
+    lg_report_error_message(&v, msg, sizeof(msg));
+    snprintf(want, sizeof(want), "labelguard: nll_loss_forward_reduce_cuda_kernel_2d: bad label target[17] = 10, outside [0, 10) "
+             "(ignore_index -100; 3 of 64 labels bad); launch blocked, the CUDA context is intact; likely cause: one_based: "
+             "subtract 1; details in %s", path);
+    g_assert_cmpstr(msg, ==, want);
+
+    g_free(logline);
+    g_ptr_array_unref(lines);
+    g_free(err);
+    g_free(path);
+    g_free(host);
+    g_free(dir);
+}
+
+/* Dense target, main-thread Python stack, a note, a masked outcome, uint8, samples capped. */
+static void test_violation_variants(void)
+{
+    char *dir = fresh("variants");
+    lg_cfg.samples = 2;
+    lg_violation_t v;
+    memset(&v, 0, sizeof(v));
+    v.mangled = "_Z25nll_loss2d_forward_kernelIhEvv";
+    v.spec = NULL; /* no spec: family/direction null */
+    snprintf(v.short_name, sizeof(v.short_name), "nll_loss2d \"quoted\"\n\x01name\xff");
+    static uint8_t labels[2 * 4 * 4];
+    for (int i = 0; i < 32; i++)
+        labels[i] = (uint8_t)(i % 5 == 0 ? 255 : i % 3);
+    v.target = (lg_target_t){ .dtype = LG_DTYPE_UINT8, .ndim = 3, .sizes = { 2, 4, 4 }, .strides = { 16, 4, 1 }, .count = 32,
+                              .n_classes = 3, .ignore_index = -100, .has_ignore_index = 1 };
+    lg_scan_host(&v.target, labels, 16, &v.verdict);
+    v.action = LG_ACTION_MASK;
+    v.outcome = "masked";
+    snprintf(v.note, sizeof(v.note), "uint8 target: bad labels set to 254 and ignore_index rewritten to match");
+    v.python.n = 1;
+    v.python.from_main_thread = true;
+    snprintf(v.python.frames[0].file, 192, "/srv/job/train \"x\".py");
+    snprintf(v.python.frames[0].function, 96, "main");
+    v.python.frames[0].line = 7;
+    capture_begin();
+    lg_report_violation(&v, false);
+    char *err = capture_end();
+    g_test_message("stderr:\n%s", err);
+    g_assert_true(g_utf8_validate(err, -1, NULL));
+
+    GPtrArray *lines = read_log(lg_report_log_path());
+    g_assert_cmpuint(lines->len, ==, 1);
+    jc_value_t *e = lines->pdata[0];
+    check_common(e, "violation");
+    g_assert_cmpstr(str_at(e, "kernel"), ==, "nll_loss2d \"quoted\"\n\x01name\xef\xbf\xbd");
+    g_assert_true(is_null(e, "family"));
+    g_assert_true(is_null(e, "direction"));
+    g_assert_cmpstr(str_at(e, "target.dtype"), ==, "uint8");
+    g_assert_cmpint(jc_path(e, "bad.samples")->n, ==, 2); /* LABELGUARD_SAMPLES=2 */
+    g_assert_cmpint(int_at(e, "bad.count"), ==, v.verdict.bad_count);
+    g_assert_cmpstr(str_at(e, "cause"), ==, "void_255");
+    g_assert_cmpstr(str_at(e, "outcome"), ==, "masked");
+    g_assert_cmpstr(str_at(e, "action"), ==, "mask");
+    g_assert_cmpstr(str_at(e, "note"), ==, v.note);
+    g_assert_cmpint(jc_get(e, "native_stack")->n, ==, 0);
+    g_assert_cmpstr(str_at(e, "python_stack_thread"), ==, "main");
+    g_assert_cmpstr(str_at(jc_get(e, "python_stack")->items[0], "file"), ==, "/srv/job/train \"x\".py");
+
+    /* Coordinates for a dense target: index 5 of a 2x4x4 target is [0][1][1]. */
+    g_assert_nonnull(strstr(err, "target[0][0][0] = 255"));
+    g_assert_nonnull(strstr(err, "target[0][1][1] = 255"));
+    g_assert_nonnull(strstr(err, "likely cause: void_255"));
+    g_assert_nonnull(strstr(err, "  note: uint8 target"));
+    g_assert_nonnull(strstr(err, "(python, main thread"));
+    /* Control characters and invalid UTF-8 of the kernel name never reach the terminal. */
+    g_assert_nonnull(strstr(err, "labelguard: bad labels in nll_loss2d \"quoted\"??name?\n"));
+    g_ptr_array_unref(lines);
+    g_free(err);
+    g_free(dir);
+}
+
+static void check_rank_file(const char *env_setup[], const char *suffix, long long rank, long long local_rank)
+{
+    char *dir = fresh("rank");
+    char *sub = g_strdup_printf("%s/%d", dir, g_random_int());
+    snprintf(lg_cfg.log_dir, sizeof(lg_cfg.log_dir), "%s", sub);
+    for (int i = 0; env_setup[i]; i += 2)
+        setenv(env_setup[i], env_setup[i + 1], 1);
+    lg_cfg.quiet = true;
+    lg_report_warning("test_rank", "detail");
+    char *host = expected_host();
+    char *path = g_strdup_printf("%s/%s-%d%s.jsonl", sub, host, (int)getpid(), suffix);
+    g_assert_cmpstr(lg_report_log_path(), ==, path);
+    GPtrArray *lines = read_log(path);
+    jc_value_t *e = lines->pdata[0];
+    check_common(e, "warning");
+    if (rank < 0)
+        g_assert_true(is_null(e, "rank"));
+    else
+        g_assert_cmpint(int_at(e, "rank"), ==, rank);
+    if (local_rank < 0)
+        g_assert_true(is_null(e, "local_rank"));
+    else
+        g_assert_cmpint(int_at(e, "local_rank"), ==, local_rank);
+    g_ptr_array_unref(lines);
+    g_free(path);
+    g_free(host);
+    g_free(sub);
+    g_free(dir);
+    clear_rank_env();
+}
+
+static void test_rank_naming(void)
+{
+    const char *torchrun[] = { "RANK", "3", "LOCAL_RANK", "1", NULL };
+    check_rank_file(torchrun, "-rank3", 3, 1);
+    const char *slurm[] = { "SLURM_PROCID", "12", "SLURM_LOCALID", "0", NULL };
+    check_rank_file(slurm, "-rank12", 12, 0);
+    const char *ompi[] = { "OMPI_COMM_WORLD_RANK", "7", "OMPI_COMM_WORLD_LOCAL_RANK", "3", NULL };
+    check_rank_file(ompi, "-rank7", 7, 3);
+    const char *invalid[] = { "RANK", "abc", "LOCAL_RANK", "-1", NULL };
+    check_rank_file(invalid, "", -1, -1);
+    const char *empty_and_huge[] = { "RANK", "", "LOCAL_RANK", "99999999999999999999", NULL };
+    check_rank_file(empty_and_huge, "", -1, -1);
+    const char *none[] = { NULL };
+    check_rank_file(none, "", -1, -1);
+}
+
+static void test_start_and_summary(void)
+{
+    char *dir = fresh("start");
+    lg_report_env_t env = { .hooks = "interpose,cupti", .backend = "host", .cuda_runtime = 13000, .driver = 0,
+                            .device_name = "NVIDIA H200", .device_index = 0, .torch = NULL };
+    lg_report_set_environment(&env);
+    lg_report_start();
+    lg_counters_t c = { .launches = 100, .watched = 10, .validated = 9, .violations = 1, .validate_ns_total = 123456789 };
+    capture_begin();
+    lg_report_summary(&c);
+    char *err = capture_end();
+    g_assert_nonnull(strstr(err, "1 launch with bad labels out of 10 watched"));
+    GPtrArray *lines = read_log(lg_report_log_path());
+    g_assert_cmpuint(lines->len, ==, 2);
+    jc_value_t *s = lines->pdata[0];
+    check_common(s, "start");
+    g_assert_cmpstr(str_at(s, "version"), ==, LG_VERSION);
+    g_assert_cmpstr(str_at(s, "config.action"), ==, "raise");
+    g_assert_cmpstr(str_at(s, "config.mode"), ==, lg_config_mode_name(lg_cfg.mode));
+    g_assert_cmpstr(str_at(s, "config.log"), ==, dir);
+    g_assert_cmpint(int_at(s, "config.samples"), ==, 16);
+    g_assert_cmpstr(str_at(s, "config.backtrace"), ==, "native,python");
+    g_assert_cmpstr(str_at(s, "hooks"), ==, "interpose,cupti");
+    g_assert_cmpstr(str_at(s, "backend"), ==, "host");
+    g_assert_cmpstr(str_at(s, "cuda_runtime"), ==, "13.0");
+    g_assert_true(is_null(s, "driver"));
+    g_assert_cmpstr(str_at(s, "device.name"), ==, "NVIDIA H200");
+    g_assert_cmpint(int_at(s, "device.index"), ==, 0);
+    g_assert_true(is_null(s, "torch"));
+    jc_value_t *m = lines->pdata[1];
+    check_common(m, "summary");
+    g_assert_cmpint(int_at(m, "launches"), ==, 100);
+    g_assert_cmpint(int_at(m, "watched"), ==, 10);
+    g_assert_cmpint(int_at(m, "validated"), ==, 9);
+    g_assert_cmpint(int_at(m, "violations"), ==, 1);
+    g_assert_cmpint(int_at(m, "validate_ns_total"), ==, 123456789);
+    g_ptr_array_unref(lines);
+    g_free(err);
+    g_free(dir);
+}
+
+static void test_warnings(void)
+{
+    char *dir = fresh("warnings");
+    capture_begin();
+    lg_report_warning_once("cupti_unavailable", "no driver");
+    lg_report_warning_once("cupti_unavailable", "no driver again");
+    for (int i = 0; i < 15; i++)
+        lg_report_warning("unknown_layout", "kernel \"x\" has 9 params");
+    char *err = capture_end();
+    GPtrArray *lines = read_log(lg_report_log_path());
+    g_assert_cmpuint(lines->len, ==, 16); /* once + 15: the log keeps every repeat */
+    check_common(lines->pdata[0], "warning");
+    g_assert_cmpstr(str_at(lines->pdata[0], "what"), ==, "cupti_unavailable");
+    g_assert_cmpstr(str_at(lines->pdata[0], "detail"), ==, "no driver");
+    g_assert_cmpstr(str_at(lines->pdata[1], "detail"), ==, "kernel \"x\" has 9 params");
+    /* stderr: the once-warning once, the repeated one capped at 10 plus one line saying so. */
+    char **tl = g_strsplit(err, "\n", -1);
+    g_assert_cmpuint(g_strv_length(tl), ==, 1 + 10 + 1 + 1);
+    g_assert_cmpstr(tl[0], ==, "labelguard: warning: cupti_unavailable: no driver");
+    g_assert_nonnull(strstr(tl[11], "further warnings of this kind go to the log only"));
+    g_strfreev(tl);
+    g_ptr_array_unref(lines);
+    g_free(err);
+    g_free(dir);
+}
+
+static void test_quiet(void)
+{
+    char *dir = fresh("quiet");
+    lg_cfg.quiet = true;
+    lg_violation_t v;
+    make_violation(&v);
+    capture_begin();
+    lg_report_violation(&v, false);
+    lg_report_warning("w", "d");
+    char *err = capture_end();
+    g_assert_cmpstr(err, ==, "");
+    GPtrArray *lines = read_log(lg_report_log_path());
+    g_assert_cmpuint(lines->len, ==, 2);
+    g_ptr_array_unref(lines);
+    g_free(err);
+    g_free(dir);
+}
+
+/* The log directory cannot be used: one warning with a hint, events on stderr as JSON lines. */
+static void check_fallback(const char *log_dir)
+{
+    lg_report_after_fork_child();
+    snprintf(lg_cfg.log_dir, sizeof(lg_cfg.log_dir), "%s", log_dir);
+    lg_violation_t v;
+    make_violation(&v);
+    capture_begin();
+    lg_report_warning("first", "one");
+    lg_report_violation(&v, true);
+    lg_report_warning("second", "two");
+    char *err = capture_end();
+    g_test_message("fallback for %s:\n%s", log_dir, err);
+    g_assert_cmpstr(lg_report_log_path(), ==, "stderr");
+    char **tl = g_strsplit(err, "\n", -1);
+    int warnings = 0, json = 0;
+    for (int i = 0; tl[i]; i++) {
+        if (g_str_has_prefix(tl[i], "labelguard: warning: cannot write the log")) {
+            warnings++;
+            g_assert_true(g_str_has_prefix(tl[i + 1], "  hint: set LABELGUARD_LOG"));
+        }
+        if (tl[i][0] == '{') {
+            char perr[160];
+            jc_value_t *e = jc_parse(tl[i], strlen(tl[i]), perr);
+            g_assert_nonnull(e);
+            check_common(e, json == 1 ? "violation" : "warning");
+            jc_free(e);
+            json++;
+        }
+    }
+    g_assert_cmpint(warnings, ==, 1);
+    g_assert_cmpint(json, ==, 3);
+    g_assert_nonnull(strstr(err, "  log: stderr"));
+    g_strfreev(tl);
+    g_free(err);
+}
+
+static void test_unwritable(void)
+{
+    char *dir = fresh("unwritable");
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
+    /* A regular file where the directory should be. */
+    char *file = g_strdup_printf("%s/afile", dir);
+    g_assert_true(g_file_set_contents(file, "x", 1, NULL));
+    check_fallback(file);
+    char *under_file = g_strdup_printf("%s/afile/sub", dir);
+    check_fallback(under_file);
+    /* A dangling symlink. */
+    char *dangling = g_strdup_printf("%s/dangling", dir);
+    g_assert_cmpint(symlink("/nonexistent/labelguard-target", dangling), ==, 0);
+    check_fallback(dangling);
+    g_assert_false(g_file_test("/nonexistent/labelguard-target", G_FILE_TEST_EXISTS));
+    /* Read-only: root ignores mode bits, so use a file system that refuses writes to everyone. */
+    check_fallback("/proc/self/labelguard-logs");
+    if (geteuid() != 0) {
+        char *ro = g_strdup_printf("%s/readonly", dir);
+        g_assert_cmpint(g_mkdir(ro, 0500), ==, 0);
+        check_fallback(ro);
+        g_free(ro);
+    }
+    g_free(file);
+    g_free(under_file);
+    g_free(dangling);
+    g_free(dir);
+}
+
+/* A planted symlink (or an old file) at the log's name is never written through. */
+static void test_no_symlink_follow(void)
+{
+    char *dir = fresh("symlink");
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
+    char *host = expected_host();
+    char *victim = g_strdup_printf("%s/victim", tmp_root);
+    g_assert_true(g_file_set_contents(victim, "precious\n", -1, NULL));
+    char *planted = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)getpid());
+    g_assert_cmpint(symlink(victim, planted), ==, 0);
+    lg_cfg.quiet = true;
+    lg_report_warning("w", "d");
+    char *content = NULL;
+    g_assert_true(g_file_get_contents(victim, &content, NULL, NULL));
+    g_assert_cmpstr(content, ==, "precious\n");
+    char *next = g_strdup_printf("%s/%s-%d-2.jsonl", dir, host, (int)getpid());
+    g_assert_cmpstr(lg_report_log_path(), ==, next);
+    GPtrArray *lines = read_log(next);
+    g_assert_cmpuint(lines->len, ==, 1);
+    g_ptr_array_unref(lines);
+    g_free(content);
+    g_free(next);
+    g_free(planted);
+    g_free(victim);
+    g_free(host);
+    g_free(dir);
+}
+
+/* A full disk (simulated with RLIMIT_FSIZE, which fails write() with EFBIG like ENOSPC would):
+ * the first line fits, the second does not; it and the following events go to stderr. */
+static void test_full_disk(void)
+{
+    char *dir = fresh("full");
+    fflush(stdout);
+    fflush(stderr);
+    int pfd[2];
+    g_assert_cmpint(pipe(pfd), ==, 0); /* stderr into a pipe: the file size limit must not cut it */
+    pid_t pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        lg_cfg.quiet = true;
+        close(pfd[0]);
+        dup2(pfd[1], 2);
+        lg_report_warning("small", "fits");
+        struct rlimit rl = { 1000, 1000 };
+        setrlimit(RLIMIT_FSIZE, &rl);
+        lg_violation_t v;
+        make_violation(&v);
+        lg_report_violation(&v, true);
+        lg_report_warning("after", "goes to stderr");
+        FILE *f = fopen(g_strdup_printf("%s/child-path", tmp_root), "w");
+        fputs(lg_report_log_path(), f);
+        fclose(f);
+        _exit(0);
+    }
+    close(pfd[1]);
+    GString *es = g_string_new(NULL);
+    char chunk[4096];
+    ssize_t r;
+    while ((r = read(pfd[0], chunk, sizeof(chunk))) > 0)
+        g_string_append_len(es, chunk, r);
+    close(pfd[0]);
+    char *err = g_string_free(es, FALSE);
+    int status;
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char *p = g_strdup_printf("%s/child-path", tmp_root), *path = NULL;
+    g_assert_true(g_file_get_contents(p, &path, NULL, NULL));
+    g_assert_cmpstr(path, ==, "stderr");
+    g_test_message("%s", err);
+    g_assert_nonnull(strstr(err, "cannot write the log"));
+    g_assert_nonnull(strstr(err, "\"event\":\"violation\""));
+    g_assert_nonnull(strstr(err, "\"what\":\"after\""));
+    /* The file holds the first line, complete; nothing torn after it. */
+    char *host = expected_host();
+    char *logp = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)pid);
+    char *text = NULL;
+    g_assert_true(g_file_get_contents(logp, &text, NULL, NULL));
+    GPtrArray *lines = parse_lines(text);
+    g_assert_cmpuint(lines->len, ==, 1);
+    g_assert_cmpstr(str_at(lines->pdata[0], "what"), ==, "small");
+    g_ptr_array_unref(lines);
+    g_free(text);
+    g_free(logp);
+    g_free(host);
+    g_free(err);
+    g_free(path);
+    g_free(p);
+    g_free(dir);
+}
+
+static void *thread_main(void *arg)
+{
+    int id = GPOINTER_TO_INT(arg);
+    lg_violation_t *v = g_new(lg_violation_t, 1);
+    make_violation(v);
+    v->launch_seq = (uint64_t)id;
+    for (int i = 0; i < 20; i++) {
+        v->launch_seq = (uint64_t)(id * 1000 + i);
+        lg_report_violation(v, false);
+        char detail[64];
+        snprintf(detail, sizeof(detail), "thread %d event %d", id, i);
+        lg_report_warning("thread_test", detail);
+    }
+    g_free(v);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    char *dir = fresh("threads");
+    lg_cfg.quiet = true;
+    pthread_t t[16];
+    for (int i = 0; i < 16; i++)
+        pthread_create(&t[i], NULL, thread_main, GINT_TO_POINTER(i));
+    for (int i = 0; i < 16; i++)
+        pthread_join(t[i], NULL);
+    GPtrArray *lines = read_log(lg_report_log_path());
+    g_assert_cmpuint(lines->len, ==, 16 * 20 * 2);
+    bool seen[16][20] = { { false } };
+    for (guint i = 0; i < lines->len; i++) {
+        jc_value_t *e = lines->pdata[i];
+        if (strcmp(str_at(e, "event"), "violation") == 0) {
+            long long seq = int_at(e, "launch_seq");
+            int id = (int)(seq / 1000), k = (int)(seq % 1000);
+            g_assert_false(seen[id][k]);
+            seen[id][k] = true;
+        }
+    }
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 20; k++)
+            g_assert_true(seen[i][k]);
+    g_ptr_array_unref(lines);
+    g_free(dir);
+}
+
+/* After fork the child writes its own file, never the parent's; with the atfork reset and
+ * without it (the pid check). */
+static void check_fork(bool call_reset)
+{
+    char *dir = fresh(call_reset ? "fork_reset" : "fork_nocall");
+    lg_cfg.quiet = true;
+    lg_report_warning("parent", "before fork");
+    char *parent_path = g_strdup(lg_report_log_path());
+    fflush(stdout);
+    pid_t pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        if (call_reset)
+            lg_report_after_fork_child();
+        lg_report_warning("child", "in child");
+        _exit(strcmp(lg_report_log_path(), parent_path) == 0 ? 1 : 0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    lg_report_warning("parent", "after fork");
+    GPtrArray *lines = read_log(parent_path);
+    g_assert_cmpuint(lines->len, ==, 2);
+    for (guint i = 0; i < lines->len; i++)
+        g_assert_cmpstr(str_at(lines->pdata[i], "what"), ==, "parent");
+    g_ptr_array_unref(lines);
+    char *host = expected_host();
+    char *child_path = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)pid);
+    char *text = NULL;
+    g_assert_true(g_file_get_contents(child_path, &text, NULL, NULL));
+    lines = parse_lines(text);
+    g_assert_cmpuint(lines->len, ==, 1);
+    g_assert_cmpstr(str_at(lines->pdata[0], "what"), ==, "child");
+    g_assert_cmpint(int_at(lines->pdata[0], "pid"), ==, pid);
+    g_ptr_array_unref(lines);
+    g_free(text);
+    g_free(child_path);
+    g_free(host);
+    g_free(parent_path);
+    g_free(dir);
+}
+
+static void test_fork(void)
+{
+    check_fork(true);
+    check_fork(false);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    tmp_root = g_dir_make_tmp("lg-test-report-XXXXXX", NULL);
+    g_assert_nonnull(tmp_root);
+    g_test_add_func("/report/no_event_no_file", test_no_event_no_file);
+    g_test_add_func("/report/violation_event", test_violation_event);
+    g_test_add_func("/report/violation_variants", test_violation_variants);
+    g_test_add_func("/report/rank_naming", test_rank_naming);
+    g_test_add_func("/report/start_and_summary", test_start_and_summary);
+    g_test_add_func("/report/warnings", test_warnings);
+    g_test_add_func("/report/quiet", test_quiet);
+    g_test_add_func("/report/unwritable", test_unwritable);
+    g_test_add_func("/report/no_symlink_follow", test_no_symlink_follow);
+    g_test_add_func("/report/full_disk", test_full_disk);
+    g_test_add_func("/report/threads", test_threads);
+    g_test_add_func("/report/fork", test_fork);
+    int rc = g_test_run();
+    char *cmd = g_strdup_printf("rm -rf '%s'", tmp_root);
+    if (system(cmd) != 0)
+        rc = rc ? rc : 1;
+    g_free(cmd);
+    return rc;
+}

@@ -1,0 +1,595 @@
+/* test_scan.c: the shared label scan (cuda/lg_scan.h) against a naive reference, and the host
+ * backend of src/validate.c driven by a fake runtime whose "device" memory is malloc'd host
+ * memory and whose copies are memcpy (no CUDA at all).
+ *
+ * The reference walks the view with nested loops over explicit sizes/strides and applies the
+ * kernel's rule written out longhand, so it shares no line with lg_scan_host. Buffers are
+ * random with fixed seeds (g_rand), printed on failure through the test name.
+ * Run: build/tests/unit/test_scan (or LG_TESTS=test_scan make test).
+ */
+#include "internal.h"
+#include "../cuda/lg_validate.h"
+
+#include <cuda_runtime_api.h>
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ naive reference */
+
+static int64_t ref_load(lg_dtype_t d, const void *base, int64_t off)
+{
+    if (d == LG_DTYPE_UINT8)
+        return ((const uint8_t *)base)[off];
+    if (d == LG_DTYPE_INT32)
+        return ((const int32_t *)base)[off];
+    return ((const int64_t *)base)[off];
+}
+
+static void reference(const lg_target_t *t, const void *base, int max_samples, lg_verdict_t *v)
+{
+    memset(v, 0, sizeof *v);
+    int64_t s[3] = {1, 1, 1}, st[3] = {0, 0, 0};
+    if (t->ndim <= 1) {
+        s[2] = t->count;
+        st[2] = t->strides[0];
+    } else {
+        for (int d = 0; d < t->ndim; d++) {
+            s[3 - t->ndim + d] = t->sizes[d];
+            st[3 - t->ndim + d] = t->strides[d];
+        }
+    }
+    bool any = false;
+    int64_t i = 0;
+    for (int64_t a = 0; a < s[0]; a++)
+        for (int64_t b = 0; b < s[1]; b++)
+            for (int64_t c = 0; c < s[2]; c++, i++) {
+                int64_t raw = ref_load(t->dtype, base, a * st[0] + b * st[1] + c * st[2]);
+                int64_t eff = raw, ig = t->ignore_index;
+                if (t->truncate_to_int32) {
+                    eff = (int32_t)(raw & 0xffffffff);
+                    ig = (int32_t)(ig & 0xffffffff);
+                }
+                if (t->has_ignore_index && eff == ig)
+                    continue;
+                if (!any || raw < v->min)
+                    v->min = raw;
+                if (!any || raw > v->max)
+                    v->max = raw;
+                any = true;
+                v->checked++;
+                if (eff < 0 || eff >= t->n_classes) {
+                    if (v->n_samples < max_samples && v->n_samples < LG_MAX_SAMPLES) {
+                        v->samples[v->n_samples].index = i;
+                        v->samples[v->n_samples].value = raw;
+                        v->n_samples++;
+                    }
+                    v->bad_count++;
+                }
+            }
+}
+
+static void assert_same(const lg_verdict_t *a, const lg_verdict_t *b)
+{
+    g_assert_cmpint(a->bad_count, ==, b->bad_count);
+    g_assert_cmpint(a->checked, ==, b->checked);
+    g_assert_cmpint(a->min, ==, b->min);
+    g_assert_cmpint(a->max, ==, b->max);
+    g_assert_cmpint(a->n_samples, ==, b->n_samples);
+    for (int i = 0; i < a->n_samples; i++) {
+        g_assert_cmpint(a->samples[i].index, ==, b->samples[i].index);
+        g_assert_cmpint(a->samples[i].value, ==, b->samples[i].value);
+    }
+}
+
+static lg_target_t flat(lg_dtype_t d, int64_t count, int64_t n_classes, int64_t ignore, bool has_ignore)
+{
+    lg_target_t t;
+    memset(&t, 0, sizeof t);
+    t.dtype = d;
+    t.ndim = 1;
+    t.sizes[0] = count;
+    t.strides[0] = 1;
+    t.count = count;
+    t.n_classes = n_classes;
+    t.ignore_index = ignore;
+    t.has_ignore_index = has_ignore;
+    return t;
+}
+
+static size_t esize(lg_dtype_t d) { return d == LG_DTYPE_UINT8 ? 1 : d == LG_DTYPE_INT32 ? 4 : 8; }
+
+static void store(lg_dtype_t d, void *base, int64_t off, int64_t v)
+{
+    if (d == LG_DTYPE_UINT8)
+        ((uint8_t *)base)[off] = (uint8_t)v;
+    else if (d == LG_DTYPE_INT32)
+        ((int32_t *)base)[off] = (int32_t)v;
+    else
+        ((int64_t *)base)[off] = v;
+}
+
+/* Random labels: mostly valid, some ignore_index, some bad of both signs. */
+static void *random_labels(GRand *r, lg_dtype_t d, int64_t n, int64_t n_classes, int64_t ignore, double p_bad)
+{
+    void *buf = g_malloc0((gsize)(n ? n : 1) * esize(d));
+    for (int64_t i = 0; i < n; i++) {
+        double x = g_rand_double(r);
+        int64_t v;
+        if (x < p_bad)
+            v = g_rand_boolean(r) ? n_classes + g_rand_int_range(r, 0, 1000) : -g_rand_int_range(r, 1, 1000);
+        else if (x < p_bad + 0.05)
+            v = ignore;
+        else
+            v = g_rand_int_range(r, 0, (gint32)n_classes);
+        store(d, buf, i, v);
+    }
+    return buf;
+}
+
+static void check(const lg_target_t *t, const void *buf, int samples)
+{
+    lg_verdict_t *a = g_new0(lg_verdict_t, 1), *b = g_new0(lg_verdict_t, 1);
+    lg_scan_host(t, buf, samples, a);
+    reference(t, buf, samples, b);
+    assert_same(a, b);
+    g_free(a);
+    g_free(b);
+}
+
+/* ------------------------------------------------------------------ scan tests */
+
+static void test_random(void)
+{
+    GRand *r = g_rand_new_with_seed(1234);
+    const lg_dtype_t dts[] = {LG_DTYPE_INT64, LG_DTYPE_INT32, LG_DTYPE_UINT8};
+    for (int round = 0; round < 200; round++) {
+        lg_dtype_t d = dts[round % 3];
+        int64_t n = g_rand_int_range(r, 1, 5000);
+        int64_t nc = g_rand_int_range(r, 1, d == LG_DTYPE_UINT8 ? 200 : 100000);
+        int64_t ig = d == LG_DTYPE_UINT8 ? 255 : -100;
+        void *buf = random_labels(r, d, n, nc, ig, g_rand_double_range(r, 0, 0.2));
+        lg_target_t t = flat(d, n, nc, ig, round % 4 != 0);
+        check(&t, buf, g_rand_int_range(r, 0, LG_MAX_SAMPLES + 1));
+        g_free(buf);
+    }
+    g_rand_free(r);
+}
+
+static void test_empty(void)
+{
+    int64_t x = 5;
+    lg_target_t t = flat(LG_DTYPE_INT64, 0, 10, -100, true);
+    lg_verdict_t v;
+    memset(&v, 0x5a, sizeof v);
+    lg_scan_host(&t, &x, 16, &v);
+    g_assert_cmpint(v.bad_count, ==, 0);
+    g_assert_cmpint(v.checked, ==, 0);
+    g_assert_cmpint(v.min, ==, 0);
+    g_assert_cmpint(v.max, ==, 0);
+    g_assert_cmpint(v.n_samples, ==, 0);
+}
+
+static void test_all_ignored(void)
+{
+    int64_t buf[100];
+    for (int i = 0; i < 100; i++)
+        buf[i] = -100;
+    lg_target_t t = flat(LG_DTYPE_INT64, 100, 10, -100, true);
+    lg_verdict_t v;
+    lg_scan_host(&t, buf, 16, &v);
+    g_assert_cmpint(v.bad_count, ==, 0);
+    g_assert_cmpint(v.checked, ==, 0);
+    g_assert_cmpint(v.min, ==, 0);
+    g_assert_cmpint(v.max, ==, 0);
+    /* Without an ignore_index, -100 is just a bad label. */
+    t.has_ignore_index = 0;
+    lg_scan_host(&t, buf, 16, &v);
+    g_assert_cmpint(v.bad_count, ==, 100);
+    g_assert_cmpint(v.min, ==, -100);
+    check(&t, buf, 16);
+}
+
+static void test_all_bad_and_sample_cap(void)
+{
+    int64_t n = 1000;
+    int64_t *buf = g_new(int64_t, n);
+    for (int64_t i = 0; i < n; i++)
+        buf[i] = 10 + (i % 7) - (i % 2 ? 30 : 0);
+    lg_target_t t = flat(LG_DTYPE_INT64, n, 10, -100, true);
+    const int caps[] = {0, 1, 16, 256, 1000};
+    for (unsigned c = 0; c < G_N_ELEMENTS(caps); c++) {
+        lg_verdict_t *v = g_new0(lg_verdict_t, 1);
+        lg_scan_host(&t, buf, caps[c], v);
+        g_assert_cmpint(v->bad_count, ==, n);
+        int want = caps[c] > LG_MAX_SAMPLES ? LG_MAX_SAMPLES : caps[c];
+        g_assert_cmpint(v->n_samples, ==, want);
+        for (int i = 0; i < v->n_samples; i++) {
+            g_assert_cmpint(v->samples[i].index, ==, i); /* index order, the first ones */
+            g_assert_cmpint(v->samples[i].value, ==, buf[i]);
+        }
+        g_free(v);
+        check(&t, buf, caps[c]);
+    }
+    g_free(buf);
+}
+
+static void test_large(void)
+{
+    GRand *r = g_rand_new_with_seed(99);
+    int64_t n = 1 << 20;
+    void *buf = random_labels(r, LG_DTYPE_INT64, n, 1000, -100, 0.0005);
+    lg_target_t t = flat(LG_DTYPE_INT64, n, 1000, -100, true);
+    check(&t, buf, 16);
+    check(&t, buf, LG_MAX_SAMPLES);
+    g_free(buf);
+    g_rand_free(r);
+}
+
+static void test_uint8_all_values(void)
+{
+    uint8_t buf[256 * 3];
+    for (int i = 0; i < 256 * 3; i++)
+        buf[i] = (uint8_t)(i * 7 + i / 256);
+    const int64_t ncs[] = {1, 10, 21, 255, 256, 1000};
+    for (unsigned k = 0; k < G_N_ELEMENTS(ncs); k++) {
+        lg_target_t t = flat(LG_DTYPE_UINT8, 256 * 3, ncs[k], 255, true);
+        check(&t, buf, 64);
+        lg_verdict_t v;
+        lg_scan_host(&t, buf, 0, &v);
+        int64_t nc = ncs[k];
+        int64_t expect_bad = nc >= 255 ? 0 : 3 * (255 - nc); /* 255 is ignored */
+        g_assert_cmpint(v.bad_count, ==, expect_bad);
+        g_assert_cmpint(v.checked, ==, 3 * 255);
+        g_assert_cmpint(v.min, ==, 0);
+        g_assert_cmpint(v.max, ==, 254);
+        t.has_ignore_index = 0; /* uint8 without ignore: 255 counts */
+        check(&t, buf, 64);
+    }
+}
+
+static void test_strided(void)
+{
+    GRand *r = g_rand_new_with_seed(7);
+    for (int round = 0; round < 60; round++) {
+        lg_dtype_t d = round % 3 == 0 ? LG_DTYPE_UINT8 : LG_DTYPE_INT64;
+        int64_t s0 = g_rand_int_range(r, 1, 6), s1 = g_rand_int_range(r, 1, 9), s2 = g_rand_int_range(r, 1, 11);
+        lg_target_t t = flat(d, s0 * s1 * s2, 50, d == LG_DTYPE_UINT8 ? 255 : -100, true);
+        t.ndim = 3;
+        t.sizes[0] = s0;
+        t.sizes[1] = s1;
+        t.sizes[2] = s2;
+        switch (round % 4) {
+        case 0: /* contiguous */
+            t.strides[0] = s1 * s2; t.strides[1] = s2; t.strides[2] = 1; break;
+        case 1: /* a permuted view: (N,H,W) of an (N,W,H) buffer */
+            t.strides[0] = s1 * s2; t.strides[1] = 1; t.strides[2] = s1; break;
+        case 2: /* a slice with padding */
+            t.strides[0] = (s1 + 2) * (s2 + 3); t.strides[1] = s2 + 3; t.strides[2] = 1; break;
+        default: /* broadcast over dim 1 and a step of 2 */
+            t.strides[0] = 2 * s2; t.strides[1] = 0; t.strides[2] = 2; break;
+        }
+        int64_t span = 1 + (s0 - 1) * t.strides[0] + (s1 - 1) * t.strides[1] + (s2 - 1) * t.strides[2];
+        void *buf = random_labels(r, d, span, 50, t.ignore_index, 0.1);
+        check(&t, buf, g_rand_int_range(r, 1, 40));
+        g_free(buf);
+    }
+    /* 2-D view, and a 1-D view with stride 3 */
+    int64_t b[30];
+    for (int i = 0; i < 30; i++)
+        b[i] = (i * 37) % 23 - 3;
+    lg_target_t t = flat(LG_DTYPE_INT64, 10, 15, -100, true);
+    t.strides[0] = 3;
+    check(&t, b, 8);
+    t.ndim = 2;
+    t.sizes[0] = 5;
+    t.sizes[1] = 3;
+    t.count = 15;
+    t.strides[0] = 6;
+    t.strides[1] = 2;
+    check(&t, b, 8);
+    g_rand_free(r);
+}
+
+static void test_truncate(void)
+{
+    int64_t buf[] = {
+        3,                      /* fine */
+        (1ll << 32) + 3,        /* narrows to 3: fine when truncating, bad otherwise */
+        (1ll << 32) - 100,      /* narrows to -100: ignored when truncating */
+        -100,                   /* ignored either way */
+        (1ll << 31),            /* narrows to INT32_MIN: bad */
+        -(1ll << 32) + 9,       /* narrows to 9: fine */
+        10,                     /* bad */
+    };
+    lg_target_t t = flat(LG_DTYPE_INT64, G_N_ELEMENTS(buf), 10, -100, true);
+    lg_verdict_t v;
+    lg_scan_host(&t, buf, 16, &v);
+    g_assert_cmpint(v.bad_count, ==, 5);
+    g_assert_cmpint(v.checked, ==, 6);
+    check(&t, buf, 16);
+    t.truncate_to_int32 = 1;
+    lg_scan_host(&t, buf, 16, &v);
+    g_assert_cmpint(v.bad_count, ==, 2);
+    g_assert_cmpint(v.checked, ==, 5);
+    g_assert_cmpint(v.samples[0].index, ==, 4);
+    g_assert_cmpint(v.samples[0].value, ==, 1ll << 32 >> 1);
+    g_assert_cmpint(v.samples[1].index, ==, 6);
+    g_assert_cmpint(v.min, ==, -(1ll << 32) + 9); /* raw values, not narrowed ones */
+    g_assert_cmpint(v.max, ==, (1ll << 32) + 3);
+    check(&t, buf, 16);
+    /* ignore_index itself is narrowed too: 2^32-100 as ignore_index means -100 */
+    t.ignore_index = (1ll << 32) - 100;
+    check(&t, buf, 16);
+}
+
+static void test_no_classes(void)
+{
+    int64_t buf[] = {0, 1, -100, 5, -1};
+    lg_target_t t = flat(LG_DTYPE_INT64, 5, 0, -100, true);
+    lg_verdict_t v;
+    lg_scan_host(&t, buf, 16, &v);
+    g_assert_cmpint(v.bad_count, ==, 4); /* every non-ignored label */
+    t.n_classes = -3;
+    check(&t, buf, 16);
+}
+
+static void test_abi_sizes(void)
+{
+    /* The kernel reads these through a by-value parameter and mapped memory: the host side
+     * must see the layout nvcc sees (all 8-byte aligned, no implicit padding). */
+    g_assert_cmpuint(sizeof(lg_target_t), ==, 8 + 4 + 4 + 24 + 24 + 8 + 8 + 8 + 4 + 4);
+    g_assert_cmpuint(sizeof(lg_scan_params_t) % 8, ==, 0);
+    g_assert_cmpuint(sizeof(lg_scan_params_t), <=, 4096);
+    g_assert_cmpuint(sizeof(lg_sample_t), ==, 16);
+    g_assert_cmpuint(G_STRUCT_OFFSET(lg_scan_ring_entry_t, verdict), ==, 16);
+    g_assert_cmpint(LG_SCAN_TILE(8) * 8, ==, LG_SCAN_TILE(1));
+}
+
+/* ------------------------------------------------------------------ fake runtime */
+
+typedef struct fake_alloc { char *p; size_t n; } fake_alloc_t;
+static fake_alloc_t allocs[64];
+static int n_allocs, fail_copies, copies, syncs, last_error_reads;
+
+static int f_malloc(void **p, size_t n)
+{
+    *p = g_malloc0(n);
+    allocs[n_allocs].p = *p;
+    allocs[n_allocs].n = n;
+    n_allocs++;
+    return 0;
+}
+static int f_free(void *p) { (void)p; return 0; }
+static bool is_dev(const void *p)
+{
+    for (int i = 0; i < n_allocs; i++)
+        if ((const char *)p >= allocs[i].p && (const char *)p < allocs[i].p + allocs[i].n)
+            return true;
+    return false;
+}
+static int f_memcpy(void *dst, const void *src, size_t n, int kind, void *stream)
+{
+    (void)kind;
+    (void)stream;
+    copies++;
+    if (fail_copies)
+        return 700;
+    /* The real runtime refuses host memory posing as device memory in a D2H copy. */
+    if (kind == 2 && !is_dev(src))
+        return 1;
+    memcpy(dst, src, n);
+    return 0;
+}
+static int f_sync(void *s) { (void)s; syncs++; return 0; }
+static int f_attr(void *attr, const void *ptr)
+{
+    struct cudaPointerAttributes *a = attr;
+    memset(a, 0, sizeof *a);
+    a->type = is_dev(ptr) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+    return 0;
+}
+static int f_capturing(void *s, int *st) { (void)s; *st = 0; return 0; }
+static int f_get_device(int *d) { *d = 0; return 0; }
+static int f_last_error(void) { last_error_reads++; return 0; }
+
+static lg_runtime_t fake_rt = {
+    .memcpy_async = f_memcpy,
+    .stream_synchronize = f_sync,
+    .malloc_device = f_malloc,
+    .free_device = f_free,
+    .pointer_attributes = f_attr,
+    .stream_is_capturing = f_capturing,
+    .get_device = f_get_device,
+    .get_last_error = f_last_error,
+};
+
+static void *dev_copy_of(const void *host, size_t n)
+{
+    void *d;
+    f_malloc(&d, n);
+    memcpy(d, host, n);
+    return d;
+}
+
+static void init_host_backend(void)
+{
+    lg_validate_init(&fake_rt);
+    /* No context anywhere (and usually no libcuda at all): the host backend. */
+    g_assert_cmpint(lg_validate_backend(), ==, LG_BACKEND_HOST);
+}
+
+static void test_host_sync(void)
+{
+    init_host_backend();
+    GRand *r = g_rand_new_with_seed(5);
+    uint64_t ns0 = lg_validate_ns_total();
+    for (int round = 0; round < 20; round++) {
+        lg_dtype_t d = round % 2 ? LG_DTYPE_UINT8 : LG_DTYPE_INT64;
+        int64_t n = g_rand_int_range(r, 1, 3000);
+        void *host = random_labels(r, d, n, 20, d == LG_DTYPE_UINT8 ? 255 : -100, 0.05);
+        void *dev = dev_copy_of(host, (size_t)n * esize(d));
+        lg_target_t t = flat(d, n, 20, d == LG_DTYPE_UINT8 ? 255 : -100, true);
+        t.data = (uint64_t)(uintptr_t)dev;
+        lg_verdict_t *v = g_new0(lg_verdict_t, 1), *ref = g_new0(lg_verdict_t, 1);
+        char why[256] = "";
+        int s0 = syncs;
+        g_assert_cmpint(lg_validate_sync(&t, (void *)0x1234, 16, v, why, sizeof why), ==, 0);
+        g_assert_cmpint(syncs, >, s0); /* waited for the copy */
+        reference(&t, host, 16, ref);
+        assert_same(v, ref);
+        g_free(v);
+        g_free(ref);
+        g_free(host);
+    }
+    g_assert_cmpuint(lg_validate_ns_total(), >, ns0);
+    g_rand_free(r);
+}
+
+static void test_host_errors(void)
+{
+    init_host_backend();
+    lg_verdict_t v;
+    char why[256] = "";
+    int64_t on_stack[4] = {1, 2, 3, 4};
+    lg_target_t t = flat(LG_DTYPE_INT64, 4, 10, -100, true);
+
+    t.data = 0;
+    g_assert_cmpint(lg_validate_sync(&t, NULL, 16, &v, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "NULL"));
+
+    why[0] = 0;
+    t.data = (uint64_t)(uintptr_t)on_stack;
+    int c0 = copies;
+    g_assert_cmpint(lg_validate_sync(&t, NULL, 16, &v, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "host memory"));
+    g_assert_cmpint(copies, ==, c0); /* refused before any copy */
+    g_assert_cmpuint(lg_validate_masked_copy(&t, NULL, -100, why, sizeof why), ==, 0);
+
+    /* A failing copy is an error, and the runtime's sticky error is consumed. */
+    t.data = (uint64_t)(uintptr_t)dev_copy_of(on_stack, sizeof on_stack);
+    fail_copies = 1;
+    int e0 = last_error_reads;
+    why[0] = 0;
+    g_assert_cmpint(lg_validate_sync(&t, NULL, 16, &v, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "700"));
+    g_assert_cmpint(last_error_reads, >, e0);
+    fail_copies = 0;
+    g_assert_cmpint(lg_validate_sync(&t, NULL, 16, &v, why, sizeof why), ==, 0);
+    g_assert_cmpint(v.bad_count, ==, 0);
+
+    /* count 0: clean, nothing copied, even with a NULL pointer */
+    t.count = 0;
+    t.data = 0;
+    c0 = copies;
+    memset(&v, 0x5a, sizeof v);
+    g_assert_cmpint(lg_validate_sync(&t, NULL, 16, &v, why, sizeof why), ==, 0);
+    g_assert_cmpint(v.bad_count, ==, 0);
+    g_assert_cmpint(v.n_samples, ==, 0);
+    g_assert_cmpint(copies, ==, c0);
+
+    /* negative strides are refused, not read */
+    t = flat(LG_DTYPE_INT64, 4, 10, -100, true);
+    t.data = (uint64_t)(uintptr_t)dev_copy_of(on_stack, sizeof on_stack) + 24;
+    t.strides[0] = -1;
+    g_assert_cmpint(lg_validate_sync(&t, NULL, 16, &v, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "negative stride"));
+}
+
+static void test_host_masked_copy(void)
+{
+    init_host_backend();
+    /* contiguous int64 */
+    int64_t labels[] = {0, 12, -100, 3, -5, 9, 10};
+    lg_target_t t = flat(LG_DTYPE_INT64, G_N_ELEMENTS(labels), 10, -100, true);
+    void *dev = dev_copy_of(labels, sizeof labels);
+    t.data = (uint64_t)(uintptr_t)dev;
+    char why[256] = "";
+    uint64_t c = lg_validate_masked_copy(&t, NULL, -100, why, sizeof why);
+    g_assert_cmpuint(c, !=, 0);
+    g_assert_true(is_dev((void *)(uintptr_t)c));
+    const int64_t want[] = {0, -100, -100, 3, -100, 9, -100};
+    g_assert_cmpmem((void *)(uintptr_t)c, sizeof want, want, sizeof want);
+    g_assert_cmpmem(dev, sizeof labels, labels, sizeof labels); /* original untouched */
+
+    /* uint8 with a replacement of 255, strided: offsets of the copy match the original's */
+    uint8_t u[12] = {1, 99, 250, 99, 3, 99, 200, 99, 255, 99, 7, 99};
+    lg_target_t s = flat(LG_DTYPE_UINT8, 6, 10, 255, true);
+    s.strides[0] = 2;
+    s.data = (uint64_t)(uintptr_t)dev_copy_of(u, sizeof u);
+    c = lg_validate_masked_copy(&s, NULL, 255, why, sizeof why);
+    g_assert_cmpuint(c, !=, 0);
+    const uint8_t *cu = (const uint8_t *)(uintptr_t)c;
+    const uint8_t wantu[6] = {1, 255, 3, 255, 255, 7};
+    for (int i = 0; i < 6; i++)
+        g_assert_cmpint(cu[2 * i], ==, wantu[i]);
+
+    /* the copy the loss kernel will read scans clean */
+    s.data = c;
+    lg_verdict_t v;
+    g_assert_cmpint(lg_validate_sync(&s, NULL, 16, &v, why, sizeof why), ==, 0);
+    g_assert_cmpint(v.bad_count, ==, 0);
+}
+
+static void test_host_async(void)
+{
+    init_host_backend();
+    lg_async_report_t *r = g_new0(lg_async_report_t, 1);
+    while (lg_validate_async_collect(r)) /* drain anything earlier tests left */
+        ;
+    int64_t bad[] = {1, 2, 77, 4};
+    int64_t good[] = {1, 2, 3, 4};
+    lg_target_t tb = flat(LG_DTYPE_INT64, 4, 10, -100, true), tg = tb;
+    tb.data = (uint64_t)(uintptr_t)dev_copy_of(bad, sizeof bad);
+    tg.data = (uint64_t)(uintptr_t)dev_copy_of(good, sizeof good);
+    uint64_t sb = 0, sg = 0;
+    char why[256] = "";
+    struct lg_kernel_info *k1 = (struct lg_kernel_info *)(uintptr_t)0x100, *k2 = (struct lg_kernel_info *)(uintptr_t)0x200;
+    g_assert_cmpint(lg_validate_async(&tb, (void *)0x11, -100, 8, k1, &sb, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_validate_async(&tg, (void *)0x22, -100, 8, k2, &sg, why, sizeof why), ==, 0);
+    g_assert_cmpuint(sg, ==, tg.data); /* clean: the launch may read the original */
+    g_assert_cmpuint(sb, !=, tb.data);
+    const int64_t want[] = {1, 2, -100, 4};
+    g_assert_cmpmem((void *)(uintptr_t)sb, sizeof want, want, sizeof want);
+
+    g_assert_true(lg_validate_async_collect(r)); /* in launch order */
+    g_assert_true(r->info == k1);
+    g_assert_true(r->stream == (void *)0x11);
+    g_assert_cmpint(r->verdict.bad_count, ==, 1);
+    g_assert_cmpint(r->verdict.samples[0].index, ==, 2);
+    g_assert_cmpint(r->verdict.samples[0].value, ==, 77);
+    g_assert_cmpuint(r->target.data, ==, tb.data);
+    g_assert_true(lg_validate_async_collect(r));
+    g_assert_true(r->info == k2);
+    g_assert_cmpint(r->verdict.bad_count, ==, 0);
+    g_assert_cmpint(r->verdict.checked, ==, 4);
+    g_assert_false(lg_validate_async_collect(r));
+
+    /* an error is reported at once, and leaves nothing to collect */
+    int64_t host[2] = {0, 0};
+    lg_target_t th = flat(LG_DTYPE_INT64, 2, 10, -100, true);
+    th.data = (uint64_t)(uintptr_t)host;
+    g_assert_cmpint(lg_validate_async(&th, NULL, -100, 8, k1, &sb, why, sizeof why), ==, -1);
+    g_assert_false(lg_validate_async_collect(r));
+    g_free(r);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/scan/random", test_random);
+    g_test_add_func("/scan/empty", test_empty);
+    g_test_add_func("/scan/all_ignored", test_all_ignored);
+    g_test_add_func("/scan/all_bad_and_sample_cap", test_all_bad_and_sample_cap);
+    g_test_add_func("/scan/large_2_20", test_large);
+    g_test_add_func("/scan/uint8_all_values", test_uint8_all_values);
+    g_test_add_func("/scan/strided", test_strided);
+    g_test_add_func("/scan/truncate_to_int32", test_truncate);
+    g_test_add_func("/scan/no_classes", test_no_classes);
+    g_test_add_func("/scan/abi_sizes", test_abi_sizes);
+    g_test_add_func("/validate/host_sync", test_host_sync);
+    g_test_add_func("/validate/host_errors", test_host_errors);
+    g_test_add_func("/validate/host_masked_copy", test_host_masked_copy);
+    g_test_add_func("/validate/host_async", test_host_async);
+    return g_test_run();
+}
