@@ -116,7 +116,7 @@ $(SPECS_OBJ): specs/pytorch.conf
 $(LIB): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 	$(call say,LINK,$@)
 	$(Q)$(CC) -shared -o $@ $^ $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic \
-		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -pthread -ldl -lm
+		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -Wl,-Bsymbolic-functions -pthread -ldl -lm
 
 # --- the runtime test double -------------------------------------------------------------
 $(FAKE_LIB): $(FAKE_SRCS) tests/fakecuda/libcudart.map $(wildcard tests/fakecuda/*.h) cuda/lg_scan.h
@@ -188,6 +188,28 @@ $(PYSTACK_PROBE): tests/unit/pystack_probe.c $(LIB_ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(FINAL_CFLAGS) -shared -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) -pthread -ldl
 test-programs: $(PYSTACK_PROBE)
+
+# --- GPU tests (validator engineer): tests/gpu/NAME.cu -> $(BUILD)/tests/gpu/NAME, linked with
+# the library's validate.o and embedded fatbin (the shipped loading path) and the real cudart.
+# Built here without a GPU; run by tests/gpu/run.sh. `make gpu-tests` builds them all.
+GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
+GPU_TEST_BINS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/obj/validate.o $(FATBIN_OBJ) src/internal.h cuda/lg_scan.h cuda/lg_validate.h
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC) -std=c++17 -O2 -g -cudart shared -Isrc -Icuda -Iinclude $(if $(SANITIZER),-Xcompiler -fsanitize=$(SANITIZER)) \
+		-o $@ $< $(BUILD)/obj/validate.o $(FATBIN_OBJ) -ldl -lpthread
+gpu-tests: $(GPU_TEST_BINS)
+.PHONY: gpu-tests
+# The validator kernels' logic run on the CPU (a thread per CUDA thread): a unit test, so
+# `make test` covers cuda/validate.cu without a GPU.
+KERNEL_EMU := $(BUILD)/tests/unit/test_kernel_emulation
+$(KERNEL_EMU): tests/gpu/kernel_emulation.cpp cuda/validate.cu cuda/lg_scan.h cuda/lg_validate.h
+	$(call say,CXX,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CXX) -std=c++20 -O1 -g -Wall -Wextra -Werror -Wno-unknown-pragmas -Wno-unused-function -Icuda $(SAN_FLAGS) \
+		-o $@ $< -pthread
+test-programs: $(KERNEL_EMU)
 
 test: test-programs
 	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/run.sh

@@ -92,6 +92,8 @@ LG_HD int lg_scan_is_ignored(const lg_target_t *t, int64_t v)
     return lg_scan_effective(t, v) == ig;
 }
 
+/* Outside [0, n_classes) after narrowing. n_classes <= 0 makes every label bad, which is what
+ * the loss kernel's own `t >= 0 && t < n_classes` assert would say. */
 LG_HD int lg_scan_is_bad(const lg_target_t *t, int64_t v)
 {
     int64_t e = lg_scan_effective(t, v);

@@ -291,15 +291,18 @@ __device__ __forceinline__ void scan(const lg_scan_params_t &p)
     }
 }
 
-#define LG_KERNEL(name, T, VEC)                                                              \
-    extern "C" __global__ void __launch_bounds__(LG_SCAN_THREADS, 4) name(const lg_scan_params_t p) \
+/* Four resident blocks per SM (<= 64 registers) fit the 8-byte and 4-byte kernels; the uint8
+ * ones handle 64 labels per thread per tile and spill at 64 registers, so they get two
+ * (src/validate.c sizes their grid to match). */
+#define LG_KERNEL(name, T, VEC, MIN_BLOCKS)                                                  \
+    extern "C" __global__ void __launch_bounds__(LG_SCAN_THREADS, MIN_BLOCKS) name(const lg_scan_params_t p) \
     {                                                                                        \
         scan<T, VEC>(p);                                                                     \
     }
 
-LG_KERNEL(lg_validate_scan_i64_vec, int64_t, true)
-LG_KERNEL(lg_validate_scan_i64_gen, int64_t, false)
-LG_KERNEL(lg_validate_scan_u8_vec, uint8_t, true)
-LG_KERNEL(lg_validate_scan_u8_gen, uint8_t, false)
-LG_KERNEL(lg_validate_scan_i32_vec, int32_t, true)
-LG_KERNEL(lg_validate_scan_i32_gen, int32_t, false)
+LG_KERNEL(lg_validate_scan_i64_vec, int64_t, true, 4)
+LG_KERNEL(lg_validate_scan_i64_gen, int64_t, false, 4)
+LG_KERNEL(lg_validate_scan_u8_vec, uint8_t, true, 2)
+LG_KERNEL(lg_validate_scan_u8_gen, uint8_t, false, 2)
+LG_KERNEL(lg_validate_scan_i32_vec, int32_t, true, 4)
+LG_KERNEL(lg_validate_scan_i32_gen, int32_t, false, 4)

@@ -2,7 +2,7 @@
 """demo_torch.py: the real-GPU half of `labelguard demo` (scripts/lg_demo.sh runs it).
 
 A tiny classifier trained for 60 steps on batches of 64 labels of 10 classes with PyTorch on
-the GPU; step 37 carries one 1-based label (10). On a RuntimeError it tries to read the batch's
+the GPU; step 37's batch comes from a 1-based label file (labels 1..10). On a RuntimeError it tries to read the batch's
 labels back (labels.cpu()), which shows whether the CUDA context survived, then skips the batch
 as `except RuntimeError: continue` would, or stops when the context is dead. The same story and
 the same output lines as scripts/demo/demo_train.cu, the GPU-free version.
@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-STEPS, BATCH, CLASSES, BAD_STEP, BAD_INDEX = 60, 64, 10, 37, 17
+STEPS, BATCH, CLASSES, BAD_STEP = 60, 64, 10, 37
 
 
 def inspect(labels):
@@ -41,7 +41,7 @@ def main():
         labels = torch.randint(0, CLASSES, (BATCH,), device=dev)
         x = centers[labels] + 0.5 * torch.randn(BATCH, 32, device=dev)
         if step == BAD_STEP:
-            labels[BAD_INDEX] = CLASSES          # a 1-based label: 10 with 10 classes
+            labels = labels + 1                  # a batch read with 1-based labels: 1..10
         where = "at the loss call, F.cross_entropy"
         try:
             loss = torch.nn.functional.cross_entropy(model(x), labels)

@@ -60,8 +60,25 @@ system_glib_ok() {
   [ -f "$libdir/libglib-2.0.a" ] && pkg-config --static --libs glib-2.0 >/dev/null 2>&1
 }
 
+# dpkg-deb where there is one; else the .deb's own format (an ar archive holding data.tar.*),
+# so a machine that is not Debian-based can use the packages too.
+extract_deb() { # file prefix
+  local member
+  if command -v dpkg-deb >/dev/null 2>&1; then
+    dpkg-deb -x "$1" "$2"
+    return
+  fi
+  member=$(ar t "$1" | grep '^data\.tar') || return 1
+  case "$member" in
+    *.xz) ar p "$1" "$member" | tar -xJ -C "$2";;
+    *.zst) ar p "$1" "$member" | zstd -dc | tar -x -C "$2";;
+    *.gz) ar p "$1" "$member" | tar -xz -C "$2";;
+    *) ar p "$1" "$member" | tar -x -C "$2";;
+  esac
+}
+
 setup_deps() { # prefix
-  local prefix=$1 f multiarch libdir real
+  local prefix=$1 f multiarch libdir real arch
   if [ "${LG_FORCE_DEBS:-0}" != 1 ] && system_glib_ok; then
     echo "deps: system glib $(pkg-config --modversion glib-2.0) with static archive" >&2
     echo "PKG_CONFIG=pkg-config"
@@ -74,15 +91,11 @@ setup_deps() { # prefix
   fi
   multiarch=$(gcc -print-multiarch 2>/dev/null || true)
   [ -n "$multiarch" ] || multiarch="$(uname -m)-linux-gnu"
-  for f in "$DEBS_DIR"/*.deb; do
-    case "$(dpkg-deb -f "$f" Architecture 2>/dev/null)" in
-      all|"$(dpkg --print-architecture 2>/dev/null || echo amd64)") ;;
-      *) echo "deps: $f is for another architecture" >&2; return 1;;
-    esac
-  done
+  case "$(uname -m)" in x86_64) arch=amd64;; aarch64) arch=arm64;; *) arch=$(uname -m);; esac
   rm -rf "$prefix"; mkdir -p "$prefix"
   for f in "$DEBS_DIR"/*.deb; do
-    dpkg-deb -x "$f" "$prefix" || { echo "deps: dpkg-deb -x $f failed" >&2; return 1; }
+    case "$f" in *_"$arch".deb|*_all.deb) ;; *) echo "deps: $f is not for $arch" >&2; return 1;; esac
+    extract_deb "$f" "$prefix" || { echo "deps: cannot extract $f" >&2; return 1; }
   done
   libdir="$prefix/usr/lib/$multiarch"
   [ -f "$libdir/libglib-2.0.a" ] || { echo "deps: $libdir/libglib-2.0.a missing after extraction" >&2; return 1; }
@@ -203,7 +216,7 @@ part_build() {
 part_scenarios() {
   "$PYTHON" tests/torch/run_scenarios.py --lib "$ROOT/$BUILD/liblabelguard.so" \
     --out "$LG_GPU_OUT/parts/scenarios.data.json" --workdir "$LG_GPU_OUT/scenarios" \
-    --budget $(( ${LG_PART_BUDGET:-120} - 10 ))
+    --budget $(( ${LG_PART_BUDGET:-120} - 10 )) -j "$(( $(nproc 2>/dev/null || echo 8) > 12 ? 12 : $(nproc 2>/dev/null || echo 8) ))"
 }
 
 part_test_gpu() {
@@ -215,7 +228,7 @@ part_test_gpu() {
 part_bench() {
   "$PYTHON" tests/torch/bench_train.py drive --lib "$ROOT/$BUILD/liblabelguard.so" \
     --build "$ROOT/$BUILD" --out "$LG_GPU_OUT/parts/bench.data.json" \
-    --workdir "$LG_GPU_OUT/bench" --budget $(( ${LG_PART_BUDGET:-140} - 10 ))
+    --workdir "$LG_GPU_OUT/bench" --validator-log "$LG_GPU_OUT/test-gpu/validator_test_validator.log" --budget $(( ${LG_PART_BUDGET:-140} - 10 ))
 }
 
 # --- self-test of the report writer on canned results -------------------------------------------
@@ -276,9 +289,9 @@ for p in $parts; do
     env) run_part env 40;;
     deps) run_part deps 30;;
     build) run_part build 150;;
-    scenarios) run_part scenarios 120;;
-    test-gpu) run_part test-gpu 100;;
-    bench) run_part bench 140;;
+    scenarios) run_part scenarios 110;;
+    test-gpu) run_part test-gpu 130;;
+    bench) run_part bench 130;;
   esac
 done
 

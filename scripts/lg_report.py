@@ -350,7 +350,8 @@ def print_text(r, out):
         if samples:
             w("    first:      %s\n" % ", ".join("target[%s] = %s" % (s.get("index"), s.get("value"))
                                                for s in samples if isinstance(s, dict)))
-        w("    where:      %s\n" % fmt_frame(p["call_site"]))
+        w("    where:      %s\n" % (fmt_frame(p["call_site"]) if p["call_site"]
+                                     else "no Python stack (not a Python process?); native stack:"))
         if p["innermost_frame"] and p["innermost_frame"] is not p["call_site"] and p["innermost_frame"] != p["call_site"]:
             w("                (innermost: %s)\n" % fmt_frame(p["innermost_frame"]))
         if not p["call_site"]:
@@ -359,7 +360,7 @@ def print_text(r, out):
                 w("    native:     %s\n" % "\n                ".join(ns))
         w("    when:       first %s, last %s\n" % (p["first_time"], p["last_time"]))
         w("    who:        ranks %s; %s\n" % (
-            ", ".join(map(str, p["ranks"])) or "-",
+            ", ".join(map(str, p["ranks"])) or "none set",
             ", ".join("%s/%s" % (q["host"], q["pid"]) for q in p["processes"][:8]) +
             (" and %d more" % (len(p["processes"]) - 8) if len(p["processes"]) > 8 else "")))
         w("    action:     %s -> %s\n" % (

@@ -230,6 +230,29 @@ int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects)
     return w.armed;
 }
 
+/* Copies the hook table with each replacement set to the definition inside our own object.
+ * In a library dlopen'd into a running process, `(void *)cudaLaunchKernel` taken inside it binds
+ * like any reference to an exported name: global scope first, i.e. to libcudart's definition,
+ * and patching a GOT slot with that would arm nothing. dlsym on our own handle searches our
+ * object first. Returns the count copied (hooks not found in our object are left out). */
+static int own_definitions(const lg_hook_t *in, int n, lg_hook_t *out, int cap)
+{
+    Dl_info self;
+    if (!dladdr((void *)&labelguard_arm, &self) || !self.dli_fname) return 0;
+    void *h = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) return 0;
+    int k = 0;
+    for (int i = 0; i < n && k < cap; i++) {
+        Dl_info where;
+        void *p = dlsym(h, in[i].name);
+        if (!p || !dladdr(p, &where) || where.dli_fbase != self.dli_fbase) continue;
+        out[k] = in[i];
+        out[k++].replacement = p;
+    }
+    dlclose(h);
+    return k;
+}
+
 LG_EXPORT int labelguard_arm(void)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -239,7 +262,9 @@ LG_EXPORT int labelguard_arm(void)
     int armed = 0, objects = 0;
     if (lg_cfg.hooks != LG_HOOKS_CUPTI) {
         int n = 0;
-        const lg_hook_t *hooks = lg_preload_hooks(&n);
+        const lg_hook_t *table = lg_preload_hooks(&n);
+        lg_hook_t hooks[64];
+        n = table ? own_definitions(table, n, hooks, 64) : 0;
         armed = lg_arm_patch(hooks, n, &objects);
     }
     if (!lg_cfg.quiet) {

@@ -370,7 +370,10 @@ static void unavailable(const char *reason)
                  "are not checked. HINT: use LABELGUARD_HOOKS=auto", reason);
     else
         snprintf(detail, sizeof detail, "%.1800s; interposition carries on alone", reason);
-    lg_report_warning_once("cupti_unavailable", detail);
+    if (lg_cfg.hooks == LG_HOOKS_CUPTI)
+        lg_report_warning_once("cupti_unavailable", detail);
+    else
+        lg_report_note_once("cupti_unavailable", detail);
 }
 
 static void start(void)

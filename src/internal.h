@@ -336,6 +336,8 @@ LG_HIDDEN void lg_report_violation(lg_violation_t *v, bool sync_to_disk);
 LG_HIDDEN void lg_report_warning(const char *what, const char *detail);
 /* Like lg_report_warning but only the first time `what` is seen in this process. */
 LG_HIDDEN void lg_report_warning_once(const char *what, const char *detail);
+/* A warning event in the log only, once per `what`: nothing on stderr. */
+LG_HIDDEN void lg_report_note_once(const char *what, const char *detail);
 LG_HIDDEN void lg_report_start(void);
 /* What the start event says about the environment; lg.c sets it before lg_report_start.
  * Strings are copied (NULL: unknown -> JSON null). Versions as CUDA reports them

@@ -132,7 +132,7 @@ static bool peek(const void *addr, void *out, size_t n)
 {
     if ((uintptr_t)addr < 4096 || (uintptr_t)addr + n < (uintptr_t)addr)
         return false;
-    if (!py.use_pipe) {
+    if (!__atomic_load_n(&py.use_pipe, __ATOMIC_RELAXED)) {
         struct iovec local = { out, n }, remote = { (void *)addr, n };
         /* The pid changes after fork; process_vm_readv wants ours. */
         ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
@@ -140,21 +140,26 @@ static bool peek(const void *addr, void *out, size_t n)
             return true;
         if (r >= 0 || errno == EFAULT || errno == ESRCH)
             return false;
-        py.use_pipe = true; /* ENOSYS / EPERM: a seccomp filter; the kernel checks pipe writes too */
+        /* ENOSYS / EPERM: a seccomp filter; the kernel checks a pipe write's source too. */
+        __atomic_store_n(&py.use_pipe, true, __ATOMIC_RELAXED);
     }
-    if (py.pipe_fd[0] < 0 && pipe2(py.pipe_fd, O_CLOEXEC | O_NONBLOCK) != 0)
-        return false;
     if (n > 4096)
         return false;
-    ssize_t w = write(py.pipe_fd[1], addr, n);
-    if (w != (ssize_t)n) {
-        if (w > 0) {
+    /* One pipe for the process: two capturing threads must not interleave their bytes. */
+    static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&pipe_lock);
+    bool ok = false;
+    if (py.pipe_fd[0] >= 0 || pipe2(py.pipe_fd, O_CLOEXEC | O_NONBLOCK) == 0) {
+        ssize_t w = write(py.pipe_fd[1], addr, n);
+        if (w == (ssize_t)n)
+            ok = read(py.pipe_fd[0], out, n) == (ssize_t)n;
+        else if (w > 0) {
             char sink[4096];
             (void)!read(py.pipe_fd[0], sink, (size_t)w);
         }
-        return false;
     }
-    return read(py.pipe_fd[0], out, n) == (ssize_t)n;
+    pthread_mutex_unlock(&pipe_lock);
+    return ok;
 }
 
 static bool peek_ptr(const void *base, int off, void **out)

@@ -348,7 +348,23 @@ void lg_report_start(void)
     lg_json_int(&j, "samples", lg_cfg.samples);
     lg_json_bool(&j, "quiet", lg_cfg.quiet);
     lg_json_end_object(&j);
-    lg_json_string(&j, "hooks", env.has_hooks ? env.hooks : NULL);
+    /* Active layers as a list: "interpose,cupti" -> ["interpose", "cupti"]. */
+    lg_json_begin_array(&j, "hooks");
+    if (env.has_hooks) {
+        const char *p = env.hooks;
+        while (*p) {
+            const char *comma = strchr(p, ',');
+            size_t n = comma ? (size_t)(comma - p) : strlen(p);
+            char layer[32];
+            if (n > 0 && n < sizeof layer) {
+                memcpy(layer, p, n);
+                layer[n] = '\0';
+                lg_json_string(&j, NULL, layer);
+            }
+            p += n + (comma ? 1 : 0);
+        }
+    }
+    lg_json_end_array(&j);
     lg_json_string(&j, "backend", env.has_backend ? env.backend : NULL);
     char ver[32];
     if (env.cuda_runtime > 0) {
@@ -416,7 +432,7 @@ static int warn_seen(const char *what)
 
 static const char *term_safe(const char *in, char *out, size_t len);
 
-static void warning(const char *what, const char *detail, bool once)
+static void warning(const char *what, const char *detail, bool once, bool to_stderr)
 {
     if (!what)
         what = "unknown";
@@ -432,7 +448,7 @@ static void warning(const char *what, const char *detail, bool once)
     lg_json_string(&j, "what", what);
     lg_json_string(&j, "detail", detail ? detail : "");
     finish_and_emit(&j, false);
-    if (!lg_cfg.quiet && seen <= WARN_REPEAT_CAP) {
+    if (to_stderr && !lg_cfg.quiet && seen <= WARN_REPEAT_CAP) {
         char msg[2048], sw[128], sd[1536];
         int n;
         term_safe(what, sw, sizeof(sw));
@@ -445,8 +461,11 @@ static void warning(const char *what, const char *detail, bool once)
     pthread_mutex_unlock(&lock);
 }
 
-void lg_report_warning(const char *what, const char *detail) { warning(what, detail, false); }
-void lg_report_warning_once(const char *what, const char *detail) { warning(what, detail, true); }
+void lg_report_warning(const char *what, const char *detail) { warning(what, detail, false, true); }
+void lg_report_warning_once(const char *what, const char *detail) { warning(what, detail, true, true); }
+/* For conditions that change nothing the user must act on (CUPTI missing while interposition
+ * covers the launches): the log records them, the terminal stays quiet. */
+void lg_report_note_once(const char *what, const char *detail) { warning(what, detail, true, false); }
 
 /* ------------------------------------------------------------------ violations */
 
@@ -623,6 +642,13 @@ static const char *term_safe(const char *in, char *out, size_t len)
     return out;
 }
 
+/* A Python file that belongs to an installed package or the standard library. */
+static bool library_frame(const char *file)
+{
+    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3") ||
+           file[0] == '<';
+}
+
 #define APPEND(...) do { if (n < (int)cap) n += snprintf(out + n, cap - (size_t)n, __VA_ARGS__); } while (0)
 
 /* The stderr block: one read tells kernel, values, counts, cause, action, call site, log. */
@@ -648,7 +674,11 @@ static size_t build_text(char *out, size_t cap, const lg_violation_t *v, const c
             snprintf(cell, sizeof(cell), "%s = %" PRId64, idx, vd->samples[i].value);
             if (i > 0 && i % 3 == 0)
                 APPEND("\n ");
-            APPEND(" %-20s", cell);
+            bool last_in_row = i % 3 == 2 || i == shown - 1;
+            if (last_in_row)
+                APPEND(" %s", cell);
+            else
+                APPEND(" %-20s", cell);
         }
         if (vd->bad_count > shown)
             APPEND(" (first %d of %" PRId64 ")", shown, vd->bad_count);
@@ -668,12 +698,32 @@ static size_t build_text(char *out, size_t cap, const lg_violation_t *v, const c
     if (v->note[0])
         APPEND("  note: %s\n", term_safe(v->note, safe, sizeof(safe)));
     if (v->python.n > 0) {
-        const lg_py_frame_t *f = &v->python.frames[(v->python.n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : v->python.n) - 1];
+        /* The user's line, not torch/nn/functional.py: the innermost frame outside installed
+         * packages and the standard library, then the innermost one as "via". */
+        int np = v->python.n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : v->python.n;
+        int k = np - 1;
+        while (k > 0 && library_frame(v->python.frames[k].file))
+            k--;
+        if (library_frame(v->python.frames[k].file))
+            k = np - 1;
+        const lg_py_frame_t *f = &v->python.frames[k];
         APPEND("  at %s:%d in %s   (python%s)\n", term_safe(f->file, safe, sizeof(safe)), f->line,
                term_safe(f->function, safe2, sizeof(safe2)),
                v->python.from_main_thread ? ", main thread: the launching thread runs no Python" : "");
-    } else if (n_native > 0)
-        APPEND("  at %s   (native)\n", native[0]);
+        if (k != np - 1) {
+            const lg_py_frame_t *in = &v->python.frames[np - 1];
+            const char *base = strrchr(in->file, '/');
+            APPEND("    via %s:%d in %s\n", term_safe(base ? base + 1 : in->file, safe, sizeof(safe)), in->line,
+                   term_safe(in->function, safe2, sizeof(safe2)));
+        }
+    } else if (n_native > 0) {
+        /* The first frame outside the CUDA stack itself (CUPTI sees launches from inside it). */
+        int k = 0;
+        while (k < n_native - 1 && (!strncmp(native[k], "libcudart", 9) || !strncmp(native[k], "libcuda.", 8) ||
+                                    !strncmp(native[k], "libcupti", 8)))
+            k++;
+        APPEND("  at %s   (native)\n", term_safe(native[k], safe, sizeof(safe)));
+    }
     APPEND("  log: %s\n", log_path[0] ? term_safe(log_path, safe, sizeof(safe)) : "(none)");
     if (n >= (int)cap) {
         n = (int)cap - 1;

@@ -6,8 +6,8 @@
  * never libunwind (linking it slows every C++ exception in the host: notes/feasibility.md).
  * Runs on the launching thread, only for watched launches with bad labels.
  * Symbolize: dladdr per frame -> "module+0xoffset (function+0xoff)", C++ names demangled by
- * demangle.c; frames inside the module that holds this code (liblabelguard.so) are dropped,
- * so the first line is the caller's. Report path only (takes the loader lock, may allocate).
+ * demangle.c; frames inside the module that holds this code (liblabelguard.so) and inside
+ * sanitizer runtimes (SANITIZER= test builds) are dropped, so the first line is the caller's. Report path only (takes the loader lock, may allocate).
  *
  * Tested by tests/unit/test_stack.c.
  */
@@ -66,6 +66,9 @@ int lg_stack_symbolize(const lg_native_stack_t *s, char (*lines)[256], int max)
         if (self && info.dli_fbase == self)
             continue;
         const char *mod = base_name(info.dli_fname);
+        /* Sanitizer runtimes intercept backtrace() and other calls: tool frames, not the user's. */
+        if (!strncmp(mod, "libasan.", 8) || !strncmp(mod, "libtsan.", 8) || !strncmp(mod, "libubsan.", 9))
+            continue;
         unsigned long off = (unsigned long)(ip - (uintptr_t)info.dli_fbase);
         if (info.dli_sname && info.dli_saddr) {
             char *dem = NULL;

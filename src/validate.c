@@ -204,9 +204,14 @@ static int host_check_pointer(const void *ptr, int *kind, char *why, size_t why_
     *kind = KIND_D2H;
     if (!rt->pointer_attributes)
         return 0;
-    struct cudaPointerAttributes a;
-    memset(&a, 0, sizeof a);
-    int rc = rt->pointer_attributes(&a, ptr);
+    /* Room to spare: a newer runtime than our headers may fill a longer struct. */
+    union {
+        struct cudaPointerAttributes a;
+        char pad[256];
+    } u;
+    memset(&u, 0, sizeof u);
+    int rc = rt->pointer_attributes(&u, ptr);
+    const struct cudaPointerAttributes a = u.a;
     if (rc != 0) {
         if (rt->get_last_error)
             rt->get_last_error();
@@ -592,8 +597,8 @@ typedef struct gpu_run {
 
 /* Enqueues one scan. Returns 0; or -1 with why, and *use_host set when the host backend should
  * take this call instead (no current context, module not loadable). */
-static int gpu_launch(const lg_target_t *tin, CUstream stream, int samples, bool want_copy, int64_t replacement,
-                      bool allow_capture, gpu_run_t *out, bool *use_host, char *why, size_t why_len)
+static int gpu_launch_body(const lg_target_t *tin, CUstream stream, int samples, bool want_copy, int64_t replacement,
+                           bool allow_capture, gpu_run_t *out, bool *use_host, char *why, size_t why_len)
 {
     *use_host = false;
     int64_t span;
@@ -610,8 +615,8 @@ static int gpu_launch(const lg_target_t *tin, CUstream stream, int samples, bool
     if (drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
         /* The runtime makes its context current lazily, at a thread's first runtime call. */
         if (rt && rt->pointer_attributes) {
-            struct cudaPointerAttributes a;
-            if (rt->pointer_attributes(&a, (const void *)(uintptr_t)t.data) != 0 && rt->get_last_error)
+            _Alignas(16) char a[256]; /* a struct cudaPointerAttributes, and room to spare */
+            if (rt->pointer_attributes(a, (const void *)(uintptr_t)t.data) != 0 && rt->get_last_error)
                 rt->get_last_error();
         }
         if (drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
@@ -698,7 +703,9 @@ static int gpu_launch(const lg_target_t *tin, CUstream stream, int samples, bool
     p.samples = samples;
     const int64_t tile = LG_SCAN_TILE(elem_size(t.dtype));
     int64_t ntiles = (t.count + tile - 1) / tile;
-    int64_t grid = ntiles < m->max_grid ? ntiles : m->max_grid;
+    /* One wave of resident blocks: 4 per SM, 2 for the uint8 kernels (cuda/validate.cu). */
+    int64_t max_grid = t.dtype == LG_DTYPE_UINT8 ? m->max_grid / 2 : m->max_grid;
+    int64_t grid = ntiles < max_grid ? ntiles : max_grid;
     p.tiles_per_block = (ntiles + grid - 1) / grid;
     grid = (ntiles + p.tiles_per_block - 1) / p.tiles_per_block;
     void *params[] = {&p};
@@ -715,6 +722,19 @@ static int gpu_launch(const lg_target_t *tin, CUstream stream, int samples, bool
     out->captured = captured;
     pthread_mutex_unlock(&lock);
     return 0;
+}
+
+/* Our driver calls must not invalidate a global-mode capture the application has running on
+ * another stream (an "unsafe" call there fails and poisons the capture), so this thread runs
+ * them in relaxed mode, as PyTorch's allocator does. The mode is per thread and restored. */
+static int gpu_launch(const lg_target_t *tin, CUstream stream, int samples, bool want_copy, int64_t replacement,
+                      bool allow_capture, gpu_run_t *out, bool *use_host, char *why, size_t why_len)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    drv.exchange_capture_mode(&mode);
+    int rc = gpu_launch_body(tin, stream, samples, want_copy, replacement, allow_capture, out, use_host, why, why_len);
+    drv.exchange_capture_mode(&mode);
+    return rc;
 }
 
 /* Reads run `seq` from the ring. 1: read, 0: not yet written, -1: already overwritten. */

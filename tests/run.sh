@@ -20,7 +20,7 @@ case "$LG_SANITIZER" in
 esac
 export LG_PRELOAD
 export LG_FAKE_DIR="$PWD/$LG_BUILD/fakecuda"
-logs="$LG_BUILD/test-logs"; rm -rf "$logs"; mkdir -p "$logs"
+logs="$LG_BUILD/test-logs/run-$$"; mkdir -p "$logs"  # per run: concurrent runs must not clobber each other
 pass=0; fail=0; skip=0; failed=()
 only="${LG_TESTS:-}"   # optional filter: a substring of the test name
 

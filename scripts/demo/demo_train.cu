@@ -1,8 +1,8 @@
 // demo_train.cu: the GPU-free half of `labelguard demo` (scripts/lg_demo.sh runs it).
 // A "training loop" of 60 steps; each step launches PyTorch's CrossEntropy forward kernel,
 // at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float,float,long>,
-// declared as PyTorch declares it, on a batch of 64 labels of 10 classes. Step 37 carries one
-// 1-based label (10). Like PyTorch it checks cudaGetLastError after each launch
+// declared as PyTorch declares it, on a batch of 64 labels of 10 classes. Step 37's batch comes
+// from a 1-based label file (labels 1..10, so every 9 became a 10). Like PyTorch it checks cudaGetLastError after each launch
 // (C10_CUDA_KERNEL_LAUNCH_CHECK) and reads the loss back (loss.item()); on an error it prints it
 // the way PyTorch raises it, then tries to copy the batch's labels to the host, which shows
 // whether the CUDA context is still alive. It then skips the batch, as `except RuntimeError:
@@ -45,7 +45,7 @@ template __global__ void nll_loss_forward_reduce_cuda_kernel_2d<float, float, lo
 
 namespace {
 
-const int kSteps = 60, kBatch = 64, kClasses = 10, kBadStep = 37, kBadIndex = 17;
+const int kSteps = 60, kBatch = 64, kClasses = 10, kBadStep = 37;
 const long kIgnoreIndex = -100;
 
 bool show_step(int step) {
@@ -89,7 +89,8 @@ int main() {
       float right = -2.3f * (1.0f - step / 80.0f), wrong = -2.3f - step / 40.0f;
       for (int c = 0; c < kClasses; c++) input[i * kClasses + c] = c == target[i] ? right : wrong;
     }
-    if (step == kBadStep) target[kBadIndex] = kClasses;  // a 1-based label: 10 with 10 classes
+    if (step == kBadStep)  // a batch read with 1-based labels: 1..10 with 10 classes
+      for (int i = 0; i < kBatch; i++) target[i] += 1;
     cudaMemcpy(d_input, input, sizeof input, cudaMemcpyHostToDevice);
     cudaError_t e = cudaMemcpy(d_target, target, sizeof target, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
@@ -120,7 +121,7 @@ int main() {
     done++;
     if (show_step(step) || total != kBatch) {
       printf("step %2d: loss %.4f", step, loss);
-      if (total != kBatch) printf("   (%d of %d labels counted: the bad one was masked)", (int)total, kBatch);
+      if (total != kBatch) printf("   (%d of %d labels counted: the bad ones were masked)", (int)total, kBatch);
       printf("\n");
     }
   }

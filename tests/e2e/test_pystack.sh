@@ -14,6 +14,13 @@ if [ ! -f "$probe" ]; then
   make -s "$BUILD/tests/pystack_probe.so" >/dev/null 2>&1 || { echo "cannot build $probe"; exit 1; }
 fi
 command -v python3 >/dev/null || { echo "no python3"; exit 77; }
+# A sanitizer build of the probe needs its runtime loaded first in the (uninstrumented) host.
+pre=""
+case "${LG_SANITIZER:-}" in
+  address) pre="$(gcc -print-file-name=libasan.so)"; export ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0";;
+  undefined) pre="$(gcc -print-file-name=libubsan.so)";;
+  thread) pre="$(gcc -print-file-name=libtsan.so)";;
+esac
 
 script=$(mktemp /tmp/lg-pystack-XXXXXX.py)
 trap 'rm -f "$script"' EXIT
@@ -98,7 +105,7 @@ done
 fail=0
 for py in "${pythons[@]}"; do
   echo "== $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
-  "$py" "$script" "$probe" || { echo "FAILED with $py"; fail=1; }
+  env ${pre:+LD_PRELOAD="$pre"} "$py" "$script" "$probe" || { echo "FAILED with $py"; fail=1; }
 done
 # A process without Python: the probe loaded into a C program reports nothing.
 cat > "${script%.py}.c" <<'C'
@@ -116,7 +123,42 @@ int main(int argc, char **argv) {
 }
 C
 if gcc -o "${script%.py}.bin" "${script%.py}.c" -ldl; then
-  "${script%.py}.bin" "$probe" && echo "ok   no Python: empty stack" || { echo "FAIL no Python"; fail=1; }
+  env ${pre:+LD_PRELOAD="$pre"} "${script%.py}.bin" "$probe" && echo "ok   no Python: empty stack" || { echo "FAIL no Python"; fail=1; }
+else
+  fail=1
+fi
+# Where a seccomp filter forbids process_vm_readv (some container profiles), pystack.c falls
+# back to reading through a pipe: run the same checks with the call blocked (EPERM).
+cat > "${script%.py}.c" <<'C'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { 4, f };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 99;
+    char a = 1, b = 0;
+    struct iovec l = { &b, 1 }, r = { &a, 1 };
+    if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM) { puts("filter not active"); return 98; }
+    execvp(argv[1], argv + 1);
+    return 97;
+}
+C
+if gcc -o "${script%.py}.bin" "${script%.py}.c"; then
+  echo "== python3 with process_vm_readv blocked"
+  env ${pre:+LD_PRELOAD="$pre"} "${script%.py}.bin" python3 "$script" "$probe" || { echo "FAILED with process_vm_readv blocked"; fail=1; }
 else
   fail=1
 fi

@@ -2,7 +2,7 @@
 # tests/gpu/run.sh: `make test-gpu`, the GPU tests (bash tests/gpu/run.sh BUILD). Exits 77
 # with one line when there is no GPU (CI, this project's own machines), else runs:
 #   validator   each tests/gpu/*.cu (the validator engineer's: the validator kernel against the
-#               CPU scan on the same buffers) built as BUILD/gpu/NAME through its Makefile rule
+#               CPU scan on the same buffers) built by `make gpu-tests` as BUILD/tests/gpu/NAME
 #   progs       the end-to-end programs on the real runtime, every action (tests/torch/progs_real.py)
 #   probe       PyTorch's real NLL kernels: names + cudaFuncGetParamInfo sizes from the live
 #               process against specs/pytorch.conf (tests/torch/probe_kernels.py; needs torch)
@@ -37,7 +37,7 @@ record() { # name status detail
 }
 
 run_test() { # name budget command...: status from the exit code (0 pass, 77 skip, 124 timeout)
-  local name=$1 budget=$2 rc log="$WORK/$1.log"
+  local name=$1 budget=$2 rc log="$WORK/${1//\//_}.log"
   shift 2
   timeout -k 5 "$budget" "$@" > "$log" 2>&1; rc=$?
   sed 's/^/    | /' "$log" | tail -n 25
@@ -53,23 +53,27 @@ jobs=$(nproc 2>/dev/null || echo 4)
 make -s -j"$jobs" -k BUILD="$BUILD" test-programs >"$WORK/build.log" 2>&1 || \
   echo "test-gpu: make test-programs had errors (see $WORK/build.log); the tests that need them say so"
 
+# The validator engineer's tests: `make gpu-tests` builds each tests/gpu/NAME.cu into
+# BUILD/tests/gpu/NAME. test_validator's log (validator_test_validator.log) also carries the
+# timing lines that the bench part of scripts/gpu-check.sh reports.
 found=0
+make -s -j"$jobs" BUILD="$BUILD" gpu-tests >"$WORK/build-gpu-tests.log" 2>&1
 for src in tests/gpu/*.cu; do
   [ -f "$src" ] || continue
   found=1
   name=$(basename "$src" .cu)
-  if make -s BUILD="$BUILD" "$BUILD/gpu/$name" >"$WORK/build-$name.log" 2>&1; then
-    run_test "validator/$name" 120 "$BUILD/gpu/$name"
+  if [ -x "$BUILD/tests/gpu/$name" ]; then
+    run_test "validator/$name" "${LG_GPU_VALIDATOR_BUDGET:-60}" "$BUILD/tests/gpu/$name"
   else
-    record "validator/$name" fail "build failed: $(tail -n1 "$WORK/build-$name.log")"
+    record "validator/$name" fail "not built: $(tail -n1 "$WORK/build-gpu-tests.log")"
   fi
 done
-[ $found = 1 ] || record validator skip "no tests/gpu/*.cu yet"
+[ $found = 1 ] || record validator skip "no tests/gpu/*.cu"
 
-run_test progs 150 "$PYTHON" tests/torch/progs_real.py "${fake[@]}" --build "$BUILD" --out "$WORK/progs.json" --workdir "$WORK/progs"
+run_test progs 45 "$PYTHON" tests/torch/progs_real.py "${fake[@]}" --build "$BUILD" --out "$WORK/progs.json" --workdir "$WORK/progs"
 if [ ${#fake[@]} -eq 0 ] && "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  run_test probe 120 "$PYTHON" tests/torch/probe_kernels.py --lib "$PWD/$BUILD/liblabelguard.so" \
-    --conf specs/pytorch.conf --out "$WORK/probe.json" --workdir "$WORK/probe"
+  run_test probe 60 "$PYTHON" tests/torch/probe_kernels.py --lib "$PWD/$BUILD/liblabelguard.so" \
+    --conf specs/pytorch.conf --out "$WORK/probe.json" --workdir "$WORK/probe" --timeout 50
 else
   record probe skip "PyTorch with CUDA is not importable by $PYTHON (or LG_GPU_FAKE=1)"
 fi

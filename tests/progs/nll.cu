@@ -42,6 +42,7 @@
 //
 // output (stdout), one fact per line:
 //   fakecudart_identity=<fakecuda|none>
+//   launch_error_text="<cudaGetErrorString of the launch's error>"   (only when it failed)
 //   kernel=<mangled name from cudaFuncGetName>
 //   result launch_err=<int> sync_err=<int> last_err=<int> last_err_str="<text>" out=<v|-> total_weight=<v|->
 //   values n=<count> <v0> <v1> ...      (per-sample outputs / gradients; only if they could be read)
@@ -324,6 +325,8 @@ int run(const opts &o)
         cudaError_t e = launch(d_target);
         if (launch_err == cudaSuccess) launch_err = e;
     }
+    // What PyTorch's launch check shows the user: cudaGetErrorString of the launch's error.
+    if (launch_err != cudaSuccess) printf("launch_error_text=\"%s\"\n", cudaGetErrorString(launch_err));
     const char *name = nullptr;
     if (stub && cudaFuncGetName(&name, stub) == cudaSuccess) printf("kernel=%s\n", name);
     else printf("kernel=?\n");

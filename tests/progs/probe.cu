@@ -10,6 +10,8 @@
 //   memory   cudaPointerGetAttributes on device, pinned and ordinary memory; copy checks
 //   streams  stream and event calls
 //   capture  stream capture of a kernel launch, then a graph launch
+//   emulator (test double only) fakecudart_register_emulator replaces lg_test_add_one's emulation;
+//            fakecudart_launch_count/fakecudart_emulated_count count what reached the device
 #include "torch_kernels.cuh"
 #include "lg_launch.cuh"
 
@@ -200,6 +202,35 @@ static void capture()
     cudaGraphDestroy(g);
 }
 
+typedef cudaError_t (*emu_fn)(const char *, dim3, dim3, void **, size_t, cudaStream_t);
+static cudaError_t set_42(const char *name, dim3, dim3, void **args, size_t, cudaStream_t)
+{
+    float *p = *(float **)args[0];
+    p[0] = 42.0f;
+    return strstr(name, "lg_test_add_one") ? cudaSuccess : cudaErrorLaunchFailure;
+}
+
+static void emulator()
+{
+    auto reg = (int (*)(const char *, emu_fn))dlsym(RTLD_DEFAULT, "fakecudart_register_emulator");
+    auto launches = (unsigned long (*)(const char *))dlsym(RTLD_DEFAULT, "fakecudart_launch_count");
+    auto emulated = (unsigned long (*)(const char *))dlsym(RTLD_DEFAULT, "fakecudart_emulated_count");
+    if (!reg || !launches || !emulated) { printf("emulator unavailable\n"); return; }
+    float *d, h = 0;
+    cudaMalloc((void **)&d, 4 * sizeof(float));
+    cudaMemset(d, 0, 4 * sizeof(float));
+    lg_launch(LG_DEFAULT_MODE, lg_test_add_one, dim3(1), dim3(32), 0, (cudaStream_t)0, d, 4);
+    cudaDeviceSynchronize();
+    cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+    printf("builtin value=%g", h);
+    int r = reg("lg_test_add_one", set_42);
+    lg_launch(LG_DEFAULT_MODE, lg_test_add_one, dim3(1), dim3(32), 0, (cudaStream_t)0, d, 4);
+    cudaDeviceSynchronize();
+    cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+    printf(" register=%d user value=%g launches=%lu emulated=%lu nll_launches=%lu\n", r, h, launches("lg_test_add_one"),
+           emulated("lg_test_add_one"), launches("nll_loss"));
+}
+
 int main(int argc, char **argv)
 {
     lg_print_identity();
@@ -210,6 +241,7 @@ int main(int argc, char **argv)
     else if (what == "memory") memory();
     else if (what == "streams") streams();
     else if (what == "capture") capture();
-    else { fprintf(stderr, "usage: probe names|params|errors|memory|streams|capture\n"); return 2; }
+    else if (what == "emulator") emulator();
+    else { fprintf(stderr, "usage: probe names|params|errors|memory|streams|capture|emulator\n"); return 2; }
     return 0;
 }

@@ -13,8 +13,8 @@ A worker (`bench_train.py run --out FILE [...]`) measures, in one process:
   gpu_bound     a transformer block, bf16 autocast, 64 x 256 tokens, per-token CrossEntropy
   latency       microseconds per F.nll_loss call + synchronize at 64 / 65536 / 16M labels
   hbm           device memory bandwidth from a large copy (GB/s)
-The validator's own times come from $BUILD/gpu/test_validator when it prints them (one line
-per size: `bench labels=N dtype=D us=T`); else from the labelguard_sync - none latency at that
+The validator's own times come from $BUILD/tests/gpu/test_validator's timing lines (the
+test-gpu part's log, --validator-log); else from the labelguard_sync - none latency at that
 size (an upper bound: it includes the stream sync). Measured figures are reported, never
 asserted. Needs a GPU; the report side is tested GPU-free with canned data (make_report.py).
 """
@@ -26,6 +26,9 @@ import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import procs  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 SIZES = (64, 65536, 16 * 1024 * 1024)
@@ -210,7 +213,7 @@ def worker(cfg, a, i, seconds_left):
     timeout = max(5.0, seconds_left)
     t0 = time.time()
     log = open(os.path.join(a.workdir, "%s-%d.log" % (cfg, i)), "w")
-    p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    p = procs.popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     timed_out = False
     try:
         p.wait(timeout=timeout)
@@ -218,6 +221,7 @@ def worker(cfg, a, i, seconds_left):
         timed_out = True
         os.killpg(p.pid, 9)
         p.wait()
+    procs.forget(p)
     log.close()
     try:
         with open(out) as f:
@@ -229,19 +233,30 @@ def worker(cfg, a, i, seconds_left):
     return r
 
 
-def validator_times(build):
-    """Parses `bench labels=N dtype=D us=T` lines of the validator engineer's GPU test."""
-    exe = os.path.join(build, "gpu", "test_validator")
-    if not os.access(exe, os.X_OK):
-        return []
-    try:
-        p = subprocess.run([exe, "--bench"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
+VALIDATOR_LINE = re.compile(r"^labels (\d+) bytes (\d+) ns ([0-9.]+) GB/s ([0-9.]+) \(sync call wall ([0-9.]+) ns; "
+                            r"memcpy D2D ([0-9.]+) GB/s", re.M)
+
+
+def validator_times(build, log):
+    """The validator's own kernel time per size, from tests/gpu/test_validator's timing lines
+    (`labels N bytes B ns T GB/s G (sync call wall W ns; memcpy D2D C GB/s; ...)`): taken from
+    the test-gpu part's log when given, else by running the test (it runs its checks first)."""
+    text = ""
+    if log and os.path.exists(log):
+        with open(log, errors="replace") as f:
+            text = f.read()
+    if not VALIDATOR_LINE.search(text):
+        exe = os.path.join(build, "tests", "gpu", "test_validator")
+        if os.access(exe, os.X_OK):
+            try:
+                text = subprocess.run([exe], capture_output=True, text=True, timeout=90).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                text = ""
     rows = []
-    for m in re.finditer(r"bench\s+labels=(\d+)\s+dtype=(\w+)\s+us=([0-9.]+)", p.stdout):
-        rows.append({"labels": int(m.group(1)), "dtype": m.group(2), "time_us": float(m.group(3)),
-                     "source": "test_validator"})
+    for m in VALIDATOR_LINE.finditer(text):
+        rows.append({"labels": int(m.group(1)), "dtype": "int64", "bytes": int(m.group(2)),
+                     "time_us": float(m.group(3)) / 1e3, "sync_call_wall_us": float(m.group(5)) / 1e3,
+                     "copy_gbps": float(m.group(6)), "source": "tests/gpu/test_validator"})
     return rows
 
 
@@ -249,6 +264,7 @@ def cmd_drive(a):
     if not os.path.exists(a.lib):
         print("bench: %s not built" % a.lib)
         return 1
+    procs.install()
     os.makedirs(a.workdir, exist_ok=True)
     deadline = time.time() + a.budget
     plan = [("none", 0), ("labelguard_sync", 0), ("labelguard_async", 0),
@@ -283,16 +299,19 @@ def cmd_drive(a):
         for r in rs:
             if "hbm_gbps" in r:
                 data["hbm_gbps"] = r["hbm_gbps"]
-    vt = validator_times(a.build)
+    vt = validator_times(a.build, a.validator_log)
     if not vt and "none" in data["latency"] and "labelguard_sync" in data["latency"]:
         n0, s0 = data["latency"]["none"]["by_size"], data["latency"]["labelguard_sync"]["by_size"]
         vt = [{"labels": int(s), "dtype": "int64", "time_us": max(0.0, s0[s] - n0[s]),
                "source": "labelguard_sync - none per nll_loss call (includes the stream sync)"}
               for s in n0 if s in s0]
     for v in vt:
-        if data.get("hbm_gbps"):
-            per = 1 if v.get("dtype") == "uint8" else 8
-            v["bound_us"] = v["labels"] * per / (data["hbm_gbps"] * 1e9) * 1e6
+        # Bandwidth bound: the label bytes read once at the measured device bandwidth (the
+        # worker's 1 GiB copy; else the test's own D2D copy of the same buffer).
+        bw = data.get("hbm_gbps") or v.get("copy_gbps")
+        if bw:
+            nbytes = v.get("bytes") or v["labels"] * (1 if v.get("dtype") == "uint8" else 8)
+            v["bound_us"] = nbytes / (bw * 1e9) * 1e6
     data["validator"] = vt
     lb, gb = data["loops"]["launch_bound"], data["loops"]["gpu_bound"]
 
@@ -332,6 +351,7 @@ def main():
     d.add_argument("--budget", type=float, default=120)
     d.add_argument("--seconds", type=float, default=2.5)
     d.add_argument("--sanitizer", default=None)
+    d.add_argument("--validator-log", default=None, help="test-gpu's log of tests/gpu/test_validator")
     d.add_argument("--device", default="cuda", help="cpu: a GPU-free run of the driver itself")
     a = ap.parse_args()
     if a.cmd == "run":

@@ -86,10 +86,23 @@ def main():
             env["torch_device"] = "torch.cuda.is_available() is False"
     except Exception as e:  # an import failure is a finding, not a crash
         env["torch"] = "unavailable: %s" % e
-    libs = mapped_libs({"libcudart": r"libcudart\.so", "libcupti": r"libcupti\.so",
-                        "libcuda": r"libcuda\.so", "libnvrtc": r"libnvrtc"})
+    pats = {"libcudart": r"libcudart\.so", "libcupti": r"libcupti\.so",
+            "libcuda": r"libcuda\.so", "libnvrtc": r"libnvrtc"}
+    libs = mapped_libs(pats)
     for k in ("libcudart", "libcupti", "libcuda", "libnvrtc"):
         env[k] = libs.get(k, [])
+    # torch opens CUPTI only for its profiler: which one it opens is the one labelguard's CUPTI
+    # layer will find already loaded (and whose subscriber slot the profiler then holds).
+    try:
+        import torch
+        if torch.cuda.is_available():
+            from torch.profiler import profile, ProfilerActivity
+            with profile(activities=[ProfilerActivity.CUDA]):
+                torch.ones(8, device="cuda").mul_(2)
+                torch.cuda.synchronize()
+            env["libcupti_after_profiler"] = mapped_libs(pats).get("libcupti", [])
+    except Exception as e:
+        env["libcupti_after_profiler"] = ["profiler failed: %s" % e]
     for k, v in env.items():
         print("%-18s %s" % (k, ", ".join(v) if isinstance(v, list) else v))
     if smi is None:

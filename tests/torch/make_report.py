@@ -145,7 +145,7 @@ def render_md(r):
         out.append("| what | value |")
         out.append("|---|---|")
         for k in ("gpu", "driver", "torch", "torch_cuda", "nvcc", "compute_sanitizer",
-                  "libcudart", "libcupti", "glib", "python", "host"):
+                  "libcudart", "libcupti", "libcupti_after_profiler", "libcuda", "glib", "python", "host"):
             if k in env:
                 v = env[k]
                 if isinstance(v, list):
@@ -216,12 +216,13 @@ def render_md(r):
                 {True: "yes", False: "**no**", None: "-"}[b["met"]]))
         out.append("")
         if r.get("validator_table"):
-            out.append("| validator labels | dtype | time | bandwidth bound | factor | met (<= 2x at 16M) |")
-            out.append("|---|---|---|---|---|---|")
+            out.append("| validator labels | dtype | kernel time | sync call (wall) | bandwidth bound | factor | met (<= 2x at 16M) |")
+            out.append("|---|---|---|---|---|---|---|")
             for v in r["validator_table"]:
-                out.append("| %s | %s | %s | %s | %s | %s |" % (
+                out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
                     v.get("labels"), v.get("dtype", "int64"),
                     "-" if v.get("time_us") is None else "%.2f us" % v["time_us"],
+                    "-" if v.get("sync_call_wall_us") is None else "%.2f us" % v["sync_call_wall_us"],
                     "-" if v.get("bound_us") is None else "%.2f us" % v["bound_us"],
                     "-" if v["factor"] is None else "%.2fx" % v["factor"],
                     {True: "yes", False: "**no**", None: "-"}[v["met"]]))

@@ -132,8 +132,16 @@ def main():
         env = {k: v for k, v in os.environ.items() if not k.startswith("LABELGUARD_")}
         env.update(LD_PRELOAD=a.lib, LABELGUARD_DEBUG_KERNELS="1", LABELGUARD_ACTION="log",
                    LABELGUARD_LOG=a.workdir)
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--launch"], env=env,
-                           capture_output=True, text=True, timeout=a.timeout)
+        import procs
+        procs.install()
+        p = procs.popen([sys.executable, os.path.abspath(__file__), "--launch"], env=env,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            so, se = p.communicate(timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            procs.kill_all()
+            so, se = p.communicate()
+        p = subprocess.CompletedProcess(p.args, p.returncode, so, se)
         sys.stdout.write(p.stdout[-2000:])
         if p.returncode != 0:
             print("probe child failed (rc %d): %s" % (p.returncode, p.stderr[-1500:]))

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+import procs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BAD = ["ce_2d", "ce_none", "nll_logsoftmax", "seg_void255", "uint8", "label_smoothing",
        "bf16_autocast", "backward", "cuda_graph"]
@@ -39,6 +41,9 @@ MATRIX = ([(s, m) for s in BAD for m in ("baseline", "raise", "mask", "log")] +
            for m in ("raise_async", "mask_async")] +
           [("control_200", m) for m in ("baseline", "raise", "raise_async")])
 HOLD_ALIVE_S = 2.0
+# The real assert's text. Not just "device-side assert": PyTorch appends "Compile with
+# `TORCH_USE_CUDA_DSA` to enable device-side assertions." to every CUDA error, ours included.
+REAL_ASSERT = "device-side assert triggered"
 
 
 def read_events(logdir):
@@ -83,9 +88,8 @@ def run_one(lib, workdir, scenario, mode, timeout):
     out = {"scenario": scenario, "mode": mode, "dir": d}
     t0 = time.time()
     with open(os.path.join(d, "stdout.txt"), "w") as so, open(os.path.join(d, "stderr.txt"), "w") as se:
-        p = subprocess.Popen([sys.executable, os.path.join(HERE, "scenarios.py"), scenario,
-                              "--result", result], env=env, stdout=so, stderr=se,
-                             start_new_session=True)
+        p = procs.popen([sys.executable, os.path.join(HERE, "scenarios.py"), scenario,
+                         "--result", result], env=env, stdout=so, stderr=se)
         try:
             if action == "hold":
                 out["hold"] = watch_hold(p, os.path.join(d, "logs"), timeout)
@@ -94,6 +98,7 @@ def run_one(lib, workdir, scenario, mode, timeout):
             out["timed_out"] = True
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+    procs.forget(p)
     out["rc"] = p.returncode
     out["seconds"] = round(time.time() - t0, 2)
     try:
@@ -155,7 +160,7 @@ def judge(r):
     bad_step, label = res["bad_step"], res["bad_label"]
     text = (exc or {}).get("text", "")
     if action in ("baseline", "log"):
-        if not exc or "device-side assert" not in text.lower():
+        if not exc or REAL_ASSERT not in text.lower():
             return fail(r, "expected the real device-side assert, got %s" %
                         ("no error" if not exc else "%s: %s" % (exc["type"], text[:200])))
         if exc["step"] < bad_step:
@@ -190,8 +195,10 @@ def judge(r):
             return fail(r, "no exception (completed %d steps)" % res["completed_steps"])
         if not exc.get("is_runtime_error"):
             return fail(r, "%s is not a RuntimeError: %s" % (exc["type"], text[:200]))
-        if "device-side assert" in text.lower():
+        if REAL_ASSERT in text.lower():
             return fail(r, "the real assert fired: %s" % text[:200])
+        if "labelguard" not in text.lower():
+            return fail(r, "the RuntimeError is not labelguard's: %s" % text[:300])
         late = 2 if (is_async or res["scenario"] == "cuda_graph") else 0
         if not bad_step <= exc["step"] <= bad_step + late:
             return fail(r, "RuntimeError at step %d, bad step %d" % (exc["step"], bad_step))
@@ -255,6 +262,7 @@ def main():
         return 1 if bad else 0
     if not a.lib or not a.out:
         ap.error("--lib and --out are required")
+    procs.install()
     if not os.path.exists(a.lib):
         print("run_scenarios: %s not built" % a.lib)
         return 1
