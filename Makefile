@@ -214,7 +214,7 @@ test-programs: $(KERNEL_EMU)
 test: test-programs
 	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
 
-test-gpu: $(LIB)
+test-gpu: $(LIB) gpu-tests test-programs
 	@bash tests/gpu/run.sh $(BUILD)
 
 bench: $(LIB) $(FAKE_LIB) $(PROG_BINS) $(PROG_C_BINS)

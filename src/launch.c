@@ -33,7 +33,7 @@ typedef struct {
 } __attribute__((aligned(64))) counter_slot_t;
 static counter_slot_t launch_slots[COUNTER_SLOTS];
 static _Atomic unsigned next_slot;
-static __thread counter_slot_t *my_slot;
+static LG_TLS counter_slot_t *my_slot;
 
 static _Atomic uint64_t watched, validated, violations, validate_ns, launch_seq;
 
@@ -303,6 +303,29 @@ static void fill_violation(lg_violation_t *v, const lg_launch_t *l, const lg_ker
         lg_pystack_capture(&v->python);
 }
 
+/* A violation record is ~15 KiB (samples, stacks): too big for a launching thread's stack or
+ * for TLS in every thread of the host. Violations are rare, so the heap is fine; if it fails,
+ * one static record serialised by a mutex still lets the report go out. */
+static lg_violation_t fallback_violation;
+static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static lg_violation_t *violation_acquire(void)
+{
+    lg_violation_t *v = malloc(sizeof *v);
+    if (v)
+        return v;
+    pthread_mutex_lock(&fallback_lock);
+    return &fallback_violation;
+}
+
+static void violation_release(lg_violation_t *v)
+{
+    if (v == &fallback_violation)
+        pthread_mutex_unlock(&fallback_lock);
+    else
+        free(v);
+}
+
 static void block_with_error(lg_violation_t *v, lg_decision_t *d)
 {
     char msg[1024];
@@ -316,19 +339,19 @@ static void block_with_error(lg_violation_t *v, lg_decision_t *d)
 static void act(const lg_launch_t *l, const lg_kernel_info_t *info, const lg_target_t *t,
                 const lg_verdict_t *verdict, lg_decision_t *d)
 {
-    static __thread lg_violation_t v; /* ~15 KiB: not on the launching thread's stack */
+    lg_violation_t *vp = violation_acquire();
     atomic_fetch_add(&violations, 1);
-    fill_violation(&v, l, info, t, verdict);
+    fill_violation(vp, l, info, t, verdict);
     lg_action_t action = lg_cfg.action;
 
     if (action == LG_ACTION_RAISE && !l->can_block) {
         action = LG_ACTION_MASK;
-        snprintf(v.note, sizeof v.note,
+        snprintf(vp->note, sizeof vp->note,
                  "raise fell back to mask: only CUPTI saw this launch, which cannot be skipped");
     }
     if (action == LG_ACTION_HOLD && !l->can_block) {
         action = LG_ACTION_MASK;
-        snprintf(v.note, sizeof v.note, "hold fell back to mask: only CUPTI saw this launch");
+        snprintf(vp->note, sizeof vp->note, "hold fell back to mask: only CUPTI saw this launch");
     }
 
     if (action == LG_ACTION_MASK) {
@@ -346,44 +369,49 @@ static void act(const lg_launch_t *l, const lg_kernel_info_t *info, const lg_tar
         }
         if (copy && lg_decode_rewrite(info->spec, l->args, copy, rewrite, value, &d->args_copy) == 0) {
             d->kind = LG_VERDICT_RUN_WITH;
-            v.outcome = "masked";
-            if (rewrite && !v.note[0])
-                snprintf(v.note, sizeof v.note, "uint8 target: bad labels set to %lld and ignore_index rewritten to match",
+            vp->outcome = "masked";
+            if (rewrite && !vp->note[0])
+                snprintf(vp->note, sizeof vp->note, "uint8 target: bad labels set to %lld and ignore_index rewritten to match",
                          (long long)value);
-            lg_report_violation(&v, false);
+            lg_report_violation(vp, false);
+            violation_release(vp);
             return;
         }
         if (!l->can_block) {
-            snprintf(v.note, sizeof v.note, "mask failed (%s) and the launch cannot be skipped: it runs as is", why);
-            v.outcome = "launched";
-            lg_report_violation(&v, true);
+            snprintf(vp->note, sizeof vp->note, "mask failed (%s) and the launch cannot be skipped: it runs as is", why);
+            vp->outcome = "launched";
+            lg_report_violation(vp, true);
+            violation_release(vp);
             return;
         }
-        snprintf(v.note, sizeof v.note, "mask fell back to raise: %s", why);
+        snprintf(vp->note, sizeof vp->note, "mask fell back to raise: %s", why);
         action = LG_ACTION_RAISE;
     }
 
     switch (action) {
     case LG_ACTION_RAISE:
-        v.action = lg_cfg.action;
-        v.outcome = "blocked";
-        lg_report_violation(&v, false);
-        block_with_error(&v, d);
+        vp->action = lg_cfg.action;
+        vp->outcome = "blocked";
+        lg_report_violation(vp, false);
+        block_with_error(vp, d);
+        violation_release(vp);
         return;
     case LG_ACTION_HOLD:
-        v.outcome = "held";
-        lg_report_violation(&v, true);
-        hold_thread(&v);
-        block_with_error(&v, d);
+        vp->outcome = "held";
+        lg_report_violation(vp, true);
+        hold_thread(vp);
+        block_with_error(vp, d);
+        violation_release(vp);
         return;
     case LG_ACTION_LOG:
-        v.outcome = "launched";
-        lg_report_violation(&v, true);
+        vp->outcome = "launched";
+        lg_report_violation(vp, true);
         d->kind = LG_VERDICT_RUN;
+        violation_release(vp);
         return;
     case LG_ACTION_ABORT: {
-        v.outcome = "aborted";
-        lg_report_violation(&v, true);
+        vp->outcome = "aborted";
+        lg_report_violation(vp, true);
         lg_counters_t c;
         lg_launch_counters(&c);
         lg_report_summary(&c);
@@ -391,6 +419,7 @@ static void act(const lg_launch_t *l, const lg_kernel_info_t *info, const lg_tar
     }
     default:
         d->kind = LG_VERDICT_RUN;
+        violation_release(vp);
         return;
     }
 }
@@ -409,22 +438,23 @@ void lg_launch_poll_async(void)
         atomic_fetch_sub(&async_outstanding, 1);
         if (r.verdict.bad_count == 0)
             continue;
-        static __thread lg_violation_t v;
+        lg_violation_t *vp = violation_acquire();
         atomic_fetch_add(&violations, 1);
         lg_launch_t l = {.func = r.info->func, .stream = r.stream, .args = NULL, .can_block = false};
-        fill_violation(&v, &l, r.info, &r.target, &r.verdict);
-        v.outcome = "masked";
-        snprintf(v.note, sizeof v.note,
+        fill_violation(vp, &l, r.info, &r.target, &r.verdict);
+        vp->outcome = "masked";
+        snprintf(vp->note, sizeof vp->note,
                  "async mode: the launch ran on a sanitized copy; the verdict was read at the next hook point%s",
                  lg_cfg.action == LG_ACTION_RAISE ? " and is raised as the next CUDA error" : "");
-        lg_report_violation(&v, lg_cfg.action != LG_ACTION_RAISE);
+        lg_report_violation(vp, lg_cfg.action != LG_ACTION_RAISE);
         if (lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD) {
             char msg[1024];
-            lg_report_error_message(&v, msg, sizeof msg);
+            lg_report_error_message(vp, msg, sizeof msg);
             lg_preload_set_pending_error(lg_preload_raise_error_code(), msg);
         } else if (lg_cfg.action == LG_ACTION_ABORT) {
             abort();
         }
+        violation_release(vp);
     }
     lg_in_library--;
 }
@@ -481,20 +511,25 @@ static void validate_and_act(const lg_launch_t *l, lg_kernel_info_t *info, lg_de
         /* No sanitizing value for this kernel: fall through to a synchronous check. */
     }
 
-    static __thread lg_verdict_t verdict;
+    lg_verdict_t *verdict = malloc(sizeof *verdict); /* 4 KiB of samples: not on the caller's stack */
+    if (!verdict) {
+        lg_report_warning_once("validate_failed", "out of memory for a verdict; the launch runs unchecked");
+        return;
+    }
     lg_in_library++;
-    int rc = lg_validate_sync(&t, l->stream, lg_cfg.samples, &verdict, why, sizeof why);
+    int rc = lg_validate_sync(&t, l->stream, lg_cfg.samples, verdict, why, sizeof why);
     lg_in_library--;
     atomic_fetch_add(&validate_ns, lg_now_ns() - t0);
     if (rc != 0) {
         char detail[900];
         snprintf(detail, sizeof detail, "%s: labels not checked: %s", info->mangled, why);
         lg_report_warning_once("validate_failed", detail);
-        return;
+    } else {
+        atomic_fetch_add(&validated, 1);
+        if (verdict->bad_count > 0)
+            act(l, info, &t, verdict, d);
     }
-    atomic_fetch_add(&validated, 1);
-    if (verdict.bad_count > 0)
-        act(l, info, &t, &verdict, d);
+    free(verdict);
 }
 
 void lg_launch_decide(const lg_launch_t *l, lg_decision_t *d)

@@ -60,6 +60,7 @@ static void atfork_child(void)
     lg_names_atfork_child();
     lg_preload_atfork_child();
     lg_launch_atfork_child();
+    lg_validate_after_fork_child();
     lg_report_after_fork_child();
 }
 

@@ -24,8 +24,8 @@
 
 #include "internal.h"
 
-__thread int lg_in_library;
-__thread int lg_launch_in_progress;
+LG_TLS int lg_in_library;
+LG_TLS int lg_launch_in_progress;
 
 /* The error a blocked launch reports. Not 710: the context is fine, and frameworks treat 710
  * as fatal. cudaErrorNotPermitted is non-sticky and otherwise rare around kernel launches. */
@@ -123,7 +123,7 @@ const lg_hook_t *lg_preload_hooks(int *count)
 
 /* ------------------------------------------------------------------ error injection (raise) */
 
-static __thread int pending_error;
+static LG_TLS int pending_error;
 static __thread char thread_message[1024];
 static char shared_message[1024];
 static pthread_mutex_t message_lock = PTHREAD_MUTEX_INITIALIZER;

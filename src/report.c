@@ -207,6 +207,10 @@ static void ensure_open(void)
     }
     if (log_fd >= 0 || log_fallback)
         return;
+    if (!lg_cfg.log_dir[0]) {
+        fall_back("the directory name is empty", EINVAL);
+        return;
+    }
     if (mkdir_p(lg_cfg.log_dir) != 0) {
         fall_back("creating the directory", errno);
         return;
@@ -765,7 +769,7 @@ void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len)
     ensure_cause(v, &cause, cause_text, sizeof(cause_text));
     const lg_verdict_t *vd = &v->verdict;
     const lg_target_t *t = &v->target;
-    char idx[96] = "target[?]";
+    char idx[96] = "";
     int64_t value = 0;
     if (vd->n_samples > 0) {
         format_index(t, vd->samples[0].index, idx, sizeof(idx));
@@ -776,11 +780,16 @@ void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len)
         snprintf(ign, sizeof(ign), "ignore_index %" PRId64, t->ignore_index);
     else
         snprintf(ign, sizeof(ign), "no ignore_index");
+    char what[160];
+    if (vd->n_samples > 0)
+        snprintf(what, sizeof(what), "bad label %s = %" PRId64, idx, value);
+    else /* samples off: the range still says what is wrong */
+        snprintf(what, sizeof(what), "bad labels (min %" PRId64 ", max %" PRId64 ")", vd->min, vd->max);
     pthread_mutex_lock(&lock);
     const char *path = log_path[0] ? log_path : "the log";
-    snprintf(out, out_len, "labelguard: %s: bad label %s = %" PRId64 ", outside [0, %" PRId64 ") (%s; %" PRId64 " of %" PRId64
+    snprintf(out, out_len, "labelguard: %s: %s, outside [0, %" PRId64 ") (%s; %" PRId64 " of %" PRId64
              " labels bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
-             v->short_name[0] ? v->short_name : "kernel", idx, value, t->n_classes, ign, vd->bad_count, t->count,
+             v->short_name[0] ? v->short_name : "kernel", what, t->n_classes, ign, vd->bad_count, t->count,
              lg_cause_name(cause), lg_cause_fix(cause), path);
     pthread_mutex_unlock(&lock);
 }

@@ -5,17 +5,25 @@
  * Capture: glibc backtrace(), which uses libgcc_s's unwinder (loaded by glibc on first use),
  * never libunwind (linking it slows every C++ exception in the host: notes/feasibility.md).
  * Runs on the launching thread, only for watched launches with bad labels.
- * Symbolize: dladdr per frame -> "module+0xoffset (function+0xoff)", C++ names demangled by
+ * Symbolize: dladdr per frame -> "module+0xoffset (function+0xoff)" (the file's .symtab when
+ * the dynamic symbols do not name the frame), C++ names demangled by
  * demangle.c; frames inside the module that holds this code (liblabelguard.so) and inside
  * sanitizer runtimes (SANITIZER= test builds) are dropped, so the first line is the caller's. Report path only (takes the loader lock, may allocate).
  *
  * Tested by tests/unit/test_stack.c.
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -44,6 +52,83 @@ static const char *base_name(const char *path)
         return "?";
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
+}
+
+/* dladdr sees only the dynamic symbol table; executables built without -rdynamic (and
+ * static functions everywhere) are named only in .symtab. Reads it from the file, mapped
+ * read-only, checking every offset against the file size. */
+bool lg_stack_symbol_from_file(const char *path, const void *base, const void *ip, char *name, size_t len, uintptr_t *off)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+        close(fd);
+        return false;
+    }
+    size_t size = (size_t)st.st_size;
+    const unsigned char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return false;
+    bool found = false;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)map;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > size ||
+        (size_t)eh->e_shnum > (size - eh->e_shoff) / sizeof(Elf64_Shdr))
+        goto out;
+    /* Symbol values are link-time addresses: relative to the load base for a shared object or
+     * PIE, absolute for a fixed-address executable. */
+    uintptr_t addr = eh->e_type == ET_DYN ? (uintptr_t)ip - (uintptr_t)base : (uintptr_t)ip;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(map + eh->e_shoff);
+    uintptr_t best = 0;
+    const char *best_name = NULL;
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum || sh[i].sh_entsize != sizeof(Elf64_Sym))
+            continue;
+        const Elf64_Shdr *strs = &sh[sh[i].sh_link];
+        if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset || strs->sh_offset > size ||
+            strs->sh_size > size - strs->sh_offset)
+            continue;
+        const Elf64_Sym *sym = (const Elf64_Sym *)(map + sh[i].sh_offset);
+        size_t n = sh[i].sh_size / sizeof(Elf64_Sym);
+        const char *strtab = (const char *)map + strs->sh_offset;
+        for (size_t k = 0; k < n; k++) {
+            if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || sym[k].st_shndx == SHN_UNDEF || sym[k].st_value > addr)
+                continue;
+            if (sym[k].st_size && addr >= sym[k].st_value + sym[k].st_size)
+                continue;
+            if (sym[k].st_name >= strs->sh_size || (best_name && sym[k].st_value < best))
+                continue;
+            /* The name must end inside the string table. */
+            if (!memchr(strtab + sym[k].st_name, '\0', strs->sh_size - sym[k].st_name))
+                continue;
+            best = sym[k].st_value;
+            best_name = strtab + sym[k].st_name;
+        }
+    }
+    if (best_name && best_name[0]) {
+        snprintf(name, len, "%s", best_name);
+        *off = addr - best;
+        found = true;
+    }
+out:
+    munmap((void *)map, size);
+    return found;
+}
+
+/* The file behind a module: dladdr's name, or /proc/self/exe for the main program, whose name
+ * dladdr gives as argv[0] (relative, or empty). */
+static const char *module_file(const Dl_info *info)
+{
+    if (info->dli_fname && info->dli_fname[0] == '/')
+        return info->dli_fname;
+    const ElfW(Phdr) *phdr = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+    Dl_info main_info;
+    if (phdr && dladdr(phdr, &main_info) && main_info.dli_fbase == info->dli_fbase)
+        return "/proc/self/exe";
+    return info->dli_fname;
 }
 
 int lg_stack_symbolize(const lg_native_stack_t *s, char (*lines)[256], int max)
@@ -77,8 +162,20 @@ int lg_stack_symbolize(const lg_native_stack_t *s, char (*lines)[256], int max)
             snprintf(lines[out++], 256, "%s+0x%lx (%s+0x%lx)", mod, off, dem ? dem : info.dli_sname,
                      (unsigned long)(ip - (uintptr_t)info.dli_saddr));
             free(dem);
-        } else
-            snprintf(lines[out++], 256, "%s+0x%lx", mod, off);
+        } else {
+            char name[200];
+            uintptr_t foff;
+            const char *file = module_file(&info);
+            if (file && lg_stack_symbol_from_file(file, info.dli_fbase, (void *)look, name, sizeof(name), &foff)) {
+                char *dem = NULL;
+                if (lg_demangle_full && name[0] == '_' && name[1] == 'Z')
+                    dem = lg_demangle_full(name);
+                snprintf(lines[out++], 256, "%s+0x%lx (%s+0x%lx)", mod, off, dem ? dem : name,
+                         (unsigned long)(foff + (ip - look)));
+                free(dem);
+            } else
+                snprintf(lines[out++], 256, "%s+0x%lx", mod, off);
+        }
     }
     return out;
 }

@@ -115,6 +115,7 @@ static int n_scratches, cap_scratches;
 static host_slot_t host_slots[64];
 static int n_host_slots;
 static uint64_t ns_total; /* __atomic */
+static int n_pendings; /* async checks not collected yet (below) */
 
 static uint64_t now_ns(void)
 {
@@ -794,6 +795,18 @@ void lg_validate_init(const lg_runtime_t *runtime)
     pthread_mutex_unlock(&lock);
 }
 
+/* In a forked child: the parent's CUDA objects mean nothing here (CUDA does not survive fork)
+ * and the lock may have been held by a parent thread that does not exist in the child. The
+ * tables are dropped, not freed: their memory belonged to the parent's contexts. */
+void lg_validate_after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    n_modules = 0;
+    n_scratches = 0;
+    n_pendings = 0;
+    n_host_slots = 0;
+}
+
 lg_backend_t lg_validate_backend(void)
 {
     pthread_mutex_lock(&lock);
@@ -890,8 +903,9 @@ typedef struct pending {
     lg_verdict_t verdict;
 } pending_t;
 
+
 static pending_t **pendings;
-static int n_pendings, cap_pendings;
+static int cap_pendings;
 
 static int pending_add(pending_t *p)
 {

@@ -19,6 +19,7 @@ size (an upper bound: it includes the stream sync). Measured figures are reporte
 asserted. Needs a GPU; the report side is tested GPU-free with canned data (make_report.py).
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -299,6 +300,24 @@ def cmd_drive(a):
         for r in rs:
             if "hbm_gbps" in r:
                 data["hbm_gbps"] = r["hbm_gbps"]
+    # The library's own account (its `summary` event at exit): launches validated and the time
+    # spent validating them, as seen from the launching thread.
+    data["library_summary"] = {}
+    for cfg in ("labelguard_sync", "labelguard_async"):
+        tot = {"launches": 0, "watched": 0, "validated": 0, "violations": 0, "validate_ns_total": 0}
+        for fn in glob.glob(os.path.join(a.workdir, "logs-%s-*" % cfg, "*.jsonl")):
+            with open(fn, errors="replace") as f:
+                for line in f:
+                    try:
+                        e = json.loads(line)
+                    except ValueError:
+                        continue
+                    if e.get("event") == "summary":
+                        for k in tot:
+                            tot[k] += int(e.get(k) or 0)
+        if tot["validated"]:
+            tot["validate_ns_per_launch"] = tot["validate_ns_total"] / tot["validated"]
+        data["library_summary"][cfg] = tot
     vt = validator_times(a.build, a.validator_log)
     if not vt and "none" in data["latency"] and "labelguard_sync" in data["latency"]:
         n0, s0 = data["latency"]["none"]["by_size"], data["latency"]["labelguard_sync"]["by_size"]

@@ -240,6 +240,15 @@ def render_md(r):
                     cfg, "-" if us is None else "%.2f" % us,
                     "-" if (us is None or base is None) else "%+.2f us" % (us - base)))
             out.append("")
+        ls = bench.get("library_summary") or {}
+        if ls:
+            out.append("| labelguard's own summary | launches | watched | validated | violations | validation time per validated launch |")
+            out.append("|---|---|---|---|---|---|")
+            for cfg, t in sorted(ls.items()):
+                out.append("| %s | %s | %s | %s | %s | %s |" % (
+                    cfg, t.get("launches"), t.get("watched"), t.get("validated"), t.get("violations"),
+                    "-" if t.get("validate_ns_per_launch") is None else "%.1f us" % (t["validate_ns_per_launch"] / 1e3)))
+            out.append("")
         if bench.get("hbm_gbps"):
             out.append("Measured device memory bandwidth: %.0f GB/s." % bench["hbm_gbps"])
             out.append("")

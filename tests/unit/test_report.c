@@ -281,6 +281,16 @@ static void test_violation_event(void)
              "(ignore_index -100; 3 of 64 labels bad); launch blocked, the CUDA context is intact; likely cause: one_based: "
              "subtract 1; details in %s", path);
     g_assert_cmpstr(msg, ==, want);
+    /* Without samples the range stands in for the value. */
+    v.verdict.n_samples = 0;
+    lg_report_error_message(&v, msg, sizeof(msg));
+    g_assert_true(g_str_has_prefix(msg, "labelguard: nll_loss_forward_reduce_cuda_kernel_2d: bad labels (min 1, max 10), outside [0, 10)"));
+    /* A short buffer truncates, never overflows. */
+    char small[16];
+    memset(small, 'X', sizeof(small));
+    lg_report_error_message(&v, small, 8);
+    g_assert_cmpstr(small, ==, "labelgu");
+    g_assert_cmpint(small[8], ==, 'X');
 
     g_free(logline);
     g_ptr_array_unref(lines);
@@ -569,6 +579,7 @@ static void test_unwritable(void)
     g_assert_false(g_file_test("/nonexistent/labelguard-target", G_FILE_TEST_EXISTS));
     /* Read-only: root ignores mode bits, so use a file system that refuses writes to everyone. */
     check_fallback("/proc/self/labelguard-logs");
+    check_fallback(""); /* config.c refuses it; report.c must not index before the string */
     if (geteuid() != 0) {
         char *ro = g_strdup_printf("%s/readonly", dir);
         g_assert_cmpint(g_mkdir(ro, 0500), ==, 0);

@@ -4,7 +4,9 @@
  * only. Run: make build/tests/unit/test_stack && build/tests/unit/test_stack
  */
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <dlfcn.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +89,41 @@ static void test_demangled(void)
     g_free(lg_demangle_full("_Z1fv"));
 }
 
+/* Named only in this executable's .symtab (no -rdynamic): found through the file. */
+__attribute__((noinline)) int lg_test_symtab_only_function(int x)
+{
+    return x * 3 + 1;
+}
+
+static void test_symbol_from_file(void)
+{
+    void *fn = (void *)(uintptr_t)&lg_test_symtab_only_function;
+    Dl_info info;
+    g_assert_true(dladdr(fn, &info));
+    g_assert_null(info.dli_sname); /* dladdr alone cannot name it */
+    char name[128];
+    uintptr_t off = 0;
+    g_assert_true(lg_stack_symbol_from_file("/proc/self/exe", info.dli_fbase, (char *)fn + 3, name, sizeof(name), &off));
+    g_assert_cmpstr(name, ==, "lg_test_symtab_only_function");
+    g_assert_cmpuint(off, ==, 3);
+    /* Not ELF, missing, truncated: false, no crash. */
+    char *tmp = g_strdup_printf("%s/lg-test-stack-%d", g_get_tmp_dir(), (int)getpid());
+    g_assert_true(g_file_set_contents(tmp, "not an ELF file at all, just text that is long enough to pass the size check........", -1, NULL));
+    g_assert_false(lg_stack_symbol_from_file(tmp, info.dli_fbase, fn, name, sizeof(name), &off));
+    g_assert_false(lg_stack_symbol_from_file("/nonexistent/file", info.dli_fbase, fn, name, sizeof(name), &off));
+    char *exe = NULL;
+    gsize exe_len = 0;
+    g_assert_true(g_file_get_contents("/proc/self/exe", &exe, &exe_len, NULL));
+    for (gsize cut = 64; cut < exe_len; cut = cut * 4) {
+        g_assert_true(g_file_set_contents(tmp, exe, (gssize)cut, NULL));
+        g_assert_false(lg_stack_symbol_from_file(tmp, info.dli_fbase, (char *)fn + 3, name, sizeof(name), &off));
+    }
+    g_unlink(tmp);
+    g_free(exe);
+    g_free(tmp);
+    g_assert_cmpint(lg_test_symtab_only_function(1), ==, 4);
+}
+
 static void test_unmapped_and_limits(void)
 {
     lg_native_stack_t s = { .n = 3 };
@@ -110,6 +147,7 @@ int main(int argc, char **argv)
     g_test_add_func("/stack/capture_through_glib", test_capture_through_glib);
     g_test_add_func("/stack/format", test_format);
     g_test_add_func("/stack/demangled", test_demangled);
+    g_test_add_func("/stack/symbol_from_file", test_symbol_from_file);
     g_test_add_func("/stack/unmapped_and_limits", test_unmapped_and_limits);
     return g_test_run();
 }
