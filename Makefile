@@ -214,7 +214,10 @@ test-programs: $(KERNEL_EMU)
 test: test-programs
 	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
 
-test-gpu: $(LIB) gpu-tests test-programs
+# Without a GPU: the one-line reason from tests/gpu/run.sh (status 77) before anything is built.
+test-gpu:
+	@LG_GPU_PROBE_ONLY=1 bash tests/gpu/run.sh $(BUILD)
+	@$(MAKE) --no-print-directory $(LIB) gpu-tests test-programs
 	@bash tests/gpu/run.sh $(BUILD)
 
 bench: $(LIB) $(FAKE_LIB) $(PROG_BINS) $(PROG_C_BINS)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# test_exports.sh (issues 2 and 6): the library exports exactly the entry points listed in
+# tests/exports.txt (nm -D), depends on libc alone (ldd: glib is static and hidden, nothing from
+# CUDA, CUPTI, libunwind or libstdc++), and loads in a process that has no glib at all.
+. "$(dirname "$0")/lib.sh"
+lib="$LG_ROOT/$LG_BUILD/liblabelguard.so"
+[ -z "${LG_SANITIZER:-}" ] || { echo "sanitizer build links its runtime: not the shipped library"; exit 77; }
+nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort >"$T/exports"
+check "exports are exactly tests/exports.txt" diff -u "$LG_ROOT/tests/exports.txt" "$T/exports"
+check "no glib symbol leaks" bash -c "! nm -D --defined-only '$lib' | grep -q ' g_'"
+ldd "$lib" | awk '{print $1}' | grep -v -E '^(linux-vdso\.so\.1|/lib64/ld-linux-x86-64\.so\.2|libc\.so\.6)$' >"$T/deps"
+check "ldd shows libc alone" [ ! -s "$T/deps" ]
+readelf -d "$lib" | grep NEEDED >"$T/needed"
+check "NEEDED is libc (and the loader) only" bash -c "! grep -v -E 'libc\.so\.6|ld-linux' '$T/needed'"
+# A glib-free process: a static-free C program that never links glib, with glib's runtime
+# hidden from the loader's search path.
+check "loads where libglib is absent" bash -c "mkdir -p '$T/empty' && LD_LIBRARY_PATH='$T/empty' LD_PRELOAD='$lib' /bin/true"
+check "no glib mapped in a preloaded process" bash -c "! LD_PRELOAD='$lib' cat /proc/self/maps | grep -q libglib"
+finish
