@@ -14,7 +14,8 @@
  * seccomp filter blocks it). The only CPython functions called are plain reads:
  * Py_GetVersion, Py_IsInitialized, PyGILState_GetThisThreadState (a TSS lookup),
  * PyInterpreterState_Main/Head, PyInterpreterState_ThreadHead, and PyCode_Addr2Line (walks
- * the code object's immutable line table; called only on an object whose type was checked).
+ * the code object's immutable line table; called only when the object's type and its line
+ * table's bytes were checked).
  *
  * When the launching thread has no Python frames (autograd's engine threads, any C++ thread),
  * the main thread's stack is reported instead, with from_main_thread set. The main thread's
@@ -60,18 +61,20 @@ typedef struct py_layout {
     int co_filename, co_name, co_firstlineno, co_code_adaptive, co_firsttraceable;
     /* PyUnicode */
     int ascii_size, compact_size;
+    /* PyCodeObject: the line table PyCode_Addr2Line reads (co_lnotab <= 3.9, co_linetable) */
+    int co_lines;
 } py_layout_t;
 
 enum { FRAME_OBJECTS, INTERP_FRAMES };
 enum { OWNED_BY_GENERATOR = 1, OWNED_BY_CSTACK = 3 };
 
 static const py_layout_t layouts[] = {
-    { 8, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72 },
-    { 9, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72 },
-    { 10, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72 },
-    { 11, INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72 },
-    { 12, INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56 },
-    { 13, INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56 },
+    { 8, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120 },
+    { 9, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120 },
+    { 10, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120 },
+    { 11, INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136 },
+    { 12, INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136 },
+    { 13, INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136 },
 };
 
 /* Every PyThreadState starts with `struct _ts *prev, *next;` (3.8 to 3.13). */
@@ -79,6 +82,8 @@ static const py_layout_t layouts[] = {
 #define OB_TYPE 8        /* PyObject.ob_type */
 #define UNI_LENGTH 16    /* PyASCIIObject.length */
 #define UNI_STATE 32     /* PyASCIIObject.state bitfield */
+#define BYTES_SIZE 16    /* PyVarObject.ob_size */
+#define BYTES_DATA 32    /* PyBytesObject.ob_sval */
 #define MAX_WALK 1024    /* frames or thread states visited, against cycles in torn lists */
 
 static struct {
@@ -89,7 +94,7 @@ static struct {
     void *(*interp_main)(void);
     void *(*thread_head)(void *interp);
     int (*addr2line)(void *code, int addr);
-    const void *code_type, *frame_type, *unicode_type;
+    const void *code_type, *frame_type, *unicode_type, *bytes_type;
     pid_t pid;
     int pipe_fd[2];      /* fallback reader, created on first need */
     bool use_pipe;
@@ -121,9 +126,10 @@ static void resolve(void)
     py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
     py.frame_type = dlsym(RTLD_DEFAULT, "PyFrame_Type");
     py.unicode_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+    py.bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
     py.pid = getpid();
     py.pipe_fd[0] = py.pipe_fd[1] = -1;
-    py.ok = py.is_initialized && py.this_thread_state && py.addr2line && py.code_type && py.unicode_type &&
+    py.ok = py.is_initialized && py.this_thread_state && py.addr2line && py.code_type && py.unicode_type && py.bytes_type &&
             (py.layout->kind == INTERP_FRAMES || py.frame_type);
 }
 
@@ -250,7 +256,17 @@ static bool record(void *code, int addr, lg_py_frame_t *f)
         snprintf(f->function, sizeof(f->function), "?");
     int first = 0;
     peek((const char *)code + L->co_firstlineno, &first, sizeof(first));
-    f->line = addr < 0 ? first : py.addr2line(code, addr);
+    f->line = first;
+    /* PyCode_Addr2Line reads the line table without checks: call it only when that table is
+     * a bytes object whose data is mapped (a main-thread frame can die under the walk). */
+    void *table;
+    int64_t table_len;
+    unsigned char edge;
+    if (addr >= 0 && peek_ptr(code, L->co_lines, &table) && has_type(table, py.bytes_type) &&
+        peek((const char *)table + BYTES_SIZE, &table_len, sizeof(table_len)) && table_len >= 0 && table_len < (1 << 24) &&
+        (table_len == 0 || (peek((const char *)table + BYTES_DATA, &edge, 1) &&
+                            peek((const char *)table + BYTES_DATA + table_len - 1, &edge, 1))))
+        f->line = py.addr2line(code, addr);
     return true;
 }
 
