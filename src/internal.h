@@ -414,7 +414,30 @@ typedef struct lg_decision {
  * allocation, no system call for an unwatched kernel. */
 LG_HIDDEN void lg_launch_decide(const lg_launch_t *l, lg_decision_t *d);
 LG_HIDDEN void lg_launch_counters(lg_counters_t *out);
-LG_HIDDEN bool lg_launch_async_pending(void);
+/* Async verdicts not yet collected (launch.c); read on every hook, so inline. */
+extern LG_HIDDEN _Atomic int lg_launch_async_outstanding;
+static inline bool lg_launch_async_pending(void)
+{
+    return __atomic_load_n((int *)&lg_launch_async_outstanding, __ATOMIC_RELAXED) != 0;
+}
+/* Per-thread launch counter slot (launch.c); the first launch of a thread assigns it. */
+typedef struct lg_counter_slot {
+    _Atomic uint64_t launches;
+    char pad[64 - sizeof(uint64_t)];
+} __attribute__((aligned(64))) lg_counter_slot_t;
+extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_launch_my_slot;
+LG_HIDDEN lg_counter_slot_t *lg_launch_assign_slot(void);
+/* Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
+ * once at exit, and avoids a locked instruction per launch. Threads sharing a slot (more than
+ * 64 launching threads) may lose an increment: the summary says "launches", not an invoice. */
+static inline void lg_launch_count(void)
+{
+    lg_counter_slot_t *s = lg_launch_my_slot;
+    if (LG_UNLIKELY(!s))
+        s = lg_launch_assign_slot();
+    __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+}
 LG_HIDDEN void lg_launch_poll_async(void);
 LG_HIDDEN void lg_launch_atfork_child(void);
 
@@ -433,7 +456,37 @@ typedef struct lg_kernel_info {
     const lg_spec_t *spec;     /* NULL: not watched */
     _Atomic int state;
 } lg_kernel_info_t;
-LG_HIDDEN lg_kernel_info_t *lg_names_info(const void *func);        /* lock-free; NULL if absent */
+/* The table lives in names.c; the lookup is inline because it is the whole cost of an
+ * unwatched launch (issue 3: fast path). Open addressing on the pointer value; a slot's key is
+ * published with release ordering after its entry is complete. */
+#define LG_NAMES_BITS 18 /* 262144 slots, 4 MiB of BSS touched only where used */
+#define LG_NAMES_SIZE (1u << LG_NAMES_BITS)
+typedef struct lg_names_slot {
+    _Atomic(const void *) key;
+    _Atomic(lg_kernel_info_t *) info;
+} lg_names_slot_t;
+extern LG_HIDDEN lg_names_slot_t lg_names_table[LG_NAMES_SIZE];
+static inline uint32_t lg_names_hash(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x & (LG_NAMES_SIZE - 1);
+}
+/* Lock-free; NULL if absent. */
+static inline lg_kernel_info_t *lg_names_info(const void *func)
+{
+    uint32_t i = lg_names_hash(func);
+    for (;;) {
+        const void *k = __atomic_load_n((const void **)&lg_names_table[i].key, __ATOMIC_ACQUIRE);
+        if (k == func)
+            return __atomic_load_n((lg_kernel_info_t **)&lg_names_table[i].info, __ATOMIC_RELAXED);
+        if (!k)
+            return NULL;
+        i = (i + 1) & (LG_NAMES_SIZE - 1);
+    }
+}
 LG_HIDDEN lg_kernel_info_t *lg_names_info_insert(const void *func); /* locks; NULL if table full */
 LG_HIDDEN void lg_names_set_name(lg_kernel_info_t *info, const char *mangled);
 LG_HIDDEN void lg_names_atfork_prepare(void);

@@ -27,15 +27,18 @@
 /* Per-thread slots on their own cache lines: counting every launch must not make 16 launching
  * threads fight over one line. Summed only for the summary event. */
 #define COUNTER_SLOTS 64
-typedef struct {
-    _Atomic uint64_t launches;
-    char pad[64 - sizeof(uint64_t)];
-} __attribute__((aligned(64))) counter_slot_t;
-static counter_slot_t launch_slots[COUNTER_SLOTS];
+static lg_counter_slot_t launch_slots[COUNTER_SLOTS];
 static _Atomic unsigned next_slot;
-static LG_TLS counter_slot_t *my_slot;
+LG_TLS lg_counter_slot_t *lg_launch_my_slot;
 
 static _Atomic uint64_t watched, validated, violations, validate_ns, launch_seq;
+
+lg_counter_slot_t *lg_launch_assign_slot(void)
+{
+    lg_counter_slot_t *s = &launch_slots[atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % COUNTER_SLOTS];
+    lg_launch_my_slot = s;
+    return s;
+}
 
 void lg_launch_counters(lg_counters_t *out)
 {
@@ -47,20 +50,6 @@ void lg_launch_counters(lg_counters_t *out)
     out->validated = atomic_load(&validated);
     out->violations = atomic_load(&violations);
     out->validate_ns_total = atomic_load(&validate_ns);
-}
-
-static inline void count_launch(void)
-{
-    counter_slot_t *s = my_slot;
-    if (LG_UNLIKELY(!s)) {
-        s = &launch_slots[atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % COUNTER_SLOTS];
-        my_slot = s;
-    }
-    /* Only this thread (mostly) writes the slot: a relaxed load+store is enough for a counter
-     * that is read once at exit, and avoids a locked instruction per launch. Two threads that
-     * share a slot may lose an increment; the summary says "launches", not an invoice. */
-    atomic_store_explicit(&s->launches, atomic_load_explicit(&s->launches, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------ classification */
@@ -426,9 +415,8 @@ static void act(const lg_launch_t *l, const lg_kernel_info_t *info, const lg_tar
 
 /* ------------------------------------------------------------------ async verdicts */
 
-static _Atomic int async_outstanding;
-
-bool lg_launch_async_pending(void) { return atomic_load_explicit(&async_outstanding, memory_order_relaxed) != 0; }
+_Atomic int lg_launch_async_outstanding;
+#define async_outstanding lg_launch_async_outstanding
 
 void lg_launch_poll_async(void)
 {
@@ -495,7 +483,12 @@ static void validate_and_act(const lg_launch_t *l, lg_kernel_info_t *info, lg_de
             lg_in_library--;
             if (rc == 0 && lg_decode_rewrite(info->spec, l->args, copy, rewrite, value, &d->args_copy) == 0) {
                 atomic_fetch_add(&validated, 1);
-                atomic_fetch_add(&async_outstanding, 1);
+                /* A captured launch reports once per replay, forever: keep polling at every
+                 * hook point from now on (the cost of a process that captures its loss). */
+                if (capturing)
+                    atomic_store(&async_outstanding, 1 << 30);
+                else
+                    atomic_fetch_add(&async_outstanding, 1);
                 atomic_fetch_add(&validate_ns, lg_now_ns() - t0);
                 d->kind = LG_VERDICT_RUN_WITH;
                 return;
@@ -535,7 +528,7 @@ static void validate_and_act(const lg_launch_t *l, lg_kernel_info_t *info, lg_de
 void lg_launch_decide(const lg_launch_t *l, lg_decision_t *d)
 {
     d->kind = LG_VERDICT_RUN;
-    count_launch();
+    lg_launch_count();
     lg_kernel_info_t *info = lg_names_info(l->func);
     int state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
     if (LG_LIKELY(state == LG_KSTATE_UNWATCHED || state == LG_KSTATE_BAD_LAYOUT))

@@ -18,40 +18,14 @@
 
 #include "internal.h"
 
-#define TABLE_BITS 18 /* 262144 slots, 4 MiB of BSS touched only where used */
-#define TABLE_SIZE (1u << TABLE_BITS)
+#define TABLE_SIZE LG_NAMES_SIZE
 #define TABLE_MAX_FILL (TABLE_SIZE / 4 * 3)
 
-typedef struct slot {
-    _Atomic(const void *) key;
-    _Atomic(lg_kernel_info_t *) info;
-} slot_t;
-
-static slot_t table[TABLE_SIZE];
+lg_names_slot_t lg_names_table[LG_NAMES_SIZE];
+#define table lg_names_table
 static unsigned table_fill;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static inline uint32_t hash_ptr(const void *p)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return (uint32_t)x & (TABLE_SIZE - 1);
-}
-
-lg_kernel_info_t *lg_names_info(const void *func)
-{
-    uint32_t i = hash_ptr(func);
-    for (;;) {
-        const void *k = atomic_load_explicit(&table[i].key, memory_order_acquire);
-        if (k == func)
-            return atomic_load_explicit(&table[i].info, memory_order_relaxed);
-        if (!k)
-            return NULL;
-        i = (i + 1) & (TABLE_SIZE - 1);
-    }
-}
+#define hash_ptr lg_names_hash
 
 /* Caller holds table_lock. Returns the existing or a new entry; NULL when the table is full
  * or out of memory (the kernel then goes through the slow path on each launch, still correct). */

@@ -206,8 +206,35 @@ LG_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f)
 
 typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 
-static cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f, dim3 g, dim3 b, void **a, size_t sm,
-                          cudaStream_t s, bool per_thread)
+/* The whole cost of an unwatched launch: one inline lookup of the kernel's cached state, the
+ * per-thread counter, and a check for async verdicts waiting to be read. */
+static inline __attribute__((always_inline)) bool unwatched(const void *f)
+{
+    lg_kernel_info_t *info = lg_names_info(f);
+    if (LG_UNLIKELY(!info))
+        return false;
+    int st = __atomic_load_n((int *)&info->state, __ATOMIC_ACQUIRE);
+    if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) || LG_UNLIKELY(lg_launch_async_pending()))
+        return false;
+    lg_launch_count();
+    return true;
+}
+
+static cudaError_t launch_checked(lg_entry_t entry, launch_fn real, const void *f, dim3 g, dim3 b, void **a,
+                                  size_t sm, cudaStream_t s, bool per_thread);
+
+static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f,
+                                                                 dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
+                                                                 bool per_thread)
+{
+    if (LG_LIKELY(real != NULL) && LG_LIKELY(unwatched(f)))
+        return real(f, g, b, a, sm, s);
+    return launch_checked(entry, real, f, g, b, a, sm, s, per_thread);
+}
+
+static __attribute__((noinline)) cudaError_t launch_checked(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
+                                                            dim3 b, void **a, size_t sm, cudaStream_t s,
+                                                            bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
