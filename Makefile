@@ -166,6 +166,15 @@ $(BUILD)/e2e/attach_target: tests/e2e/progs/attach_target.cu
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $<
 test-programs: $(BUILD)/e2e/attach_target
+# Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
+# fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
+# pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.
+E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers
+$(E2E_PROGS): $(BUILD)/e2e/%: tests/e2e/progs/%.cu $(wildcard tests/progs/*.cuh)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $<
+test-programs: $(E2E_PROGS)
 
 # arm.c's unit test patches the GOT of these fixture libraries (tests/unit/arm_fixture.c).
 ARM_FIXTURES := $(BUILD)/tests/unit/libarmdep.so $(BUILD)/tests/unit/libarmfix_now.so \

@@ -1,0 +1,126 @@
+// fork_storm.cu: forks while other threads are in the middle of launching and reporting, for
+// tests/e2e/test_fork.sh (a lock of labelguard's, or of the runtime, inherited in a held state
+// deadlocks the child). Built by the Makefile with nvcc -cudart shared; runs under the runtime
+// test double with FAKECUDA_FORK_OK=1 (else a forked child cannot use the runtime at all).
+//
+// usage: fork_storm [--threads T] [--forks K]      (defaults 4 and 40)
+//   T threads loop launching PyTorch's nll_loss_forward_reduce_cuda_kernel_2d with a bad label
+//   (value 7 of 3 classes) on their own streams until the forks are done. The main thread forks
+//   K times, at random moments; each child at once launches the same kernel with a bad label on
+//   fresh device memory, prints "child pid=<pid> launch_err=<e>" and _exits (status 0 when the
+//   launch returned an error, i.e. was checked and blocked; 1 when it ran). The parent gives each
+//   child 10 s, then kills it and counts it as hung.
+// output: fakecudart_identity=..., the children's lines, then
+//   storm forks=<K> hung=<n> unblocked=<n> parent_launches=<n> parent_unblocked=<n>
+// Exit status 0 when no child hung and every launch (parent's and children's) was blocked.
+#include "torch_kernels.cuh"
+#include "lg_launch.cuh"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <signal.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+static std::atomic<bool> stop{ false };
+static std::atomic<int> parent_launches{ 0 }, parent_unblocked{ 0 };
+
+struct bufs {
+    int64_t *t;
+    float *in, *out, *tw;
+};
+
+static bufs alloc_bufs()
+{
+    bufs b;
+    cudaMalloc((void **)&b.t, 4 * sizeof(int64_t));
+    cudaMalloc((void **)&b.in, 12 * sizeof(float));
+    cudaMalloc((void **)&b.out, sizeof(float));
+    cudaMalloc((void **)&b.tw, sizeof(float));
+    float in[12];
+    for (int k = 0; k < 12; k++) in[k] = -(float)(k + 1) / 4.0f;
+    cudaMemcpy(b.in, in, sizeof in, cudaMemcpyHostToDevice);
+    int64_t lab[4] = { 0, 1, 7, 1 };
+    cudaMemcpy(b.t, lab, sizeof lab, cudaMemcpyHostToDevice);
+    return b;
+}
+
+static cudaError_t launch_bad(const bufs &b, cudaStream_t s)
+{
+    return lg_launch(LG_DEFAULT_MODE, at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, int64_t>, dim3(1),
+                     dim3(32), 0, s, b.out, b.tw, (const float *)b.in, (const int64_t *)b.t, (const float *)nullptr, true,
+                     (int64_t)4, (int64_t)3, (int64_t)3, (int64_t)-100);
+}
+
+static void reporter()
+{
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    bufs b = alloc_bufs();
+    while (!stop.load()) {
+        cudaError_t e = launch_bad(b, s);
+        cudaStreamSynchronize(s);
+        parent_launches++;
+        if (e == cudaSuccess) parent_unblocked++;
+    }
+}
+
+static void msleep_random(unsigned *rs, int max_us)
+{
+    struct timespec ts = { 0, (long)(rand_r(rs) % max_us) * 1000L };
+    nanosleep(&ts, nullptr);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 4, forks = 40;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--forks")) forks = atoi(argv[i + 1]);
+        else { fprintf(stderr, "fork_storm: unknown option %s\n", argv[i]); return 2; }
+    }
+    lg_print_identity();
+    fflush(stdout);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; t++) ts.emplace_back(reporter);
+    unsigned rs = 12345;
+    int hung = 0, unblocked = 0;
+    for (int k = 0; k < forks; k++) {
+        msleep_random(&rs, 3000);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) { perror("fork"); stop = true; break; }
+        if (pid == 0) {
+            // The parent's other threads do not exist here: anything they held stays held
+            // unless the fork handlers reset it.
+            bufs b = alloc_bufs();
+            cudaError_t e = launch_bad(b, (cudaStream_t)0);
+            printf("child pid=%d launch_err=%d\n", (int)getpid(), (int)e);
+            fflush(stdout);
+            _exit(e != cudaSuccess ? 0 : 1);
+        }
+        int status = 0, waited = 0;
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+            if (++waited > 10000) { // 10 s
+                printf("child pid=%d hung\n", (int)pid);
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                hung++;
+                break;
+            }
+            struct timespec ts1 = { 0, 1000000L };
+            nanosleep(&ts1, nullptr);
+        }
+        if (waited <= 10000 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) unblocked++;
+    }
+    stop = true;
+    for (auto &th : ts) th.join();
+    printf("storm forks=%d hung=%d unblocked=%d parent_launches=%d parent_unblocked=%d\n", forks, hung, unblocked,
+           parent_launches.load(), parent_unblocked.load());
+    return hung || unblocked || parent_unblocked.load() ? 1 : 0;
+}
