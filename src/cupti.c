@@ -362,18 +362,29 @@ static const char *result_text(result_string_fn fn, CUptiResult r)
     return "unknown CUPTI error";
 }
 
+/* Why CUPTI is not in use, reported by lg_cupti_report_status once the start event is out:
+ * the log must open with `start`. */
+static char unavailable_detail[2048];
+
+void lg_cupti_report_status(void)
+{
+    if (!unavailable_detail[0])
+        return;
+    if (lg_cfg.hooks == LG_HOOKS_CUPTI)
+        lg_report_warning_once("cupti_unavailable", unavailable_detail);
+    else
+        lg_report_note_once("cupti_unavailable", unavailable_detail);
+}
+
 static void unavailable(const char *reason)
 {
-    char detail[2048];
+    char *detail = unavailable_detail;
+    const size_t detail_size = sizeof unavailable_detail;
     if (lg_cfg.hooks == LG_HOOKS_CUPTI)
-        snprintf(detail, sizeof detail, "%.1800s; LABELGUARD_HOOKS=cupti leaves no hook layer: launches "
+        snprintf(detail, detail_size, "%.1800s; LABELGUARD_HOOKS=cupti leaves no hook layer: launches "
                  "are not checked. HINT: use LABELGUARD_HOOKS=auto", reason);
     else
-        snprintf(detail, sizeof detail, "%.1800s; interposition carries on alone", reason);
-    if (lg_cfg.hooks == LG_HOOKS_CUPTI)
-        lg_report_warning_once("cupti_unavailable", detail);
-    else
-        lg_report_note_once("cupti_unavailable", detail);
+        snprintf(detail, detail_size, "%.1800s; interposition carries on alone", reason);
 }
 
 static void start(void)

@@ -514,6 +514,8 @@ extern LG_HIDDEN LG_TLS int lg_in_library;
 
 LG_HIDDEN void lg_cupti_start(void);
 LG_HIDDEN bool lg_cupti_active(void);
+/* After the start event: the cupti_unavailable warning, if CUPTI could not be used. */
+LG_HIDDEN void lg_cupti_report_status(void);
 /* Set by the interposition layer while it handles a launch, so CUPTI skips it. */
 extern LG_HIDDEN LG_TLS int lg_launch_in_progress;
 

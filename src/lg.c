@@ -153,6 +153,7 @@ static void start(void)
         lg_cupti_start();
     describe_environment(rt);
     lg_report_start();
+    lg_cupti_report_status();
     atomic_store(&started, 1);
     lg_in_library--;
 }
