@@ -23,7 +23,8 @@
  * calls after the driver is torn down are a known crash source in profilers; instead an atexit
  * handler clears `active`, which turns the callback into an immediate return. In a fork child
  * the copied CUPTI state refers to the parent's driver connection, which CUDA does not support
- * using; the child handler also only clears `active` (no CUPTI call in the child).
+ * using; the child handler also only clears `active` (no CUPTI call in the child), and a start
+ * that runs in a fork child (pthread_once re-runs one the fork interrupted) does not subscribe.
  *
  * Tests: tests/e2e/test_cupti_unavailable.sh (the no-driver path under the runtime test double:
  * exactly one warning, interposition still handles the launches; none with
@@ -387,9 +388,25 @@ static void unavailable(const char *reason)
         snprintf(detail, detail_size, "%.1800s; interposition carries on alone", reason);
 }
 
+/* Set in a fork child of a process that had started the library (lg.c registers the fork
+ * handler before anything else of the start). If the fork caught another thread inside this
+ * start, pthread_once runs it again in the child, and cuptiSubscribe on CUPTI's half-copied
+ * state waits forever (tests/e2e/test_fork.sh, fork storm). */
+static bool forked_child;
+
+void lg_cupti_after_fork_child(void)
+{
+    forked_child = true;
+    on_exit_or_fork();
+}
+
 static void start(void)
 {
     char why[PATH_MAX + 256];
+    if (forked_child) {
+        unavailable("not started in a fork child of a process that used CUDA (CUDA does not survive fork)");
+        return;
+    }
     void *lib = open_cupti(why, sizeof why);
     if (!lib) { unavailable(why); return; }
 

@@ -516,6 +516,9 @@ LG_HIDDEN void lg_cupti_start(void);
 LG_HIDDEN bool lg_cupti_active(void);
 /* After the start event: the cupti_unavailable warning, if CUPTI could not be used. */
 LG_HIDDEN void lg_cupti_report_status(void);
+/* From lg.c's fork handler: this process is a fork child; CUPTI is never called in it (a child
+ * forked while a parent thread was inside cuptiSubscribe re-runs the start and spins forever). */
+LG_HIDDEN void lg_cupti_after_fork_child(void);
 /* Set by the interposition layer while it handles a launch, so CUPTI skips it. */
 extern LG_HIDDEN LG_TLS int lg_launch_in_progress;
 

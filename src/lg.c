@@ -62,6 +62,7 @@ static void atfork_child(void)
     lg_launch_atfork_child();
     lg_validate_after_fork_child();
     lg_report_after_fork_child();
+    lg_cupti_after_fork_child();
 }
 
 /* torch's version, when torch is in the process: read from the version.py next to the

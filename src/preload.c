@@ -232,14 +232,10 @@ static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry
     return launch_checked(entry, real, f, g, b, a, sm, s, per_thread);
 }
 
-static __attribute__((noinline)) cudaError_t launch_checked(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
-                                                            dim3 b, void **a, size_t sm, cudaStream_t s,
-                                                            bool per_thread)
+/* One launch record for launch.c, whichever entry point it came through. */
+static void decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
+                   bool per_thread, lg_decision_t *d)
 {
-    if (LG_UNLIKELY(!real))
-        return cudaErrorInitializationError;
-    if (LG_UNLIKELY(lg_in_library || lg_cfg.hooks == LG_HOOKS_CUPTI))
-        return real(f, g, b, a, sm, s);
     lg_launch_t l;
     l.entry = entry;
     l.func = f;
@@ -252,9 +248,20 @@ static __attribute__((noinline)) cudaError_t launch_checked(lg_entry_t entry, la
      * thread's default stream. */
     l.stream = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
     l.can_block = true;
+    lg_launch_decide(&l, d);
+}
+
+static __attribute__((noinline)) cudaError_t launch_checked(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
+                                                            dim3 b, void **a, size_t sm, cudaStream_t s,
+                                                            bool per_thread)
+{
+    if (LG_UNLIKELY(!real))
+        return cudaErrorInitializationError;
+    if (LG_UNLIKELY(lg_in_library || lg_cfg.hooks == LG_HOOKS_CUPTI))
+        return real(f, g, b, a, sm, s);
     lg_decision_t d;
     lg_launch_in_progress++;
-    lg_launch_decide(&l, &d);
+    decide(entry, f, g, b, a, sm, s, per_thread, &d);
     cudaError_t r;
     if (LG_LIKELY(d.kind == LG_VERDICT_RUN))
         r = real(f, g, b, a, sm, s);
@@ -293,21 +300,13 @@ static cudaError_t launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaun
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
+    if (LG_LIKELY(c != NULL) && LG_LIKELY(unwatched(f)))
+        return real(c, f, a);
     if (LG_UNLIKELY(lg_in_library || !c || lg_cfg.hooks == LG_HOOKS_CUPTI))
         return real(c, f, a);
-    lg_launch_t l;
-    l.entry = entry;
-    l.func = f;
-    l.mangled = NULL;
-    l.args = a;
-    l.grid[0] = c->gridDim.x, l.grid[1] = c->gridDim.y, l.grid[2] = c->gridDim.z;
-    l.block[0] = c->blockDim.x, l.block[1] = c->blockDim.y, l.block[2] = c->blockDim.z;
-    l.shared_mem = c->dynamicSmemBytes;
-    l.stream = (per_thread && !c->stream) ? (void *)cudaStreamPerThread : (void *)c->stream;
-    l.can_block = true;
     lg_decision_t d;
     lg_launch_in_progress++;
-    lg_launch_decide(&l, &d);
+    decide(entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d);
     cudaError_t r;
     if (LG_LIKELY(d.kind == LG_VERDICT_RUN))
         r = real(c, f, a);

@@ -802,6 +802,7 @@ const char *lg_report_log_path(void)
 void lg_report_after_fork_child(void)
 {
     /* Another thread of the parent may have held the lock at fork time: start from a fresh one. */
+    pthread_mutex_init(&lock, NULL);
     if (log_fd >= 0)
         close(log_fd);
     log_fd = -1;

@@ -52,4 +52,16 @@ for c in "${cases[@]}"; do
     done
   done
 done
+# The other entry points: cudaLaunchKernel with a cudaKernel_t handle, and cudaLaunchKernelExC
+# (the C form of cudaLaunchKernelEx), each on the plain and the per-thread-stream build.
+for launch in handle exc; do
+  for p in nll nll_ptsz; do
+    id="fwd_2d-$launch-$p"
+    run_lg "$id" "$PROGS/$p" fwd_2d --launch "$launch" --classes 5 bad:12:4:6
+    events "$id" || { fail "$id: log schema"; continue; }
+    check "$id: caught" qtrue "$id" "len(V) == 1 and V[0]['bad']['samples'] == [{'index': 4, 'value': 6}] and V[0]['outcome'] == 'blocked'"
+    check "$id: launch error 800" [ "$(field "$id" launch_err)" = 800 ]
+    check "$id: context alive" grep -q 'after memcpy_err=0 clean_launch_err=0' "$T/$id.out"
+  done
+done
 finish

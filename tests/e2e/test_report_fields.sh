@@ -20,7 +20,7 @@ HOST=$(python3 -c 'import re, socket; print(re.sub(r"[^A-Za-z0-9._-]", "_", sock
 block() { sed -n '/^labelguard: bad labels in /,/^  log: /p' "$T/$1.err"; }
 has_line() { block "$1" | grep -qxF -- "$2"; }
 # qt NAME EXPR: qt with EXPR parenthesized, so it may span lines.
-qt() { qt "$1" "($2)"; }
+qt() { qtrue "$1" "($2)"; }
 logfile() { ls "$T/$1.logs"/*.jsonl 2>/dev/null | head -n1; }
 
 # vcase ID HEADER SAMPLE_LINES COUNT_LINE CAUSE CAUSE_TEXT JSON_EXPR -- NLL ARGS...
@@ -95,7 +95,7 @@ vcase void_255 "labelguard: bad labels in nll_loss2d_forward_no_reduce_kernel (f
   "  2 of 8 labels outside [0, 5)  (ignore_index = -100)  min 0, max 255" \
   void_255 "255 in a dense (segmentation) target with 5 classes and ignore_index -100: 255 is the usual 'void' label: set ignore_index=255 in the loss" \
   "(V[0]['kernel'], V[0]['family'], V[0]['direction']) == ('nll_loss2d_forward_no_reduce_kernel', 'nll_loss2d', 'forward')
-   and V[0]['target'] == {'dtype': 'int64', 'count': 8, 'n_classes': 5, 'ignore_index': -100}
+   and V[0]['target'] == {'dtype': 'int64', 'count': 8, 'n_classes': 5, 'ignore_index': -100, 'shape': [1, 2, 4]}
    and {k: V[0]['bad'][k] for k in ('count', 'min', 'max', 'samples')} == {'count': 2, 'min': 0, 'max': 255, 'samples': [{'index': 3, 'value': 255}, {'index': 6, 'value': 255}]}" \
   -- 2d_fwd_none --hw 2,4 --classes 5 0 1 2 255 3 4 255 0
 

@@ -132,10 +132,17 @@ static void poison(cudaError_t e)
     atomic_compare_exchange_strong(&pending_err, &expected, (int)e);
 }
 
+/* Defined with their tables below. A child forked while another thread of the parent held one
+ * of them must not inherit it held (FAKECUDA_FORK_OK lets the child use the runtime). */
+static pthread_mutex_t reg_lock, mem_lock, obj_lock;
+
 static void after_fork_child(void)
 {
     if (atomic_load(&ctx_used)) atomic_store(&forked_child, 1);
     pthread_mutex_init(&msg_lock, NULL);
+    pthread_mutex_init(&reg_lock, NULL);
+    pthread_mutex_init(&mem_lock, NULL);
+    pthread_mutex_init(&obj_lock, NULL);
 }
 
 __attribute__((constructor)) static void fk_init(void)

@@ -3,13 +3,13 @@
 // deadlocks the child). Built by the Makefile with nvcc -cudart shared; runs under the runtime
 // test double with FAKECUDA_FORK_OK=1 (else a forked child cannot use the runtime at all).
 //
-// usage: fork_storm [--threads T] [--forks K]      (defaults 4 and 40)
+// usage: fork_storm [--threads T] [--forks K]      (defaults 4 and 150)
 //   T threads loop launching PyTorch's nll_loss_forward_reduce_cuda_kernel_2d with a bad label
 //   (value 7 of 3 classes) on their own streams until the forks are done. The main thread forks
 //   K times, at random moments; each child at once launches the same kernel with a bad label on
 //   fresh device memory, prints "child pid=<pid> launch_err=<e>" and _exits (status 0 when the
 //   launch returned an error, i.e. was checked and blocked; 1 when it ran). The parent gives each
-//   child 10 s, then kills it and counts it as hung.
+//   child 5 s, then kills it and counts it as hung.
 // output: fakecudart_identity=..., the children's lines, then
 //   storm forks=<K> hung=<n> unblocked=<n> parent_launches=<n> parent_unblocked=<n>
 // Exit status 0 when no child hung and every launch (parent's and children's) was blocked.
@@ -78,7 +78,7 @@ static void msleep_random(unsigned *rs, int max_us)
 
 int main(int argc, char **argv)
 {
-    int threads = 4, forks = 40;
+    int threads = 4, forks = 150;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--forks")) forks = atoi(argv[i + 1]);
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
         }
         int status = 0, waited = 0;
         while (waitpid(pid, &status, WNOHANG) == 0) {
-            if (++waited > 10000) { // 10 s
+            if (++waited > 5000) { // 5 s: a child needs milliseconds
                 printf("child pid=%d hung\n", (int)pid);
                 kill(pid, SIGKILL);
                 waitpid(pid, &status, 0);
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
             struct timespec ts1 = { 0, 1000000L };
             nanosleep(&ts1, nullptr);
         }
-        if (waited <= 10000 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) unblocked++;
+        if (waited <= 5000 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) unblocked++;
     }
     stop = true;
     for (auto &th : ts) th.join();
