@@ -66,7 +66,7 @@ run_case() { # name, then the command: prints its output indented, sets $rc
 }
 
 heading "labelguard demo"
-say "A classifier trains for 60 steps on batches of 64 labels with 10 classes (valid labels: 0..9). At step 37 the batch comes from a 1-based label file: its labels are 1..10, so every 9 became a 10, which is out of range. The same program runs three times."
+say "A classifier trains for 60 steps on batches of 64 labels with 10 classes (valid labels: 0..9). At step 37 the batch comes from a label file numbered from 1: its labels are 1..10 instead of 0..9, so the samples of the last class carry the label 10, which is out of range. The same program runs three times."
 printf '\n'; say "Running: $kind"
 
 heading "Run 1 of 3: without labelguard"
@@ -87,6 +87,9 @@ run_case raise "$self" run --action raise --log "$logs/raise" -- "${prog[@]}"; r
 printf '\n'
 if [ "$rc2" -eq 0 ] && [ "$(alive raise)" = yes ]; then
   say "What happened: the report named the kernel, the offending label (index and value), the likely cause and the fix; the exception came at the loss call; the labels could be read back; the loop skipped the batch and finished (exit status $rc2)."
+  if [ $real = 0 ]; then
+    printf '\n'; say "The report's \"at\" line is the call site. In a PyTorch job it names your Python file, line and function (e.g. \"at train.py:52 in train_step (python)\"); this simulated program has no Python, so it names the native function that launched the kernel."
+  fi
 else
   say "What happened: NOT what was expected: the guard did not keep the job alive (exit status $rc2). See the output above."
 fi
@@ -121,6 +124,9 @@ heading "labelguard report: the logs of runs 2 and 3, merged"
 say "Every process writes one JSON line per event under --log DIR; \`labelguard report DIR\` merges them, across processes and ranks, into one entry per distinct problem (exit status 1: problems found)."
 printf '\n'
 "$self" report "$logs" 2>&1 | sed 's/^/  /'
+if [ $real = 0 ] && grep -qh '"what":"cupti_unavailable"' "$logs"/*/*.jsonl 2>/dev/null; then
+  printf '\n'; say "(The cupti_unavailable warning is expected here: without a GPU driver CUPTI cannot start, and labelguard uses its LD_PRELOAD hooks alone, which is all this program needs.)"
+fi
 printf '\nThe logs stay in %s (try: labelguard report %s).\n' "$logs" "$logs"
 
 # The demo is also a check: say so when the guard did not do what the text above claims.

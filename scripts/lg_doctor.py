@@ -267,7 +267,11 @@ def main(argv):
     home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
     cupti_paths += sorted(glob.glob(os.path.join(home, "extras", "CUPTI", "lib64", "libcupti.so*")))
     cupti_paths += sorted(glob.glob(os.path.join(home, "lib64", "libcupti.so*")))
-    if cupti_paths:
+    if cupti_paths and not driver:
+        # Found, but cuptiSubscribe needs a working driver: it will not be used here, as the
+        # library's own cupti_unavailable warning will say.
+        out(INFO, "CUPTI", "%s (unused here: CUPTI needs a working GPU driver)" % cupti_paths[0])
+    elif cupti_paths:
         out(OK, "CUPTI", cupti_paths[0])
     else:
         out(BAD, "CUPTI", "libcupti.so not found",
@@ -289,8 +293,9 @@ def main(argv):
     out(OK if driver else INFO, "backend", "gpu (validator kernel on the launch's stream)" if driver
         else "host (labels copied and checked on the CPU; right for the test double, not for real GPUs)")
     usable = lib_ok and bool(hooks)
-    sys.stdout.write("\n%s\n" % ("labelguard can guard this command." if usable and cmd else
-                                 "labelguard can be used here." if usable else
+    where = "" if driver else ", but only under the test double (no GPU driver: try make demo or make test)"
+    sys.stdout.write("\n%s\n" % ("labelguard can guard this command%s." % where if usable and cmd else
+                                 "labelguard can be used here%s." % where if usable else
                                  "labelguard cannot guard %s: fix the lines marked %s above." %
                                  ("this command" if cmd else "here", BAD)))
     return 0 if usable else 2

@@ -359,8 +359,8 @@ def print_text(r, out):
             if ns:
                 w("    native:     %s\n" % "\n                ".join(ns))
         w("    when:       first %s, last %s\n" % (p["first_time"], p["last_time"]))
-        w("    who:        ranks %s; %s\n" % (
-            ", ".join(map(str, p["ranks"])) or "none set",
+        w("    who:        %s; %s\n" % (
+            ("rank " if len(p["ranks"]) == 1 else "ranks ") + ", ".join(map(str, p["ranks"])) if p["ranks"] else "no rank set",
             ", ".join("%s/%s" % (q["host"], q["pid"]) for q in p["processes"][:8]) +
             (" and %d more" % (len(p["processes"]) - 8) if len(p["processes"]) > 8 else "")))
         w("    action:     %s -> %s\n" % (
@@ -416,7 +416,7 @@ def main(argv):
             sys.stdout.write("labelguard report: no *.jsonl files under %s: nothing was logged "
                              "(the library writes a log only when it has an event)\n" %
                              ", ".join(a.paths))
-        else:
+        elif r["files"]:  # nothing readable at all: the errors below say it all
             print_text(r, sys.stdout)
     for e in r["errors"]:
         sys.stderr.write("labelguard: %s\n" % e)

@@ -137,14 +137,29 @@ static void hostname(char *out, size_t len)
             *p = '_';
 }
 
+/* UTC date and time computed here rather than by gmtime_r: glibc's gmtime_r takes tzset_lock,
+ * which a fork child inherits held when another thread of the parent was formatting a time at
+ * that moment, and the child's first event then waits forever (tests/e2e/test_fork.sh, fork
+ * storm). Days to civil date: H. Hinnant's algorithm, proleptic Gregorian, any int64 day. */
 static void rfc3339_now(char *out, size_t len)
 {
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-             tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+    int64_t secs = (int64_t)ts.tv_sec;
+    int64_t days = secs >= 0 ? secs / 86400 : -((-secs + 86399) / 86400);
+    int64_t sod = secs - days * 86400; /* seconds of the day, 0..86399 */
+    int64_t z = days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;                                 /* [0, 146096] */
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);          /* [0, 365] */
+    int64_t mp = (5 * doy + 2) / 153;                               /* [0, 11], from March */
+    int64_t day = doy - (153 * mp + 2) / 5 + 1;
+    int64_t month = mp < 10 ? mp + 3 : mp - 9;
+    int64_t year = yoe + era * 400 + (month <= 2);
+    snprintf(out, len, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%06ldZ", (long long)year, (long long)month,
+             (long long)day, (long long)(sod / 3600), (long long)(sod / 60 % 60), (long long)(sod % 60),
+             ts.tv_nsec / 1000);
 }
 
 static const char *dtype_name(lg_dtype_t d)
@@ -725,6 +740,10 @@ static size_t build_text(char *out, size_t cap, const lg_violation_t *v, const c
         int k = 0;
         while (k < n_native - 1 && (!strncmp(native[k], "libcudart", 9) || !strncmp(native[k], "libcuda.", 8) ||
                                     !strncmp(native[k], "libcupti", 8)))
+            k++;
+        /* Then the kernel's host stub (nvcc names it after the kernel; it only calls the launch
+         * API): its caller is the code that chose these labels. */
+        if (k < n_native - 1 && v->short_name[0] && strstr(native[k], v->short_name))
             k++;
         APPEND("  at %s   (native)\n", term_safe(native[k], safe, sizeof(safe)));
     }

@@ -216,7 +216,13 @@ static int host_check_pointer(const void *ptr, int *kind, char *why, size_t why_
     if (rc != 0) {
         if (rt->get_last_error)
             rt->get_last_error();
-        snprintf(why, why_len, "labels at %p are not CUDA memory (cudaPointerGetAttributes error %d)", ptr, rc);
+        /* Only cudaErrorInvalidValue (1) says "not ours"; any other code is the context's own
+         * state (710 after a device-side assert), which the user must not read as a bad pointer. */
+        if (rc == cudaErrorInvalidValue)
+            snprintf(why, why_len, "labels at %p are not CUDA memory (cudaPointerGetAttributes error %d)", ptr, rc);
+        else
+            snprintf(why, why_len, "labels at %p: the CUDA runtime reports error %d "
+                     "(a context already broken by an earlier error?)", ptr, rc);
         return -1;
     }
     switch (a.type) {

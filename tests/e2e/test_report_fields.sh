@@ -19,7 +19,7 @@ HOST=$(python3 -c 'import re, socket; print(re.sub(r"[^A-Za-z0-9._-]", "_", sock
 # block NAME: the stderr block of the run's (only) violation, from its header to its log line.
 block() { sed -n '/^labelguard: bad labels in /,/^  log: /p' "$T/$1.err"; }
 has_line() { block "$1" | grep -qxF -- "$2"; }
-# qt NAME EXPR: qt with EXPR parenthesized, so it may span lines.
+# qt NAME EXPR: qtrue with EXPR parenthesized, so it may span lines.
 qt() { qtrue "$1" "($2)"; }
 logfile() { ls "$T/$1.logs"/*.jsonl 2>/dev/null | head -n1; }
 
@@ -39,8 +39,10 @@ vcase() {
   check "$id: counts, ignore_index, range" has_line "$id" "$counts"
   check "$id: likely cause with its fix" has_line "$id" "  likely cause: $cause — $text"
   check "$id: action and outcome" has_line "$id" "  action: raise → launch blocked, CUDA context intact; PyTorch raises RuntimeError"
-  check "$id: native call site (not a Python process)" \
-    bash -c "sed -n '/^labelguard: bad labels in /,/^  log: /p' '$T/$id.err' | grep -Eq '^  at nll\+0x[0-9a-f]+ \(.*\)   \(native\)$'"
+  # Not a Python process: the native call site, the caller of the kernel's host stub.
+  local kname; kname=$(echo "$header" | sed -E 's/^labelguard: bad labels in ([^ ]+) .*/\1/')
+  check "$id: native call site, past the kernel's launch stub" \
+    bash -c "sed -n '/^labelguard: bad labels in /,/^  log: /p' '$T/$id.err' | grep -E '^  at ' | grep -Ev '$kname' | grep -Eq '^  at nll\+0x[0-9a-f]+ \(.*   \(native\)$'"
   local lf; lf=$(logfile "$id")
   check "$id: log file exists" [ -n "$lf" ]
   check "$id: log line names that file" has_line "$id" "  log: $lf"

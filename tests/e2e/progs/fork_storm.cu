@@ -6,10 +6,11 @@
 // usage: fork_storm [--threads T] [--forks K]      (defaults 4 and 150)
 //   T threads loop launching PyTorch's nll_loss_forward_reduce_cuda_kernel_2d with a bad label
 //   (value 7 of 3 classes) on their own streams until the forks are done. The main thread forks
-//   K times, at random moments; each child at once launches the same kernel with a bad label on
-//   fresh device memory, prints "child pid=<pid> launch_err=<e>" and _exits (status 0 when the
-//   launch returned an error, i.e. was checked and blocked; 1 when it ran). The parent gives each
-//   child 5 s, then kills it and counts it as hung.
+//   K times: a burst of up to 30 as soon as the first thread launches (the library is starting),
+//   then one at a time at random moments; each child at once launches the same kernel with a bad
+//   label on fresh device memory, prints "child pid=<pid> launch_err=<e>" and _exits (status 0
+//   when the launch returned an error, i.e. was checked and blocked; 1 when it ran). The parent
+//   gives the children 5 s, then kills them and counts them as hung.
 // output: fakecudart_identity=..., the children's lines, then
 //   storm forks=<K> hung=<n> unblocked=<n> parent_launches=<n> parent_unblocked=<n>
 // Exit status 0 when no child hung and every launch (parent's and children's) was blocked.
@@ -21,13 +22,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
 
-static std::atomic<bool> stop{ false };
+static std::atomic<bool> stop{ false }, first_launch{ false };
 static std::atomic<int> parent_launches{ 0 }, parent_unblocked{ 0 };
 
 struct bufs {
@@ -63,6 +65,7 @@ static void reporter()
     cudaStreamCreate(&s);
     bufs b = alloc_bufs();
     while (!stop.load()) {
+        first_launch = true;
         cudaError_t e = launch_bad(b, s);
         cudaStreamSynchronize(s);
         parent_launches++;
@@ -74,6 +77,41 @@ static void msleep_random(unsigned *rs, int max_us)
 {
     struct timespec ts = { 0, (long)(rand_r(rs) % max_us) * 1000L };
     nanosleep(&ts, nullptr);
+}
+
+// The child: the parent's other threads do not exist here, so anything they held stays held
+// unless the fork handlers reset it.
+static void child()
+{
+    bufs b = alloc_bufs();
+    cudaError_t e = launch_bad(b, (cudaStream_t)0);
+    printf("child pid=%d launch_err=%d\n", (int)getpid(), (int)e);
+    fflush(stdout);
+    _exit(e != cudaSuccess ? 0 : 1);
+}
+
+// Waits for the children, each until 5 s after the last fork (a child needs milliseconds),
+// then kills the ones left; counts hung and unblocked children.
+static void reap(std::vector<pid_t> &pids, int *hung, int *unblocked)
+{
+    for (int waited = 0; !pids.empty(); waited++) {
+        for (size_t i = 0; i < pids.size();) {
+            int status = 0;
+            pid_t r = waitpid(pids[i], &status, WNOHANG);
+            if (r == 0 && waited < 5000) { i++; continue; }
+            if (r == 0) {
+                printf("child pid=%d hung\n", (int)pids[i]);
+                kill(pids[i], SIGKILL);
+                waitpid(pids[i], &status, 0);
+                ++*hung;
+            } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+                ++*unblocked;
+            }
+            pids.erase(pids.begin() + (long)i);
+        }
+        struct timespec ts1 = { 0, 1000000L };
+        if (!pids.empty()) nanosleep(&ts1, nullptr);
+    }
 }
 
 int main(int argc, char **argv)
@@ -90,33 +128,28 @@ int main(int argc, char **argv)
     for (int t = 0; t < threads; t++) ts.emplace_back(reporter);
     unsigned rs = 12345;
     int hung = 0, unblocked = 0;
-    for (int k = 0; k < forks; k++) {
+    std::vector<pid_t> pids;
+    // A burst as soon as the first thread launches: forks that catch it inside the library's
+    // lazy start (CUPTI, validator, registry); the children are reaped afterwards.
+    int burst = forks < 30 ? forks : 30;
+    while (!first_launch.load()) sched_yield();
+    for (int k = 0; k < burst; k++) {
+        pid_t pid = fork();
+        if (pid < 0) { perror("fork"); break; }
+        if (pid == 0) child();
+        pids.push_back(pid);
+        msleep_random(&rs, 100);
+    }
+    reap(pids, &hung, &unblocked);
+    // Then one at a time at random moments: forks that catch threads in launches and reports.
+    for (int k = burst; k < forks; k++) {
         msleep_random(&rs, 3000);
         fflush(stdout);
         pid_t pid = fork();
-        if (pid < 0) { perror("fork"); stop = true; break; }
-        if (pid == 0) {
-            // The parent's other threads do not exist here: anything they held stays held
-            // unless the fork handlers reset it.
-            bufs b = alloc_bufs();
-            cudaError_t e = launch_bad(b, (cudaStream_t)0);
-            printf("child pid=%d launch_err=%d\n", (int)getpid(), (int)e);
-            fflush(stdout);
-            _exit(e != cudaSuccess ? 0 : 1);
-        }
-        int status = 0, waited = 0;
-        while (waitpid(pid, &status, WNOHANG) == 0) {
-            if (++waited > 5000) { // 5 s: a child needs milliseconds
-                printf("child pid=%d hung\n", (int)pid);
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                hung++;
-                break;
-            }
-            struct timespec ts1 = { 0, 1000000L };
-            nanosleep(&ts1, nullptr);
-        }
-        if (waited <= 5000 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) unblocked++;
+        if (pid < 0) { perror("fork"); break; }
+        if (pid == 0) child();
+        pids.push_back(pid);
+        reap(pids, &hung, &unblocked);
     }
     stop = true;
     for (auto &th : ts) th.join();
