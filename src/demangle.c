@@ -19,6 +19,7 @@
  * declarations.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -711,21 +712,24 @@ int lg_demangle_param_sizes(const char *mangled, size_t *sizes, int cap)
 typedef char *(*cxa_demangle_fn)(const char *, char *, size_t *, int *);
 
 /* __cxa_demangle from a libstdc++ already in the process (NOLOAD) or loaded privately; the
- * handle is kept for the life of the process. Report path only, so the racy first resolve
- * is harmless: both threads find the same function. */
-static cxa_demangle_fn cxa_demangle(void)
+ * handle is kept for the life of the process. Resolved once (pthread_once): reports from
+ * several threads at once reach here together (tests/e2e/test_tsan.sh). */
+static cxa_demangle_fn cxa_fn;
+static pthread_once_t cxa_once = PTHREAD_ONCE_INIT;
+
+static void cxa_resolve(void)
 {
-    static cxa_demangle_fn fn;
-    static int tried;
-    if (fn || tried)
-        return fn;
     void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
     if (!h)
         h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
     if (h)
-        fn = (cxa_demangle_fn)dlsym(h, "__cxa_demangle");
-    tried = 1;
-    return fn;
+        cxa_fn = (cxa_demangle_fn)dlsym(h, "__cxa_demangle");
+}
+
+static cxa_demangle_fn cxa_demangle(void)
+{
+    pthread_once(&cxa_once, cxa_resolve);
+    return cxa_fn;
 }
 
 char *lg_demangle_full(const char *mangled)

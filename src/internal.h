@@ -489,6 +489,8 @@ static inline lg_kernel_info_t *lg_names_info(const void *func)
 }
 LG_HIDDEN lg_kernel_info_t *lg_names_info_insert(const void *func); /* locks; NULL if table full */
 LG_HIDDEN void lg_names_set_name(lg_kernel_info_t *info, const char *mangled);
+/* Sets spec and state once (the first classification wins); later calls change nothing. */
+LG_HIDDEN void lg_names_publish(lg_kernel_info_t *info, const lg_spec_t *spec, int state);
 LG_HIDDEN void lg_names_atfork_prepare(void);
 LG_HIDDEN void lg_names_atfork_parent(void);
 LG_HIDDEN void lg_names_atfork_child(void);

@@ -159,8 +159,7 @@ static lg_kernel_info_t *classify(const lg_launch_t *l, lg_kernel_info_t *info)
     }
     if (!info)
         return NULL;
-    info->spec = spec;
-    atomic_store_explicit(&info->state, state, memory_order_release);
+    lg_names_publish(info, spec, state);
     return info;
 }
 

@@ -8,10 +8,12 @@
  * (feasibility §2): everything the hooks touch works from static initialisation.
  *
  * Lazy start (first launch that is not already classified, any thread, pthread_once):
- * registry, runtime functions, validator backend, CUPTI, fork handlers, the `start` event.
+ * registry, runtime functions, validator backend, CUPTI, the `start` event. The fork handlers
+ * are registered by the constructor (see below why).
  *
  * Fork: the child keeps the parent's tables (read-only) but not its log file, locks or held
- * threads; it opens its own log on its first event. exec starts the library afresh.
+ * threads; it opens its own log on its first event. A fork waits for a start under way in
+ * another thread (start_lock), and the child never calls CUPTI. exec starts the library afresh.
  * Exit: a `summary` event, only in processes that started.
  */
 #include <dlfcn.h>
@@ -40,6 +42,10 @@ uint64_t lg_now_ns(void)
 
 static const char *env_get(const char *name) { return getenv(name); }
 
+static void atfork_prepare(void);
+static void atfork_parent(void);
+static void atfork_child(void);
+
 __attribute__((constructor)) static void lg_constructor(void)
 {
     char err[1024];
@@ -51,18 +57,46 @@ __attribute__((constructor)) static void lg_constructor(void)
         _exit(2);
     }
     lg_cfg = cfg;
+    /* Here, while the process is still one thread, not in the start: a fork between the start
+     * taking start_lock and registering the handlers would leave the child's start waiting on
+     * it forever. No CUDA, file or thread: only a mutex pair per fork until the start. */
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-static void atfork_prepare(void) { lg_names_atfork_prepare(); }
-static void atfork_parent(void) { lg_names_atfork_parent(); }
+/* Held for the whole lazy start; fork waits for it. A child forked in the middle of the start
+ * would run it again (pthread_once restarts an initialisation a fork interrupted) on state that
+ * another thread of the parent was changing: GLib's slice allocator lock or CUPTI's, inherited
+ * held, and the child's first launch hangs (tests/e2e/test_fork.sh, fork storm). A fork from
+ * within the start itself (start_owner) does not wait for itself. */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool start_owner;
+static __thread bool fork_waited;
+
+static void atfork_prepare(void)
+{
+    fork_waited = !start_owner;
+    if (fork_waited)
+        pthread_mutex_lock(&start_lock);
+    lg_names_atfork_prepare();
+}
+static void atfork_parent(void)
+{
+    lg_names_atfork_parent();
+    if (fork_waited)
+        pthread_mutex_unlock(&start_lock);
+}
 static void atfork_child(void)
 {
+    pthread_mutex_init(&start_lock, NULL);
     lg_names_atfork_child();
     lg_preload_atfork_child();
     lg_launch_atfork_child();
     lg_validate_after_fork_child();
     lg_report_after_fork_child();
-    lg_cupti_after_fork_child();
+    /* No start is under way here (the fork waited for it) unless this thread forked from inside
+     * it. A parent that never started leaves CUPTI to its children (fork-then-CUDA workers). */
+    if (atomic_load(&started) || !fork_waited)
+        lg_cupti_after_fork_child();
 }
 
 /* torch's version, when torch is in the process: read from the version.py next to the
@@ -145,8 +179,9 @@ static void describe_environment(const lg_runtime_t *rt)
 
 static void start(void)
 {
+    pthread_mutex_lock(&start_lock);
+    start_owner = true;
     lg_in_library++;
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     const lg_runtime_t *rt = lg_preload_runtime();
     lg_registry_init(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
     lg_validate_init(rt);
@@ -157,6 +192,8 @@ static void start(void)
     lg_cupti_report_status();
     atomic_store(&started, 1);
     lg_in_library--;
+    start_owner = false;
+    pthread_mutex_unlock(&start_lock);
 }
 
 void lg_ensure_started(void) { pthread_once(&start_once, start); }

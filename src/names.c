@@ -96,6 +96,19 @@ void lg_names_set_name(lg_kernel_info_t *info, const char *mangled)
     pthread_mutex_unlock(&table_lock);
 }
 
+/* Two threads may classify the same new kernel at once: the first to publish wins, so `spec`
+ * is written once, under the lock, before the release store of the state that launches
+ * acquire (a second plain write of it raced with their reads: tests/e2e/test_tsan.sh). */
+void lg_names_publish(lg_kernel_info_t *info, const lg_spec_t *spec, int state)
+{
+    pthread_mutex_lock(&table_lock);
+    if (atomic_load_explicit(&info->state, memory_order_relaxed) == LG_KSTATE_UNKNOWN) {
+        info->spec = spec;
+        atomic_store_explicit(&info->state, state, memory_order_release);
+    }
+    pthread_mutex_unlock(&table_lock);
+}
+
 const char *lg_names_lookup(const void *func)
 {
     lg_kernel_info_t *info = lg_names_info(func);

@@ -13,7 +13,7 @@
 . "$(dirname "$0")/lib.sh"
 FORKER="$PROGS/forker"
 
-# logs NAME: one line per log file: "<pid> <starts> <violations> <summaries> <first launch_seq>",
+# logs NAME: one line per log file: "<pid> <starts> <violations> <summaries> <lowest launch_seq>",
 # after checking that every event of a file has the pid its name carries (<host>-<pid>[-N].jsonl)
 logs() {
   python3 - "$T/$1.json" <<'PY'
@@ -32,7 +32,7 @@ for f, es in sorted(by.items()):
         print(f"FILE {f} holds events of pid {pid}"); continue
     n = collections.Counter(e["event"] for e in es)
     seqs = [e["launch_seq"] for e in es if e["event"] == "violation"]
-    print(pid, n["start"], n["violation"], n["summary"], seqs[0] if seqs else "-")
+    print(pid, n["start"], n["violation"], n["summary"], min(seqs) if seqs else "-")
 PY
 }
 nofile() { ! grep FILE "$1"; }
@@ -108,6 +108,12 @@ else fail "exec2 schema"; fi
 
 # 5. forks in the middle of other threads' reports: no child deadlocks
 STORM="$LG_ROOT/$LG_BUILD/e2e/fork_storm"
+if [ -n "${LG_SANITIZER:-}" ]; then
+  # seen with GCC 12's libasan: a child's first malloc waits forever on the sanitizer
+  # allocator's own lock, taken by a parent thread at fork time
+  echo "skip: fork storm under SANITIZER=$LG_SANITIZER (the sanitizer runtime's allocator is not fork-safe in a multithreaded parent)"
+  finish
+fi
 run_f storm FAKECUDA_FORK_OK=1 -- "$STORM" --threads 4 --forks 150
 rc=$(rc_of storm)
 check "fork storm: finished (rc $rc), no child hung" [ "$rc" = 0 ]

@@ -52,9 +52,9 @@ static bufs alloc_bufs()
     return b;
 }
 
-static cudaError_t launch_bad(const bufs &b, cudaStream_t s)
+static cudaError_t launch_bad(const bufs &b, cudaStream_t s, lg_launch_mode mode = LG_DEFAULT_MODE)
 {
-    return lg_launch(LG_DEFAULT_MODE, at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, int64_t>, dim3(1),
+    return lg_launch(mode, at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, int64_t>, dim3(1),
                      dim3(32), 0, s, b.out, b.tw, (const float *)b.in, (const int64_t *)b.t, (const float *)nullptr, true,
                      (int64_t)4, (int64_t)3, (int64_t)3, (int64_t)-100);
 }
@@ -84,7 +84,11 @@ static void msleep_random(unsigned *rs, int max_us)
 static void child()
 {
     bufs b = alloc_bufs();
-    cudaError_t e = launch_bad(b, (cudaStream_t)0);
+    // cudaLaunchKernel with the host stub, not <<<>>>: nvcc's launch stub initialises a
+    // function-local static on its first call (__cxa_guard_acquire), and a fork while a parent
+    // thread is inside that first call leaves the guard taken in the child: the program's own
+    // hang, not the library's.
+    cudaError_t e = launch_bad(b, (cudaStream_t)0, LG_LEGACY);
     printf("child pid=%d launch_err=%d\n", (int)getpid(), (int)e);
     fflush(stdout);
     _exit(e != cudaSuccess ? 0 : 1);
