@@ -214,6 +214,8 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/obj/validate.o $(FATBIN_OBJ) src/i
 	$(Q)$(NVCC) -std=c++17 -O2 -g -cudart shared -Isrc -Icuda -Iinclude $(if $(SANITIZER),-Xcompiler -fsanitize=$(SANITIZER)) \
 		-o $@ $< $(BUILD)/obj/validate.o $(FATBIN_OBJ) -ldl -lpthread
 gpu-tests: $(GPU_TEST_BINS)
+# Built (not run) by `make test` too, so a change that breaks the GPU tests' build shows in CI.
+test-programs: $(GPU_TEST_BINS)
 .PHONY: gpu-tests
 # The validator kernels' logic run on the CPU (a thread per CUDA thread): a unit test, so
 # `make test` covers cuda/validate.cu without a GPU.

@@ -10,7 +10,8 @@
  *   cand        device memory, grid * samples lg_sample_t: block b's first offenders, in order.
  *   cand_count  device memory, grid ints: how many of block b's candidates are valid.
  *   ring        mapped pinned host memory, lg_scan_ring_t: run k's verdict goes to
- *               entries[k % LG_RING_SLOTS] and its seq is written last (after a system fence),
+ *               entries[k % LG_RING_SLOTS]: its seq is cleared first and written last (each
+ *               after a system fence), a seqlock the host re-checks after copying,
  *               so the host reads a verdict without synchronising the stream (async mode).
  *   copy        optional device buffer laid out like the target (same element offsets, i.e.
  *               a copy of the spanned range): each label, or `replacement` where it is bad.
@@ -35,7 +36,7 @@ typedef struct lg_scan_state {
 } lg_scan_state_t;
 
 typedef struct lg_scan_ring_entry {
-    volatile unsigned long long seq; /* written last; 0: never written */
+    volatile unsigned long long seq; /* written last; 0: never written, or being rewritten */
     unsigned long long pad;
     lg_verdict_t verdict;
 } lg_scan_ring_entry_t;

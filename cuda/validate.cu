@@ -244,8 +244,15 @@ __device__ __forceinline__ void scan(const lg_scan_params_t &p)
     lg_scan_ring_t *ring = (lg_scan_ring_t *)p.ring;
     lg_scan_ring_entry_t *e = &ring->entries[seq % LG_RING_SLOTS];
     __shared__ int s_taken;
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         s_taken = 0;
+        /* Review fix: the slot still holds run seq - LG_RING_SLOTS, which a host may be reading
+         * right now (ring_read: seq, copy, seq again). Without this the fields below changed
+         * under an unchanged seq and that reader kept a torn verdict. Cleared and fenced before
+         * any field is written, so the reader's second look at seq catches the rewrite. */
+        e->seq = 0;
+        __threadfence_system();
+    }
     __syncthreads();
     if (total_bad && samples > 0) {
         const int *cc = (const int *)p.cand_count;

@@ -43,7 +43,9 @@ die_usage() { echo "gpu-check: $*" >&2; usage >&2; exit 2; }
 has_gpu() {
   [ "${LG_GPU_CHECK_ASSUME_GPU:-0}" = 1 ] && return 0
   command -v nvidia-smi >/dev/null 2>&1 || return 1
-  [ -e /dev/nvidia0 ] || return 1
+  # Review fix: any /dev/nvidiaN, not only nvidia0: a container given one GPU of a larger host
+  # keeps that GPU's minor number (e.g. /dev/nvidia3 alone), and the run would exit 77 on a GPU.
+  compgen -G '/dev/nvidia[0-9]*' >/dev/null || return 1
   nvidia-smi -L >/dev/null 2>&1
 }
 
@@ -272,7 +274,7 @@ done
 outdir=${outdir:-gpu-report}
 
 if ! has_gpu; then
-  echo "gpu-check: no NVIDIA GPU here (nvidia-smi missing or failing, or no /dev/nvidia0): nothing to check"
+  echo "gpu-check: no NVIDIA GPU here (nvidia-smi missing or failing, or no /dev/nvidiaN): nothing to check"
   exit 77
 fi
 case "$TOTAL_BUDGET" in ''|*[!0-9]*) die_usage "LG_GPU_CHECK_BUDGET must be a number of seconds";; esac

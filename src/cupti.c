@@ -333,6 +333,10 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     else if (runtime_depth > 0) return;      /* the runtime launch around it was handled */
     /* The interposition layer is handling this launch, or it is our own (validator) launch. */
     if (lg_launch_in_progress || lg_in_library) return;
+    /* Review fix: read_launch dereferences functionParams, and for the CUDA 13 __cudaLaunchKernel
+     * ids the headers define no params struct at all: never crash the application on a CUPTI
+     * that passes none. */
+    if (!cb->functionParams) return;
 
     lg_launch_t l;
     void **args = NULL;

@@ -227,8 +227,13 @@ static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry
                                                                  dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
                                                                  bool per_thread)
 {
-    if (LG_LIKELY(real != NULL) && LG_LIKELY(unwatched(f)))
-        return real(f, g, b, a, sm, s);
+    if (LG_LIKELY(real != NULL) && LG_LIKELY(unwatched(f))) {
+        /* Marked in progress so the CUPTI layer, which sees the same launch, skips it. */
+        lg_launch_in_progress++;
+        cudaError_t r = real(f, g, b, a, sm, s);
+        lg_launch_in_progress--;
+        return r;
+    }
     return launch_checked(entry, real, f, g, b, a, sm, s, per_thread);
 }
 
@@ -257,6 +262,8 @@ static __attribute__((noinline)) cudaError_t launch_checked(lg_entry_t entry, la
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
+    if (LG_UNLIKELY(lg_cfg.hooks == LG_HOOKS_CUPTI))
+        lg_ensure_started(); /* the CUPTI subscriber starts with the library */
     if (LG_UNLIKELY(lg_in_library || lg_cfg.hooks == LG_HOOKS_CUPTI))
         return real(f, g, b, a, sm, s);
     lg_decision_t d;
@@ -300,8 +307,14 @@ static cudaError_t launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaun
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
-    if (LG_LIKELY(c != NULL) && LG_LIKELY(unwatched(f)))
-        return real(c, f, a);
+    if (LG_LIKELY(c != NULL) && LG_LIKELY(unwatched(f))) {
+        lg_launch_in_progress++;
+        cudaError_t r = real(c, f, a);
+        lg_launch_in_progress--;
+        return r;
+    }
+    if (LG_UNLIKELY(lg_cfg.hooks == LG_HOOKS_CUPTI))
+        lg_ensure_started(); /* the CUPTI subscriber starts with the library */
     if (LG_UNLIKELY(lg_in_library || !c || lg_cfg.hooks == LG_HOOKS_CUPTI))
         return real(c, f, a);
     lg_decision_t d;

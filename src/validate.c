@@ -844,7 +844,13 @@ int lg_validate_sync(const lg_target_t *t, void *stream, int samples, lg_verdict
         gpu_run_t run;
         bool use_host;
         if (gpu_launch(t, (CUstream)stream, samples, false, 0, false, &run, &use_host, why, why_len) == 0) {
+            /* Review fix: the wait ran in the thread's own capture mode, so a global-mode capture
+             * on another thread made it an "unsafe" call that fails and invalidates that
+             * capture; relaxed for the wait too, like everything in gpu_launch. */
+            CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+            drv.exchange_capture_mode(&mode);
             CUresult r = drv.stream_synchronize((CUstream)stream);
+            drv.exchange_capture_mode(&mode);
             if (r != CUDA_SUCCESS) {
                 snprintf(why, why_len, "waiting for the validator failed: %s", cu_err(r));
                 goto out;

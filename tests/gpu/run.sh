@@ -21,8 +21,9 @@ fake=()
 if [ "${LG_GPU_FAKE:-0}" = 1 ]; then
   fake=(--fake)
   echo "test-gpu: LG_GPU_FAKE=1: programs run under the test double, not a GPU"
-elif ! command -v nvidia-smi >/dev/null 2>&1 || [ ! -e /dev/nvidia0 ] || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "test-gpu: no NVIDIA GPU here (nvidia-smi missing or failing, or no /dev/nvidia0): skipped"
+# Review fix: any /dev/nvidiaN (a container keeps its one GPU's host minor number), as gpu-check.sh.
+elif ! command -v nvidia-smi >/dev/null 2>&1 || ! compgen -G '/dev/nvidia[0-9]*' >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "test-gpu: no NVIDIA GPU here (nvidia-smi missing or failing, or no /dev/nvidiaN): skipped"
   exit 77
 fi
 # LG_GPU_PROBE_ONLY=1: only say whether a GPU is there (the Makefile asks before building).
@@ -36,6 +37,32 @@ record() { # name status detail
   printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$results"
   printf '%-4s %-28s %s\n' "${2^^}" "$1" "$3"
   case $2 in pass) pass=$((pass+1));; skip) skip=$((skip+1));; *) fail=$((fail+1));; esac
+  write_json
+}
+
+# Review fix: written after every test, not once at the end: when gpu-check.sh's part budget
+# kills this script (its tests' own budgets add up to more than the part's), the report keeps
+# the results of the tests that did finish.
+write_json() {
+  [ -n "${LG_GPU_OUT_JSON:-}" ] || return 0
+  "$PYTHON" - "$results" "$WORK" "$LG_GPU_OUT_JSON" <<'PY'
+import json, os, sys
+res, work, out = sys.argv[1:4]
+tests = []
+for line in open(res):
+    n, st, det = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+    tests.append({"name": n, "status": st, "detail": det})
+data = {"tests": tests}
+for key, fn in (("kernels", "probe.json"), ("progs", "progs.json")):
+    try:
+        d = json.load(open(os.path.join(work, fn)))
+        data[key] = d.get("kernels") if key == "kernels" else d.get("cases")
+    except (OSError, ValueError):
+        pass
+data["summary"] = "%d tests: %s" % (len(tests), ", ".join("%s %s" % (t["name"], t["status"]) for t in tests))
+json.dump(data, open(out + ".tmp", "w"), indent=1)
+os.replace(out + ".tmp", out)
+PY
 }
 
 run_test() { # name budget command...: status from the exit code (0 pass, 77 skip, 124 timeout)
@@ -80,25 +107,7 @@ else
   record probe skip "PyTorch with CUDA is not importable by $PYTHON (or LG_GPU_FAKE=1)"
 fi
 
-if [ -n "${LG_GPU_OUT_JSON:-}" ]; then
-  "$PYTHON" - "$results" "$WORK" "$LG_GPU_OUT_JSON" <<'PY'
-import json, os, sys
-res, work, out = sys.argv[1:4]
-tests = []
-for line in open(res):
-    n, st, det = (line.rstrip("\n").split("\t") + ["", ""])[:3]
-    tests.append({"name": n, "status": st, "detail": det})
-data = {"tests": tests}
-for key, fn in (("kernels", "probe.json"), ("progs", "progs.json")):
-    try:
-        d = json.load(open(os.path.join(work, fn)))
-        data[key] = d.get("kernels") if key == "kernels" else d.get("cases")
-    except (OSError, ValueError):
-        pass
-data["summary"] = "%d tests: %s" % (len(tests), ", ".join("%s %s" % (t["name"], t["status"]) for t in tests))
-json.dump(data, open(out, "w"), indent=1)
-PY
-fi
+write_json
 [ $skip -eq 0 ] || printf '%d skipped\n' $skip
 printf '%d passed, %d failed\n' $pass $fail
 [ $fail -eq 0 ]

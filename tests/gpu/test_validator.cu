@@ -22,12 +22,23 @@
 #include <vector>
 #include <random>
 
-// internal.h is C11; one field of a struct this test never touches is _Atomic, which C++
-// does not know. Same size and alignment as a plain int on every ABI we build for.
+// internal.h is C11; fields and globals this test never touches are _Atomic, which C++ does
+// not know, in both spellings: `_Atomic int` and `_Atomic(T *)`. Same size and alignment as the
+// plain types on every ABI we build for. Review fix: the header gained `_Atomic(T)` and the
+// old `#define _Atomic volatile` turned it into `volatile(T) x;`, so this test no longer
+// compiled (`make gpu-tests` is not part of `make test`). `_Atomic` becomes `volatile`, and a
+// function-like `volatile(...)` (expanded only when a `(` follows) turns `volatile(T) x` into
+// `T volatile x`; both are dropped before any other header is read.
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <sys/types.h>
 #define _Atomic volatile
+#define volatile(...) __VA_ARGS__ volatile
 extern "C" {
 #include "internal.h"
 }
+#undef volatile
 #undef _Atomic
 #include "lg_validate.h"
 
