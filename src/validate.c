@@ -273,15 +273,25 @@ static void *host_fetch(const lg_target_t *t, void *stream, int64_t span, char *
     return buf;
 }
 
+/* Checks the target, copies its labels to the host and scans them. Returns the host copy
+ * (caller frees; *span elements long), or NULL with why. */
+static void *fetch_and_scan(const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, int64_t *span,
+                            char *why, size_t why_len)
+{
+    if (check_target(t, span, why, why_len) != 0)
+        return NULL;
+    void *buf = host_fetch(t, stream, *span, why, why_len);
+    if (buf)
+        lg_scan_host(t, buf, samples, v);
+    return buf;
+}
+
 static int host_validate(const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, char *why, size_t why_len)
 {
     int64_t span;
-    if (check_target(t, &span, why, why_len) != 0)
-        return -1;
-    void *buf = host_fetch(t, stream, span, why, why_len);
+    void *buf = fetch_and_scan(t, stream, samples, v, &span, why, why_len);
     if (!buf)
         return -1;
-    lg_scan_host(t, buf, samples, v);
     free(buf);
     return 0;
 }
@@ -331,12 +341,9 @@ static int host_sanitize(const lg_target_t *t, void *stream, int64_t replacement
                          lg_verdict_t *v, uint64_t *copy_out, char *why, size_t why_len)
 {
     int64_t span;
-    if (check_target(t, &span, why, why_len) != 0)
-        return -1;
-    void *buf = host_fetch(t, stream, span, why, why_len);
+    void *buf = fetch_and_scan(t, stream, samples, v, &span, why, why_len);
     if (!buf)
         return -1;
-    lg_scan_host(t, buf, samples, v);
     if (v->bad_count == 0 && !always_copy) {
         free(buf);
         *copy_out = t->data;
