@@ -208,11 +208,13 @@ test-programs: $(PYSTACK_PROBE)
 # Built here without a GPU; run by tests/gpu/run.sh. `make gpu-tests` builds them all.
 GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_BINS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/obj/validate.o $(FATBIN_OBJ) src/internal.h cuda/lg_scan.h cuda/lg_validate.h
+# validate.c's backends and queue come with it; runtime.o opens libcuda for the GPU backend.
+VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_host.o verdicts.o runtime.o)
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) src/internal.h cuda/lg_scan.h cuda/lg_validate.h
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC) -std=c++17 -O2 -g -cudart shared -Isrc -Icuda -Iinclude $(if $(SANITIZER),-Xcompiler -fsanitize=$(SANITIZER)) \
-		-o $@ $< $(BUILD)/obj/validate.o $(FATBIN_OBJ) -ldl -lpthread
+		-o $@ $< $(VALIDATE_OBJS) $(FATBIN_OBJ) -ldl -lpthread
 gpu-tests: $(GPU_TEST_BINS)
 # Built (not run) by `make test` too, so a change that breaks the GPU tests' build shows in CI.
 test-programs: $(GPU_TEST_BINS)

@@ -100,14 +100,68 @@ LG_HD int lg_scan_is_bad(const lg_target_t *t, int64_t v)
     return e < 0 || e >= t->n_classes;
 }
 
-/* Host scan over a host-resident copy. `base` points at element 0. Fills v completely. */
-LG_HD void lg_scan_host(const lg_target_t *t, const void *base, int max_samples, lg_verdict_t *v)
+/* ---- target geometry: the same rules for the host backend, the GPU backend's launcher and
+ * the kernels (src/validate*.c, cuda/validate.cu) */
+
+LG_HD size_t lg_scan_elem_size(lg_dtype_t d)
+{
+    return d == LG_DTYPE_UINT8 ? 1 : d == LG_DTYPE_INT32 ? 4 : 8;
+}
+
+/* Elements from logical element 0 to the last one, inclusive, in memory: what a copy of the
+ * target must hold so that the same element offsets stay valid. -1 for negative strides
+ * (PyTorch never makes them; refusing is safer than reading before the buffer). */
+LG_HD int64_t lg_scan_span(const lg_target_t *t)
+{
+    if (t->count <= 0)
+        return 0;
+    int64_t span = 1;
+    int nd = t->ndim < 1 ? 1 : t->ndim;
+    for (int d = 0; d < nd; d++) {
+        if (t->strides[d] < 0)
+            return -1;
+        int64_t sz = nd == 1 ? t->count : t->sizes[d];
+        if (sz > 1)
+            span += (sz - 1) * t->strides[d];
+    }
+    return span;
+}
+
+/* A row-major contiguous view becomes ndim 1, stride 1: the kernels' vector path. */
+LG_HD void lg_scan_normalize(const lg_target_t *in, lg_target_t *out)
+{
+    *out = *in;
+    if (out->ndim < 1)
+        out->ndim = 1;
+    if (out->ndim == 1) {
+        out->sizes[0] = out->count;
+        return;
+    }
+    int64_t expect = 1;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+        if (out->sizes[d] != 1 && out->strides[d] != expect)
+            return;
+        expect *= out->sizes[d];
+    }
+    out->ndim = 1;
+    out->sizes[0] = out->count;
+    out->strides[0] = 1;
+}
+
+/* A verdict with nothing found: what a target without labels gets. */
+LG_HD void lg_scan_clear(lg_verdict_t *v)
 {
     v->bad_count = 0;
     v->checked = 0;
     v->min = 0;
     v->max = 0;
     v->n_samples = 0;
+}
+
+/* Host scan over a host-resident copy. `base` points at element 0. Fills v completely. */
+LG_HD void lg_scan_host(const lg_target_t *t, const void *base, int max_samples, lg_verdict_t *v)
+{
+    lg_scan_clear(v);
     if (max_samples > LG_MAX_SAMPLES)
         max_samples = LG_MAX_SAMPLES;
     for (int64_t i = 0; i < t->count; i++) {

@@ -109,16 +109,6 @@ static const lg_hook_t *find_hook(const walk_t *w, const char *name)
     return NULL;
 }
 
-static int find_cudart_handles(struct dl_phdr_info *info, size_t size, void *data)
-{
-    void **out = data;
-    const char *base = strrchr(info->dlpi_name, '/');
-    base = base ? base + 1 : info->dlpi_name;
-    if (strncmp(base, "libcudart", 9) == 0 && !*out)
-        *out = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    return *out != NULL;
-}
-
 /* What the slot of an object that never called `name` (lazy binding) would have been bound to:
  * dlsym in the object's own scope (itself, then its dependencies), else in libcudart. */
 static void *resolve_lazy(const struct dl_phdr_info *info, const lg_hook_t *hook)
@@ -127,10 +117,8 @@ static void *resolve_lazy(const struct dl_phdr_info *info, const lg_hook_t *hook
     void *p = h ? dlsym(h, hook->name) : NULL;
     if (h) dlclose(h);
     if (p && p != hook->replacement) return p;
-    void *rt = NULL;
-    dl_iterate_phdr(find_cudart_handles, &rt);
+    void *rt = lg_runtime_cudart_handle();
     p = rt ? dlsym(rt, hook->name) : NULL;
-    if (rt) dlclose(rt);
     return p != hook->replacement ? p : NULL;
 }
 

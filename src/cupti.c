@@ -41,9 +41,6 @@
 
 #include "internal.h"
 
-/* lg_launch_in_progress (declared in internal.h's cupti.c section) is defined in preload.c,
- * which sets it around the launches it handles. */
-
 typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
 typedef CUptiResult (*enable_callback_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
 typedef CUptiResult (*result_string_fn)(CUptiResult, const char **);
@@ -83,33 +80,6 @@ static __thread int runtime_depth;   /* inside a runtime launch: skip its nested
 
 /* ------------------------------------------------------------------ finding libcupti */
 
-typedef struct {
-    char dir[PATH_MAX];
-    int major;                       /* 0: unknown */
-} cudart_info_t;
-
-static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
-{
-    cudart_info_t *out = data;
-    const char *name = info->dlpi_name;
-    if (!name || !*name) return 0;
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    /* libcudart.so.13, and the hashed copies of old torch wheels: libcudart-d0da41ae.so.11.0 */
-    if (strncmp(base, "libcudart", 9) != 0 || (base[9] != '.' && base[9] != '-')) return 0;
-    size_t dir_len = (size_t)(base - name);
-    if (dir_len == 0) snprintf(out->dir, sizeof out->dir, ".");
-    else snprintf(out->dir, sizeof out->dir, "%.*s", (int)(dir_len - 1), name);
-    const char *so = strstr(base, ".so.");
-    out->major = so ? atoi(so + 4) : 0;
-    if (out->major == 0) {
-        /* An unversioned libcudart.so: the major is in the name its symlink points to. */
-        char real[PATH_MAX];
-        if (realpath(name, real) && (so = strstr(real, ".so."))) out->major = atoi(so + 4);
-    }
-    return 1;
-}
-
 static void *try_open(const char *path)
 {
     void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
@@ -137,8 +107,8 @@ static void *open_cupti(char *why, size_t why_len)
         }
     }
 
-    cudart_info_t rt = { .dir = "", .major = 0 };
-    bool have_rt = dl_iterate_phdr(find_cudart, &rt) != 0;
+    static lg_cudart_t rt; /* the first libcudart the loader holds guides the search */
+    bool have_rt = lg_runtime_cudarts(&rt, 1) == 1;
     int majors[2] = { rt.major, 0 };
     if (rt.major == 0) { majors[0] = 13; majors[1] = 12; }
     const char *cuda_home = getenv("CUDA_HOME");
@@ -150,9 +120,9 @@ static void *open_cupti(char *why, size_t why_len)
             snprintf(dirs[nd++], PATH_MAX, "%s", rt.dir);
             /* pip wheels: nvidia/cuda_runtime/lib next to nvidia/cuda_cupti/lib (cu12), and
              * torch/lib next to nvidia/ (a cudart bundled with torch) */
-            snprintf(dirs[nd++], PATH_MAX, "%s/../../cuda_cupti/lib", rt.dir);
-            snprintf(dirs[nd++], PATH_MAX, "%s/../../nvidia/cuda_cupti/lib", rt.dir);
-            snprintf(dirs[nd++], PATH_MAX, "%s/../extras/CUPTI/lib64", rt.dir);
+            snprintf(dirs[nd++], PATH_MAX, "%.4000s/../../cuda_cupti/lib", rt.dir);
+            snprintf(dirs[nd++], PATH_MAX, "%.4000s/../../nvidia/cuda_cupti/lib", rt.dir);
+            snprintf(dirs[nd++], PATH_MAX, "%.4000s/../extras/CUPTI/lib64", rt.dir);
         }
         if (cuda_home && *cuda_home) {
             snprintf(dirs[nd++], PATH_MAX, "%s/extras/CUPTI/lib64", cuda_home);
@@ -332,7 +302,7 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) runtime_depth++;
     else if (runtime_depth > 0) return;      /* the runtime launch around it was handled */
     /* The interposition layer is handling this launch, or it is our own (validator) launch. */
-    if (lg_launch_in_progress || lg_in_library) return;
+    if (lg_preload_in_launch || lg_in_library) return;
     /* Review fix: read_launch dereferences functionParams, and for the CUDA 13 __cudaLaunchKernel
      * ids the headers define no params struct at all: never crash the application on a CUPTI
      * that passes none. */
@@ -346,9 +316,10 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     d.kind = LG_VERDICT_RUN;
     /* Zeroed so that a slot pointing into storage is one this decision rewrote. */
     memset(d.args_copy.args, 0, sizeof d.args_copy.args);
-    lg_launch_in_progress++;
-    lg_launch_decide(&l, &d);
-    lg_launch_in_progress--;
+    lg_ensure_started();
+    lg_preload_in_launch++;
+    lg_launch_decide(lg_runtime_get(), &l, &d);
+    lg_preload_in_launch--;
     /* SKIP cannot be honoured (can_block=false); launch.c is told so and never asks for it. */
     if (d.kind == LG_VERDICT_RUN_WITH) apply_rewrite(args, &d, cb->correlationId);
 }
@@ -469,7 +440,7 @@ static void start(void)
     }
 
     /* cuptiSubscribe loaded libcuda; the driver names CUfunction handles of driver launches. */
-    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    void *cuda = lg_runtime_libcuda();
     if (cuda) func_get_name = (func_get_name_fn)dlsym(cuda, "cuFuncGetName");
 
     atexit(on_exit_or_fork);

@@ -56,7 +56,26 @@ static int field_value(const lg_spec_t *s, void **args, const lg_field_t *f, int
     return 0;
 }
 
-int lg_decode(const lg_spec_t *spec, const char *mangled, void **args, const unsigned grid[3], lg_target_t *out,
+int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len)
+{
+    if (!spec->dtype_from_template) {
+        *dtype = spec->dtype;
+        return 0;
+    }
+    char c = lg_demangle_last_template_arg(mangled);
+    switch (c) {
+    case 'l':
+    case 'x': *dtype = LG_DTYPE_INT64; return 0;
+    case 'h': *dtype = LG_DTYPE_UINT8; return 0;
+    case 'i': *dtype = LG_DTYPE_INT32; return 0;
+    default:
+        snprintf(why, why_len, "[%s]: label type unknown (last template argument '%c' of %s)", spec->name, c ? c : '?',
+                 mangled ? mangled : "(no name)");
+        return -1;
+    }
+}
+
+int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], lg_target_t *out,
               char *why, size_t why_len)
 {
     char dummy[8];
@@ -83,21 +102,7 @@ int lg_decode(const lg_spec_t *spec, const char *mangled, void **args, const uns
     memcpy(&data, tp + tf->offset, 8);
     out->data = data;
 
-    /* dtype */
-    if (spec->dtype_from_template) {
-        char c = lg_demangle_last_template_arg(mangled);
-        switch (c) {
-        case 'l': case 'x': out->dtype = LG_DTYPE_INT64; break;
-        case 'h': out->dtype = LG_DTYPE_UINT8; break;
-        case 'i': out->dtype = LG_DTYPE_INT32; break;
-        default:
-            snprintf(why, why_len, "[%s]: label type unknown (last template argument '%c' of %s)", spec->name,
-                     c ? c : '?', mangled ? mangled : "(no name)");
-            return -1;
-        }
-    } else {
-        out->dtype = spec->dtype;
-    }
+    out->dtype = dtype;
 
     /* shape: the accessor's view, or a dense vector */
     int64_t acc_count = 1;

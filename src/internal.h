@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "../cuda/lg_scan.h"
 
@@ -25,6 +26,14 @@
 #define LG_TLS __thread __attribute__((tls_model("initial-exec")))
 
 #define LG_VERSION "0.1.0"
+
+/* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
+static inline uint64_t lg_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---------------------------------------------------------------- config.c */
 
@@ -56,6 +65,66 @@ LG_HIDDEN const char *lg_config_hooks_name(lg_hooks_t h);
 
 /* The process-wide configuration, filled once by the constructor (lg.c). */
 extern LG_HIDDEN lg_config_t lg_cfg;
+
+/* ---------------------------------------------------------------- runtime.c */
+
+/* The runtime functions the core calls, resolved from the process's own libcudart (never by
+ * name through our hooks). A NULL member: that function is not in this runtime. */
+typedef struct lg_runtime {
+    int (*memcpy_async)(void *dst, const void *src, size_t n, int kind, void *stream);
+    int (*stream_synchronize)(void *stream);
+    int (*malloc_device)(void **p, size_t n);
+    int (*free_device)(void *p);
+    int (*malloc_host)(void **p, size_t n);
+    int (*free_host)(void *p);
+    int (*pointer_attributes)(void *attr, const void *ptr);
+    int (*stream_is_capturing)(void *stream, int *status);
+    int (*get_device)(int *dev);
+    int (*get_device_properties)(void *prop, int dev);
+    int (*get_last_error)(void);
+    int (*func_get_name)(const char **name, const void *func);
+    int (*func_get_param_info)(const void *func, size_t index, size_t *offset, size_t *size);
+    const char *(*get_error_string)(int code);
+    int (*runtime_get_version)(int *v);
+    int (*driver_get_version)(int *v);
+} lg_runtime_t;
+
+/* The process's runtime table, resolved once (pthread_once). Never NULL; members may be. */
+LG_HIDDEN const lg_runtime_t *lg_runtime_get(void);
+/* One loaded libcudart (per soname): its path, directory and major version (0: unknown). */
+typedef struct lg_cudart {
+    char path[4096];
+    char dir[4096];
+    int major;
+} lg_cudart_t;
+/* Every libcudart the loader holds, one per major version, in load order; returns the count. */
+LG_HIDDEN int lg_runtime_cudarts(lg_cudart_t *out, int cap);
+/* A handle on the first of them (dlopen RTLD_NOLOAD), cached; NULL when none is loaded. */
+LG_HIDDEN void *lg_runtime_cudart_handle(void);
+/* `name` from the runtime: dlsym(RTLD_NEXT), else the loaded libcudart; never `self`. */
+LG_HIDDEN void *lg_runtime_resolve(const char *name, const void *self);
+/* libcuda.so.1, opened RTLD_LOCAL once; NULL without a driver. */
+LG_HIDDEN void *lg_runtime_libcuda(void);
+
+/* The error a blocked launch reports: cudaErrorNotPermitted. Not 710: the context is fine,
+ * and frameworks treat 710 as fatal; 800 is non-sticky and otherwise rare around launches. */
+#define LG_RAISE_ERROR 800
+/* The error the next cudaGetLastError/PeekAtLastError of this thread reports (0: none); the
+ * hooks read it on every such call, so it is a plain thread-local. */
+extern LG_HIDDEN LG_TLS int lg_runtime_pending;
+/* Sets this thread's pending error, and (message != NULL) the text cudaGetErrorString gives
+ * for LG_RAISE_ERROR. */
+LG_HIDDEN void lg_runtime_set_pending_error(int code, const char *message);
+/* Our text for `code`, or NULL when it is not ours. */
+LG_HIDDEN const char *lg_runtime_error_message(int code);
+/* Around our own runtime queries: the application's pending error is taken before and handed
+ * back (as this thread's pending error) after, so that ours never reaches it. */
+LG_HIDDEN int lg_runtime_save_error(const lg_runtime_t *rt);
+LG_HIDDEN void lg_runtime_restore_error(const lg_runtime_t *rt, int saved);
+LG_HIDDEN void lg_runtime_atfork_child(void);
+/* Thread-local re-entry guard, set around our own CUDA calls, logging and unwinding: a hook
+ * that finds it set passes straight through. */
+extern LG_HIDDEN LG_TLS int lg_in_library;
 
 /* ---------------------------------------------------------------- registry.c */
 
@@ -120,9 +189,6 @@ LG_HIDDEN int lg_registry_init_with(const char *user_files, lg_registry_warn_fn 
 /* True when some spec's match occurs in `mangled` (layout not checked): the cheap test before
  * asking the runtime for parameter sizes. */
 LG_HIDDEN bool lg_registry_maybe_watched(const char *mangled);
-/* Parses spec text (the GKeyFile format of specs/pytorch.conf). Fills out (capacity cap);
- * returns the count or -1 with "file:line: [group] field: message" in err. Pure: no globals. */
-LG_HIDDEN int lg_registry_parse(const char *text, size_t len, const char *origin, lg_spec_t *out, int cap, char *err, size_t err_len);
 /* The spec for a kernel: the first whose match occurs in `mangled` AND whose parameter
  * count/sizes fit the kernel (actual_sizes from cudaFuncGetParamInfo when n_actual >= 0,
  * else read from the mangled signature). Several specs may share a name (one per PyTorch
@@ -138,6 +204,17 @@ LG_HIDDEN const lg_spec_t *lg_registry_match(const char *mangled);
 LG_HIDDEN bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const size_t *actual_sizes, int n_actual, char *why, size_t why_len);
 LG_HIDDEN int lg_registry_count(void);
 LG_HIDDEN const lg_spec_t *lg_registry_get(int i);
+
+/* ---------------------------------------------------------------- spec.c */
+
+/* Parses spec text (the GKeyFile format of specs/pytorch.conf). Fills out (capacity cap);
+ * returns the count or -1 with "file:line: [group] field: message" in err. Pure: no globals. */
+LG_HIDDEN int lg_spec_parse(const char *text, size_t len, const char *origin, lg_spec_t *out, int cap, char *err,
+                            size_t err_len);
+/* The spec of list[0..n) that a launch could not tell from s (same match, same layout). */
+LG_HIDDEN const lg_spec_t *lg_spec_conflict(const lg_spec_t *s, const lg_spec_t *list, int n);
+/* printf into err (NULL or 0 length: nothing). */
+LG_HIDDEN void lg_spec_error(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---------------------------------------------------------------- demangle.c */
 
@@ -162,7 +239,11 @@ LG_HIDDEN char *lg_demangle_full(const char *mangled);
  * counts/sizes/strides, unknown label type. Reads only args[] slots the spec names, within
  * the sizes the spec declares, after the layout check passed. On 0, `why` may still hold a
  * note (e.g. n_classes <= 0: every label will be reported out of range). */
-LG_HIDDEN int lg_decode(const lg_spec_t *spec, const char *mangled, void **args, const unsigned grid[3], lg_target_t *out, char *why, size_t why_len);
+LG_HIDDEN int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], lg_target_t *out,
+                        char *why, size_t why_len);
+/* The label dtype of a kernel: the spec's, or the last template argument of its mangled name
+ * (l/x int64, h uint8, i int32). Returns 0, or -1 with a reason. Once per kernel (classify.c). */
+LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len);
 /* Builds a copy of args[] in which the target pointer is `new_data` (and ignore_index is
  * `new_ignore` when rewrite_ignore). For an accessor target the copy's strides are made
  * contiguous (the masked copy is dense, row-major). `storage` holds the rewritten parameter
@@ -177,25 +258,6 @@ LG_HIDDEN int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new
 /* ---------------------------------------------------------------- validate.c */
 
 typedef enum { LG_BACKEND_HOST, LG_BACKEND_GPU } lg_backend_t;
-
-/* Runtime functions the validator needs, resolved by preload.c from the process's own cudart. */
-typedef struct lg_runtime {
-    int (*memcpy_async)(void *dst, const void *src, size_t n, int kind, void *stream);
-    int (*stream_synchronize)(void *stream);
-    int (*malloc_device)(void **p, size_t n);
-    int (*free_device)(void *p);
-    int (*malloc_host)(void **p, size_t n);
-    int (*free_host)(void *p);
-    int (*pointer_attributes)(void *attr, const void *ptr);
-    int (*stream_is_capturing)(void *stream, int *status);
-    int (*get_device)(int *dev);
-    int (*get_last_error)(void);
-    int (*func_get_name)(const char **name, const void *func);
-    int (*func_get_param_info)(const void *func, size_t index, size_t *offset, size_t *size);
-    const char *(*get_error_string)(int code);
-    int (*runtime_get_version)(int *v);
-    int (*driver_get_version)(int *v);
-} lg_runtime_t;
 
 /* Picks the backend: GPU when libcuda.so.1 opens, the embedded validator module loads and a
  * context is current (or a primary context is active); else HOST. `rt` may be NULL (static
@@ -221,26 +283,89 @@ LG_HIDDEN uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, i
 
 /* Nanoseconds spent inside lg_validate_* so far (for the summary's validate_ns_total). */
 LG_HIDDEN uint64_t lg_validate_ns_total(void);
-/* Async mode, used by launch.c (lead): enqueue validate+sanitize on `stream` with no stream
- * synchronisation; *sanitized gets the address of the sanitized copy the loss kernel must use
- * (bad labels replaced by `replacement`). `cookie` is returned with the verdict. Returns 0 or
- * -1 with why. lg_validate_async_collect returns true and fills r for each finished check
- * (clean ones included, so the caller can count), false when none is ready. Thread-safe.
- * GPU backend: one launch writes the copy and publishes the verdict in mapped pinned memory;
- * collect only reads that memory (no CUDA call). Inside graph capture the check stays pending
- * for the graph's lifetime and every replay yields one more report. Host backend: the scan
- * runs before lg_validate_async returns (not possible inside a capture: -1), and when no label
- * is bad *sanitized is t->data itself. A verdict overwritten by LG_RING_SLOTS later checks on
- * the same stream before it was collected is reported clean with checked = -1. */
+/* Async mode: enqueue validate+sanitize on `stream` with no stream synchronisation;
+ * *sanitized gets the address of the sanitized copy the loss kernel must use (bad labels
+ * replaced by `replacement`). `cookie` is returned with the verdict (verdicts.c). Returns 0 or
+ * -1 with why. GPU backend: one launch writes the copy and publishes the verdict in mapped
+ * pinned memory. Inside graph capture the check stays queued for the graph's lifetime and
+ * every replay yields one more report. Host backend: the scan runs before this returns (not
+ * possible inside a capture: -1), and when no label is bad *sanitized is t->data itself. */
 struct lg_kernel_info;
+LG_HIDDEN int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, int samples,
+                                struct lg_kernel_info *cookie, uint64_t *sanitized, char *why, size_t why_len);
+
+/* ---------------------------------------------------------------- validate_host.c */
+
+/* The host backend. `span`: elements spanned by the target (lg_scan_span), already checked.
+ * scan: the verdict, 0 or -1 with why. sanitize: the verdict and a device copy of the labels
+ * with each bad one replaced (*copy_out: logical element 0), or t->data when nothing was bad
+ * and !always_copy. */
+LG_HIDDEN int lg_validate_host_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span,
+                                    int samples, lg_verdict_t *v, char *why, size_t why_len);
+LG_HIDDEN int lg_validate_host_sanitize(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span,
+                                        int64_t replacement, int samples, bool always_copy, lg_verdict_t *v,
+                                        uint64_t *copy_out, char *why, size_t why_len);
+LG_HIDDEN void lg_validate_host_after_fork(void);
+
+/* ---------------------------------------------------------------- validate_gpu.c */
+
+typedef struct lg_scratch lg_scratch_t; /* per (context, stream) memory of the GPU backend */
+/* One enqueued run of the validator. */
+typedef struct lg_gpu_run {
+    const lg_scratch_t *s;
+    uint64_t seq;  /* the run's sequence number in s's ring (not meaningful when captured) */
+    uint64_t copy; /* sanitized copy, address of logical element 0 */
+    bool captured;
+} lg_gpu_run_t;
+/* Loads the driver and decides whether the GPU backend is active: a current context that
+ * loads the module, or a primary context active on some device. Returns that. */
+LG_HIDDEN bool lg_validate_gpu_init(void);
+LG_HIDDEN bool lg_validate_gpu_active(void);
+/* Enqueues one scan on `stream`. Returns 0; or -1 with why, and *use_host set when the host
+ * backend should take this call instead (no current context, module not loadable). */
+LG_HIDDEN int lg_validate_gpu_launch(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span,
+                                     int samples, bool want_copy, int64_t replacement, bool allow_capture,
+                                     lg_gpu_run_t *out, bool *use_host, char *why, size_t why_len);
+/* Waits for `stream` (relaxed capture mode). 0, or -1 with why. */
+LG_HIDDEN int lg_validate_gpu_wait(void *stream, char *why, size_t why_len);
+/* Run `seq` of s's ring: 1 read into v, 0 not yet written, -1 already overwritten. */
+LG_HIDDEN int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t *v);
+/* The newest run s's ring holds. */
+LG_HIDDEN uint64_t lg_validate_gpu_ring_latest(const lg_scratch_t *s);
+LG_HIDDEN void lg_validate_gpu_after_fork(void);
+
+/* ---------------------------------------------------------------- verdicts.c */
+
+/* One async check not collected yet. */
+typedef struct lg_pending {
+    struct lg_kernel_info *cookie;
+    void *stream;
+    lg_target_t target;
+    const lg_scratch_t *s; /* NULL: host backend, verdict already final */
+    uint64_t seq;          /* run to read next */
+    bool repeating;        /* captured into a graph: every replay is one more run */
+    lg_verdict_t verdict;
+} lg_pending_t;
+/* What a collected check says. */
 typedef struct lg_async_report {
-    struct lg_kernel_info *info;   /* the cookie */
+    struct lg_kernel_info *info; /* the cookie */
     void *stream;
     lg_target_t target;
     lg_verdict_t verdict;
 } lg_async_report_t;
-LG_HIDDEN int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, int samples, struct lg_kernel_info *cookie, uint64_t *sanitized, char *why, size_t why_len);
-LG_HIDDEN bool lg_validate_async_collect(lg_async_report_t *r);
+/* Queues p (malloc'd; the queue frees it). 0, or -1 when out of memory. */
+LG_HIDDEN int lg_verdicts_add(lg_pending_t *p);
+/* True and r filled for each finished check (clean ones included), oldest first; false when
+ * none is ready. A verdict overwritten by LG_RING_SLOTS later checks on the same stream before
+ * it was read is reported clean with checked = -1. Thread-safe. */
+LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r);
+LG_HIDDEN void lg_verdicts_after_fork(void);
+/* Checks queued; read by every hook, so inline. */
+extern LG_HIDDEN _Atomic int lg_verdicts_outstanding;
+static inline bool lg_verdicts_pending(void)
+{
+    return __atomic_load_n((int *)&lg_verdicts_outstanding, __ATOMIC_RELAXED) != 0;
+}
 
 /* ---------------------------------------------------------------- json.c */
 
@@ -320,7 +445,7 @@ LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
 
 /* ---------------------------------------------------------------- report.c */
 
-/* Everything known about one violation, filled by launch.c, consumed by report.c. */
+/* Everything known about one violation, filled by act.c, consumed by report.c and text.c. */
 typedef struct lg_violation {
     const char *mangled;
     const lg_spec_t *spec;
@@ -333,7 +458,7 @@ typedef struct lg_violation {
     lg_action_t action;
     const char *outcome;       /* blocked, held, masked, launched, aborted */
     char note[256];            /* e.g. "raise fell back to mask: only CUPTI saw the launch" */
-    lg_cause_t cause;
+    lg_cause_t cause;          /* computed once, by act.c */
     char cause_text[256];
     lg_native_stack_t native;
     lg_py_stack_t python;
@@ -342,7 +467,7 @@ typedef struct lg_violation {
 /* Each writes one JSONL line (one write() on an O_APPEND descriptor opened on first use) and,
  * unless quiet, text on stderr. Thread-safe. `sync_to_disk`: fsync before returning (blocking
  * actions). */
-LG_HIDDEN void lg_report_violation(lg_violation_t *v, bool sync_to_disk);
+LG_HIDDEN void lg_report_violation(const lg_violation_t *v, bool sync_to_disk);
 LG_HIDDEN void lg_report_warning(const char *what, const char *detail);
 /* Like lg_report_warning but only the first time `what` is seen in this process. */
 LG_HIDDEN void lg_report_warning_once(const char *what, const char *detail);
@@ -372,6 +497,98 @@ LG_HIDDEN const char *lg_report_log_path(void);
 LG_HIDDEN void lg_report_after_fork_child(void);
 /* The log text for the raise path: one line naming kernel, label, index, n_classes, ignore. */
 LG_HIDDEN void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len);
+
+/* ---------------------------------------------------------------- text.c */
+
+/* Text from outside (kernel names, Python file names) for the terminal: control characters
+ * and invalid UTF-8 become '?'. Returns out. */
+LG_HIDDEN const char *lg_text_safe(const char *in, char *out, size_t len);
+/* "target[17]", or "target[0][3][7]" for a dense target: what a user types into a debugger. */
+LG_HIDDEN int lg_text_index(const lg_target_t *t, int64_t index, char *out, size_t len);
+/* "forward"/"backward", NULL without a spec. */
+LG_HIDDEN const char *lg_text_direction(const lg_violation_t *v);
+/* The stderr block of one violation; returns its length (<= cap - 1). */
+LG_HIDDEN size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*native)[256], int n_native,
+                                   const char *log_path);
+/* The one-line message of a blocked launch's CUDA error. */
+LG_HIDDEN void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *out, size_t out_len);
+
+/* ---------------------------------------------------------------- log.c */
+
+/* The sinks; report.c calls them under its lock. lg_log_emit writes one complete line to the
+ * log file (opened on first use) or, on fallback, stderr; fsync when sync_to_disk. */
+LG_HIDDEN void lg_log_emit(const char *line, size_t n, bool sync_to_disk);
+LG_HIDDEN void lg_log_stderr(const char *p, size_t n);
+/* Path of this process's log file ("" before the first event, "stderr" on fallback). */
+LG_HIDDEN const char *lg_log_path(void);
+/* The global (or local) rank from torchrun, SLURM or Open MPI; -1 when unset. */
+LG_HIDDEN long lg_log_rank(bool local);
+/* gethostname, reduced to [A-Za-z0-9._-] (it becomes part of a file name). */
+LG_HIDDEN void lg_log_hostname(char *out, size_t len);
+LG_HIDDEN void lg_log_after_fork_child(void);
+
+/* ---------------------------------------------------------------- names.c */
+
+/* handle/stub -> mangled name, recorded at registration; lock-free reads. */
+LG_HIDDEN void lg_names_record_function(const void *host_stub, const char *mangled);
+LG_HIDDEN void lg_names_record_kernel(const void *handle, const void *host_stub);
+LG_HIDDEN const char *lg_names_lookup(const void *func);
+/* Per-handle cache slot for launch.c: the matched spec (or NULL) once classified. `state` is
+ * written last (release) so a reader that sees WATCHED also sees `spec`. */
+enum { LG_KSTATE_UNKNOWN = 0, LG_KSTATE_UNWATCHED = 1, LG_KSTATE_WATCHED = 2, LG_KSTATE_BAD_LAYOUT = 3 };
+/* What classify.c learns once per watched kernel. */
+typedef struct lg_kernel_facts {
+    lg_dtype_t dtype;          /* label type */
+    char short_name[128];      /* demangled unqualified name, for events and messages */
+} lg_kernel_facts_t;
+typedef struct lg_kernel_info {
+    const void *func;
+    const char *mangled;       /* copied; NULL until known */
+    const lg_spec_t *spec;     /* NULL: not watched */
+    lg_dtype_t dtype;          /* set with spec */
+    char short_name[128];      /* set with spec */
+    _Atomic int state;
+} lg_kernel_info_t;
+/* The table lives in names.c; the lookup is inline because it is the whole cost of an
+ * unwatched launch (issue 3: fast path). Open addressing on the pointer value; a slot's key is
+ * published with release ordering after its entry is complete. */
+#define LG_NAMES_BITS 18 /* 262144 slots, 4 MiB of BSS touched only where used */
+#define LG_NAMES_SIZE (1u << LG_NAMES_BITS)
+typedef struct lg_names_slot {
+    _Atomic(const void *) key;
+    _Atomic(lg_kernel_info_t *) info;
+} lg_names_slot_t;
+extern LG_HIDDEN lg_names_slot_t lg_names_table[LG_NAMES_SIZE];
+static inline uint32_t lg_names_hash(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x & (LG_NAMES_SIZE - 1);
+}
+/* Lock-free; NULL if absent. */
+static inline lg_kernel_info_t *lg_names_info(const void *func)
+{
+    uint32_t i = lg_names_hash(func);
+    for (;;) {
+        const void *k = __atomic_load_n((const void **)&lg_names_table[i].key, __ATOMIC_ACQUIRE);
+        if (k == func)
+            return __atomic_load_n((lg_kernel_info_t **)&lg_names_table[i].info, __ATOMIC_RELAXED);
+        if (!k)
+            return NULL;
+        i = (i + 1) & (LG_NAMES_SIZE - 1);
+    }
+}
+LG_HIDDEN lg_kernel_info_t *lg_names_info_insert(const void *func); /* locks; NULL if table full */
+LG_HIDDEN void lg_names_set_name(lg_kernel_info_t *info, const char *mangled);
+/* Sets spec, facts and state once (the first classification wins); later calls change
+ * nothing. */
+LG_HIDDEN void lg_names_publish(lg_kernel_info_t *info, const lg_spec_t *spec, const lg_kernel_facts_t *facts,
+                                int state);
+LG_HIDDEN void lg_names_atfork_prepare(void);
+LG_HIDDEN void lg_names_atfork_parent(void);
+LG_HIDDEN void lg_names_atfork_child(void);
 
 /* ---------------------------------------------------------------- launch.c */
 
@@ -410,16 +627,12 @@ typedef struct lg_decision {
     lg_args_copy_t args_copy;
 } lg_decision_t;
 
-/* The one entry from every hook. Fast path: a cached per-handle lookup, no lock, no
- * allocation, no system call for an unwatched kernel. */
-LG_HIDDEN void lg_launch_decide(const lg_launch_t *l, lg_decision_t *d);
+/* The one entry from every hook, after the hook started the library: classify, decode,
+ * validate, act. `rt` is the runtime the hook resolved. */
+LG_HIDDEN void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d);
 LG_HIDDEN void lg_launch_counters(lg_counters_t *out);
-/* Async verdicts not yet collected (launch.c); read on every hook, so inline. */
-extern LG_HIDDEN _Atomic int lg_launch_async_outstanding;
-static inline bool lg_launch_async_pending(void)
-{
-    return __atomic_load_n((int *)&lg_launch_async_outstanding, __ATOMIC_RELAXED) != 0;
-}
+/* Collects the async verdicts that are ready and acts on the bad ones (any hook point). */
+LG_HIDDEN void lg_launch_poll_async(const lg_runtime_t *rt);
 /* Per-thread launch counter slot (launch.c); the first launch of a thread assigns it. */
 typedef struct lg_counter_slot {
     _Atomic uint64_t launches;
@@ -438,79 +651,70 @@ static inline void lg_launch_count(void)
     __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
                      __ATOMIC_RELAXED);
 }
-LG_HIDDEN void lg_launch_poll_async(void);
-LG_HIDDEN void lg_launch_atfork_child(void);
 
-/* ---------------------------------------------------------------- names.c */
+/* ---------------------------------------------------------------- classify.c */
 
-/* handle/stub -> mangled name, recorded at registration; lock-free reads. */
-LG_HIDDEN void lg_names_record_function(const void *host_stub, const char *mangled);
-LG_HIDDEN void lg_names_record_kernel(const void *handle, const void *host_stub);
-LG_HIDDEN const char *lg_names_lookup(const void *func);
-/* Per-handle cache slot for launch.c: the matched spec (or NULL) once classified. `state` is
- * written last (release) so a reader that sees WATCHED also sees `spec`. */
-enum { LG_KSTATE_UNKNOWN = 0, LG_KSTATE_UNWATCHED = 1, LG_KSTATE_WATCHED = 2, LG_KSTATE_BAD_LAYOUT = 3 };
-typedef struct lg_kernel_info {
-    const void *func;
-    const char *mangled;       /* copied; NULL until known */
-    const lg_spec_t *spec;     /* NULL: not watched */
-    _Atomic int state;
-} lg_kernel_info_t;
-/* The table lives in names.c; the lookup is inline because it is the whole cost of an
- * unwatched launch (issue 3: fast path). Open addressing on the pointer value; a slot's key is
- * published with release ordering after its entry is complete. */
-#define LG_NAMES_BITS 18 /* 262144 slots, 4 MiB of BSS touched only where used */
-#define LG_NAMES_SIZE (1u << LG_NAMES_BITS)
-typedef struct lg_names_slot {
-    _Atomic(const void *) key;
-    _Atomic(lg_kernel_info_t *) info;
-} lg_names_slot_t;
-extern LG_HIDDEN lg_names_slot_t lg_names_table[LG_NAMES_SIZE];
-static inline uint32_t lg_names_hash(const void *p)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return (uint32_t)x & (LG_NAMES_SIZE - 1);
-}
-/* Lock-free; NULL if absent. */
-static inline lg_kernel_info_t *lg_names_info(const void *func)
-{
-    uint32_t i = lg_names_hash(func);
-    for (;;) {
-        const void *k = __atomic_load_n((const void **)&lg_names_table[i].key, __ATOMIC_ACQUIRE);
-        if (k == func)
-            return __atomic_load_n((lg_kernel_info_t **)&lg_names_table[i].info, __ATOMIC_RELAXED);
-        if (!k)
-            return NULL;
-        i = (i + 1) & (LG_NAMES_SIZE - 1);
-    }
-}
-LG_HIDDEN lg_kernel_info_t *lg_names_info_insert(const void *func); /* locks; NULL if table full */
-LG_HIDDEN void lg_names_set_name(lg_kernel_info_t *info, const char *mangled);
-/* Sets spec and state once (the first classification wins); later calls change nothing. */
-LG_HIDDEN void lg_names_publish(lg_kernel_info_t *info, const lg_spec_t *spec, int state);
-LG_HIDDEN void lg_names_atfork_prepare(void);
-LG_HIDDEN void lg_names_atfork_parent(void);
-LG_HIDDEN void lg_names_atfork_child(void);
+/* First launch of a handle: name, spec and layout check, dtype, short name, published in the
+ * kernel's entry (created when info is NULL). Returns the entry, NULL when the table is full. */
+struct lg_launch;
+LG_HIDDEN lg_kernel_info_t *lg_classify(const lg_runtime_t *rt, const struct lg_launch *l, lg_kernel_info_t *info);
+
+/* ---------------------------------------------------------------- act.c */
+
+typedef enum { LG_OUTCOME_BLOCKED, LG_OUTCOME_HELD, LG_OUTCOME_MASKED, LG_OUTCOME_LAUNCHED, LG_OUTCOME_ABORTED } lg_outcome_t;
+/* When the verdict is known: before a launch that can be skipped (interposed), before one that
+ * cannot (seen only by CUPTI), or after the launch ran on the sanitized copy (async). */
+typedef enum { LG_ACT_BEFORE, LG_ACT_BEFORE_UNSKIPPABLE, LG_ACT_AFTER } lg_act_when_t;
+typedef enum { LG_MASK_UNTRIED, LG_MASK_DONE, LG_MASK_FAILED } lg_mask_state_t;
+/* What an action does, decided by lg_act_policy. */
+typedef struct lg_act_plan {
+    lg_outcome_t outcome;
+    bool try_mask; /* make the masked copy, then ask again with the result */
+    bool skip;     /* the launch is not made; it returns LG_RAISE_ERROR */
+    bool raise;    /* LG_RAISE_ERROR becomes this thread's pending error */
+    bool hold;     /* the thread waits for SIGUSR1 after the report */
+    bool abort;    /* summary, then abort() */
+    bool flush;    /* the event is fsync'ed before going on */
+    const char *note; /* why the outcome is not the action's plain one; may hold one %s (why) */
+} lg_act_plan_t;
+/* The policy table: pure, the same for sync and async. */
+LG_HIDDEN lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_state_t mask);
+/* One launch with bad labels, as act sees it. */
+typedef struct lg_act_input {
+    lg_act_when_t when;
+    const lg_kernel_info_t *info;
+    void *stream;
+    void **args;               /* the launch's own; NULL after it ran */
+    const lg_target_t *target;
+    const lg_verdict_t *verdict;
+} lg_act_input_t;
+/* Reports the violation and carries out LABELGUARD_ACTION; d (NULL for LG_ACT_AFTER) gets
+ * what the hook must do. May not return (abort) or return after a hold. */
+LG_HIDDEN void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d);
+/* The value a masked copy puts in place of a bad label, and whether the launch's ignore_index
+ * must be rewritten to it (uint8 targets cannot hold -100). false: no value works. */
+LG_HIDDEN bool lg_act_mask_value(const lg_target_t *t, int64_t *value, bool *rewrite);
+/* d becomes RUN_WITH the launch's arguments pointing at `copy`. 0, or -1 (copy 0, or the
+ * rewrite does not fit). */
+LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool rewrite, int64_t value,
+                                 lg_decision_t *d);
+LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
+LG_HIDDEN uint64_t lg_act_violations(void);
+
+/* ---------------------------------------------------------------- hold.c */
+
+/* Blocks the calling thread until SIGUSR1, after telling stderr how to inspect and release it. */
+LG_HIDDEN void lg_hold_thread(const char *kernel, const lg_verdict_t *verdict);
+LG_HIDDEN void lg_hold_atfork_child(void);
 
 /* ---------------------------------------------------------------- preload.c */
 
-/* The real runtime functions, resolved once (RTLD_NEXT, then dlopen NOLOAD of
- * libcudart.so.13/.12). NULL when not found. */
-LG_HIDDEN const lg_runtime_t *lg_preload_runtime(void);
-/* Sets the error the next cudaGetLastError/PeekAtLastError on this thread reports, with a
- * message cudaGetErrorString returns for it. */
-LG_HIDDEN void lg_preload_set_pending_error(int code, const char *message);
 /* The interposed entry points (for late arming by GOT patching, arm.c): name, our function,
  * and where the real one is stored once resolved. */
 typedef struct lg_hook { const char *name; void *replacement; void **real; } lg_hook_t;
 LG_HIDDEN const lg_hook_t *lg_preload_hooks(int *count);
-LG_HIDDEN int lg_preload_raise_error_code(void);
-LG_HIDDEN void lg_preload_atfork_child(void);
-/* Thread-local re-entry guard around our own CUDA calls. */
-extern LG_HIDDEN LG_TLS int lg_in_library;
+/* Set while the interposition layer handles a launch, so that CUPTI skips it. */
+extern LG_HIDDEN LG_TLS int lg_preload_in_launch;
 
 /* ---------------------------------------------------------------- cupti.c */
 
@@ -521,8 +725,6 @@ LG_HIDDEN void lg_cupti_report_status(void);
 /* From lg.c's fork handler: this process is a fork child; CUPTI is never called in it (a child
  * forked while a parent thread was inside cuptiSubscribe re-runs the start and spins forever). */
 LG_HIDDEN void lg_cupti_after_fork_child(void);
-/* Set by the interposition layer while it handles a launch, so CUPTI skips it. */
-extern LG_HIDDEN LG_TLS int lg_launch_in_progress;
 
 /* ---------------------------------------------------------------- arm.c */
 
@@ -538,6 +740,5 @@ LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
 /* Lazy start, from the first hook that needs it (pthread_once): registry, runtime, backend,
  * start event. Cheap after the first call. */
 LG_HIDDEN void lg_ensure_started(void);
-LG_HIDDEN uint64_t lg_now_ns(void);
 
 #endif

@@ -33,13 +33,6 @@
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static _Atomic int started;
 
-uint64_t lg_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static const char *env_get(const char *name) { return getenv(name); }
 
 static void atfork_prepare(void);
@@ -89,8 +82,8 @@ static void atfork_child(void)
 {
     pthread_mutex_init(&start_lock, NULL);
     lg_names_atfork_child();
-    lg_preload_atfork_child();
-    lg_launch_atfork_child();
+    lg_runtime_atfork_child();
+    lg_hold_atfork_child();
     lg_validate_after_fork_child();
     lg_report_after_fork_child();
     /* No start is under way here (the fork waited for it) unless this thread forked from inside
@@ -161,11 +154,9 @@ static void describe_environment(const lg_runtime_t *rt)
     env.device_index = -1;
     if (rt->get_device && rt->get_device(&env.device_index) != 0)
         env.device_index = -1;
-    typedef cudaError_t (*props_fn)(struct cudaDeviceProp *, int);
-    props_fn props = (props_fn)dlsym(RTLD_DEFAULT, "cudaGetDeviceProperties");
-    if (props && env.device_index >= 0) {
+    if (rt->get_device_properties && env.device_index >= 0) {
         static struct cudaDeviceProp prop;
-        if (props(&prop, env.device_index) == cudaSuccess) {
+        if (rt->get_device_properties(&prop, env.device_index) == cudaSuccess) {
             snprintf(device_name, sizeof device_name, "%s", prop.name);
             env.device_name = device_name;
         }
@@ -182,7 +173,7 @@ static void start(void)
     pthread_mutex_lock(&start_lock);
     start_owner = true;
     lg_in_library++;
-    const lg_runtime_t *rt = lg_preload_runtime();
+    const lg_runtime_t *rt = lg_runtime_get();
     lg_registry_init(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
     lg_validate_init(rt);
     if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
@@ -203,8 +194,8 @@ __attribute__((destructor)) static void lg_destructor(void)
     if (!atomic_load(&started))
         return;
     lg_in_library++;
-    if (lg_launch_async_pending())
-        lg_launch_poll_async();
+    if (lg_verdicts_pending())
+        lg_launch_poll_async(lg_runtime_get());
     lg_counters_t c;
     lg_launch_counters(&c);
     lg_report_summary(&c);

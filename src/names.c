@@ -99,11 +99,13 @@ void lg_names_set_name(lg_kernel_info_t *info, const char *mangled)
 /* Two threads may classify the same new kernel at once: the first to publish wins, so `spec`
  * is written once, under the lock, before the release store of the state that launches
  * acquire (a second plain write of it raced with their reads: tests/e2e/test_tsan.sh). */
-void lg_names_publish(lg_kernel_info_t *info, const lg_spec_t *spec, int state)
+void lg_names_publish(lg_kernel_info_t *info, const lg_spec_t *spec, const lg_kernel_facts_t *facts, int state)
 {
     pthread_mutex_lock(&table_lock);
     if (atomic_load_explicit(&info->state, memory_order_relaxed) == LG_KSTATE_UNKNOWN) {
         info->spec = spec;
+        info->dtype = facts->dtype;
+        memcpy(info->short_name, facts->short_name, sizeof info->short_name);
         atomic_store_explicit(&info->state, state, memory_order_release);
     }
     pthread_mutex_unlock(&table_lock);

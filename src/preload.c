@@ -24,55 +24,7 @@
 
 #include "internal.h"
 
-LG_TLS int lg_in_library;
-LG_TLS int lg_launch_in_progress;
-
-/* The error a blocked launch reports. Not 710: the context is fine, and frameworks treat 710
- * as fatal. cudaErrorNotPermitted is non-sticky and otherwise rare around kernel launches. */
-#define LG_RAISE_ERROR cudaErrorNotPermitted
-
-/* ------------------------------------------------------------------ resolving real functions */
-
-static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    const char *base = strrchr(info->dlpi_name, '/');
-    base = base ? base + 1 : info->dlpi_name;
-    if (strncmp(base, "libcudart.so", 12) == 0) {
-        void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-        if (h) {
-            *(void **)data = h;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void *cudart_handle(void)
-{
-    static void *handle;
-    void *h = __atomic_load_n(&handle, __ATOMIC_ACQUIRE);
-    if (h)
-        return h;
-    static const char *const sonames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
-    for (size_t i = 0; i < sizeof sonames / sizeof *sonames && !h; i++)
-        h = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
-        dl_iterate_phdr(find_cudart, &h);
-    if (h)
-        __atomic_store_n(&handle, h, __ATOMIC_RELEASE);
-    return h;
-}
-
-static void *resolve(const char *name, void *self)
-{
-    void *f = dlsym(RTLD_NEXT, name);
-    if (!f || f == self) {
-        void *h = cudart_handle();
-        f = h ? dlsym(h, name) : NULL;
-    }
-    return f == self ? NULL : f;
-}
+LG_TLS int lg_preload_in_launch;
 
 /* The hooked entry points: name, return type, parameters, argument names. One list drives the
  * real-pointer storage, the resolvers and the table late arming patches (arm.c). */
@@ -104,7 +56,7 @@ cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f);
     {                                                                                          \
         void *f = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                             \
         if (LG_UNLIKELY(!f)) {                                                                 \
-            f = resolve(#name, (void *)name);                                                  \
+            f = lg_runtime_resolve(#name, (const void *)name);                                                  \
             if (f)                                                                             \
                 __atomic_store_n(&real_##name, f, __ATOMIC_RELEASE);                           \
         }                                                                                      \
@@ -123,36 +75,27 @@ const lg_hook_t *lg_preload_hooks(int *count)
 
 /* ------------------------------------------------------------------ error injection (raise) */
 
-static LG_TLS int pending_error;
-static __thread char thread_message[1024];
-static char shared_message[1024];
-static pthread_mutex_t message_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void lg_preload_set_pending_error(int code, const char *message)
+/* Async verdicts are read at every hook point; the pending error of a blocked launch is
+ * returned by the first error query on the thread it belongs to. */
+static inline void hook_point(void)
 {
-    pending_error = code;
-    if (!message)
-        return;
-    snprintf(thread_message, sizeof thread_message, "%s", message);
-    pthread_mutex_lock(&message_lock);
-    snprintf(shared_message, sizeof shared_message, "%s", message);
-    pthread_mutex_unlock(&message_lock);
+    if (LG_UNLIKELY(lg_verdicts_pending()) && !lg_in_library) {
+        lg_ensure_started();
+        lg_launch_poll_async(lg_runtime_get());
+    }
 }
 
-int lg_preload_raise_error_code(void) { return LG_RAISE_ERROR; }
-
 /* Called on every launch check PyTorch makes (C10_CUDA_KERNEL_LAUNCH_CHECK): a thread-local
- * test, then the real function. Async verdicts are collected here too (next hook point). */
+ * test, then the real function. */
 LG_EXPORT cudaError_t cudaGetLastError(void)
 {
     cudaGetLastError_fn real = get_cudaGetLastError();
-    if (LG_UNLIKELY(lg_launch_async_pending()) && !lg_in_library)
-        lg_launch_poll_async();
+    hook_point();
     cudaError_t e = real ? real() : cudaErrorInitializationError;
-    if (LG_UNLIKELY(pending_error)) {
+    if (LG_UNLIKELY(lg_runtime_pending)) {
         if (e == cudaSuccess)
-            e = (cudaError_t)pending_error;
-        pending_error = 0;
+            e = (cudaError_t)lg_runtime_pending;
+        lg_runtime_pending = 0;
     }
     return e;
 }
@@ -160,22 +103,18 @@ LG_EXPORT cudaError_t cudaGetLastError(void)
 LG_EXPORT cudaError_t cudaPeekAtLastError(void)
 {
     cudaPeekAtLastError_fn real = get_cudaPeekAtLastError();
-    if (LG_UNLIKELY(lg_launch_async_pending()) && !lg_in_library)
-        lg_launch_poll_async();
+    hook_point();
     cudaError_t e = real ? real() : cudaErrorInitializationError;
-    if (LG_UNLIKELY(pending_error) && e == cudaSuccess)
-        e = (cudaError_t)pending_error;
+    if (LG_UNLIKELY(lg_runtime_pending) && e == cudaSuccess)
+        e = (cudaError_t)lg_runtime_pending;
     return e;
 }
 
 LG_EXPORT const char *cudaGetErrorString(cudaError_t e)
 {
-    if (e == LG_RAISE_ERROR) {
-        if (thread_message[0])
-            return thread_message;
-        if (__atomic_load_n(&shared_message[0], __ATOMIC_ACQUIRE))
-            return shared_message;
-    }
+    const char *ours = lg_runtime_error_message((int)e);
+    if (ours)
+        return ours;
     cudaGetErrorString_fn real = get_cudaGetErrorString();
     return real ? real(e) : "unknown error (labelguard: no CUDA runtime found)";
 }
@@ -204,8 +143,6 @@ LG_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f)
 
 /* ------------------------------------------------------------------ launches */
 
-typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
-
 /* The whole cost of an unwatched launch: one inline lookup of the kernel's cached state, the
  * per-thread counter, and a check for async verdicts waiting to be read. */
 static inline __attribute__((always_inline)) bool unwatched(const void *f)
@@ -214,33 +151,26 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
     if (LG_UNLIKELY(!info))
         return false;
     int st = __atomic_load_n((int *)&info->state, __ATOMIC_ACQUIRE);
-    if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) || LG_UNLIKELY(lg_launch_async_pending()))
+    if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) || LG_UNLIKELY(lg_verdicts_pending()))
         return false;
     lg_launch_count();
     return true;
 }
 
-static cudaError_t launch_checked(lg_entry_t entry, launch_fn real, const void *f, dim3 g, dim3 b, void **a,
-                                  size_t sm, cudaStream_t s, bool per_thread);
-
-static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f,
-                                                                 dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
-                                                                 bool per_thread)
+/* The slow path of every launch entry point: starts the library, asks the core, and says with
+ * which argument array the real function must run (NULL: not at all, return d->error). Our own
+ * launches (the guard) and LABELGUARD_HOOKS=cupti pass straight through, unmarked, so that
+ * the CUPTI layer still sees them; otherwise *marked is set and the caller unmarks after the
+ * real call. */
+static __attribute__((noinline)) void **decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm,
+                                               cudaStream_t s, bool per_thread, lg_decision_t *d, bool *marked)
 {
-    if (LG_LIKELY(real != NULL) && LG_LIKELY(unwatched(f))) {
-        /* Marked in progress so the CUPTI layer, which sees the same launch, skips it. */
-        lg_launch_in_progress++;
-        cudaError_t r = real(f, g, b, a, sm, s);
-        lg_launch_in_progress--;
-        return r;
-    }
-    return launch_checked(entry, real, f, g, b, a, sm, s, per_thread);
-}
-
-/* One launch record for launch.c, whichever entry point it came through. */
-static void decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
-                   bool per_thread, lg_decision_t *d)
-{
+    lg_ensure_started();
+    d->kind = LG_VERDICT_RUN;
+    *marked = !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
+    if (LG_UNLIKELY(!*marked))
+        return a;
+    lg_preload_in_launch++;
     lg_launch_t l;
     l.entry = entry;
     l.func = f;
@@ -253,30 +183,32 @@ static void decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, si
      * thread's default stream. */
     l.stream = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
     l.can_block = true;
-    lg_launch_decide(&l, d);
+    lg_launch_decide(lg_runtime_get(), &l, d);
+    if (LG_LIKELY(d->kind == LG_VERDICT_RUN))
+        return a;
+    return d->kind == LG_VERDICT_RUN_WITH ? d->args_copy.args : NULL;
 }
 
-static __attribute__((noinline)) cudaError_t launch_checked(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
-                                                            dim3 b, void **a, size_t sm, cudaStream_t s,
-                                                            bool per_thread)
+typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
+
+static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f,
+                                                                 dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
+                                                                 bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
-    if (LG_UNLIKELY(lg_cfg.hooks == LG_HOOKS_CUPTI))
-        lg_ensure_started(); /* the CUPTI subscriber starts with the library */
-    if (LG_UNLIKELY(lg_in_library || lg_cfg.hooks == LG_HOOKS_CUPTI))
-        return real(f, g, b, a, sm, s);
+    if (LG_LIKELY(unwatched(f))) {
+        /* Marked in progress so the CUPTI layer, which sees the same launch, skips it. */
+        lg_preload_in_launch++;
+        cudaError_t r = real(f, g, b, a, sm, s);
+        lg_preload_in_launch--;
+        return r;
+    }
     lg_decision_t d;
-    lg_launch_in_progress++;
-    decide(entry, f, g, b, a, sm, s, per_thread, &d);
-    cudaError_t r;
-    if (LG_LIKELY(d.kind == LG_VERDICT_RUN))
-        r = real(f, g, b, a, sm, s);
-    else if (d.kind == LG_VERDICT_RUN_WITH)
-        r = real(f, g, b, d.args_copy.args, sm, s);
-    else
-        r = (cudaError_t)d.error;
-    lg_launch_in_progress--;
+    bool marked;
+    void **args = decide(entry, f, g, b, a, sm, s, per_thread, &d, &marked);
+    cudaError_t r = args ? real(f, g, b, args, sm, s) : (cudaError_t)d.error;
+    lg_preload_in_launch -= marked;
     return r;
 }
 
@@ -302,32 +234,25 @@ LG_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void 
 
 typedef cudaError_t (*launch_ex_fn)(const cudaLaunchConfig_t *c, const void *f, void **a);
 
-static cudaError_t launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaunchConfig_t *c, const void *f,
-                             void **a, bool per_thread)
+static inline __attribute__((always_inline)) cudaError_t launch_ex(lg_entry_t entry, launch_ex_fn real,
+                                                                    const cudaLaunchConfig_t *c, const void *f,
+                                                                    void **a, bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
     if (LG_LIKELY(c != NULL) && LG_LIKELY(unwatched(f))) {
-        lg_launch_in_progress++;
+        lg_preload_in_launch++;
         cudaError_t r = real(c, f, a);
-        lg_launch_in_progress--;
+        lg_preload_in_launch--;
         return r;
     }
-    if (LG_UNLIKELY(lg_cfg.hooks == LG_HOOKS_CUPTI))
-        lg_ensure_started(); /* the CUPTI subscriber starts with the library */
-    if (LG_UNLIKELY(lg_in_library || !c || lg_cfg.hooks == LG_HOOKS_CUPTI))
-        return real(c, f, a);
+    if (LG_UNLIKELY(!c))
+        return real(c, f, a); /* the runtime reports the missing configuration */
     lg_decision_t d;
-    lg_launch_in_progress++;
-    decide(entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d);
-    cudaError_t r;
-    if (LG_LIKELY(d.kind == LG_VERDICT_RUN))
-        r = real(c, f, a);
-    else if (d.kind == LG_VERDICT_RUN_WITH)
-        r = real(c, f, d.args_copy.args);
-    else
-        r = (cudaError_t)d.error;
-    lg_launch_in_progress--;
+    bool marked;
+    void **args = decide(entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d, &marked);
+    cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
+    lg_preload_in_launch -= marked;
     return r;
 }
 
@@ -339,42 +264,4 @@ LG_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const voi
 LG_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a)
 {
     return launch_ex(LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC_PTSZ, get_cudaLaunchKernelExC_ptsz(), c, f, a, true);
-}
-
-/* ------------------------------------------------------------------ the runtime table */
-
-static lg_runtime_t runtime;
-static pthread_once_t runtime_once = PTHREAD_ONCE_INIT;
-
-#define RT_RESOLVE(field, name) runtime.field = (__typeof__(runtime.field))resolve(name, NULL)
-
-static void resolve_runtime(void)
-{
-    RT_RESOLVE(memcpy_async, "cudaMemcpyAsync");
-    RT_RESOLVE(stream_synchronize, "cudaStreamSynchronize");
-    RT_RESOLVE(malloc_device, "cudaMalloc");
-    RT_RESOLVE(free_device, "cudaFree");
-    RT_RESOLVE(malloc_host, "cudaMallocHost");
-    RT_RESOLVE(free_host, "cudaFreeHost");
-    RT_RESOLVE(pointer_attributes, "cudaPointerGetAttributes");
-    RT_RESOLVE(stream_is_capturing, "cudaStreamIsCapturing");
-    RT_RESOLVE(get_device, "cudaGetDevice");
-    runtime.get_last_error = (int (*)(void))get_cudaGetLastError();
-    RT_RESOLVE(func_get_name, "cudaFuncGetName");
-    RT_RESOLVE(func_get_param_info, "cudaFuncGetParamInfo");
-    runtime.get_error_string = (const char *(*)(int))get_cudaGetErrorString();
-    RT_RESOLVE(runtime_get_version, "cudaRuntimeGetVersion");
-    RT_RESOLVE(driver_get_version, "cudaDriverGetVersion");
-}
-
-const lg_runtime_t *lg_preload_runtime(void)
-{
-    pthread_once(&runtime_once, resolve_runtime);
-    return &runtime;
-}
-
-void lg_preload_atfork_child(void)
-{
-    pending_error = 0;
-    pthread_mutex_init(&message_lock, NULL);
 }

@@ -39,10 +39,6 @@
 #define WARN_REPEAT_CAP 10     /* stderr copies of one warning kind; the log gets them all */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int log_fd = -1;
-static pid_t log_pid;          /* the process that opened log_fd */
-static bool log_fallback;      /* events go to stderr */
-static char log_path[4200];    /* written before log_fd is published, under the lock */
 static char line_buf[LINE_CAP];
 
 static struct {
@@ -59,83 +55,6 @@ static struct {
 } env = { .device_index = -1 };
 
 /* ------------------------------------------------------------------ small helpers */
-
-/* Writes all n bytes, looping on partial writes; *err = 0 or the errno that stopped it, and
- * *done the bytes that did go out. */
-static void write_all_count(int fd, const char *p, size_t n, int *err, size_t *done)
-{
-    *err = 0;
-    *done = 0;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            *err = errno;
-            return;
-        }
-        if (w == 0) {
-            *err = EIO;
-            return;
-        }
-        p += w;
-        n -= (size_t)w;
-        *done += (size_t)w;
-    }
-}
-
-static void write_all(int fd, const char *p, size_t n, int *err)
-{
-    size_t done;
-    write_all_count(fd, p, n, err, &done);
-}
-
-static void write_stderr(const char *p, size_t n)
-{
-    int err;
-    write_all(2, p, n, &err);
-}
-
-/* A rank variable's value, or -1 when unset or not a plain non-negative integer. */
-static long env_rank(const char *name)
-{
-    const char *s = getenv(name);
-    if (!s || !*s || strlen(s) > 9)
-        return -1;
-    long r = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return -1;
-        r = r * 10 + (*p - '0');
-    }
-    return r;
-}
-
-/* torchrun, then SLURM, then Open MPI. Read at each event: cheap, and correct if a launcher
- * wrapper sets them late. */
-static long rank_of(bool local)
-{
-    static const char *const global[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK" };
-    static const char *const loc[] = { "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK" };
-    const char *const *names = local ? loc : global;
-    for (int i = 0; i < 3; i++) {
-        long r = env_rank(names[i]);
-        if (r >= 0)
-            return r;
-    }
-    return -1;
-}
-
-static void hostname(char *out, size_t len)
-{
-    if (gethostname(out, len) != 0 || !out[0])
-        snprintf(out, len, "unknown");
-    out[len - 1] = '\0';
-    /* The name becomes part of a file name: keep it to a safe alphabet. */
-    for (char *p = out; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_'))
-            *p = '_';
-}
 
 /* UTC date and time computed here rather than by gmtime_r: glibc's gmtime_r takes tzset_lock,
  * which a fork child inherits held when another thread of the parent was formatting a time at
@@ -171,127 +90,13 @@ static const char *dtype_name(lg_dtype_t d)
     }
 }
 
-/* mkdir -p with mode 0700 for the components we create. */
-static int mkdir_p(const char *dir)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s", dir);
-    size_t n = strlen(tmp);
-    while (n > 1 && tmp[n - 1] == '/')
-        tmp[--n] = '\0';
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
-/* ------------------------------------------------------------------ the log file */
-
-static void fall_back(const char *why, int err)
-{
-    char msg[4800];
-    log_fallback = true;
-    if (log_fd >= 0)
-        close(log_fd);
-    log_fd = -1;
-    snprintf(log_path, sizeof(log_path), "stderr");
-    int n = snprintf(msg, sizeof(msg),
-                     "labelguard: warning: cannot write the log in '%s' (%s: %s); events go to stderr from now on\n"
-                     "  hint: set LABELGUARD_LOG to a writable directory\n",
-                     lg_cfg.log_dir, why, strerror(err));
-    write_stderr(msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1));
-}
-
-/* Opens the log on the first event. Caller holds the lock. */
-static void ensure_open(void)
-{
-    pid_t pid = getpid();
-    if (log_fd >= 0 && log_pid != pid) {
-        /* A fork that bypassed pthread_atfork (clone, vfork+...): never write the parent's file. */
-        close(log_fd);
-        log_fd = -1;
-        log_fallback = false;
-        log_path[0] = '\0';
-    }
-    if (log_fd >= 0 || log_fallback)
-        return;
-    if (!lg_cfg.log_dir[0]) {
-        fall_back("the directory name is empty", EINVAL);
-        return;
-    }
-    if (mkdir_p(lg_cfg.log_dir) != 0) {
-        fall_back("creating the directory", errno);
-        return;
-    }
-    char host[256], rank[32] = "";
-    hostname(host, sizeof(host));
-    long r = rank_of(false);
-    if (r >= 0)
-        snprintf(rank, sizeof(rank), "-rank%ld", r);
-    const char *sep = lg_cfg.log_dir[strlen(lg_cfg.log_dir) - 1] == '/' ? "" : "/";
-    int err = 0;
-    for (int attempt = 1; attempt <= 100; attempt++) {
-        char suffix[16] = "";
-        if (attempt > 1)
-            snprintf(suffix, sizeof(suffix), "-%d", attempt);
-        int n = snprintf(log_path, sizeof(log_path), "%s%s%s-%ld%s%s.jsonl", lg_cfg.log_dir, sep, host, (long)pid, rank, suffix);
-        if (n >= (int)sizeof(log_path)) {
-            err = ENAMETOOLONG;
-            break;
-        }
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            log_fd = fd;
-            log_pid = pid;
-            return;
-        }
-        err = errno;
-        if (err != EEXIST)
-            break;
-    }
-    fall_back("creating the log file", err);
-}
-
-/* Writes one complete line (with its '\n') to the log, or stderr on fallback. Caller holds the
- * lock. */
-static void emit_line(const char *line, size_t n, bool sync_to_disk)
-{
-    ensure_open();
-    if (log_fd >= 0) {
-        int err;
-        size_t done;
-        write_all_count(log_fd, line, n, &err, &done);
-        if (err == 0) {
-            if (sync_to_disk)
-                fsync(log_fd);
-            return;
-        }
-        /* A full disk can take half a line: cut it off so the file stays valid JSONL (the
-         * whole line then goes to stderr with the rest). */
-        if (done > 0) {
-            off_t end = lseek(log_fd, 0, SEEK_END);
-            if (end >= (off_t)done && ftruncate(log_fd, end - (off_t)done) != 0)
-                err = errno;
-        }
-        fall_back("writing the log file", err);
-    }
-    write_stderr(line, n);
-}
-
 /* ------------------------------------------------------------------ JSON events */
 
 static void header(lg_json_t *j, const char *event)
 {
     char t[96], host[256];
     rfc3339_now(t, sizeof(t));
-    hostname(host, sizeof(host));
+    lg_log_hostname(host, sizeof(host));
     lg_json_begin_object(j, NULL);
     lg_json_int(j, "v", 1);
     lg_json_string(j, "event", event);
@@ -299,7 +104,7 @@ static void header(lg_json_t *j, const char *event)
     lg_json_string(j, "host", host);
     lg_json_int(j, "pid", (int64_t)getpid());
     lg_json_int(j, "tid", (int64_t)syscall(SYS_gettid));
-    long r = rank_of(false), lr = rank_of(true);
+    long r = lg_log_rank(false), lr = lg_log_rank(true);
     if (r >= 0)
         lg_json_int(j, "rank", r);
     else
@@ -324,7 +129,7 @@ static void finish_and_emit(lg_json_t *j, bool sync_to_disk)
     } else
         lg_json_finish(j);
     j->buf[j->len] = '\n';
-    emit_line(j->buf, j->len + 1, sync_to_disk);
+    lg_log_emit(j->buf, j->len + 1, sync_to_disk);
 }
 
 static void version_string(int v, char *out, size_t len)
@@ -428,8 +233,8 @@ void lg_report_summary(const lg_counters_t *c)
     if (!lg_cfg.quiet && c->violations > 0) {
         char msg[4600];
         int n = snprintf(msg, sizeof(msg), "labelguard: %" PRIu64 " launch%s with bad labels out of %" PRIu64
-                         " watched; log: %s\n", c->violations, c->violations == 1 ? "" : "es", c->watched, log_path);
-        write_stderr(msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1));
+                         " watched; log: %s\n", c->violations, c->violations == 1 ? "" : "es", c->watched, lg_log_path());
+        lg_log_stderr(msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1));
     }
     pthread_mutex_unlock(&lock);
 }
@@ -448,8 +253,6 @@ static int warn_seen(const char *what)
     }
     return 0;
 }
-
-static const char *term_safe(const char *in, char *out, size_t len);
 
 static void warning(const char *what, const char *detail, bool once, bool to_stderr)
 {
@@ -470,12 +273,12 @@ static void warning(const char *what, const char *detail, bool once, bool to_std
     if (to_stderr && !lg_cfg.quiet && seen <= WARN_REPEAT_CAP) {
         char msg[2048], sw[128], sd[1536];
         int n;
-        term_safe(what, sw, sizeof(sw));
+        lg_text_safe(what, sw, sizeof(sw));
         if (seen < WARN_REPEAT_CAP)
-            n = snprintf(msg, sizeof(msg), "labelguard: warning: %s: %s\n", sw, term_safe(detail ? detail : "", sd, sizeof(sd)));
+            n = snprintf(msg, sizeof(msg), "labelguard: warning: %s: %s\n", sw, lg_text_safe(detail ? detail : "", sd, sizeof(sd)));
         else
             n = snprintf(msg, sizeof(msg), "labelguard: warning: %s: further warnings of this kind go to the log only\n", sw);
-        write_stderr(msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1));
+        lg_log_stderr(msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1));
     }
     pthread_mutex_unlock(&lock);
 }
@@ -486,55 +289,13 @@ void lg_report_warning_once(const char *what, const char *detail) { warning(what
  * covers the launches): the log records them, the terminal stays quiet. */
 void lg_report_note_once(const char *what, const char *detail) { warning(what, detail, true, false); }
 
-/* ------------------------------------------------------------------ violations */
-
-/* Fills cause and cause_text when the caller left them empty. */
-static void ensure_cause(const lg_violation_t *v, lg_cause_t *cause, char *text, size_t len)
-{
-    if (v->cause_text[0]) {
-        *cause = v->cause;
-        snprintf(text, len, "%s", v->cause_text);
-        return;
-    }
-    bool dense = v->target.ndim >= 2 || (v->spec && strstr(v->spec->family, "2d"));
-    *cause = lg_cause_classify(&v->target, &v->verdict, dense);
-    lg_cause_explain(*cause, &v->target, &v->verdict, text, len);
-}
-
-/* "target[17]" for 1-D targets, "target[0][3][7]" for dense ones: the coordinates a user types
- * into a debugger. */
-static int format_index(const lg_target_t *t, int64_t index, char *out, size_t len)
-{
-    if (t->ndim <= 1)
-        return snprintf(out, len, "target[%" PRId64 "]", index);
-    int64_t coord[LG_MAX_TARGET_DIMS];
-    int nd = t->ndim > LG_MAX_TARGET_DIMS ? LG_MAX_TARGET_DIMS : t->ndim;
-    for (int d = nd - 1; d >= 0; d--) {
-        int64_t sz = t->sizes[d] > 0 ? t->sizes[d] : 1;
-        coord[d] = index % sz;
-        index /= sz;
-    }
-    int n = snprintf(out, len, "target");
-    for (int d = 0; d < nd && n < (int)len; d++)
-        n += snprintf(out + n, len - (size_t)n, "[%" PRId64 "]", coord[d]);
-    return n;
-}
-
-static const char *direction_name(const lg_violation_t *v)
-{
-    if (!v->spec)
-        return NULL;
-    return v->spec->direction == LG_DIR_BACKWARD ? "backward" : "forward";
-}
-
-static void build_violation_json(lg_json_t *j, const lg_violation_t *v, lg_cause_t cause, const char *cause_text,
-                                 char (*native)[256], int n_native)
+static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*native)[256], int n_native)
 {
     header(j, "violation");
     lg_json_string(j, "kernel", v->short_name);
     lg_json_string(j, "symbol", v->mangled);
     lg_json_string(j, "family", v->spec ? v->spec->family : NULL);
-    lg_json_string(j, "direction", direction_name(v));
+    lg_json_string(j, "direction", lg_text_direction(v));
     lg_json_uint(j, "launch_seq", v->launch_seq);
     char stream[32];
     snprintf(stream, sizeof(stream), "0x%" PRIxPTR, (uintptr_t)v->stream);
@@ -579,8 +340,8 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, lg_cause
     lg_json_end_array(j);
     lg_json_end_object(j);
 
-    lg_json_string(j, "cause", lg_cause_name(cause));
-    lg_json_string(j, "cause_text", cause_text);
+    lg_json_string(j, "cause", lg_cause_name(v->cause));
+    lg_json_string(j, "cause_text", v->cause_text);
     lg_json_string(j, "action", lg_config_action_name(v->action));
     lg_json_string(j, "outcome", v->outcome ? v->outcome : "launched");
     if (v->note[0])
@@ -606,227 +367,43 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, lg_cause
         lg_json_string(j, "python_stack_thread", py->from_main_thread ? "main" : "launching");
 }
 
-static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
-{
-    const char *outcome = v->outcome ? v->outcome : "launched";
-    const char *a = lg_config_action_name(v->action);
-    if (!strcmp(outcome, "blocked"))
-        snprintf(buf, len, "%s → launch blocked, CUDA context intact; PyTorch raises RuntimeError", a);
-    else if (!strcmp(outcome, "held"))
-        snprintf(buf, len, "%s → launch blocked, thread %ld waits: attach a debugger (gdb -p %ld) or send SIGCONT "
-                 "(kill -CONT %ld) to go on", a, (long)syscall(SYS_gettid), (long)getpid(), (long)getpid());
-    else if (!strcmp(outcome, "masked"))
-        snprintf(buf, len, "%s → %" PRId64 " bad label%s replaced by ignore_index in a copy; the kernel ran on it", a,
-                 v->verdict.bad_count, v->verdict.bad_count == 1 ? "" : "s");
-    else if (!strcmp(outcome, "aborted"))
-        snprintf(buf, len, "%s → aborting for a core dump", a);
-    else if (!strcmp(outcome, "launched"))
-        snprintf(buf, len, "%s → the kernel ran with these labels (its device-side assert may fire)", a);
-    else
-        snprintf(buf, len, "%s → %s", a, outcome);
-    return buf;
-}
-
-/* Text from outside (kernel names, Python file names) for the terminal: control characters
- * and invalid UTF-8 become '?', so a hostile name cannot move the cursor or fake a line. */
-static const char *term_safe(const char *in, char *out, size_t len)
-{
-    size_t o = 0;
-    const unsigned char *s = (const unsigned char *)in;
-    while (*s && o + 5 < len) {
-        unsigned char c = *s;
-        size_t u = 1;
-        if (c >= 0x80) {
-            /* Accept well-formed sequences only (same table as json.c, minus its code). */
-            size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-            bool ok = need > 0;
-            for (size_t k = 1; ok && k < need; k++)
-                ok = (s[k] & 0xC0) == 0x80;
-            if (ok && need == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F)))
-                ok = false;
-            if (ok && need == 4 && ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F)))
-                ok = false;
-            if (ok) {
-                memcpy(out + o, s, need);
-                o += need;
-                s += need;
-                continue;
-            }
-            out[o++] = '?';
-        } else
-            out[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-        s += u;
-    }
-    out[o] = '\0';
-    return out;
-}
-
-/* A Python file that belongs to an installed package or the standard library. */
-static bool library_frame(const char *file)
-{
-    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3") ||
-           file[0] == '<';
-}
-
-#define APPEND(...) do { if (n < (int)cap) n += snprintf(out + n, cap - (size_t)n, __VA_ARGS__); } while (0)
-
-/* The stderr block: one read tells kernel, values, counts, cause, action, call site, log. */
-static size_t build_text(char *out, size_t cap, const lg_violation_t *v, const char *cause_name, const char *cause_text,
-                         char (*native)[256], int n_native)
-{
-    int n = 0;
-    const char *dir = direction_name(v);
-    char safe[512], safe2[256];
-    APPEND("labelguard: bad labels in %s", v->short_name[0] ? term_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
-    if (dir)
-        APPEND(" (%s)", dir);
-    APPEND("\n");
-
-    const lg_verdict_t *vd = &v->verdict;
-    const lg_target_t *t = &v->target;
-    int shown = vd->n_samples < 6 ? vd->n_samples : 6;
-    if (shown > 0) {
-        APPEND(" ");
-        for (int i = 0; i < shown; i++) {
-            char idx[96], cell[160];
-            format_index(t, vd->samples[i].index, idx, sizeof(idx));
-            snprintf(cell, sizeof(cell), "%s = %" PRId64, idx, vd->samples[i].value);
-            if (i > 0 && i % 3 == 0)
-                APPEND("\n ");
-            bool last_in_row = i % 3 == 2 || i == shown - 1;
-            if (last_in_row)
-                APPEND(" %s", cell);
-            else
-                APPEND(" %-20s", cell);
-        }
-        if (vd->bad_count > shown)
-            APPEND(" (first %d of %" PRId64 ")", shown, vd->bad_count);
-        APPEND("\n");
-    }
-    APPEND("  %" PRId64 " of %" PRId64 " labels outside [0, %" PRId64 ")", vd->bad_count, t->count, t->n_classes);
-    if (t->has_ignore_index)
-        APPEND("  (ignore_index = %" PRId64 ")", t->ignore_index);
-    else
-        APPEND("  (no ignore_index)");
-    if (vd->checked > 0)
-        APPEND("  min %" PRId64 ", max %" PRId64, vd->min, vd->max);
-    APPEND("\n");
-    APPEND("  likely cause: %s — %s\n", cause_name, cause_text);
-    char act[512];
-    APPEND("  action: %s\n", action_text(v, act, sizeof(act)));
-    if (v->note[0])
-        APPEND("  note: %s\n", term_safe(v->note, safe, sizeof(safe)));
-    if (v->python.n > 0) {
-        /* The user's line, not torch/nn/functional.py: the innermost frame outside installed
-         * packages and the standard library, then the innermost one as "via". */
-        int np = v->python.n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : v->python.n;
-        int k = np - 1;
-        while (k > 0 && library_frame(v->python.frames[k].file))
-            k--;
-        if (library_frame(v->python.frames[k].file))
-            k = np - 1;
-        const lg_py_frame_t *f = &v->python.frames[k];
-        APPEND("  at %s:%d in %s   (python%s)\n", term_safe(f->file, safe, sizeof(safe)), f->line,
-               term_safe(f->function, safe2, sizeof(safe2)),
-               v->python.from_main_thread ? ", main thread: the launching thread runs no Python" : "");
-        if (k != np - 1) {
-            const lg_py_frame_t *in = &v->python.frames[np - 1];
-            const char *base = strrchr(in->file, '/');
-            APPEND("    via %s:%d in %s\n", term_safe(base ? base + 1 : in->file, safe, sizeof(safe)), in->line,
-                   term_safe(in->function, safe2, sizeof(safe2)));
-        }
-    } else if (n_native > 0) {
-        /* The first frame outside the CUDA stack itself (CUPTI sees launches from inside it). */
-        int k = 0;
-        while (k < n_native - 1 && (!strncmp(native[k], "libcudart", 9) || !strncmp(native[k], "libcuda.", 8) ||
-                                    !strncmp(native[k], "libcupti", 8)))
-            k++;
-        /* Then the kernel's host stub (nvcc names it after the kernel; it only calls the launch
-         * API): its caller is the code that chose these labels. */
-        if (k < n_native - 1 && v->short_name[0] && strstr(native[k], v->short_name))
-            k++;
-        APPEND("  at %s   (native)\n", term_safe(native[k], safe, sizeof(safe)));
-    }
-    APPEND("  log: %s\n", log_path[0] ? term_safe(log_path, safe, sizeof(safe)) : "(none)");
-    if (n >= (int)cap) {
-        n = (int)cap - 1;
-        out[n - 1] = '\n';
-    }
-    return (size_t)n;
-}
-
-void lg_report_violation(lg_violation_t *v, bool sync_to_disk)
+void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
 {
     /* Symbolization takes the loader's lock and may allocate: done before ours. */
     char native[LG_MAX_FRAMES][256];
     int n_native = 0;
     if (v->native.n > 0)
         n_native = lg_stack_symbolize(&v->native, native, LG_MAX_FRAMES);
-    lg_cause_t cause;
-    char cause_text[256];
-    ensure_cause(v, &cause, cause_text, sizeof(cause_text));
-    v->cause = cause;
-    snprintf(v->cause_text, sizeof(v->cause_text), "%s", cause_text);
 
     pthread_mutex_lock(&lock);
     lg_json_t j;
     lg_json_init(&j, line_buf, sizeof(line_buf) - 1);
-    build_violation_json(&j, v, cause, cause_text, native, n_native);
+    build_violation_json(&j, v, native, n_native);
     finish_and_emit(&j, sync_to_disk);
     if (!lg_cfg.quiet) {
         static char text[TEXT_CAP];
-        size_t n = build_text(text, sizeof(text), v, lg_cause_name(cause), cause_text, native, n_native);
-        write_stderr(text, n);
+        size_t n = lg_text_violation(text, sizeof(text), v, native, n_native, lg_log_path());
+        lg_log_stderr(text, n);
     }
     pthread_mutex_unlock(&lock);
 }
 
 void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len)
 {
-    lg_cause_t cause;
-    char cause_text[256];
-    ensure_cause(v, &cause, cause_text, sizeof(cause_text));
-    const lg_verdict_t *vd = &v->verdict;
-    const lg_target_t *t = &v->target;
-    char idx[96] = "";
-    int64_t value = 0;
-    if (vd->n_samples > 0) {
-        format_index(t, vd->samples[0].index, idx, sizeof(idx));
-        value = vd->samples[0].value;
-    }
-    char ign[48];
-    if (t->has_ignore_index)
-        snprintf(ign, sizeof(ign), "ignore_index %" PRId64, t->ignore_index);
-    else
-        snprintf(ign, sizeof(ign), "no ignore_index");
-    char what[160];
-    if (vd->n_samples > 0)
-        snprintf(what, sizeof(what), "bad label %s = %" PRId64, idx, value);
-    else /* samples off: the range still says what is wrong */
-        snprintf(what, sizeof(what), "bad labels (min %" PRId64 ", max %" PRId64 ")", vd->min, vd->max);
     pthread_mutex_lock(&lock);
-    const char *path = log_path[0] ? log_path : "the log";
-    snprintf(out, out_len, "labelguard: %s: %s, outside [0, %" PRId64 ") (%s; %" PRId64 " of %" PRId64
-             " labels bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
-             v->short_name[0] ? v->short_name : "kernel", what, t->n_classes, ign, vd->bad_count, t->count,
-             lg_cause_name(cause), lg_cause_fix(cause), path);
+    lg_text_error_message(v, lg_log_path(), out, out_len);
     pthread_mutex_unlock(&lock);
 }
 
 const char *lg_report_log_path(void)
 {
-    return log_path;
+    return lg_log_path();
 }
 
 void lg_report_after_fork_child(void)
 {
     /* Another thread of the parent may have held the lock at fork time: start from a fresh one. */
     pthread_mutex_init(&lock, NULL);
-    if (log_fd >= 0)
-        close(log_fd);
-    log_fd = -1;
-    log_pid = 0;
-    log_fallback = false;
-    log_path[0] = '\0';
+    lg_log_after_fork_child();
     n_warn_kinds = 0;
 }

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static lg_spec_t specs[8];
     char err[512];
-    int n = lg_registry_parse((const char *)data, size, "fuzz.conf", specs, 8, err, sizeof err);
+    int n = lg_spec_parse((const char *)data, size, "fuzz.conf", specs, 8, err, sizeof err);
     if (n < 0) {
         if (!err[0] || !memchr(err, 0, sizeof err))
             abort(); /* a rejected file always says why */

@@ -28,6 +28,16 @@ typedef struct kcase {
     bool truncate;
 } kcase_t;
 
+/* The two steps a launch takes: the dtype once per kernel (classify.c), then each launch. */
+static int decode_named(const lg_spec_t *s, const char *mangled, void **args, const unsigned grid[3], lg_target_t *t,
+                        char *why, size_t why_len)
+{
+    lg_dtype_t dtype;
+    if (lg_decode_dtype(s, mangled, &dtype, why, why_len) != 0)
+        return -1;
+    return lg_decode(s, dtype, args, grid, t, why, why_len);
+}
+
 static const kcase_t cases[] = {
     /* Loss.cu >= 1.13 (§2.1-2.6) */
     {"nll_loss_forward_no_reduce_cuda_kernel", "8,40,8,8,8,8,8", 2, ACC_NONE, CNT_PARAM, 0, 8, 0, 0, 5, 0, 8, 6, 8, true, false},
@@ -178,7 +188,7 @@ static void test_every_builtin(void)
         for (int variant = 0; variant < 2; variant++) {
             lg_target_t t;
             char why[256];
-            int rc = lg_decode(s, variant ? m_byte : m_long, b.args, grid, &t, why, sizeof why);
+            int rc = decode_named(s, variant ? m_byte : m_long, b.args, grid, &t, why, sizeof why);
             if (rc)
                 g_test_message("why: %s", why);
             g_assert_cmpint(rc, ==, 0);
@@ -202,7 +212,7 @@ static void test_every_builtin(void)
         g_assert_cmpint(lg_decode_rewrite(s, b.args, 0xdead0000ull, true, 255, &copy), ==, 0);
         lg_target_t t2;
         char why[256];
-        g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", copy.args, grid, &t2, why, sizeof why), ==, 0);
+        g_assert_cmpint(decode_named(s, "_Z1kIflEvv", copy.args, grid, &t2, why, sizeof why), ==, 0);
         g_assert_cmpuint(t2.data, ==, 0xdead0000ull);
         g_assert_cmpint(t2.ignore_index, ==, 255);
         g_assert_cmpint(t2.count, ==, want_count);
@@ -245,43 +255,43 @@ static void test_sanity_checks(void)
     put(&b, 9, 0, 8, -100);
 
     put(&b, 6, 0, 8, -5); /* negative count */
-    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
     g_assert_nonnull(strstr(why, "label count -5"));
     put(&b, 6, 0, 8, INT64_C(1) << 50); /* absurd count */
-    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
     g_assert_nonnull(strstr(why, "not plausible"));
 
     put(&b, 6, 0, 8, 7);
     put(&b, 8, 0, 8, 0); /* n_classes 0: decoded, with a note */
-    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(decode_named(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
     g_assert_cmpint(t.n_classes, ==, 0);
     g_assert_nonnull(strstr(why, "n_classes is 0"));
     put(&b, 8, 0, 8, -3);
-    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(decode_named(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
     g_assert_nonnull(strstr(why, "n_classes is -3"));
     put(&b, 8, 0, 8, 10);
 
     put(&b, 3, 0, 8, 0); /* NULL labels */
-    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
     g_assert_nonnull(strstr(why, "target pointer is NULL"));
     put(&b, 6, 0, 8, 0); /* ... but no labels at all is fine */
-    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(decode_named(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, 0);
     g_assert_cmpint(t.count, ==, 0);
     put(&b, 3, 0, 8, 0x1000);
     put(&b, 6, 0, 8, 7);
 
     /* label type from a template argument the kernels never use */
-    g_assert_cmpint(lg_decode(s, "_Z1kIffEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(s, "_Z1kIffEvv", b.args, grid, &t, why, sizeof why), ==, -1);
     g_assert_nonnull(strstr(why, "label type unknown"));
-    g_assert_cmpint(lg_decode(s, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(s, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
 
     /* a NULL slot in args[] */
     void *saved = b.args[8];
     b.args[8] = NULL;
-    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(s, "_Z1kIflEvv", b.args, grid, &t, why, sizeof why), ==, -1);
     g_assert_nonnull(strstr(why, "argument 8"));
     b.args[8] = saved;
-    g_assert_cmpint(lg_decode(s, "_Z1kIflEvv", NULL, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(s, "_Z1kIflEvv", NULL, grid, &t, why, sizeof why), ==, -1);
     unbuild(&b);
 
     /* accessor with a negative size; grid map with blocks_per_sample 0 */
@@ -293,11 +303,11 @@ static void test_sanity_checks(void)
     put(&b, 2, 8, 8, 2);
     put(&b, 2, 16, 8, -1);
     put(&b, 2, 24, 8, 2);
-    g_assert_cmpint(lg_decode(a, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(a, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
     g_assert_nonnull(strstr(why, "dim 1 has size -1"));
     put(&b, 2, 16, 8, INT64_C(1) << 30);
     put(&b, 2, 24, 8, INT64_C(1) << 30); /* product overflows the plausible range */
-    g_assert_cmpint(lg_decode(a, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(a, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
     unbuild(&b);
 
     const lg_spec_t *gm = spec_named("nll_loss2d_forward_kernel");
@@ -305,10 +315,10 @@ static void test_sanity_checks(void)
     put(&b, 3, 0, 8, 0x3000);
     put(&b, 6, 0, 4, 9);
     put(&b, 7, 0, 4, 0);
-    g_assert_cmpint(lg_decode(gm, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(gm, NULL, b.args, grid, &t, why, sizeof why), ==, -1);
     g_assert_nonnull(strstr(why, "blocks_per_sample 0"));
     put(&b, 7, 0, 4, 1);
-    g_assert_cmpint(lg_decode(gm, NULL, b.args, NULL, &t, why, sizeof why), ==, -1);
+    g_assert_cmpint(decode_named(gm, NULL, b.args, NULL, &t, why, sizeof why), ==, -1);
     unbuild(&b);
 }
 
@@ -334,13 +344,13 @@ static void test_rewrite_limits(void)
     char err[256];
     const char *text = "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,8\ntarget=0\ndtype=uint8\ncount=one\n"
                        "n_classes=1,0,8\nignore_index=none\n";
-    g_assert_cmpint(lg_registry_parse(text, strlen(text), "t", &custom, 1, err, sizeof err), ==, 1);
+    g_assert_cmpint(lg_spec_parse(text, strlen(text), "t", &custom, 1, err, sizeof err), ==, 1);
     build(&b, "8,8");
     g_assert_cmpint(lg_decode_rewrite(&custom, b.args, 1, true, 255, &copy), ==, -1);
     lg_target_t t;
     unsigned grid[3] = {1, 1, 1};
     put(&b, 0, 0, 8, 0x10);
-    g_assert_cmpint(lg_decode(&custom, NULL, b.args, grid, &t, err, sizeof err), ==, 0);
+    g_assert_cmpint(decode_named(&custom, NULL, b.args, grid, &t, err, sizeof err), ==, 0);
     g_assert_cmpint(t.has_ignore_index, ==, 0);
     g_assert_cmpint(t.dtype, ==, LG_DTYPE_UINT8);
     unbuild(&b);

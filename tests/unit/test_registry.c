@@ -227,7 +227,7 @@ static void test_malformed(void)
         char err[512] = "";
         g_test_message("case: %s", b->what);
         size_t len = b->len ? b->len : strlen(b->text);
-        int n = lg_registry_parse(b->text, len, "t.conf", out, 8, err, sizeof err);
+        int n = lg_spec_parse(b->text, len, "t.conf", out, 8, err, sizeof err);
         g_test_message("  -> %s", err);
         g_assert_cmpint(n, ==, -1);
         g_assert_nonnull(strstr(err, b->expect));
@@ -243,7 +243,7 @@ static void test_good_user_spec(void)
                        "target_accessor=3,8,32,8\ndtype=from_template\ncount=accessor\nn_classes=1,16,8\nignore_index=0,0,4,1\n"
                        "\n[k3]\nmatch=gridk\nfamily=custom\ndirection=forward\nparams=8,4,4\ntarget=0\ndtype=uint8\n"
                        "count=grid_map\nmap_nelem=1,0,4,0\nblocks_per_sample=2,0,4\nn_classes=2,0,1\nignore_index=none\n";
-    int n = lg_registry_parse(text, strlen(text), "u.conf", out, 4, err, sizeof err);
+    int n = lg_spec_parse(text, strlen(text), "u.conf", out, 4, err, sizeof err);
     g_test_message("%s", err);
     g_assert_cmpint(n, ==, 3);
     g_assert_cmpstr(out[0].name, ==, "k");
@@ -263,7 +263,7 @@ static void test_good_user_spec(void)
     g_assert_false(out[2].map_nelem.is_signed);
     g_assert_cmpint(out[2].dtype, ==, LG_DTYPE_UINT8);
     /* capacity is respected */
-    n = lg_registry_parse(text, strlen(text), "u.conf", out, 2, err, sizeof err);
+    n = lg_spec_parse(text, strlen(text), "u.conf", out, 2, err, sizeof err);
     g_assert_cmpint(n, ==, -1);
     g_assert_nonnull(strstr(err, "too many kernel specs"));
 }

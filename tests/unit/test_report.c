@@ -157,7 +157,15 @@ static void check_common(const jc_value_t *e, const char *event)
 
 static lg_spec_t spec_2d = { .name = "nll_loss_forward_reduce_cuda_kernel_2d", .family = "nll_loss", .direction = LG_DIR_FORWARD };
 
-/* The example: 64 labels 1..10 except some 0..9, 10 classes, three labels equal 10. */
+/* The likely cause, as act.c computes it for every violation before it is reported. */
+static void set_cause(lg_violation_t *v)
+{
+    bool dense = v->target.ndim >= 2 || (v->spec && strstr(v->spec->family, "2d"));
+    v->cause = lg_cause_classify(&v->target, &v->verdict, dense);
+    lg_cause_explain(v->cause, &v->target, &v->verdict, v->cause_text, sizeof v->cause_text);
+}
+
+/* The example of the README: 64 labels 1..10 except some 0..9, 10 classes, three labels equal 10. */
 static void make_violation(lg_violation_t *v)
 {
     memset(v, 0, sizeof(*v));
@@ -184,6 +192,7 @@ static void make_violation(lg_violation_t *v)
     snprintf(v->python.frames[1].file, 192, "train.py");
     snprintf(v->python.frames[1].function, 96, "train_step");
     v->python.frames[1].line = 42;
+    set_cause(v);
 }
 
 static void test_no_event_no_file(void)
@@ -316,6 +325,7 @@ static void test_violation_variants(void)
     v.target = (lg_target_t){ .dtype = LG_DTYPE_UINT8, .ndim = 3, .sizes = { 2, 4, 4 }, .strides = { 16, 4, 1 }, .count = 32,
                               .n_classes = 3, .ignore_index = -100, .has_ignore_index = 1 };
     lg_scan_host(&v.target, labels, 16, &v.verdict);
+    set_cause(&v);
     v.action = LG_ACTION_MASK;
     v.outcome = "masked";
     snprintf(v.note, sizeof(v.note), "uint8 target: bad labels set to 254 and ignore_index rewritten to match");

@@ -1,0 +1,233 @@
+/* act.c: the one place where LABELGUARD_ACTION becomes an outcome. A launch with bad labels
+ * gets a violation record (cause, stacks, device), is reported, and then, by one policy table
+ * (lg_act_policy) that is the same in sync and async mode:
+ *   raise  blocked, the framework sees LG_RAISE_ERROR with our message at its next check;
+ *   hold   the thread waits for SIGUSR1 (hold.c), then as raise;
+ *   mask   the kernel runs on a copy whose bad labels are ignore_index; no free value or no
+ *          copy: raise where the launch can be skipped, else it runs as it is;
+ *   log    the launch runs as it would have;
+ *   abort  everything written and flushed (summary included), then abort().
+ * What differs between the modes is only when the verdict is known: before the launch (sync;
+ * CUPTI-only launches cannot be skipped, so raise and hold become mask there) or after it ran
+ * on the sanitized copy (async, LG_ACT_AFTER: the outcome is "masked", raise and hold deliver
+ * the error at the next check, since nothing is left to block or hold).
+ *
+ * Called by launch.c on the launching thread (sync) or on the thread that reached the hook
+ * point where an async verdict was collected. Tested directly, without LD_PRELOAD, by
+ * tests/unit/test_act.c (the policy table, the mask fallbacks, the pending error).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static _Atomic uint64_t violations, launch_seq;
+
+uint64_t lg_act_violations(void)
+{
+    return atomic_load(&violations);
+}
+
+const char *lg_act_outcome_name(lg_outcome_t o)
+{
+    static const char *const names[] = {"blocked", "held", "masked", "launched", "aborted"};
+    return (unsigned)o < sizeof names / sizeof *names ? names[o] : "launched";
+}
+
+bool lg_act_mask_value(const lg_target_t *t, int64_t *value, bool *rewrite)
+{
+    *rewrite = false;
+    if (!t->has_ignore_index)
+        return false;
+    if (t->dtype != LG_DTYPE_UINT8 || (t->ignore_index >= 0 && t->ignore_index <= 255)) {
+        *value = t->ignore_index;
+        return true;
+    }
+    if (t->n_classes <= 255) {
+        /* A value the kernel would reject is free: nothing valid uses it. */
+        *value = 255;
+        *rewrite = true;
+        return true;
+    }
+    return false;
+}
+
+int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool rewrite, int64_t value,
+                       lg_decision_t *d)
+{
+    if (!copy || !d || lg_decode_rewrite(spec, args, copy, rewrite, value, &d->args_copy) != 0)
+        return -1;
+    d->kind = LG_VERDICT_RUN_WITH;
+    return 0;
+}
+
+#define ASYNC_NOTE "async mode: the launch ran on a sanitized copy; the verdict was read at the next hook point"
+
+lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_state_t mask)
+{
+    lg_act_plan_t p = {.outcome = LG_OUTCOME_LAUNCHED};
+    if (action == LG_ACTION_ABORT) {
+        p.outcome = LG_OUTCOME_ABORTED;
+        p.flush = p.abort = true;
+        p.note = when == LG_ACT_AFTER ? ASYNC_NOTE : NULL;
+        return p;
+    }
+    if (when == LG_ACT_AFTER) {
+        p.outcome = LG_OUTCOME_MASKED;
+        p.flush = action != LG_ACTION_RAISE;
+        p.raise = action == LG_ACTION_RAISE || action == LG_ACTION_HOLD;
+        p.note = action == LG_ACTION_RAISE  ? ASYNC_NOTE " and is raised as the next CUDA error"
+                 : action == LG_ACTION_HOLD ? ASYNC_NOTE ", too late to hold it: raised as the next CUDA error"
+                                            : ASYNC_NOTE;
+        return p;
+    }
+    bool can_block = when == LG_ACT_BEFORE;
+    if (action == LG_ACTION_LOG) {
+        p.flush = true;
+        return p;
+    }
+    if (action == LG_ACTION_RAISE && can_block) {
+        p.outcome = LG_OUTCOME_BLOCKED;
+        p.skip = p.raise = true;
+        return p;
+    }
+    if (action == LG_ACTION_HOLD && can_block) {
+        p.outcome = LG_OUTCOME_HELD;
+        p.flush = p.hold = p.skip = p.raise = true;
+        return p;
+    }
+    /* mask, or raise/hold of a launch only CUPTI saw, which cannot be skipped */
+    if (action == LG_ACTION_RAISE)
+        p.note = "raise fell back to mask: only CUPTI saw this launch, which cannot be skipped";
+    else if (action == LG_ACTION_HOLD)
+        p.note = "hold fell back to mask: only CUPTI saw this launch";
+    p.outcome = LG_OUTCOME_MASKED;
+    if (mask == LG_MASK_UNTRIED)
+        p.try_mask = true;
+    if (mask != LG_MASK_FAILED)
+        return p;
+    if (can_block) {
+        p.outcome = LG_OUTCOME_BLOCKED;
+        p.skip = p.raise = true;
+        p.note = "mask fell back to raise: %s";
+    } else {
+        p.outcome = LG_OUTCOME_LAUNCHED;
+        p.flush = true;
+        p.note = "mask failed (%s) and the launch cannot be skipped: it runs as is";
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------------ the violation record */
+
+/* A violation record is ~15 KiB (samples, stacks): too big for a launching thread's stack or
+ * for TLS in every thread of the host. Violations are rare, so the heap is fine; if it fails,
+ * one static record serialised by a mutex still lets the report go out. */
+static lg_violation_t fallback_violation;
+static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static lg_violation_t *violation_acquire(void)
+{
+    lg_violation_t *v = malloc(sizeof *v);
+    if (v)
+        return v;
+    pthread_mutex_lock(&fallback_lock);
+    return &fallback_violation;
+}
+
+static void violation_release(lg_violation_t *v)
+{
+    if (v == &fallback_violation)
+        pthread_mutex_unlock(&fallback_lock);
+    else
+        free(v);
+}
+
+static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_act_input_t *in)
+{
+    const lg_kernel_info_t *info = in->info;
+    memset(v, 0, offsetof(lg_violation_t, verdict));
+    v->mangled = info->mangled;
+    v->spec = info->spec;
+    snprintf(v->short_name, sizeof v->short_name, "%s", info->short_name);
+    v->launch_seq = atomic_fetch_add(&launch_seq, 1) + 1;
+    v->stream = in->stream;
+    if (rt && rt->get_device) {
+        lg_in_library++;
+        rt->get_device(&v->device);
+        lg_in_library--;
+    }
+    v->target = *in->target;
+    memcpy(&v->verdict, in->verdict, sizeof *in->verdict);
+    v->action = lg_cfg.action;
+    bool dense = in->target->ndim >= 2 || strstr(info->spec->family, "2d") != NULL;
+    v->cause = lg_cause_classify(in->target, in->verdict, dense);
+    lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    v->native.n = 0;
+    if (lg_cfg.backtrace_native)
+        lg_stack_capture(&v->native);
+    v->python.n = 0;
+    v->python.from_main_thread = false;
+    if (lg_cfg.backtrace_python)
+        lg_pystack_capture(&v->python);
+}
+
+/* Makes the masked copy and the rewritten arguments. Returns false with why. */
+static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite, int64_t *value, char *why,
+                      size_t why_len)
+{
+    if (!lg_act_mask_value(in->target, value, rewrite)) {
+        snprintf(why, why_len, "%s",
+                 in->target->has_ignore_index ? "no free label value for this dtype" : "this kernel has no ignore_index");
+        return false;
+    }
+    lg_in_library++;
+    uint64_t copy = lg_validate_masked_copy(in->target, in->stream, *value, why, why_len);
+    lg_in_library--;
+    return lg_act_run_on_copy(in->info->spec, in->args, copy, *rewrite, *value, d) == 0;
+}
+
+void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
+{
+    lg_violation_t *v = violation_acquire();
+    atomic_fetch_add(&violations, 1);
+    fill_violation(rt, v, in);
+
+    lg_act_plan_t p = lg_act_policy(lg_cfg.action, in->when, LG_MASK_UNTRIED);
+    char why[256] = "";
+    if (p.try_mask) {
+        bool rewrite = false;
+        int64_t value = 0;
+        bool ok = make_mask(in, d, &rewrite, &value, why, sizeof why);
+        p = lg_act_policy(lg_cfg.action, in->when, ok ? LG_MASK_DONE : LG_MASK_FAILED);
+        if (ok && rewrite && !p.note)
+            snprintf(v->note, sizeof v->note,
+                     "uint8 target: bad labels set to %lld and ignore_index rewritten to match", (long long)value);
+    }
+    if (p.note)
+        snprintf(v->note, sizeof v->note, p.note, why);
+    v->outcome = lg_act_outcome_name(p.outcome);
+
+    lg_report_violation(v, p.flush);
+    if (p.hold)
+        lg_hold_thread(v->short_name, &v->verdict);
+    if (p.raise) {
+        char msg[1024];
+        lg_report_error_message(v, msg, sizeof msg);
+        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg);
+    }
+    if (p.skip && d) {
+        d->kind = LG_VERDICT_SKIP;
+        d->error = LG_RAISE_ERROR;
+    }
+    if (p.abort) {
+        lg_counters_t c;
+        lg_launch_counters(&c);
+        lg_report_summary(&c);
+        abort();
+    }
+    violation_release(v);
+}

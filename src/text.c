@@ -1,0 +1,219 @@
+/* text.c: the words of a violation for people: the stderr block (kernel, offending values,
+ * counts, cause, action, call site, log) and the one-line message a blocked launch's CUDA
+ * error carries (cudaGetErrorString), which PyTorch puts in its RuntimeError.
+ *
+ * Called by report.c (the block, under its lock) and act.c through lg_report_error_message,
+ * on the reporting thread. Text from outside (kernel and file names) is made terminal-safe.
+ * Tested by tests/unit/test_report.c and tests/e2e/test_report_fields.sh.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* "target[17]" for 1-D targets, "target[0][3][7]" for dense ones: the coordinates a user types
+ * into a debugger. */
+int lg_text_index(const lg_target_t *t, int64_t index, char *out, size_t len)
+{
+    if (t->ndim <= 1)
+        return snprintf(out, len, "target[%" PRId64 "]", index);
+    int64_t coord[LG_MAX_TARGET_DIMS];
+    int nd = t->ndim > LG_MAX_TARGET_DIMS ? LG_MAX_TARGET_DIMS : t->ndim;
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t sz = t->sizes[d] > 0 ? t->sizes[d] : 1;
+        coord[d] = index % sz;
+        index /= sz;
+    }
+    int n = snprintf(out, len, "target");
+    for (int d = 0; d < nd && n < (int)len; d++)
+        n += snprintf(out + n, len - (size_t)n, "[%" PRId64 "]", coord[d]);
+    return n;
+}
+
+const char *lg_text_direction(const lg_violation_t *v)
+{
+    if (!v->spec)
+        return NULL;
+    return v->spec->direction == LG_DIR_BACKWARD ? "backward" : "forward";
+}
+
+static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
+{
+    const char *outcome = v->outcome ? v->outcome : "launched";
+    const char *a = lg_config_action_name(v->action);
+    if (!strcmp(outcome, "blocked"))
+        snprintf(buf, len, "%s → launch blocked, CUDA context intact; PyTorch raises RuntimeError", a);
+    else if (!strcmp(outcome, "held"))
+        snprintf(buf, len, "%s → launch blocked, thread %ld waits: attach a debugger (gdb -p %ld) or send SIGCONT "
+                 "(kill -CONT %ld) to go on", a, (long)syscall(SYS_gettid), (long)getpid(), (long)getpid());
+    else if (!strcmp(outcome, "masked"))
+        snprintf(buf, len, "%s → %" PRId64 " bad label%s replaced by ignore_index in a copy; the kernel ran on it", a,
+                 v->verdict.bad_count, v->verdict.bad_count == 1 ? "" : "s");
+    else if (!strcmp(outcome, "aborted"))
+        snprintf(buf, len, "%s → aborting for a core dump", a);
+    else if (!strcmp(outcome, "launched"))
+        snprintf(buf, len, "%s → the kernel ran with these labels (its device-side assert may fire)", a);
+    else
+        snprintf(buf, len, "%s → %s", a, outcome);
+    return buf;
+}
+
+/* Text from outside (kernel names, Python file names) for the terminal: control characters
+ * and invalid UTF-8 become '?', so a hostile name cannot move the cursor or fake a line. */
+const char *lg_text_safe(const char *in, char *out, size_t len)
+{
+    size_t o = 0;
+    const unsigned char *s = (const unsigned char *)in;
+    while (*s && o + 5 < len) {
+        unsigned char c = *s;
+        size_t u = 1;
+        if (c >= 0x80) {
+            /* Accept well-formed sequences only (same table as json.c, minus its code). */
+            size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+            bool ok = need > 0;
+            for (size_t k = 1; ok && k < need; k++)
+                ok = (s[k] & 0xC0) == 0x80;
+            if (ok && need == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F)))
+                ok = false;
+            if (ok && need == 4 && ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F)))
+                ok = false;
+            if (ok) {
+                memcpy(out + o, s, need);
+                o += need;
+                s += need;
+                continue;
+            }
+            out[o++] = '?';
+        } else
+            out[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+        s += u;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* A Python file that belongs to an installed package or the standard library. */
+static bool library_frame(const char *file)
+{
+    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3") ||
+           file[0] == '<';
+}
+
+#define APPEND(...) do { if (n < (int)cap) n += snprintf(out + n, cap - (size_t)n, __VA_ARGS__); } while (0)
+
+/* The stderr block: one read tells kernel, values, counts, cause, action, call site, log. */
+size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*native)[256], int n_native,
+                         const char *log_path)
+{
+    int n = 0;
+    const char *dir = lg_text_direction(v);
+    char safe[512], safe2[256];
+    APPEND("labelguard: bad labels in %s", v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
+    if (dir)
+        APPEND(" (%s)", dir);
+    APPEND("\n");
+
+    const lg_verdict_t *vd = &v->verdict;
+    const lg_target_t *t = &v->target;
+    int shown = vd->n_samples < 6 ? vd->n_samples : 6;
+    if (shown > 0) {
+        APPEND(" ");
+        for (int i = 0; i < shown; i++) {
+            char idx[96], cell[160];
+            lg_text_index(t, vd->samples[i].index, idx, sizeof(idx));
+            snprintf(cell, sizeof(cell), "%s = %" PRId64, idx, vd->samples[i].value);
+            if (i > 0 && i % 3 == 0)
+                APPEND("\n ");
+            bool last_in_row = i % 3 == 2 || i == shown - 1;
+            if (last_in_row)
+                APPEND(" %s", cell);
+            else
+                APPEND(" %-20s", cell);
+        }
+        if (vd->bad_count > shown)
+            APPEND(" (first %d of %" PRId64 ")", shown, vd->bad_count);
+        APPEND("\n");
+    }
+    APPEND("  %" PRId64 " of %" PRId64 " labels outside [0, %" PRId64 ")", vd->bad_count, t->count, t->n_classes);
+    if (t->has_ignore_index)
+        APPEND("  (ignore_index = %" PRId64 ")", t->ignore_index);
+    else
+        APPEND("  (no ignore_index)");
+    if (vd->checked > 0)
+        APPEND("  min %" PRId64 ", max %" PRId64, vd->min, vd->max);
+    APPEND("\n");
+    APPEND("  likely cause: %s — %s\n", lg_cause_name(v->cause), v->cause_text);
+    char act[512];
+    APPEND("  action: %s\n", action_text(v, act, sizeof(act)));
+    if (v->note[0])
+        APPEND("  note: %s\n", lg_text_safe(v->note, safe, sizeof(safe)));
+    if (v->python.n > 0) {
+        /* The user's line, not torch/nn/functional.py: the innermost frame outside installed
+         * packages and the standard library, then the innermost one as "via". */
+        int np = v->python.n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : v->python.n;
+        int k = np - 1;
+        while (k > 0 && library_frame(v->python.frames[k].file))
+            k--;
+        if (library_frame(v->python.frames[k].file))
+            k = np - 1;
+        const lg_py_frame_t *f = &v->python.frames[k];
+        APPEND("  at %s:%d in %s   (python%s)\n", lg_text_safe(f->file, safe, sizeof(safe)), f->line,
+               lg_text_safe(f->function, safe2, sizeof(safe2)),
+               v->python.from_main_thread ? ", main thread: the launching thread runs no Python" : "");
+        if (k != np - 1) {
+            const lg_py_frame_t *in = &v->python.frames[np - 1];
+            const char *base = strrchr(in->file, '/');
+            APPEND("    via %s:%d in %s\n", lg_text_safe(base ? base + 1 : in->file, safe, sizeof(safe)), in->line,
+                   lg_text_safe(in->function, safe2, sizeof(safe2)));
+        }
+    } else if (n_native > 0) {
+        /* The first frame outside the CUDA stack itself (CUPTI sees launches from inside it). */
+        int k = 0;
+        while (k < n_native - 1 && (!strncmp(native[k], "libcudart", 9) || !strncmp(native[k], "libcuda.", 8) ||
+                                    !strncmp(native[k], "libcupti", 8)))
+            k++;
+        /* Then the kernel's host stub (nvcc names it after the kernel; it only calls the launch
+         * API): its caller is the code that chose these labels. */
+        if (k < n_native - 1 && v->short_name[0] && strstr(native[k], v->short_name))
+            k++;
+        APPEND("  at %s   (native)\n", lg_text_safe(native[k], safe, sizeof(safe)));
+    }
+    APPEND("  log: %s\n", log_path[0] ? lg_text_safe(log_path, safe, sizeof(safe)) : "(none)");
+    if (n >= (int)cap) {
+        n = (int)cap - 1;
+        out[n - 1] = '\n';
+    }
+    return (size_t)n;
+}
+
+void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *out, size_t out_len)
+{
+    lg_cause_t cause = v->cause;
+    const lg_verdict_t *vd = &v->verdict;
+    const lg_target_t *t = &v->target;
+    char idx[96] = "";
+    int64_t value = 0;
+    if (vd->n_samples > 0) {
+        lg_text_index(t, vd->samples[0].index, idx, sizeof(idx));
+        value = vd->samples[0].value;
+    }
+    char ign[48];
+    if (t->has_ignore_index)
+        snprintf(ign, sizeof(ign), "ignore_index %" PRId64, t->ignore_index);
+    else
+        snprintf(ign, sizeof(ign), "no ignore_index");
+    char what[160];
+    if (vd->n_samples > 0)
+        snprintf(what, sizeof(what), "bad label %s = %" PRId64, idx, value);
+    else /* samples off: the range still says what is wrong */
+        snprintf(what, sizeof(what), "bad labels (min %" PRId64 ", max %" PRId64 ")", vd->min, vd->max);
+    const char *path = log_path && log_path[0] ? log_path : "the log";
+    snprintf(out, out_len, "labelguard: %s: %s, outside [0, %" PRId64 ") (%s; %" PRId64 " of %" PRId64
+             " labels bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
+             v->short_name[0] ? v->short_name : "kernel", what, t->n_classes, ign, vd->bad_count, t->count,
+             lg_cause_name(cause), lg_cause_fix(cause), path);
+}
+

@@ -1,0 +1,542 @@
+/* validate_gpu.c: the GPU backend of validate.c. libcuda.so.1 (opened by runtime.c, never
+ * linked), the validator fatbin embedded in the library (lg_validator_fatbin, built from
+ * cuda/validate.cu) loaded with cuModuleLoadData into each context the first time that context
+ * validates, kernels launched with cuLaunchKernel on the launch's own stream. The verdict is
+ * published by the kernel in mapped pinned memory (a ring per scratch, cuda/lg_validate.h), so
+ * sync mode waits for the stream and async mode only reads memory later (verdicts.c).
+ *
+ * Scratch memory (accumulators, candidates, verdict ring, sanitized copies) is kept per
+ * (context, stream[, thread for the per-thread default stream]) under one mutex. Nothing is
+ * ever freed: a kernel still in flight, or a CUDA graph captured with a launch of ours, may
+ * read it at any later time. Launches captured into a graph get scratch of their own that no
+ * other launch touches, so each replay publishes its own verdict.
+ *
+ * Our driver calls run in relaxed capture mode: they must not invalidate a global-mode capture
+ * the application has running on another stream (an "unsafe" call fails and poisons it), as
+ * PyTorch's allocator does. Called by validate.c on the launching thread (guard held), and
+ * lg_validate_gpu_ring_* by verdicts.c on any thread. Tested by tests/gpu/test_validator.cu
+ * (against lg_scan_host, needs a GPU) and tests/unit/test_kernel_emulation (the kernels).
+ */
+#include "../cuda/lg_validate.h"
+#include "internal.h"
+
+#include <cuda.h> /* driver types only: the functions come from dlsym */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const unsigned char lg_validator_fatbin[];
+extern const unsigned char lg_validator_fatbin_end[];
+
+static const char *const kernel_names[6] = {
+    LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC,
+    LG_KERNEL_U8_GEN,  LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
+};
+
+/* The driver entry points we use, by their ABI names (cuda.h maps the API names to _v2). */
+static struct {
+    CUresult (*init)(unsigned);
+    CUresult (*get_error_string)(CUresult, const char **);
+    CUresult (*device_get_count)(int *);
+    CUresult (*device_get_attribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*primary_ctx_get_state)(CUdevice, unsigned *, int *);
+    CUresult (*ctx_get_current)(CUcontext *);
+    CUresult (*ctx_get_device)(CUdevice *);
+    CUresult (*ctx_get_id)(CUcontext, unsigned long long *); /* optional: CUDA >= 12.0 */
+    CUresult (*module_load_data)(CUmodule *, const void *);
+    CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream, void **, void **);
+    CUresult (*stream_synchronize)(CUstream);
+    CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus *);
+    CUresult (*exchange_capture_mode)(CUstreamCaptureMode *);
+    CUresult (*stream_create)(CUstream *, unsigned);
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+    CUresult (*mem_host_alloc)(void **, size_t, unsigned);
+    CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned);
+    CUresult (*memcpy_htod_async)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*pointer_get_attribute)(void *, CUpointer_attribute, CUdeviceptr);
+} drv;
+
+/* One loaded module per context. */
+typedef struct module_slot {
+    CUcontext ctx;
+    unsigned long long ctx_id; /* 0 when cuCtxGetId is missing */
+    int state;                 /* 1 loaded, -1 failed */
+    CUfunction fn[6];
+    CUstream init_stream;      /* non-blocking, ours: initialises scratch outside any capture */
+    int max_grid;              /* resident blocks: 4 per SM */
+} module_slot_t;
+
+struct lg_scratch {
+    /* key */
+    CUcontext ctx;
+    unsigned long long ctx_id;
+    CUstream stream;
+    pthread_t thread;          /* only for CU_STREAM_PER_THREAD */
+    bool captured;             /* dedicated to one captured launch; never looked up again */
+    /* GPU memory */
+    CUdeviceptr state, cand, cand_count, ring_dev, copy;
+    int cand_samples;          /* samples per block the candidate area holds */
+    size_t copy_bytes;
+    lg_scan_ring_t *ring;      /* host view of ring_dev */
+    uint64_t launched;         /* launches enqueued: the seq the next one will publish - 1 */
+};
+typedef struct lg_scratch scratch_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static bool gpu_active;
+static module_slot_t modules[16];
+static int n_modules;
+static scratch_t **scratches;
+static int n_scratches, cap_scratches;
+
+static const char *cu_err(CUresult r)
+{
+    const char *s = NULL;
+    if (drv.get_error_string && drv.get_error_string(r, &s) == CUDA_SUCCESS && s)
+        return s;
+    return "unknown driver error";
+}
+
+static bool load_driver(void)
+{
+    void *h = lg_runtime_libcuda();
+    if (!h)
+        return false;
+#define SYM(field, name, required)                                         \
+    do {                                                                   \
+        *(void **)&drv.field = dlsym(h, name);                             \
+        if ((required) && !drv.field)                                      \
+            return false;                                                  \
+    } while (0)
+    SYM(init, "cuInit", 1);
+    SYM(get_error_string, "cuGetErrorString", 1);
+    SYM(device_get_count, "cuDeviceGetCount", 1);
+    SYM(device_get_attribute, "cuDeviceGetAttribute", 1);
+    SYM(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", 1);
+    SYM(ctx_get_current, "cuCtxGetCurrent", 1);
+    SYM(ctx_get_device, "cuCtxGetDevice", 1);
+    SYM(ctx_get_id, "cuCtxGetId", 0);
+    SYM(module_load_data, "cuModuleLoadData", 1);
+    SYM(module_get_function, "cuModuleGetFunction", 1);
+    SYM(launch_kernel, "cuLaunchKernel", 1);
+    SYM(stream_synchronize, "cuStreamSynchronize", 1);
+    SYM(stream_is_capturing, "cuStreamIsCapturing", 1);
+    SYM(exchange_capture_mode, "cuThreadExchangeStreamCaptureMode", 1);
+    SYM(stream_create, "cuStreamCreate", 1);
+    SYM(mem_alloc, "cuMemAlloc_v2", 1);
+    SYM(mem_host_alloc, "cuMemHostAlloc", 1);
+    SYM(mem_host_get_device_pointer, "cuMemHostGetDevicePointer_v2", 1);
+    SYM(memcpy_htod_async, "cuMemcpyHtoDAsync_v2", 1);
+    SYM(pointer_get_attribute, "cuPointerGetAttribute", 1);
+#undef SYM
+    return true;
+}
+
+static unsigned long long ctx_id_of(CUcontext ctx)
+{
+    unsigned long long id = 0;
+    if (drv.ctx_get_id && drv.ctx_get_id(ctx, &id) != CUDA_SUCCESS)
+        id = 0;
+    return id;
+}
+
+/* The module of the current context, loaded on first use. Caller holds `lock`. */
+static module_slot_t *module_for(CUcontext ctx, char *why, size_t why_len)
+{
+    unsigned long long id = ctx_id_of(ctx);
+    for (int i = 0; i < n_modules; i++) {
+        if (modules[i].ctx == ctx && modules[i].ctx_id == id) {
+            if (modules[i].state < 0) {
+                snprintf(why, why_len, "the validator module could not be loaded in this context");
+                return NULL;
+            }
+            return &modules[i];
+        }
+    }
+    module_slot_t *m;
+    if (n_modules < (int)(sizeof modules / sizeof modules[0])) {
+        m = &modules[n_modules++];
+    } else {
+        /* A process that destroyed and re-created more contexts than the table holds: reuse
+         * the oldest slot; its context is most likely gone. */
+        memmove(&modules[0], &modules[1], sizeof modules - sizeof modules[0]);
+        m = &modules[n_modules - 1];
+    }
+    memset(m, 0, sizeof *m);
+    m->ctx = ctx;
+    m->ctx_id = id;
+    m->state = -1;
+    CUmodule mod;
+    CUresult r = drv.module_load_data(&mod, lg_validator_fatbin);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "cuModuleLoadData of the validator failed: %s", cu_err(r));
+        return NULL;
+    }
+    for (int k = 0; k < 6; k++) {
+        r = drv.module_get_function(&m->fn[k], mod, kernel_names[k]);
+        if (r != CUDA_SUCCESS) {
+            snprintf(why, why_len, "validator kernel %s not found: %s", kernel_names[k], cu_err(r));
+            return NULL;
+        }
+    }
+    CUdevice dev;
+    int sms = 0;
+    if (drv.ctx_get_device(&dev) != CUDA_SUCCESS ||
+        drv.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
+        sms = 16;
+    m->max_grid = sms * 4;
+    r = drv.stream_create(&m->init_stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "cuStreamCreate failed: %s", cu_err(r));
+        return NULL;
+    }
+    m->state = 1;
+    return m;
+}
+
+/* Allocates device memory outside the rules of a capture in progress on this thread (as
+ * PyTorch's allocator does): relaxed mode lets cuMemAlloc run during global capture. */
+static CUresult alloc_dev(CUdeviceptr *p, size_t n)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    drv.exchange_capture_mode(&mode);
+    CUresult r = drv.mem_alloc(p, n);
+    drv.exchange_capture_mode(&mode);
+    return r;
+}
+
+static int scratch_init(scratch_t *s, module_slot_t *m, int samples, char *why, size_t why_len)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult r;
+    lg_scan_state_t init;
+    memset(&init, 0, sizeof init);
+    init.min = INT64_MAX;
+    init.max = INT64_MIN;
+    int cap = samples > 0 ? samples : 1;
+    if ((r = alloc_dev(&s->state, sizeof(lg_scan_state_t))) != CUDA_SUCCESS ||
+        (r = alloc_dev(&s->cand, (size_t)m->max_grid * (size_t)cap * sizeof(lg_sample_t))) != CUDA_SUCCESS ||
+        (r = alloc_dev(&s->cand_count, (size_t)m->max_grid * sizeof(int))) != CUDA_SUCCESS)
+        goto fail;
+    s->cand_samples = cap;
+    drv.exchange_capture_mode(&mode);
+    r = drv.mem_host_alloc((void **)&s->ring, sizeof(lg_scan_ring_t),
+                           CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+    if (r == CUDA_SUCCESS) {
+        memset(s->ring, 0, sizeof *s->ring);
+        r = drv.mem_host_get_device_pointer(&s->ring_dev, s->ring, 0);
+    }
+    /* Our own non-blocking stream: neither ordered after the application's work nor part of
+     * any capture; the copy's source lives on our stack, hence the wait. */
+    if (r == CUDA_SUCCESS)
+        r = drv.memcpy_htod_async(s->state, &init, sizeof init, m->init_stream);
+    if (r == CUDA_SUCCESS)
+        r = drv.stream_synchronize(m->init_stream);
+    drv.exchange_capture_mode(&mode);
+    if (r != CUDA_SUCCESS)
+        goto fail;
+    return 0;
+fail:
+    snprintf(why, why_len, "allocating validator scratch memory failed: %s", cu_err(r));
+    return -1;
+}
+
+/* The scratch of (ctx, stream), created on first use; `captured`: a fresh one that nobody
+ * else will use. Caller holds `lock`. */
+static scratch_t *scratch_for(module_slot_t *m, CUstream stream, bool captured, int samples, char *why, size_t why_len)
+{
+    if (stream == CU_STREAM_LEGACY)
+        stream = NULL;
+    pthread_t self = stream == CU_STREAM_PER_THREAD ? pthread_self() : (pthread_t)0;
+    scratch_t *s = NULL;
+    if (!captured) {
+        for (int i = 0; i < n_scratches; i++) {
+            scratch_t *c = scratches[i];
+            if (!c->captured && c->ctx == m->ctx && c->ctx_id == m->ctx_id && c->stream == stream &&
+                pthread_equal(c->thread, self)) {
+                s = c;
+                break;
+            }
+        }
+    }
+    if (!s) {
+        if (n_scratches == cap_scratches) {
+            int nc = cap_scratches ? cap_scratches * 2 : 16;
+            scratch_t **n = realloc(scratches, (size_t)nc * sizeof *n);
+            if (!n) {
+                snprintf(why, why_len, "out of memory for the validator's stream table");
+                return NULL;
+            }
+            scratches = n;
+            cap_scratches = nc;
+        }
+        s = calloc(1, sizeof *s);
+        if (!s) {
+            snprintf(why, why_len, "out of memory for validator scratch");
+            return NULL;
+        }
+        s->ctx = m->ctx;
+        s->ctx_id = m->ctx_id;
+        s->stream = stream;
+        s->thread = self;
+        s->captured = captured;
+        if (scratch_init(s, m, samples, why, why_len) != 0) {
+            free(s); /* the device buffers that did get allocated are leaked: rare, small */
+            return NULL;
+        }
+        scratches[n_scratches++] = s;
+    }
+    if (samples > s->cand_samples) {
+        /* LABELGUARD_SAMPLES is fixed per process, so this happens at most once in practice;
+         * the old area stays allocated because an earlier launch may still be writing it. */
+        CUdeviceptr c;
+        CUresult r = alloc_dev(&c, (size_t)m->max_grid * (size_t)samples * sizeof(lg_sample_t));
+        if (r != CUDA_SUCCESS) {
+            snprintf(why, why_len, "allocating validator candidates failed: %s", cu_err(r));
+            return NULL;
+        }
+        s->cand = c;
+        s->cand_samples = samples;
+    }
+    return s;
+}
+
+static int kernel_index(const lg_target_t *t, uint64_t copy)
+{
+    int base = t->dtype == LG_DTYPE_UINT8 ? 2 : t->dtype == LG_DTYPE_INT32 ? 4 : 0;
+    bool vec = t->ndim == 1 && t->strides[0] == 1 && (t->data % 16) == 0 && (copy % 16) == 0;
+    return base + (vec ? 0 : 1);
+}
+
+/* Enqueues one scan. Returns 0; or -1 with why, and *use_host set when the host backend should
+ * take this call instead (no current context, module not loadable). */
+static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstream stream, int64_t span,
+                           int samples, bool want_copy, int64_t replacement, bool allow_capture, lg_gpu_run_t *out,
+                           bool *use_host, char *why, size_t why_len)
+{
+    *use_host = false;
+    lg_target_t t;
+    lg_scan_normalize(tin, &t);
+    if (samples > LG_MAX_SAMPLES)
+        samples = LG_MAX_SAMPLES;
+    if (samples < 0)
+        samples = 0;
+
+    CUcontext ctx = NULL;
+    if (drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
+        /* The runtime makes its context current lazily, at a thread's first runtime call. */
+        if (rt && rt->pointer_attributes) {
+            _Alignas(16) char a[256]; /* a struct cudaPointerAttributes, and room to spare */
+            if (rt->pointer_attributes(a, (const void *)(uintptr_t)t.data) != 0 && rt->get_last_error)
+                rt->get_last_error();
+        }
+        if (drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
+            snprintf(why, why_len, "no current CUDA context on this thread");
+            *use_host = true;
+            return -1;
+        }
+    }
+
+    /* The labels must be memory the device can read, and the whole span inside one
+     * allocation: otherwise our kernel would fault and take the context down with it. */
+    unsigned int mtype = 0;
+    CUresult r = drv.pointer_get_attribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)t.data);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "labels at 0x%llx are not CUDA memory (%s): the loss kernel cannot read them",
+                 (unsigned long long)t.data, cu_err(r));
+        return -1;
+    }
+    size_t bytes = (size_t)span * lg_scan_elem_size(t.dtype);
+    CUdeviceptr start = 0;
+    size_t range = 0;
+    if (drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
+        drv.pointer_get_attribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
+        range > 0 && (t.data < start || t.data - start + bytes > range)) {
+        snprintf(why, why_len, "the labels (%zu bytes at 0x%llx) run past the end of their allocation (%zu bytes at 0x%llx)",
+                 bytes, (unsigned long long)t.data, range, (unsigned long long)start);
+        return -1;
+    }
+
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    r = drv.stream_is_capturing(stream, &cap);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "cuStreamIsCapturing failed: %s", cu_err(r));
+        return -1;
+    }
+    bool captured = cap != CU_STREAM_CAPTURE_STATUS_NONE;
+    if (captured && !allow_capture) {
+        snprintf(why, why_len, "the stream is capturing a CUDA graph: only async validation can run inside a capture");
+        return -1;
+    }
+
+    pthread_mutex_lock(&lock);
+    module_slot_t *m = module_for(ctx, why, why_len);
+    if (!m) {
+        /* The first context decides for the process: the start event must tell the truth. */
+        if (n_modules <= 1)
+            gpu_active = false;
+        pthread_mutex_unlock(&lock);
+        *use_host = true;
+        return -1;
+    }
+    scratch_t *s = scratch_for(m, stream, captured, samples, why, why_len);
+    if (!s) {
+        pthread_mutex_unlock(&lock);
+        return -1;
+    }
+    uint64_t copy = 0;
+    if (want_copy) {
+        if (s->copy_bytes < bytes) {
+            /* Grown, never freed: an in-flight or captured loss kernel may read the old one. */
+            size_t want = s->captured ? bytes : (bytes < 4096 ? 4096 : bytes + bytes / 2);
+            CUdeviceptr c;
+            r = alloc_dev(&c, want);
+            if (r != CUDA_SUCCESS) {
+                pthread_mutex_unlock(&lock);
+                snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want, cu_err(r));
+                return -1;
+            }
+            s->copy = c;
+            s->copy_bytes = want;
+        }
+        copy = s->copy;
+    }
+
+    lg_scan_params_t p;
+    memset(&p, 0, sizeof p);
+    p.t = t;
+    p.state = s->state;
+    p.cand = s->cand;
+    p.cand_count = s->cand_count;
+    p.ring = s->ring_dev;
+    p.copy = copy;
+    p.replacement = replacement;
+    p.samples = samples;
+    const int64_t tile = LG_SCAN_TILE(lg_scan_elem_size(t.dtype));
+    int64_t ntiles = (t.count + tile - 1) / tile;
+    /* One wave of resident blocks: 4 per SM, 2 for the uint8 kernels (cuda/validate.cu). */
+    int64_t max_grid = t.dtype == LG_DTYPE_UINT8 ? m->max_grid / 2 : m->max_grid;
+    int64_t grid = ntiles < max_grid ? ntiles : max_grid;
+    p.tiles_per_block = (ntiles + grid - 1) / grid;
+    grid = (ntiles + p.tiles_per_block - 1) / p.tiles_per_block;
+    void *params[] = {&p};
+    r = drv.launch_kernel(m->fn[kernel_index(&t, copy)], (unsigned)grid, 1, 1, LG_SCAN_THREADS, 1, 1, 0, stream,
+                          params, NULL);
+    if (r != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&lock);
+        snprintf(why, why_len, "launching the validator failed: %s", cu_err(r));
+        return -1;
+    }
+    out->s = s;
+    out->seq = ++s->launched;
+    out->copy = copy;
+    out->captured = captured;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+/* Our driver calls must not invalidate a global-mode capture the application has running on
+ * another stream (an "unsafe" call there fails and poisons the capture), so this thread runs
+ * them in relaxed mode, as PyTorch's allocator does. The mode is per thread and restored. */
+int lg_validate_gpu_launch(const lg_runtime_t *rt, const lg_target_t *tin, void *stream, int64_t span, int samples,
+                           bool want_copy, int64_t replacement, bool allow_capture, lg_gpu_run_t *out, bool *use_host,
+                           char *why, size_t why_len)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    drv.exchange_capture_mode(&mode);
+    int rc = gpu_launch_body(rt, tin, (CUstream)stream, span, samples, want_copy, replacement, allow_capture, out,
+                             use_host, why, why_len);
+    drv.exchange_capture_mode(&mode);
+    return rc;
+}
+
+/* Reads run `seq` from the ring. 1: read, 0: not yet written, -1: already overwritten. */
+int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t *v)
+{
+    const lg_scan_ring_entry_t *e = &s->ring->entries[seq % LG_RING_SLOTS];
+    uint64_t got = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+    if (got < seq)
+        return 0;
+    if (got > seq)
+        return -1;
+    v->bad_count = e->verdict.bad_count;
+    v->checked = e->verdict.checked;
+    v->min = e->verdict.min;
+    v->max = e->verdict.max;
+    int n = e->verdict.n_samples;
+    n = n < 0 ? 0 : n > LG_MAX_SAMPLES ? LG_MAX_SAMPLES : n;
+    memcpy(v->samples, (const void *)e->verdict.samples, (size_t)n * sizeof(lg_sample_t));
+    v->n_samples = n;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* A later run may have reused the slot while we copied. */
+    return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) == seq ? 1 : -1;
+}
+
+bool lg_validate_gpu_init(void)
+{
+    pthread_mutex_lock(&lock);
+    gpu_active = false;
+    if (load_driver()) {
+        CUcontext ctx = NULL;
+        if (drv.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx) {
+            char why[256];
+            if (module_for(ctx, why, sizeof why))
+                gpu_active = true;
+        } else if (drv.init(0) == CUDA_SUCCESS) {
+            /* No context on this thread yet: GPU when the runtime has started a primary
+             * context on some device (a real runtime that is in use, not the test double). */
+            int n = 0;
+            if (drv.device_get_count(&n) == CUDA_SUCCESS)
+                for (int d = 0; d < n && !gpu_active; d++) {
+                    unsigned flags;
+                    int active = 0;
+                    if (drv.primary_ctx_get_state((CUdevice)d, &flags, &active) == CUDA_SUCCESS && active)
+                        gpu_active = true;
+                }
+        }
+    }
+    bool active = gpu_active;
+    pthread_mutex_unlock(&lock);
+    return active;
+}
+
+
+uint64_t lg_validate_gpu_ring_latest(const lg_scratch_t *s)
+{
+    return __atomic_load_n(&s->ring->latest, __ATOMIC_ACQUIRE);
+}
+
+/* The wait runs in relaxed capture mode too, like everything in lg_validate_gpu_launch. */
+int lg_validate_gpu_wait(void *stream, char *why, size_t why_len)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    drv.exchange_capture_mode(&mode);
+    CUresult r = drv.stream_synchronize((CUstream)stream);
+    drv.exchange_capture_mode(&mode);
+    if (r == CUDA_SUCCESS)
+        return 0;
+    snprintf(why, why_len, "waiting for the validator failed: %s", cu_err(r));
+    return -1;
+}
+
+bool lg_validate_gpu_active(void)
+{
+    pthread_mutex_lock(&lock);
+    bool a = gpu_active;
+    pthread_mutex_unlock(&lock);
+    return a;
+}
+
+/* The parent's CUDA objects mean nothing in a fork child (CUDA does not survive fork), and
+ * the lock may have been held by a parent thread that does not exist there. The tables are
+ * dropped, not freed: their memory belonged to the parent's contexts. */
+void lg_validate_gpu_after_fork(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    n_modules = 0;
+    n_scratches = 0;
+}

@@ -1,0 +1,220 @@
+/* validate_host.c: the host backend of validate.c. The labels are copied with the process's
+ * own runtime (lg_runtime_t, never cuda* by name, which would re-enter our hooks) on the
+ * launch's stream, waited for, and scanned with lg_scan_host, the same lines the GPU kernels
+ * run (cuda/lg_scan.h). A masked copy is the scanned buffer with its bad labels replaced,
+ * uploaded into a device buffer kept per stream.
+ *
+ * Used when no driver module can be loaded, when the calling thread has no current context,
+ * and under the runtime test double. Called by validate.c only, on the launching thread with
+ * the re-entry guard held. Tested by tests/unit/test_scan.c (a memcpy-backed fake runtime)
+ * and every e2e test under the test double.
+ */
+#include <cuda_runtime_api.h> /* struct cudaPointerAttributes */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* cudaMemcpyKind values (driver_types.h), spelled out for the runtime table's int argument. */
+enum { KIND_H2D = 1, KIND_D2H = 2, KIND_DEFAULT = 4 };
+
+/* Device buffers for masked copies, per stream. Grown buffers are not freed: the previous loss
+ * kernel on the stream may still read the old one. */
+typedef struct host_slot {
+    void *stream;
+    void *dev;
+    size_t bytes;
+} host_slot_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static host_slot_t host_slots[64];
+static int n_host_slots;
+
+/* Is `ptr` memory the device can read? Uses the runtime, so it also works under the test
+ * double. A failed query leaves a sticky "last error" in the runtime that the application
+ * would see at its next cudaGetLastError: we consume it (it is ours). */
+static int host_check_pointer(const lg_runtime_t *rt, const void *ptr, int *kind, char *why, size_t why_len)
+{
+    *kind = KIND_D2H;
+    if (!rt->pointer_attributes)
+        return 0;
+    /* Room to spare: a newer runtime than our headers may fill a longer struct. */
+    union {
+        struct cudaPointerAttributes a;
+        char pad[256];
+    } u;
+    memset(&u, 0, sizeof u);
+    int rc = rt->pointer_attributes(&u, ptr);
+    const struct cudaPointerAttributes a = u.a;
+    if (rc != 0) {
+        if (rt->get_last_error)
+            rt->get_last_error();
+        /* Only cudaErrorInvalidValue (1) says "not ours"; any other code is the context's own
+         * state (710 after a device-side assert), which the user must not read as a bad pointer. */
+        if (rc == cudaErrorInvalidValue)
+            snprintf(why, why_len, "labels at %p are not CUDA memory (cudaPointerGetAttributes error %d)", ptr, rc);
+        else
+            snprintf(why, why_len, "labels at %p: the CUDA runtime reports error %d "
+                     "(a context already broken by an earlier error?)", ptr, rc);
+        return -1;
+    }
+    switch (a.type) {
+    case cudaMemoryTypeDevice: return 0;
+    case cudaMemoryTypeManaged:
+    case cudaMemoryTypeHost: *kind = KIND_DEFAULT; return 0; /* device-readable through UVA */
+    default:
+        snprintf(why, why_len, "labels at %p are ordinary host memory, not device memory: the loss kernel "
+                 "cannot read them (move the target tensor to the GPU)", ptr);
+        return -1;
+    }
+}
+
+/* Copies the spanned range of the labels to a malloc'd host buffer (caller frees) and waits. */
+static void *host_fetch(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span, char *why, size_t why_len)
+{
+    if (!rt || !rt->memcpy_async || !rt->stream_synchronize) {
+        snprintf(why, why_len, "no CUDA runtime functions to copy the labels with");
+        return NULL;
+    }
+    int kind;
+    if (host_check_pointer(rt, (const void *)(uintptr_t)t->data, &kind, why, why_len) != 0)
+        return NULL;
+    if (rt->stream_is_capturing) {
+        int st = 0;
+        if (rt->stream_is_capturing(stream, &st) == 0 && st != 0) {
+            snprintf(why, why_len, "the host backend cannot validate a launch captured into a CUDA graph");
+            return NULL;
+        }
+    }
+    size_t bytes = (size_t)span * lg_scan_elem_size(t->dtype);
+    void *buf = malloc(bytes ? bytes : 1);
+    if (!buf) {
+        snprintf(why, why_len, "cannot allocate %zu bytes of host memory for the label copy", bytes);
+        return NULL;
+    }
+    int rc = rt->memcpy_async(buf, (const void *)(uintptr_t)t->data, bytes, kind, stream);
+    if (rc == 0)
+        rc = rt->stream_synchronize(stream);
+    if (rc != 0) {
+        if (rt->get_last_error)
+            rt->get_last_error();
+        free(buf);
+        snprintf(why, why_len, "copying %zu bytes of labels from %p failed (CUDA error %d)", bytes,
+                 (void *)(uintptr_t)t->data, rc);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Checks the target, copies its labels to the host and scans them. Returns the host copy
+ * (caller frees; *span elements long), or NULL with why. */
+static void *fetch_and_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, int64_t span,
+                            char *why, size_t why_len)
+{
+    void *buf = host_fetch(rt, t, stream, span, why, why_len);
+    if (buf)
+        lg_scan_host(t, buf, samples, v);
+    return buf;
+}
+
+int lg_validate_host_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span, int samples,
+                          lg_verdict_t *v, char *why, size_t why_len)
+{
+    void *buf = fetch_and_scan(rt, t, stream, samples, v, span, why, why_len);
+    if (!buf)
+        return -1;
+    free(buf);
+    return 0;
+}
+
+/* Device buffer of at least `bytes` for this stream's masked copies (host backend). Grown
+ * buffers are not freed: the previous loss kernel on the stream may still read the old one. */
+static void *host_scratch(const lg_runtime_t *rt, void *stream, size_t bytes, char *why, size_t why_len)
+{
+    pthread_mutex_lock(&lock);
+    host_slot_t *s = NULL;
+    for (int i = 0; i < n_host_slots; i++)
+        if (host_slots[i].stream == stream)
+            s = &host_slots[i];
+    if (!s && n_host_slots < (int)(sizeof host_slots / sizeof host_slots[0])) {
+        s = &host_slots[n_host_slots++];
+        s->stream = stream;
+    }
+    void *out = NULL;
+    if (!s) {
+        snprintf(why, why_len, "too many streams with masked copies (%d)", n_host_slots);
+    } else if (s->bytes >= bytes) {
+        out = s->dev;
+    } else if (!rt->malloc_device) {
+        snprintf(why, why_len, "no cudaMalloc in the runtime table");
+    } else {
+        size_t want = bytes < 4096 ? 4096 : bytes + bytes / 2;
+        void *p = NULL;
+        int rc = rt->malloc_device(&p, want);
+        if (rc != 0 || !p) {
+            if (rt->get_last_error)
+                rt->get_last_error();
+            snprintf(why, why_len, "cudaMalloc of %zu bytes for the masked copy failed (error %d)", want, rc);
+        } else {
+            s->dev = p;
+            s->bytes = want;
+            out = p;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return out;
+}
+
+/* Scan on the host and, when any label is bad, upload a copy with each bad one replaced.
+ * *copy_out is the copy's address of logical element 0, or t->data when nothing was bad and
+ * `always_copy` is false. */
+int lg_validate_host_sanitize(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span,
+                              int64_t replacement, int samples, bool always_copy, lg_verdict_t *v, uint64_t *copy_out,
+                              char *why, size_t why_len)
+{
+    void *buf = fetch_and_scan(rt, t, stream, samples, v, span, why, why_len);
+    if (!buf)
+        return -1;
+    if (v->bad_count == 0 && !always_copy) {
+        free(buf);
+        *copy_out = t->data;
+        return 0;
+    }
+    for (int64_t i = 0; i < t->count; i++) {
+        int64_t val = lg_scan_load(t, buf, i);
+        if (lg_scan_is_ignored(t, val) || !lg_scan_is_bad(t, val))
+            continue;
+        int64_t off = lg_scan_offset(t, i);
+        switch (t->dtype) {
+        case LG_DTYPE_UINT8: ((uint8_t *)buf)[off] = (uint8_t)replacement; break;
+        case LG_DTYPE_INT32: ((int32_t *)buf)[off] = (int32_t)replacement; break;
+        default: ((int64_t *)buf)[off] = replacement; break;
+        }
+    }
+    size_t bytes = (size_t)span * lg_scan_elem_size(t->dtype);
+    void *dev = host_scratch(rt, stream, bytes, why, why_len);
+    int rc = -1;
+    if (dev) {
+        rc = rt->memcpy_async(dev, buf, bytes, KIND_H2D, stream);
+        if (rc == 0)
+            rc = rt->stream_synchronize(stream); /* buf is freed below */
+        if (rc != 0) {
+            if (rt->get_last_error)
+                rt->get_last_error();
+            snprintf(why, why_len, "uploading the masked copy failed (CUDA error %d)", rc);
+        }
+    }
+    free(buf);
+    if (rc != 0)
+        return -1;
+    *copy_out = (uint64_t)(uintptr_t)dev;
+    return 0;
+}
+
+void lg_validate_host_after_fork(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    n_host_slots = 0;
+}
