@@ -38,6 +38,9 @@ endif
 ifeq ($(shell $(PKG_CONFIG) --exists glib-2.0 && echo yes),)
 $(error glib-2.0 development files not found: install the Debian package libglib2.0-dev)
 endif
+ifeq ($(wildcard $(UNWIND_STATIC))$(wildcard /usr/include/libunwind/libunwind.h),)
+$(error libunwind (static, PIC) not found: install the Debian package libunwind-14-dev)
+endif
 ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
 $(error CUDA headers not found under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit or set CUDA_HOME)
 endif
@@ -50,6 +53,12 @@ GLIB_CFLAGS := $(shell $(PKG_CONFIG) --cflags glib-2.0 2>/dev/null)
 GLIB_LIBS := $(shell $(PKG_CONFIG) --libs glib-2.0 2>/dev/null)
 # Static glib inside the library: `ldd` must show libc alone (STYLE.md, Hooks).
 GLIB_STATIC := $(shell $(PKG_CONFIG) --static --libs-only-l glib-2.0 2>/dev/null | sed 's/-pthread//g; s/-lm//g')
+# libunwind's local unwinder, static with hidden symbols like glib: a shared libunwind would
+# export the unversioned _Unwind_* functions and take over the host's C++ exceptions. LLVM's
+# (Debian libunwind-14-dev): its libunwind.a is position-independent, libunwind-dev's is not
+# and cannot go into a shared object.
+UNWIND_STATIC ?= /usr/lib/llvm-14/lib/libunwind.a
+UNWIND_INC ?= -idirafter /usr/include/libunwind
 CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 STD := -std=c11 -D_GNU_SOURCE
@@ -57,7 +66,7 @@ WARN := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT := -O2
 DEBUG := -g
 FINAL_CFLAGS = $(STD) $(WARN) $(OPT) $(DEBUG) -fPIC -fvisibility=hidden -MMD -MP \
-               $(GLIB_CFLAGS) $(CUDA_INC) -Iinclude -Isrc -Icuda $(SAN_FLAGS) $(CFLAGS)
+               $(GLIB_CFLAGS) $(UNWIND_INC) $(CUDA_INC) -Iinclude -Isrc -Icuda $(SAN_FLAGS) $(CFLAGS)
 FINAL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
 
 # Every architecture CUDA 13 builds for, plus PTX of the lowest for anything newer.
@@ -120,7 +129,7 @@ $(SPECS_OBJ): specs/pytorch.conf
 
 $(LIB): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 	$(call say,LINK,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic \
+	$(Q)$(CC) -shared -o $@ $^ $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic $(UNWIND_STATIC) \
 		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -Wl,-Bsymbolic-functions -pthread -ldl -lm
 
 # --- the runtime test double -------------------------------------------------------------
@@ -163,7 +172,7 @@ $(LIB_ARCHIVE): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_ARCHIVE)
 	$(call say,CC,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(FINAL_CFLAGS) -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) $(GLIB_LIBS) -pthread -ldl -lm
+	$(Q)$(CC) $(FINAL_CFLAGS) -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) $(GLIB_LIBS) $(UNWIND_STATIC) -pthread -ldl -lm
 
 # The running program tests/e2e/test_attach.sh attaches to (tests/e2e/progs/attach_target.cu).
 $(BUILD)/e2e/attach_target: tests/e2e/progs/attach_target.cu
@@ -200,7 +209,7 @@ PYSTACK_PROBE := $(BUILD)/tests/pystack_probe.so
 $(PYSTACK_PROBE): tests/unit/pystack_probe.c $(LIB_ARCHIVE)
 	$(call say,LINK,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(FINAL_CFLAGS) -shared -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) -pthread -ldl
+	$(Q)$(CC) $(FINAL_CFLAGS) -shared -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) $(UNWIND_STATIC) -Wl,--exclude-libs,ALL -pthread -ldl
 test-programs: $(PYSTACK_PROBE)
 
 # --- GPU tests (validator engineer): tests/gpu/NAME.cu -> $(BUILD)/tests/gpu/NAME, linked with
@@ -247,6 +256,12 @@ $(BUILD)/bench/launch_loop: bench/launch_loop.cu
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $<
 bench: $(BUILD)/bench/launch_loop
+# C++ exceptions with and without the library (bench/throw_loop.cpp): its unwinder stays ours.
+$(BUILD)/bench/throw_loop: bench/throw_loop.cpp
+	$(call say,CXX,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CXX) -std=c++17 -O2 -g -o $@ $<
+bench: $(BUILD)/bench/throw_loop
 
 # The GPU-free demo program (CLI engineer): a training loop around PyTorch's NLL kernel.
 DEMO_BIN := $(BUILD)/demo/demo_train

@@ -164,6 +164,23 @@ def host_validate(build, quick):
             "ns_per_launch_with": withl / (r2 - r1) * 1e9, "added_ns_per_watched_launch": (withl - base) / (r2 - r1) * 1e9}
 
 
+def exceptions(build, quick):
+    """C++ throw/catch per iteration, with / without the library: an unwinder of ours that
+    exported _Unwind_* would take over the host's exceptions. Timed inside the process."""
+    prog = os.path.join(build, "bench", "throw_loop")
+    n = "20000" if quick else "200000"
+    reps = 3 if quick else 7
+    ns = {False: [], True: []}
+    for _ in range(reps):
+        for pre in (False, True):
+            p = subprocess.run([prog, n], env=env_for(build, pre), capture_output=True, text=True, timeout=120)
+            if p.returncode != 0:
+                raise RuntimeError("throw_loop failed: %s" % p.stderr[-300:])
+            ns[pre].append(float(p.stdout.split("ns_per_throw=")[1].split()[0]))
+    without, with_ = statistics.median(ns[False]), statistics.median(ns[True])
+    return {"ns_per_throw_without": without, "ns_per_throw_with": with_, "ratio": with_ / without, "reps": reps}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
@@ -175,7 +192,7 @@ def main():
            "runtime": "test double (build/fakecuda)"}
     errors = []
     for key, fn, need in (("fast_path", fast_path, "valgrind"), ("startup", startup, None),
-                          ("host_validate", host_validate, None)):
+                          ("host_validate", host_validate, None), ("exceptions", exceptions, None)):
         if need and not shutil.which(need):
             out[key] = {"error": "%s not installed (Debian package %s)" % (need, need)}
             errors.append(key)
@@ -207,6 +224,9 @@ def main():
         sk = st.get(k, {}) if isinstance(st, dict) else {}
         print("%-52s %14s %10s" % ("start-up instructions added, %s" % label, g(sk, "added_instructions", "%d"), ""))
     print("%-52s %14s %10s" % ("host backend: ns added per watched launch (64 labels)", g(hv, "added_ns_per_watched_launch", "%.0f"), "info"))
+    ex = out["exceptions"]
+    print("%-52s %14s %10s" % ("C++ throw/catch, with/without ratio", g(ex, "ratio", "%.3f"), "~1"))
+    print("%-52s %14s %10s" % ("  ns per throw without / with", "%s / %s" % (g(ex, "ns_per_throw_without", "%.0f"), g(ex, "ns_per_throw_with", "%.0f")), ""))
     for k in errors:
         print("%s: %s" % (k, out[k]["error"]))
     print("written: %s" % os.path.join(build, "bench.json"))

@@ -14,7 +14,6 @@
  */
 #include <dlfcn.h>
 #include <elf.h>
-#include <execinfo.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -25,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <libunwind.h> /* LLVM's (-idirafter /usr/include/libunwind), static, hidden */
+
 #include "internal.h"
 
 /* Weak: the stack unit test links without demangle.o (the archive does not pull a member for a
@@ -33,8 +34,17 @@
 
 void lg_stack_capture(lg_native_stack_t *s)
 {
-    int n = backtrace(s->ips, LG_MAX_FRAMES);
-    s->n = n > 0 ? n : 0;
+    s->n = 0;
+    unw_context_t ctx;
+    unw_cursor_t cur;
+    if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
+        return;
+    do {
+        unw_word_t ip = 0;
+        if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
+            break;
+        s->ips[s->n++] = (void *)(uintptr_t)ip;
+    } while (s->n < LG_MAX_FRAMES && unw_step(&cur) > 0);
 }
 
 /* Base address of the object this code is linked into. */
