@@ -3,7 +3,9 @@
 
 Says what liblabelguard.so will see when it is preloaded into CMD in this environment: GPU,
 driver, the CUDA runtime the target uses (inside torch's wheel for a Python command, from
-ldd for a binary), CUPTI, the library itself, and from those the hooks and backend. Each line
+ldd for a binary), CUPTI, the library itself, and the hooks and backend the library itself
+reports: a probe process loads the target's runtime, starts the library (labelguard_arm) and
+the `start` event it writes is read back, so the answer is the library's, not a guess. Each line
 has ✓ or ✗ and, for ✗, a hint. Exit 0 when the guard can work, 2 when it cannot.
 Called by scripts/labelguard (`--lib PATH -- CMD...`); python3 standard library only; it loads
 libraries with ctypes in a child process, never in itself, so a crashing probe costs nothing.
@@ -86,6 +88,41 @@ for l in sorted(glob.glob(os.path.join(d, "lib", "libcupti*.so*")) +
 tc = os.path.join(d, "lib", "libtorch_cuda.so")
 if os.path.exists(tc): print("TORCHCUDA", tc)
 """
+
+
+# Runs under the library (LD_PRELOAD): loads the target's runtime (argv[1], or torch for a
+# Python target, or nothing), then starts the library, which writes its `start` event.
+PROBE_START = r"""
+import ctypes, os, sys
+what = sys.argv[1]
+if what == "torch":
+    import torch
+elif what:
+    ctypes.CDLL(what, mode=ctypes.RTLD_GLOBAL)
+lib = ctypes.CDLL(os.environ["LG_PROBE_LIB"])
+print("ARM", lib.labelguard_arm())
+"""
+
+
+def probe_start(lib, python, runtime):
+    """The `start` event the library writes in a probe process, or None (with why)."""
+    import json
+    import tempfile
+    if not lib:
+        return None, "no library"
+    with tempfile.TemporaryDirectory(prefix="lg-doctor-") as logs:
+        env = dict(os.environ, LD_PRELOAD=lib, LG_PROBE_LIB=lib, LABELGUARD_LOG=logs, LABELGUARD_QUIET="1")
+        rc, so, se = run([python, "-c", PROBE_START, runtime or ""], env=env, timeout=120)
+        for name in sorted(os.listdir(logs)):
+            with open(os.path.join(logs, name), errors="replace") as f:
+                for line in f:
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(ev, dict) and ev.get("event") == "start":
+                        return ev, ""
+        return None, (se.strip().splitlines() or ["the probe wrote no start event (exit %d)" % rc])[-1]
 
 
 def needed(path):
@@ -186,6 +223,7 @@ def main(argv):
     # CUDA runtime in the target
     cudart_shared = None     # True: interposable; False: static or absent
     cupti_paths = []
+    probe_python, probe_runtime = sys.executable, ""   # what the start probe loads
     if cmd and python_like(cmd):
         exe = shutil.which(cmd[0]) or cmd[0]
         rc, so, se = run([exe, "-c", PROBE_TORCH], timeout=120)
@@ -221,6 +259,7 @@ def main(argv):
                     out(OK, "runtime", "torch %s, CUDA %s, shared runtime %s" % (
                         ver, cuda, cudarts[0] if cudarts else "(from the system)"))
                     cudart_shared = True
+                probe_python, probe_runtime = exe, "torch"
     elif cmd:
         exe = shutil.which(cmd[0]) or cmd[0]
         if not os.path.isfile(exe):
@@ -233,6 +272,7 @@ def main(argv):
             if m:
                 out(OK, "runtime", "%s uses the shared CUDA runtime %s" % (exe, m.group(2)))
                 cudart_shared = True
+                probe_runtime = m.group(2)
             elif nf:
                 out(BAD, "runtime", "%s needs %s, which is not found" % (exe, nf.group(1)),
                     "set LD_LIBRARY_PATH to the CUDA runtime's directory")
@@ -255,6 +295,7 @@ def main(argv):
         found += sorted(glob.glob(os.path.join(home, "lib64", "libcudart.so.*")))
         if found:
             out(OK, "runtime", "CUDA runtime on this system: %s" % found[0])
+            probe_runtime = found[0]
         else:
             out(INFO, "runtime", "no system CUDA runtime (PyTorch wheels bring their own)",
                 "give your command to check its runtime: labelguard doctor python train.py")
@@ -278,20 +319,22 @@ def main(argv):
             "install the CUDA toolkit's CUPTI or pip's nvidia-cuda-cupti; needed for static runtimes, "
             "driver-API launches (Triton) and attach")
 
-    # Conclusions: which hooks and backend the library will use.
-    hooks = []
-    if hooks_env in ("auto", "interpose") and cudart_shared is not False:
-        hooks.append("interpose")
-    if hooks_env in ("auto", "cupti") and driver and cupti_paths:
-        hooks.append("cupti")
+    # Which hooks and backend: what the library's own start event says in a probe.
     note = "LABELGUARD_HOOKS=%s" % hooks_env
+    start, why = probe_start(lib if lib_ok else "", probe_python, probe_runtime)
+    hooks = [h for h in (start or {}).get("hooks") or [] if isinstance(h, str)]
     if hooks:
         out(OK, "hooks", "%s (%s)" % (" + ".join(hooks), note))
     else:
-        out(BAD, "hooks", "none will see kernel launches (%s)" % note,
+        out(BAD, "hooks", "none will see kernel launches (%s%s)" % (note, "; " + why if why else ""),
             "use a shared CUDA runtime (interpose) or a driver + CUPTI (cupti)")
-    out(OK if driver else INFO, "backend", "gpu (validator kernel on the launch's stream)" if driver
-        else "host (labels copied and checked on the CPU; right for the test double, not for real GPUs)")
+    backend = (start or {}).get("backend")
+    if backend == "gpu":
+        out(OK, "backend", "gpu (validator kernel on the launch's stream)")
+    elif backend == "host":
+        out(INFO, "backend", "host (labels copied and checked on the CPU; right for the test double, not for real GPUs)")
+    else:
+        out(INFO, "backend", "unknown: the library did not start in the probe (%s)" % (why or "no start event"))
     usable = lib_ok and bool(hooks)
     where = "" if driver else ", but only under the test double (no GPU driver: try make demo or make test)"
     sys.stdout.write("\n%s\n" % ("labelguard can guard this command%s." % where if usable and cmd else

@@ -36,20 +36,6 @@ import sys
 
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
 
-FIXES = {
-    "one_based": "labels look 1-based (they span 1..{n}); subtract 1 from the labels "
-                 "(e.g. target - 1) or fix the dataset's label map",
-    "scaled_255": "labels look scaled by 255 (mask images read as 0/255); divide the target "
-                  "by 255 or read the masks without normalisation",
-    "void_255": "255 marks 'void' pixels in a segmentation target; pass ignore_index=255 to "
-                "the loss",
-    "negative_unknown": "-1 is used for 'unknown'; pass ignore_index=-1 to the loss or drop "
-                        "those samples",
-    "head_too_small": "labels go up to {max} but the model has only {n} outputs; give the last "
-                      "layer at least {maxp1} outputs (n_classes must exceed the largest label)",
-    "other": "labels outside [0, {n}) that match no known pattern; check how the labels are "
-             "built for this loss",
-}
 
 
 def parse_time(s):
@@ -196,11 +182,9 @@ class Problem:
             self.directions.add(ev["direction"])
 
     def fix(self):
-        kernel, cause, n, ignore, site = self.key
-        tmpl = FIXES.get(cause, FIXES["other"])
-        mx = self.max if self.max is not None else "?"
-        return tmpl.format(n=n if n is not None else "?", max=mx,
-                           maxp1=(self.max + 1) if isinstance(self.max, int) else "?")
+        """The library's own words (cause_text, from cause.c) for the first event."""
+        text = (self.example or {}).get("cause_text")
+        return text if isinstance(text, str) and text else "(the log gives no cause_text)"
 
     def to_json(self):
         kernel, cause, n, ignore, site = self.key

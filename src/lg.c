@@ -143,9 +143,10 @@ static void describe_environment(const lg_runtime_t *rt)
     static char device_name[256];
     static char torch[64];
     lg_report_env_t env = {0};
-    env.hooks = lg_cfg.hooks == LG_HOOKS_CUPTI ? (lg_cupti_active() ? "cupti" : "")
-                : lg_cupti_active()            ? "interpose,cupti"
-                                               : "interpose";
+    /* Interposition is a layer only where there is a shared runtime to interpose. */
+    bool interposed = lg_cfg.hooks != LG_HOOKS_CUPTI && lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL;
+    bool cupti = lg_cupti_active();
+    env.hooks = interposed && cupti ? "interpose,cupti" : interposed ? "interpose" : cupti ? "cupti" : "";
     env.backend = lg_validate_backend() == LG_BACKEND_GPU ? "gpu" : "host";
     if (rt->runtime_get_version)
         rt->runtime_get_version(&env.cuda_runtime);

@@ -21,6 +21,13 @@ TRAIN = [{"file": "/usr/lib/python3.11/runpy.py", "line": 86, "function": "_run_
 AUX = [{"file": "/home/u/train.py", "line": 88, "function": "<module>"},
        {"file": "/home/u/model.py", "line": 140, "function": "aux_loss"}]
 
+def cause_text(cause, lo, hi, n):
+    """What the library's cause.c writes for these two causes."""
+    if cause == "one_based":
+        return "labels span %d..%d with %d classes; they look 1-based: subtract 1" % (lo, hi, n)
+    return ("labels span %d..%d but the model has %d outputs: give the last layer at least %d outputs "
+            "(check num_classes)" % (lo, hi, n, hi + 1))
+
 def violation(pid, rank, t, samples, stack, n=10, cause="one_based", kernel="nll_loss_forward_reduce_cuda_kernel_2d"):
     e = base("violation", pid, rank, t)
     vals = [v for _, v in samples]
@@ -31,7 +38,8 @@ def violation(pid, rank, t, samples, stack, n=10, cause="one_based", kernel="nll
               "target": {"dtype": "int64", "count": 64, "n_classes": n, "ignore_index": -100},
               "bad": {"count": len(samples), "min": min(vals), "max": max(vals),
                       "samples": [{"index": i, "value": v} for i, v in samples]},
-              "cause": cause, "action": "mask", "outcome": "masked",
+              "cause": cause, "cause_text": cause_text(cause, min(vals), max(vals), n),
+              "action": "mask", "outcome": "masked",
               "native_stack": ["libtorch_cuda.so+0x1234 at::native::nll_loss_forward_out_cuda"],
               "python_stack": stack})
     return e
