@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034  # variables used by the tests that source this
 # tests/cli/lib.sh: helpers sourced by tests/cli/test_*.sh (not a test itself).
-# Each test: `. "$(dirname "$0")/lib.sh"`, then checks; the first failed check exits 1 with
-# what was expected and what came. $T is a private temporary directory, removed at exit.
+# Each test: `. "$(dirname "$0")/lib.sh"`, then checks, then `finish`; failures are counted
+# as in every shell test (tests/lib.sh). $T is a private temporary directory, removed at exit.
 set -u
 LG_ROOT=${LG_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 LG_BUILD=${LG_BUILD:-build}
@@ -12,8 +12,8 @@ trap 'rm -rf "$T"' EXIT
 unset LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_LOG LABELGUARD_HOOKS LABELGUARD_KERNELS \
       LABELGUARD_BACKTRACE LABELGUARD_SAMPLES LABELGUARD_QUIET LABELGUARD_LIB LD_PRELOAD
 
-fail() { printf 'FAIL: %s\n' "$@"; exit 1; }
-ok() { printf 'ok: %s\n' "$*"; }
+. "$LG_ROOT/tests/lib.sh"
+lg_checks_init "$T"
 
 # run_cmd: runs "$@", stdout in $T/out, stderr in $T/err, status in $rc
 run_cmd() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
@@ -30,4 +30,12 @@ expect_in() { # file (out|err), fixed string, description
 make_dummy_lib() { # path
   printf '__attribute__((visibility("default"))) int labelguard_arm(void) { return 5; }\n' >"$T/dummy.c"
   gcc -shared -fPIC -o "$1" "$T/dummy.c" || fail "cannot build the dummy library"
+}
+
+# A copy of the CLI (scripts/) that any user can run, for the checks run as user nobody: the
+# checkout itself may lie under a directory nobody cannot enter (a mode-0700 home). Prints the
+# copy's labelguard.
+world_cli() {
+  mkdir -p "$T/cli" && cp -r "$LG_ROOT/scripts/." "$T/cli/" && chmod -R a+rX "$T/cli" || fail "cannot copy the CLI"
+  printf '%s\n' "$T/cli/labelguard"
 }

@@ -45,9 +45,9 @@ ok "permission check function"
 
 # For real: user nobody attaching to a root-owned process is refused before gdb runs.
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
-  chmod 755 "$T"; chmod 644 "$lib"
+  chmod 755 "$T"; chmod 644 "$lib"; cli=$(world_cli)
   run_cmd setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all --bounding-set=-all \
-    env HOME=/ TMPDIR="$T" LABELGUARD_LIB="$lib" "$LG" attach "$target"
+    env HOME=/ TMPDIR="$T" LABELGUARD_LIB="$lib" "$cli" attach "$target"
   expect_rc 2 "nobody attaching to root's process"
   expect_in err "not permitted" "permission message"; expect_in err "hint:" "permission hint"
   ok "real permission refusal (uid nobody)"
@@ -80,4 +80,4 @@ expect_in err "has no labelguard_arm" "message"
 kill -0 "$target" || fail "target died"
 kill "$target"
 ok "live attach"
-echo PASS
+finish

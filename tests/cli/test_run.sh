@@ -111,4 +111,4 @@ if [ -f "$real" ] && [ -z "${LG_SANITIZER:-}" ]; then
 else
   echo "note: real library not built (or sanitizer build): its part skipped"
 fi
-echo PASS
+finish

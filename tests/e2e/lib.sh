@@ -15,15 +15,8 @@ export LD_LIBRARY_PATH="$LG_FAKE_DIR"
 unset LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_KERNELS LABELGUARD_BACKTRACE \
       LABELGUARD_SAMPLES LABELGUARD_QUIET LABELGUARD_DEBUG_KERNELS
 export LABELGUARD_LOG="$T/logs"
-FAILS=0
-
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-check() { # check DESCRIPTION COMMAND...  (passes when the command succeeds)
-  local d=$1; shift
-  if "$@"; then ok "$d"; else fail "$d"; fi
-}
-finish() { if [ "$FAILS" -eq 0 ]; then echo "all checks passed"; exit 0; fi; echo "$FAILS checks failed"; exit 1; }
+. "$LG_ROOT/tests/lib.sh"
+lg_checks_init "$T"
 
 # run_plain NAME PROG ARGS...: without the library; stdout/stderr/rc in $T/NAME.{out,err,rc}
 run_plain() { local n=$1; shift; "$@" >"$T/$n.out" 2>"$T/$n.err"; echo $? >"$T/$n.rc"; }

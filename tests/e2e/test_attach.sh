@@ -8,7 +8,8 @@
 # launch fires the assert (sync: 710), so the check can fail.
 # gdb 13 (Debian 12) cannot make inferior calls on CPUs with AMX (Sapphire Rapids and later:
 # "Couldn't write extended state status: Bad address", fixed in gdb 14); there, and without gdb,
-# the same two calls are made by a small ptrace injector below (x86_64), so arming is still tested.
+# the same two calls are made by the CLI's ptrace injector (scripts/lg_inject.py, x86_64), so
+# arming is still tested.
 # Called by tests/run.sh (exit 0 pass, 77 skip, else fail); alone: bash tests/e2e/test_attach.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -38,86 +39,9 @@ pid=$!
 for _ in $(seq 100); do grep -q '^ready' "$tmp/out" && break; sleep 0.1; done
 grep -q '^ready' "$tmp/out" || { echo "FAIL: the target did not start"; cat "$tmp/out" "$tmp/err"; exit 1; }
 
-# The gdb-less way: dlopen + labelguard_arm() through ptrace, general and legacy FP registers only.
-inject() {
-  python3 - "$@" <<'PY'
-# Calls dlopen(LIB, RTLD_NOW) then labelguard_arm() inside process PID with ptrace, the way
-# gdb's `call` does, writing only the general and legacy FP registers (gdb 13 fails on CPUs
-# with AMX: "Couldn't write extended state status: Bad address"). x86_64 only. Prints the
-# value labelguard_arm() returned as "$2 = N", like gdb.
-import ctypes, os, signal, subprocess, sys
-pid, lib = int(sys.argv[1]), os.path.realpath(sys.argv[2])
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.restype = ctypes.c_long
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-ATTACH, DETACH, CONT, GETREGS, SETREGS, GETFPREGS, SETFPREGS = 16, 17, 7, 12, 13, 14, 15
-class Regs(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_ulonglong) for n in (
-        "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
-        "fs_base gs_base ds es fs gs").split()]
-
-def pt(req, data=None):
-    r = libc.ptrace(req, pid, None, data)
-    if r < 0:
-        e = ctypes.get_errno(); raise OSError(e, f"ptrace({req}): {os.strerror(e)}")
-
-def mapped_base(p, path):
-    for line in open(f"/proc/{p}/maps"):
-        f = line.split()
-        if len(f) >= 6 and os.path.realpath(f[5]) == path and int(f[2], 16) == 0:
-            return int(f[0].split("-")[0], 16)
-    return None
-
-def libc_path(p):
-    for line in open(f"/proc/{p}/maps"):
-        f = line.split()
-        if len(f) >= 6 and os.path.basename(f[5]).startswith("libc.so"):
-            return os.path.realpath(f[5])
-    sys.exit("no libc in the target")
-
-# dlopen's offset in libc, from this process's copy of the same file.
-lc = libc_path("self")
-if libc_path(pid) != lc: sys.exit("target uses another libc")
-dlopen_self = ctypes.cast(libc.dlopen, ctypes.c_void_p).value
-dlopen_target = mapped_base(pid, lc) + dlopen_self - mapped_base("self", lc)
-
-pt(ATTACH)
-os.waitpid(pid, 0)
-saved = Regs(); pt(GETREGS, ctypes.byref(saved))
-fp = ctypes.create_string_buffer(512); pt(GETFPREGS, fp)
-mem = open(f"/proc/{pid}/mem", "r+b", buffering=0)
-scratch = (saved.rsp - 4096) & ~0xF       # below the red zone and the current frame
-
-def call(fn, a0=0, a1=0):
-    r = Regs.from_buffer_copy(saved)
-    r.rsp = scratch - 8                   # 16-aligned at the call, as after a `call`
-    mem.seek(r.rsp); mem.write(b"\0" * 8) # return address 0: the return faults, we get it back
-    r.rip, r.rdi, r.rsi, r.rax = fn, a0, a1, 0
-    r.orig_rax = 2**64 - 1                # no syscall restart
-    pt(SETREGS, ctypes.byref(r))
-    while True:
-        pt(CONT)
-        _, st = os.waitpid(pid, 0)
-        if not os.WIFSTOPPED(st): sys.exit("target died during the call")
-        out = Regs(); pt(GETREGS, ctypes.byref(out))
-        if os.WSTOPSIG(st) == signal.SIGSEGV and out.rip == 0: return out.rax
-
-try:
-    path_addr = scratch + 64
-    mem.seek(path_addr); mem.write(lib.encode() + b"\0")
-    handle = call(dlopen_target, path_addr, 2)
-    if not handle: sys.exit("dlopen failed in the target")
-    print(f"$1 = (void *) 0x{handle:x}")
-    nm = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
-    off = next(int(l.split()[0], 16) for l in nm.splitlines() if l.split()[-1] == "labelguard_arm")
-    armed = call(mapped_base(pid, lib) + off) & 0xFFFFFFFF
-    print(f"$2 = {armed - 2**32 if armed >= 2**31 else armed}")
-finally:
-    pt(SETFPREGS, fp)
-    pt(SETREGS, ctypes.byref(saved))
-    pt(DETACH)
-PY
-}
+# The gdb-less way is the CLI's own: scripts/lg_inject.py (dlopen + labelguard_arm() through
+# ptrace, general and legacy FP registers only), which prints "LG_ARM n".
+inject() { python3 scripts/lg_inject.py "$@"; }
 
 gdb_rc=1
 if command -v gdb >/dev/null; then
@@ -139,8 +63,8 @@ if grep -q "Couldn't write extended state\|gdb not found" "$tmp/gdb"; then
   gdb_rc=$?
   sed 's/^/inject: /' "$tmp/gdb"
 fi
-# gdb prints the value of the last call as "$2 = N".
-armed=$(sed -n 's/^\$2 = \(-\{0,1\}[0-9]*\)$/\1/p' "$tmp/gdb")
+# gdb prints the value of the last call as "$2 = N", the injector as "LG_ARM N".
+armed=$(sed -n 's/^\$2 = \(-\{0,1\}[0-9]*\)$/\1/p; s/^LG_ARM \(-\{0,1\}[0-9]*\)$/\1/p' "$tmp/gdb")
 [ $gdb_rc -eq 0 ] && [ -n "$armed" ] || { echo "FAIL: gdb/inject rc=$gdb_rc, no result from labelguard_arm()"; exit 1; }
 echo "labelguard_arm() returned $armed"
 [ "$armed" -ge 1 ] || { echo "FAIL: nothing armed"; exit 1; }

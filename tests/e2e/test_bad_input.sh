@@ -159,12 +159,16 @@ ln -s "$T/nowhere" "$T/dangling"
 LABELGUARD_LOG="$T/dangling" LD_PRELOAD="$LG_PRELOAD" "$NLL" "${BAD[@]}" >"$T/log-dangling.out" 2>"$T/log-dangling.err"
 log_case dangling
 check "log dangling: nothing created through the symlink" [ ! -e "$T/nowhere" ]
-# read-only: root ignores permissions, so run as nobody in a directory nobody may enter
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1 &&
-   setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -r "$NLL" 2>/dev/null; then
+# read-only: root ignores permissions, so run as nobody in a directory nobody may enter. The
+# program, the library and the test double are copied where nobody can read them: the
+# checkout may lie under a directory nobody cannot enter (a mode-0700 home).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
   RO=$(mktemp -d /tmp/lg-ro.XXXXXX); chmod 0755 "$RO"; mkdir "$RO/logs"; chmod 0500 "$RO/logs"
+  lib_copy="$RO/liblabelguard.so"; cp "$LG_ROOT/$LG_BUILD/liblabelguard.so" "$lib_copy"
+  cp -r "$LG_FAKE_DIR" "$RO/fakecuda"; cp "$NLL" "$RO/nll"; chmod -R a+rX "$RO"
   setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups env LABELGUARD_LOG="$RO/logs" \
-    LD_PRELOAD="$LG_PRELOAD" "$NLL" "${BAD[@]}" >"$T/log-readonly.out" 2>"$T/log-readonly.err"
+    LD_LIBRARY_PATH="$RO/fakecuda" LD_PRELOAD="${LG_PRELOAD/$LG_ROOT\/$LG_BUILD\/liblabelguard.so/$lib_copy}" \
+    "$RO/nll" "${BAD[@]}" >"$T/log-readonly.out" 2>"$T/log-readonly.err"
   log_case readonly
   check "log read-only: nothing written" [ -z "$(ls -A "$RO/logs")" ]
   rm -rf "$RO"

@@ -11,9 +11,8 @@ PROGS="$LG_ROOT/$LG_BUILD/progs"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 OUT="$TMP/out"; ERR="$TMP/err"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+. "$LG_ROOT/tests/lib.sh"
+lg_checks_init "$TMP"
 
 # fk_run PROG ARGS...: runs build/progs/PROG; stdout in $OUT, stderr in $ERR, status in $RC.
 fk_run() {
@@ -41,7 +40,3 @@ expect_rc() {
   [ "$RC" = "$1" ] || fail "expected exit status $1, got $RC"
 }
 # result_is ARGS... -- expected result line: runs nll and checks the result line.
-finish() {
-  if [ $failures -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
-  echo "ok"; exit 0
-}
