@@ -203,7 +203,7 @@ $(BUILD)/tests/unit/libarmfix_%.so: tests/unit/arm_fixture.c $(BUILD)/tests/unit
 		-Wl,-rpath,'$$ORIGIN' -Wl,-z,relro -Wl,-z,$*
 $(BUILD)/tests/unit/test_arm: $(ARM_FIXTURES)
 
-# The Python stack probe (report engineer): src/pystack.c inside a real interpreter, loaded by
+# The Python stack probe: src/pystack.c inside a real interpreter, loaded by
 # tests/e2e/test_pystack.sh through ctypes.
 PYSTACK_PROBE := $(BUILD)/tests/pystack_probe.so
 $(PYSTACK_PROBE): tests/unit/pystack_probe.c $(LIB_ARCHIVE)
@@ -212,7 +212,7 @@ $(PYSTACK_PROBE): tests/unit/pystack_probe.c $(LIB_ARCHIVE)
 	$(Q)$(CC) $(FINAL_CFLAGS) -shared -o $@ $< $(LIB_ARCHIVE) $(FINAL_LDFLAGS) $(UNWIND_STATIC) -Wl,--exclude-libs,ALL -pthread -ldl
 test-programs: $(PYSTACK_PROBE)
 
-# --- GPU tests (validator engineer): tests/gpu/NAME.cu -> $(BUILD)/tests/gpu/NAME, linked with
+# --- GPU tests: tests/gpu/NAME.cu -> $(BUILD)/tests/gpu/NAME, linked with
 # the library's validate.o and embedded fatbin (the shipped loading path) and the real cudart.
 # Built here without a GPU; run by tests/gpu/run.sh. `make gpu-tests` builds them all.
 GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
@@ -263,7 +263,7 @@ $(BUILD)/bench/throw_loop: bench/throw_loop.cpp
 	$(Q)$(CXX) -std=c++17 -O2 -g -o $@ $<
 bench: $(BUILD)/bench/throw_loop
 
-# The GPU-free demo program (CLI engineer): a training loop around PyTorch's NLL kernel.
+# The GPU-free demo program: a training loop around PyTorch's NLL kernel.
 DEMO_BIN := $(BUILD)/demo/demo_train
 $(DEMO_BIN): scripts/demo/demo_train.cu
 	$(call say,NVCC,$@)

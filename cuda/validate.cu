@@ -246,9 +246,9 @@ __device__ __forceinline__ void scan(const lg_scan_params_t &p)
     __shared__ int s_taken;
     if (threadIdx.x == 0) {
         s_taken = 0;
-        /* Review fix: the slot still holds run seq - LG_RING_SLOTS, which a host may be reading
-         * right now (ring_read: seq, copy, seq again). Without this the fields below changed
-         * under an unchanged seq and that reader kept a torn verdict. Cleared and fenced before
+        /* The slot still holds run seq - LG_RING_SLOTS, which a host may be reading right now
+         * (lg_validate_gpu_ring_read: seq, copy, seq again): with seq unchanged while the
+         * fields below change, that reader would keep a torn verdict. Cleared and fenced before
          * any field is written, so the reader's second look at seq catches the rewrite. */
         e->seq = 0;
         __threadfence_system();

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-check.sh: the one command that proves labelguard on a real GPU (issue 7). Run from the
+# gpu-check.sh: the one command that proves labelguard on a real GPU. Run from the
 # repository root on a machine with an NVIDIA GPU, PyTorch (CUDA build), nvcc and
 # compute-sanitizer; no network needed. It prints the environment, builds the library and the
 # test programs, runs the parts below, each under its own time budget (a part that overruns is
@@ -21,7 +21,7 @@
 # Exit: 0 all parts passed, 1 some part failed or timed out, 2 usage, 77 no GPU here.
 # Without a GPU it prints one line and exits 77 (how CI and `make test` see it). GPU-free
 # tests: bash -n, shellcheck, the exit-77 path, --selftest-report, --deps-only with
-# LG_FORCE_DEBS=1 (see the GPU-proof engineer's notes); LG_GPU_CHECK_ASSUME_GPU=1 skips the
+# LG_FORCE_DEBS=1; LG_GPU_CHECK_ASSUME_GPU=1 skips the
 # GPU detection so the part runner and its timeouts can be exercised on a GPU-less machine.
 set -uo pipefail
 
@@ -43,7 +43,7 @@ die_usage() { echo "gpu-check: $*" >&2; usage >&2; exit 2; }
 has_gpu() {
   [ "${LG_GPU_CHECK_ASSUME_GPU:-0}" = 1 ] && return 0
   command -v nvidia-smi >/dev/null 2>&1 || return 1
-  # Review fix: any /dev/nvidiaN, not only nvidia0: a container given one GPU of a larger host
+  # Any /dev/nvidiaN, not only nvidia0: a container given one GPU of a larger host
   # keeps that GPU's minor number (e.g. /dev/nvidia3 alone), and the run would exit 77 on a GPU.
   compgen -G '/dev/nvidia[0-9]*' >/dev/null || return 1
   nvidia-smi -L >/dev/null 2>&1

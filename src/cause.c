@@ -4,7 +4,8 @@
  * outputs) plus the two conventions behind most segmentation reports (255 = void, -1 =
  * unknown). DESIGN.md §4 names the causes; the names are part of the log schema.
  *
- * Called by launch.c / report.c on the reporting thread; pure functions, no state, no lock.
+ * Called by act.c, once per violation, on the reporting thread; pure functions, no state,
+ * no lock.
  * Tested by tests/unit/test_cause.c on the article's cases.
  *
  * What the rules can see: min and max over the non-ignored labels (bad ones included), the

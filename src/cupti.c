@@ -1,7 +1,8 @@
 /* cupti.c: the second hook layer, a CUPTI callback subscriber on the runtime and driver launch
  * entry points. It sees what symbol interposition cannot: a statically linked cudart, and
  * driver-API launches such as Triton's dlsym'd cuLaunchKernelEx. Each launch it sees becomes one
- * lg_launch_t handed to lg_launch_decide (launch.c), exactly like an interposed hook does.
+ * lg_launch_t handed to lg_launch_decide (launch.c) with the runtime from runtime.c, exactly
+ * like an interposed hook does, after starting the library (lg_ensure_started).
  *
  * Who calls it: lg_cupti_start() once, from the lazy start (lg.c) when LABELGUARD_HOOKS is auto
  * or cupti, and from labelguard_arm() (arm.c); it is idempotent. The callback runs on whatever
@@ -14,7 +15,7 @@
  * slot taken by Kineto/Nsight/compute-sanitizer: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
  * is one `warning` event (cupti_unavailable) and interposition carries on alone.
  *
- * CUPTI cannot skip a launch (notes/anchors.md B3), so launches seen only here are decided with
+ * CUPTI cannot skip a launch (its callbacks have no return value), so launches seen only here are decided with
  * can_block=false: the decision is RUN or RUN_WITH (mask), and for RUN_WITH the caller's
  * argument array is rewritten in place before the launch reads it and restored at API_EXIT.
  *
@@ -303,9 +304,9 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     else if (runtime_depth > 0) return;      /* the runtime launch around it was handled */
     /* The interposition layer is handling this launch, or it is our own (validator) launch. */
     if (lg_preload_in_launch || lg_in_library) return;
-    /* Review fix: read_launch dereferences functionParams, and for the CUDA 13 __cudaLaunchKernel
-     * ids the headers define no params struct at all: never crash the application on a CUPTI
-     * that passes none. */
+    /* read_launch dereferences functionParams, and for the CUDA 13 __cudaLaunchKernel ids the
+     * headers define no params struct at all: a CUPTI that passes none must not crash the
+     * application. */
     if (!cb->functionParams) return;
 
     lg_launch_t l;

@@ -2,7 +2,8 @@
  * (lg_target_t), following a registry spec, and builds the rewritten argument array for the
  * mask action (new target pointer, contiguous strides, optionally a new ignore_index).
  *
- * Callers: launch.c, on the launching thread, for watched kernels only and only after
+ * Callers: classify.c (lg_decode_dtype, once per kernel), launch.c (lg_decode, each watched
+ * launch) and act.c (lg_decode_rewrite, a masked launch), on the launching thread, only after
  * lg_registry_find checked the spec's layout against the kernel. Every read is bounded by the
  * spec's declared parameter sizes (which the parser checked against each field), values are
  * copied with memcpy (args[] slots need not be aligned), and whatever comes out is checked

@@ -4,7 +4,8 @@
  * runtime cannot report parameter sizes). lg_demangle_full uses __cxa_demangle from a
  * libstdc++ that is dlopen'd at run time (the library never links it), for reports only.
  *
- * Callers: registry.c (layout check, once per kernel handle), decode.c (dtype), report.c
+ * Callers: registry.c (layout check, once per kernel handle), decode.c (dtype, once per kernel
+ * from classify.c), classify.c and stack.c
  * (names). Any thread; no global state except the dlopen'd __cxa_demangle pointer.
  *
  * The parser is a recursive-descent subset of the Itanium C++ ABI mangling grammar: nested and

@@ -550,7 +550,7 @@ typedef struct lg_kernel_info {
     _Atomic int state;
 } lg_kernel_info_t;
 /* The table lives in names.c; the lookup is inline because it is the whole cost of an
- * unwatched launch (issue 3: fast path). Open addressing on the pointer value; a slot's key is
+ * unwatched launch (preload.c's fast path). Open addressing on the pointer value; a slot's key is
  * published with release ordering after its entry is complete. */
 #define LG_NAMES_BITS 18 /* 262144 slots, 4 MiB of BSS touched only where used */
 #define LG_NAMES_SIZE (1u << LG_NAMES_BITS)

@@ -5,10 +5,12 @@
  * (a shell, the compiler, a DataLoader worker) is untouched. A bad LABELGUARD_* value stops
  * the process with status 2 and one message: a job must not run unguarded by mistake.
  * Note that other libraries' constructors may reach our hooks before this constructor runs
- * (feasibility §2): everything the hooks touch works from static initialisation.
+ * (a CUDA extension registering its kernels): everything the hooks touch works from static
+ * initialisation.
  *
- * Lazy start (first launch that is not already classified, any thread, pthread_once):
- * registry, runtime functions, validator backend, CUPTI, the `start` event. The fork handlers
+ * Lazy start (lg_ensure_started, called by the hook layer on its slow path, any thread,
+ * pthread_once): registry, runtime table (runtime.c), validator backend, CUPTI, the `start`
+ * event. The core never starts the library: it is handed a started one. The fork handlers
  * are registered by the constructor (see below why).
  *
  * Fork: the child keeps the parent's tables (read-only) but not its log file, locks or held

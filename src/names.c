@@ -3,8 +3,10 @@
  * Written from __cudaRegisterFunction and __cudaGetKernel (preload.c), which run inside other
  * libraries' constructors, before our own constructor: so the table is plain zeroed static
  * memory plus a statically initialised mutex, usable with no initialisation at all.
- * Read on every kernel launch (launch.c) from any thread, without a lock: that lookup is the
- * whole cost of an unwatched launch (issue 3, fast path). Tested by tests/unit/test_names.c.
+ * Read on every kernel launch (preload.c, launch.c) from any thread, without a lock;
+ * classify.c publishes what it learned once per kernel (lg_names_publish): that lookup is the
+ * whole cost of an unwatched launch (preload.c's fast path). Tested through tests/fakecuda/
+ * test_registration.sh and every e2e test.
  *
  * Open addressing on the pointer value; a slot's key is published with release ordering after
  * its entry is complete, so a reader that sees the key sees a complete entry. Entries are never

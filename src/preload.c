@@ -1,18 +1,20 @@
-/* preload.c: the interposed CUDA runtime entry points (LD_PRELOAD layer).
+/* preload.c: the interposed CUDA runtime entry points (LD_PRELOAD layer), a thin translation.
  *
- * Each launch entry point turns its arguments into one lg_launch_t and asks launch.c what to
- * do; registration entry points record kernel names (names.c); cudaGetLastError,
- * cudaPeekAtLastError and cudaGetErrorString carry the error of a launch that `raise` blocked.
+ * Each launch entry point has a fast path (a kernel already classified as unwatched: one
+ * cached lookup and a counter, then the real function) and one slow path for every entry
+ * point (decide): start the library, turn the arguments into one lg_launch_t, ask the core
+ * (lg_launch_decide) and carry out its decision (run, run with rewritten arguments, or return
+ * the error). Registration entry points record kernel names (names.c); cudaGetLastError,
+ * cudaPeekAtLastError and cudaGetErrorString deliver the pending error (runtime.c) of a
+ * launch the core blocked, and are hook points where async verdicts are collected.
  * Runs on whatever thread calls the runtime, possibly inside another library's constructor
- * before ours (see notes/feasibility.md §2): nothing here may depend on our constructor.
+ * before ours (a CUDA extension registering its kernels): nothing here may depend on our
+ * constructor.
  *
- * Real functions: dlsym(RTLD_NEXT), then the libcudart already in the process
- * (dlopen(..., RTLD_NOLOAD) by soname, then by the path dl_iterate_phdr finds), because
- * PyTorch's runtime arrives through dlopen and RTLD_NEXT does not see it.
- *
- * The exported names are unversioned on purpose: an unversioned definition in the preload
- * wins over `cudaLaunchKernel@libcudart.so.13` (feasibility §3). Tested end to end by
- * tests/e2e/ under the runtime test double.
+ * Real functions come from runtime.c (dlsym(RTLD_NEXT), then the loaded libcudart). The
+ * exported names are unversioned on purpose: an unversioned definition in the preload wins
+ * over `cudaLaunchKernel@libcudart.so.13`. Tested end to end by tests/e2e/ and tests/fakecuda/
+ * under the runtime test double; the fast path's cost by `make bench`.
  */
 #include <dlfcn.h>
 #include <link.h>

@@ -4,7 +4,7 @@
  * libpython: every CPython symbol is looked up at run time with dlsym(RTLD_DEFAULT), so a
  * process without Python pays one failed lookup and gets n = 0.
  *
- * Called by launch.c on the launching thread, for launches with bad labels only.
+ * Called by act.c on the launching thread, for launches with bad labels only.
  *
  * Why raw structures: the public frame API (PyThreadState_GetFrame, PyFrame_GetBack, ...)
  * returns new references since 3.9, which must not be touched without the GIL. So the walk

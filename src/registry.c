@@ -11,9 +11,10 @@
  * by the runtime or read from the mangled signature, and never returns a spec it could not
  * check.
  *
- * Callers: lg.c builds the table once (lg_registry_init, under its pthread_once); launch.c
- * calls lg_registry_maybe_watched, then lg_registry_find, once per kernel handle and caches the answer, so nothing here is on
- * the fast path. After init the table is read-only, so lookups need no lock.
+ * The parser is spec.c. Callers: lg.c builds the table once (lg_registry_init, under its
+ * pthread_once); classify.c calls lg_registry_maybe_watched, then lg_registry_find, once per
+ * kernel handle and caches the answer, so nothing here is on the fast path. After init the
+ * table is read-only, so lookups need no lock.
  *
  * Tested by tests/unit/test_registry.c (parser errors, every built-in spec, version
  * selection) and tests/fuzz/fuzz_spec.c.

@@ -1,20 +1,12 @@
-/* report.c: every event the library emits: one JSON line per event in this process's log
- * file (DESIGN.md §4) and, unless LABELGUARD_QUIET=1, a short text block on stderr.
+/* report.c: builds every event the library emits (DESIGN.md §4): start, violation, warning
+ * (with a cap on repeated stderr copies) and summary, as one JSON line each, plus the stderr
+ * text of a violation (text.c). The lines go to the sinks in log.c.
  *
- * Called by launch.c, lg.c and cupti.c on whatever thread hit the event (16 launching threads
- * at once is a tested case). One mutex serializes the lazy open and each write, so lines never
- * interleave; a line is built completely before its single write(). Nothing here runs on the
- * unwatched fast path.
- *
- * Files: `<log_dir>/<host>-<pid>[-rank<R>].jsonl`, created on the first event only (a process
- * that reports nothing leaves no file and no directory), directories 0700, the file with
- * O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600, so a planted symlink or an old file is never
- * written through. A pid reused from an earlier run (containers start at pid 1) gets a
- * `-2`, `-3`... suffix instead. If the directory cannot be written, or a later write fails
- * (ENOSPC), one warning goes to stderr and the events follow it there; nothing else changes.
- *
- * Fork: the child forgets the parent's descriptor (lg_report_after_fork_child, from lg.c's
- * atfork handler; also detected by a pid check) and opens its own file on its first event.
+ * Called by act.c, classify.c, launch.c, lg.c and cupti.c on whatever thread hit the event (16
+ * launching threads at once is a tested case). One mutex serializes building and writing, so
+ * lines never interleave; a line is built completely before its single write(). Nothing here
+ * runs on the unwatched fast path. Fork: the child gets a fresh lock and its own log
+ * (lg_report_after_fork_child, from lg.c's atfork handler).
  *
  * Tested by tests/unit/test_report.c (events parsed with json_check.h, file naming with and
  * without rank variables, unwritable directories, 16 threads, fork).

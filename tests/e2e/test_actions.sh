@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_actions.sh (issue 4): every action on every decoded kernel, with a bad label at the
+# test_actions.sh: every action on every decoded kernel, with a bad label at the
 # first, a middle and the last position, under the runtime test double:
 #   raise  the launch is skipped, the context stays alive (memcpy + clean launches succeed),
 #          cudaGetErrorString of the launch error names the label;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_bad_input.sh (issue 6 item 4): bad input to the library itself, each with a clear message
+# test_bad_input.sh: bad input to the library itself, each with a clear message
 # and no crash, under the runtime test double:
 #   1. every LABELGUARD_* variable empty, overlong (5000 bytes), non-UTF-8 and wrong: exit
 #      status 2 before the program runs (its output absent), one stderr line naming the variable

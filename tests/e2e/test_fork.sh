@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_fork.sh (issue 6 item 2): fork and exec with the library preloaded (build/progs/forker,
+# test_fork.sh: fork and exec with the library preloaded (build/progs/forker,
 # build/e2e/fork_storm), under the runtime test double:
 #   - a child that does not launch writes nothing, and never into the parent's log;
 #   - a child that launches (FAKECUDA_FORK_OK=1 lets it use the runtime) is checked and gets its

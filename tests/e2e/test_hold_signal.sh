@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_hold_signal.sh (issue 4, hold): the application's own SIGUSR1 handler (SLURM uses the
+# test_hold_signal.sh: the application's own SIGUSR1 handler (SLURM uses the
 # signal) survives a hold. A Python program installs its handler, launches a bad NLL kernel
 # through ctypes (build/progs/libnllpy.so) with LABELGUARD_ACTION=hold: the thread is held,
 # SIGUSR1 releases it (the launch then fails as with raise, context alive), and a second

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_inert.sh (issue 6 item 1): preloaded into processes that never launch a kernel, the
+# test_inert.sh: preloaded into processes that never launch a kernel, the
 # library does nothing: no output, no file, no thread, no CUDA library loaded, same exit status.
 . "$(dirname "$0")/lib.sh"
 cd "$T" || exit 1

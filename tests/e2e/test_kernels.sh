@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_kernels.sh (issue 3): for each of the ten ATen NLL kernels, each target dtype and the
+# test_kernels.sh: for each of the ten ATen NLL kernels, each target dtype and the
 # three launch paths (<<<>>> via __cudaLaunchKernel, cudaLaunchKernel with the host stub,
 # per-thread default stream), the library identifies the kernel and decodes the target pointer,
 # count, n_classes and ignore_index exactly (checked through the violation event it reports for

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_python_stack.sh (issue 5): the Python call site of a bad launch, end to end. python3
+# test_python_stack.sh: the Python call site of a bad launch, end to end. python3
 # loads build/progs/libnllpy.so (tests/progs/libnllpy.cu: PyTorch's NLL reduce kernels behind a
 # C API) with ctypes.CDLL, which releases the GIL around the call as PyTorch's bindings do,
 # under LD_PRELOAD of the library and the runtime test double. A small training loop calls it

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_report_fields.sh (issue 5): every field of the report, end to end under the test double,
+# test_report_fields.sh: every field of the report, end to end under the test double,
 # with build/progs/nll launching PyTorch's kernels with labels of each likely cause:
 #   one_based (1..10, 10 classes), scaled_255 (a {0,255} mask, 2 classes, backward, more bad
 #   labels than the block shows), void_255 (255 in a 2-D segmentation target), negative_unknown

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_report_merge.sh (issue 5): `labelguard report` over the logs of three real processes,
+# test_report_merge.sh: `labelguard report` over the logs of three real processes,
 # end to end under the test double. build/progs/nll runs three times at once as ranks 0, 1, 2
 # (RANK/LOCAL_RANK, as torchrun sets them) writing into one log directory: ranks 0 and 1 with
 # 1-based labels (rank 1 launches twice), rank 2 with 255 in a segmentation target. Then:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_threads.sh (issue 6 item 3): 16 host threads on 16 streams launch a watched kernel
+# test_threads.sh: 16 host threads on 16 streams launch a watched kernel
 # (nll_loss_forward_reduce_cuda_kernel_2d) and an unwatched one (lg_test_add_one) in turn, with
 # bad labels at random positions (build/progs/threads). With the library preloaded:
 #   - every bad launch is reported exactly once: the program's own list of bad launches (per

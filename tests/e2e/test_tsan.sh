@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_tsan.sh (issue 6 item 3): the 16-thread test under ThreadSanitizer. The library, the
+# test_tsan.sh: the 16-thread test under ThreadSanitizer. The library, the
 # runtime test double and the threads program are built with -fsanitize=thread into
 # build-thread/ (make SANITIZER=thread; the embedded validator fatbin is copied from the
 # current build when it is up to date, so no nvcc fatbin run), then build/progs/threads runs

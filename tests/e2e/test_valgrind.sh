@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_valgrind.sh (issue 6 items 3 and 7): a representative subset of the end-to-end runs
+# test_valgrind.sh: a representative subset of the end-to-end runs
 # under Valgrind memcheck with the library preloaded: every decoded kernel shape (reduce, none,
 # accessor with a row stride, 2-D, backward), every action that lets the program go on (raise,
 # mask, log; sync and async), a layout mismatch, pathological label buffers, 4 threads on 4

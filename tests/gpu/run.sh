@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh: `make test-gpu`, the GPU tests (bash tests/gpu/run.sh BUILD). Exits 77
 # with one line when there is no GPU (CI, this project's own machines), else runs:
-#   validator   each tests/gpu/*.cu (the validator engineer's: the validator kernel against the
+#   validator   each tests/gpu/*.cu (the validator kernel against the
 #               CPU scan on the same buffers) built by `make gpu-tests` as BUILD/tests/gpu/NAME
 #   progs       the end-to-end programs on the real runtime, every action (tests/torch/progs_real.py)
 #   probe       PyTorch's real NLL kernels: names + cudaFuncGetParamInfo sizes from the live
@@ -21,7 +21,7 @@ fake=()
 if [ "${LG_GPU_FAKE:-0}" = 1 ]; then
   fake=(--fake)
   echo "test-gpu: LG_GPU_FAKE=1: programs run under the test double, not a GPU"
-# Review fix: any /dev/nvidiaN (a container keeps its one GPU's host minor number), as gpu-check.sh.
+# any /dev/nvidiaN (a container keeps its one GPU's host minor number), as gpu-check.sh.
 elif ! command -v nvidia-smi >/dev/null 2>&1 || ! compgen -G '/dev/nvidia[0-9]*' >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "test-gpu: no NVIDIA GPU here (nvidia-smi missing or failing, or no /dev/nvidiaN): skipped"
   exit 77
@@ -40,7 +40,7 @@ record() { # name status detail
   write_json
 }
 
-# Review fix: written after every test, not once at the end: when gpu-check.sh's part budget
+# written after every test, not once at the end: when gpu-check.sh's part budget
 # kills this script (its tests' own budgets add up to more than the part's), the report keeps
 # the results of the tests that did finish.
 write_json() {
@@ -82,7 +82,7 @@ jobs=$(nproc 2>/dev/null || echo 4)
 make -s -j"$jobs" -k BUILD="$BUILD" test-programs >"$WORK/build.log" 2>&1 || \
   echo "test-gpu: make test-programs had errors (see $WORK/build.log); the tests that need them say so"
 
-# The validator engineer's tests: `make gpu-tests` builds each tests/gpu/NAME.cu into
+# The validator tests: `make gpu-tests` builds each tests/gpu/NAME.cu into
 # BUILD/tests/gpu/NAME. test_validator's log (validator_test_validator.log) also carries the
 # timing lines that the bench part of scripts/gpu-check.sh reports.
 found=0

@@ -24,7 +24,7 @@
 
 // internal.h is C11; fields and globals this test never touches are _Atomic, which C++ does
 // not know, in both spellings: `_Atomic int` and `_Atomic(T *)`. Same size and alignment as the
-// plain types on every ABI we build for. Review fix: the header gained `_Atomic(T)` and the
+// plain types on every ABI we build for. The header gained `_Atomic(T)` and the
 // old `#define _Atomic volatile` turned it into `volatile(T) x;`, so this test no longer
 // compiled (`make gpu-tests` is not part of `make test`). `_Atomic` becomes `volatile`, and a
 // function-like `volatile(...)` (expanded only when a `(` follows) turns `volatile(T) x` into

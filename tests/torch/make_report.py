@@ -20,7 +20,7 @@ import sys
 
 # Order in which parts appear; unknown parts follow in name order.
 PART_ORDER = ["env", "deps", "build", "scenarios", "test-gpu", "bench"]
-# Targets the benchmarks are judged by (issue 7); slowdown = 1 - steps_s / steps_s(none).
+# Targets the benchmarks are judged by; slowdown = 1 - steps_s / steps_s(none).
 TARGETS = {
     ("gpu_bound", "labelguard_async"): 0.01,
     ("gpu_bound", "labelguard_sync"): 0.03,

@@ -211,7 +211,7 @@ def main():
     results = []
 
     def write():
-        # Review fix: written after every case, not once at the end: tests/gpu/run.sh kills this
+        # written after every case, not once at the end: tests/gpu/run.sh kills this
         # driver at its budget (45 s), and a single hung case (30 s timeout) used to lose them all.
         npass = sum(r["ok"] for r in results)
         summary = "%d/%d %s program cases passed" % (npass, len(cases), "test-double (--fake)" if a.fake else "real-runtime")

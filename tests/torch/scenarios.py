@@ -13,7 +13,7 @@ labels set to ignore_index (what labelguard's `mask` must produce).
   scenarios.py NAME --result FILE [--device cuda|cpu] [--premask] [--steps N]
   scenarios.py --list
 
-GPU-free check (run by the GPU-proof engineer here, on CPU PyTorch): `--device cpu --premask`
+GPU-free check (on CPU PyTorch): `--device cpu --premask`
 writes ignore_index over the bad labels itself, which is exactly what `mask` does, and so
 proves that the expected-loss formulas (label smoothing, backward, reduction='none', uint8)
 equal PyTorch's own result; a formula error makes mask_check fail there.

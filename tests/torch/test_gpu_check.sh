@@ -31,7 +31,7 @@ for s in "${scripts[@]}"; do check "bash -n $s" bash -n "$s"; done
 if command -v shellcheck >/dev/null; then check "shellcheck" shellcheck "${scripts[@]}"
 else echo "skip shellcheck: not installed (Debian package shellcheck)"; fi
 
-# The same GPU test as gpu-check.sh's has_gpu (any /dev/nvidiaN; review fix).
+# The same GPU test as gpu-check.sh's has_gpu (any /dev/nvidiaN).
 if ! { command -v nvidia-smi >/dev/null && compgen -G '/dev/nvidia[0-9]*' >/dev/null; }; then
   one_line_77() {
     local out rc
