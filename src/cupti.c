@@ -193,6 +193,16 @@ static void restore_rewrite(uint32_t correlation)
     held->array = NULL;
 }
 
+static void set_launch(lg_launch_t *l, const void *func, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, size_t shared_mem, void *stream)
+{
+    l->func = func;
+    l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
+    l->block[0] = bx, l->block[1] = by, l->block[2] = bz;
+    l->shared_mem = shared_mem;
+    l->stream = stream;
+}
+
 /* Fills l from the params of one launch callback; returns false for a launch with no args array
  * (a driver launch passing its parameters through `extra` only: nothing to decode). */
 static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb,
@@ -214,11 +224,8 @@ static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const C
             _Static_assert(sizeof(internal_launch_params_t) == sizeof(cudaLaunchKernel_v7000_params),
                            "__cudaLaunchKernel params must have cudaLaunchKernel's layout");
             const internal_launch_params_t *p = cb->functionParams;
-            l->func = p->func;
-            l->grid[0] = p->gridDim.x; l->grid[1] = p->gridDim.y; l->grid[2] = p->gridDim.z;
-            l->block[0] = p->blockDim.x; l->block[1] = p->blockDim.y; l->block[2] = p->blockDim.z;
-            l->shared_mem = p->sharedMem;
-            l->stream = p->stream;
+            set_launch(l, p->func, p->gridDim.x, p->gridDim.y, p->gridDim.z, p->blockDim.x, p->blockDim.y,
+                       p->blockDim.z, p->sharedMem, p->stream);
             *args_slot = p->args;
             break;
         }
@@ -229,11 +236,8 @@ static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const C
             const cudaLaunchKernelExC_v11060_params *p = cb->functionParams;
             const cudaLaunchConfig_t *c = p->config;
             if (!c) return false;
-            l->func = p->func;
-            l->grid[0] = c->gridDim.x; l->grid[1] = c->gridDim.y; l->grid[2] = c->gridDim.z;
-            l->block[0] = c->blockDim.x; l->block[1] = c->blockDim.y; l->block[2] = c->blockDim.z;
-            l->shared_mem = c->dynamicSmemBytes;
-            l->stream = c->stream;
+            set_launch(l, p->func, c->gridDim.x, c->gridDim.y, c->gridDim.z, c->blockDim.x, c->blockDim.y,
+                       c->blockDim.z, c->dynamicSmemBytes, c->stream);
             *args_slot = p->args;
             break;
         }
@@ -248,11 +252,8 @@ static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const C
             /* fall through */
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
             const cuLaunchKernel_params *p = cb->functionParams;
-            l->func = p->f;
-            l->grid[0] = p->gridDimX; l->grid[1] = p->gridDimY; l->grid[2] = p->gridDimZ;
-            l->block[0] = p->blockDimX; l->block[1] = p->blockDimY; l->block[2] = p->blockDimZ;
-            l->shared_mem = p->sharedMemBytes;
-            l->stream = p->hStream;
+            set_launch(l, p->f, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ,
+                       p->sharedMemBytes, p->hStream);
             *args_slot = p->kernelParams;
             break;
         }
@@ -263,11 +264,8 @@ static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const C
             const cuLaunchKernelEx_params *p = cb->functionParams;
             const CUlaunchConfig *c = p->config;
             if (!c) return false;
-            l->func = p->f;
-            l->grid[0] = c->gridDimX; l->grid[1] = c->gridDimY; l->grid[2] = c->gridDimZ;
-            l->block[0] = c->blockDimX; l->block[1] = c->blockDimY; l->block[2] = c->blockDimZ;
-            l->shared_mem = c->sharedMemBytes;
-            l->stream = c->hStream;
+            set_launch(l, p->f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                       c->sharedMemBytes, c->hStream);
             *args_slot = p->kernelParams;
             break;
         }

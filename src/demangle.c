@@ -580,6 +580,27 @@ static const char *itanium_start(const char *m)
     return z ? z + 1 : NULL;
 }
 
+/* An unscoped name (plain, or after St) and its template arguments, which become the
+ * function's. Returns true when it is a template. */
+static bool unscoped_name(parser_t *p, desc_t *d)
+{
+    source_name(p, d);
+    if (p->fail)
+        return false;
+    p->short_id = d->id;
+    p->short_len = d->id_len;
+    if (peek(p) != 'I')
+        return false;
+    add_sub(p, d);
+    desc_t args[MAX_TARGS];
+    int n = 0;
+    template_args(p, args, &n);
+    p->nfargs = n;
+    for (int i = 0; i < n; i++)
+        p->fargs[i] = args[i];
+    return true;
+}
+
 /* Parses `_Z <name>` and, when `params` is set, the parameter types. Returns false when the
  * name could not be parsed at all. */
 static bool parse_encoding(parser_t *p, const char *mangled, bool params, size_t *sizes, int cap, int *count)
@@ -599,38 +620,10 @@ static bool parse_encoding(parser_t *p, const char *mangled, bool params, size_t
     if (c == 'N') {
         nested_name(p, &d, true);
     } else if (is_digit(c)) {
-        source_name(p, &d);
-        if (!p->fail) {
-            p->short_id = d.id;
-            p->short_len = d.id_len;
-            if (peek(p) == 'I') {
-                add_sub(p, &d);
-                desc_t args[MAX_TARGS];
-                int n = 0;
-                template_args(p, args, &n);
-                p->nfargs = n;
-                for (int i = 0; i < n; i++)
-                    p->fargs[i] = args[i];
-                is_template = true;
-            }
-        }
+        is_template = unscoped_name(p, &d);
     } else if (c == 'S' && peek2(p) == 't') {
         p->pos += 2;
-        source_name(p, &d);
-        if (!p->fail) {
-            p->short_id = d.id;
-            p->short_len = d.id_len;
-            if (peek(p) == 'I') {
-                add_sub(p, &d);
-                desc_t args[MAX_TARGS];
-                int n = 0;
-                template_args(p, args, &n);
-                p->nfargs = n;
-                for (int i = 0; i < n; i++)
-                    p->fargs[i] = args[i];
-                is_template = true;
-            }
-        }
+        is_template = unscoped_name(p, &d);
     } else {
         fail(p);
     }

@@ -213,8 +213,29 @@ LG_HIDDEN int lg_spec_parse(const char *text, size_t len, const char *origin, lg
                             size_t err_len);
 /* The spec of list[0..n) that a launch could not tell from s (same match, same layout). */
 LG_HIDDEN const lg_spec_t *lg_spec_conflict(const lg_spec_t *s, const lg_spec_t *list, int n);
+
+/* ---------------------------------------------------------------- spec_text.c */
+
 /* printf into err (NULL or 0 length: nothing). */
 LG_HIDDEN void lg_spec_error(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Where each group and key of a spec text sits. */
+typedef struct key_pos {
+    char group[128];
+    char key[64];
+    int line;
+} key_pos_t;
+
+typedef struct lg_spec_text {
+    key_pos_t *keys;  /* one entry per key, plus one per group with key "" */
+    int n, cap;
+} lg_spec_text_t;
+
+/* Checks the text line by line and fills m; 0, or -1 with "file:line: ..." in err. */
+LG_HIDDEN int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec_text_t *m, char *err,
+                                 size_t err_len);
+/* The line of key in group (key "": the group header; a missing key: its group's); 0 unknown. */
+LG_HIDDEN int lg_spec_text_line(const lg_spec_text_t *m, const char *group, const char *key);
+LG_HIDDEN void lg_spec_text_free(lg_spec_text_t *m);
 
 /* ---------------------------------------------------------------- demangle.c */
 

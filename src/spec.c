@@ -4,7 +4,8 @@
  * keys, stray lines, invalid UTF-8); every field is checked against the parameter sizes the
  * spec declares, so decode.c never reads outside them.
  *
- * Pure: no globals. Called by registry.c while it builds the table (lazy start, one thread).
+ * Pure: no globals. Where each group and key sits in the text, and the line checks GKeyFile
+ * does not make, are spec_text.c's. Called by registry.c while it builds the table (lazy start, one thread).
  * Tested by tests/unit/test_registry.c (parser errors) and tests/fuzz/fuzz_spec.c.
  */
 #include <errno.h>
@@ -17,161 +18,13 @@
 
 #include "internal.h"
 
-/* ---- where each group and key sits in the text, for messages ---------------------------- */
-
-typedef struct key_pos {
-    char group[128];
-    char key[64];
-    int line;
-} key_pos_t;
-
-typedef struct text_map {
-    key_pos_t *keys;  /* one entry per key, plus one per group with key "" */
-    int n, cap;
-} text_map_t;
-
-static void map_add(text_map_t *m, const char *group, const char *key, size_t key_len, int line)
-{
-    if (m->n == m->cap) {
-        m->cap = m->cap ? m->cap * 2 : 64;
-        m->keys = g_renew(key_pos_t, m->keys, m->cap);
-    }
-    key_pos_t *k = &m->keys[m->n++];
-    g_strlcpy(k->group, group, sizeof k->group);
-    if (key_len >= sizeof k->key)
-        key_len = sizeof k->key - 1;
-    memcpy(k->key, key, key_len);
-    k->key[key_len] = 0;
-    k->line = line;
-}
-
-static int map_line(const text_map_t *m, const char *group, const char *key)
-{
-    for (int i = 0; i < m->n; i++)
-        if (strcmp(m->keys[i].group, group) == 0 && strcmp(m->keys[i].key, key) == 0)
-            return m->keys[i].line;
-    for (int i = 0; i < m->n; i++) /* a missing key: point at its group header */
-        if (strcmp(m->keys[i].group, group) == 0 && m->keys[i].key[0] == 0)
-            return m->keys[i].line;
-    return 0;
-}
-
-void lg_spec_error(char *err, size_t err_len, const char *fmt, ...)
-{
-    if (!err || !err_len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
-
-/* Checks what GKeyFile does not report with a line number (or accepts silently): NUL bytes,
- * invalid UTF-8, lines that are neither group, key=value nor comment, unterminated group
- * headers, keys before the first group, duplicate groups and duplicate keys. Fills the map
- * of group/key lines. Returns 0 or -1 with err set. */
-static int prescan(const char *text, size_t len, const char *origin, text_map_t *m, char *err, size_t err_len)
-{
-    const char *nul = memchr(text, 0, len);
-    int line = 1;
-    if (nul) {
-        for (const char *q = text; q < nul; q++)
-            line += *q == '\n';
-        lg_spec_error(err, err_len, "%s:%d: file: binary data (NUL byte); a spec file is text", origin, line);
-        return -1;
-    }
-    char group[128] = "";
-    bool in_group = false;
-    size_t i = 0;
-    line = 0;
-    while (i < len) {
-        size_t j = i;
-        while (j < len && text[j] != '\n')
-            j++;
-        line++;
-        const char *l = text + i;
-        size_t n = j - i;
-        i = j + 1;
-        if (n && l[n - 1] == '\r')
-            n--;
-        if (!g_utf8_validate(l, (gssize)n, NULL)) {
-            lg_spec_error(err, err_len, "%s:%d: file: invalid UTF-8", origin, line);
-            return -1;
-        }
-        size_t s = 0;
-        while (s < n && (l[s] == ' ' || l[s] == '\t'))
-            s++;
-        if (s == n || l[s] == '#')
-            continue;
-        if (l[s] == '[') {
-            size_t e = n;
-            while (e > s && (l[e - 1] == ' ' || l[e - 1] == '\t'))
-                e--;
-            if (e - s < 2 || l[e - 1] != ']') {
-                lg_spec_error(err, err_len, "%s:%d: group: unterminated group header \"%.*s\"", origin, line,
-                       (int)(n - s > 60 ? 60 : n - s), l + s);
-                return -1;
-            }
-            size_t gl = e - s - 2;
-            if (gl == 0 || gl >= sizeof group || memchr(l + s + 1, '[', gl) || memchr(l + s + 1, ']', gl)) {
-                lg_spec_error(err, err_len, "%s:%d: group: bad group name (1..%zu characters, no brackets)", origin,
-                       line, sizeof group - 1);
-                return -1;
-            }
-            memcpy(group, l + s + 1, gl);
-            group[gl] = 0;
-            int prev = map_line(m, group, "");
-            if (prev) {
-                lg_spec_error(err, err_len, "%s:%d: [%s]: duplicate kernel spec (first defined at line %d)", origin, line,
-                       group, prev);
-                return -1;
-            }
-            map_add(m, group, "", 0, line);
-            in_group = true;
-            continue;
-        }
-        const char *eq = memchr(l + s, '=', n - s);
-        if (!eq) {
-            lg_spec_error(err, err_len, "%s:%d: %s%s%s: line is neither \"key=value\", \"[group]\" nor a # comment: \"%.*s\"",
-                   origin, line, in_group ? "[" : "", in_group ? group : "file", in_group ? "]" : "",
-                   (int)(n - s > 60 ? 60 : n - s), l + s);
-            return -1;
-        }
-        if (!in_group) {
-            lg_spec_error(err, err_len, "%s:%d: file: key before the first [group]", origin, line);
-            return -1;
-        }
-        size_t kl = (size_t)(eq - (l + s));
-        while (kl && (l[s + kl - 1] == ' ' || l[s + kl - 1] == '\t'))
-            kl--;
-        if (kl == 0) {
-            lg_spec_error(err, err_len, "%s:%d: [%s]: empty key name", origin, line, group);
-            return -1;
-        }
-        char key[64];
-        size_t kc = kl < sizeof key - 1 ? kl : sizeof key - 1;
-        memcpy(key, l + s, kc);
-        key[kc] = 0;
-        int prev = 0;
-        for (int k = 0; k < m->n; k++)
-            if (strcmp(m->keys[k].group, group) == 0 && m->keys[k].key[0] && strcmp(m->keys[k].key, key) == 0)
-                prev = m->keys[k].line;
-        if (prev) {
-            lg_spec_error(err, err_len, "%s:%d: [%s] %s: key given twice (first at line %d)", origin, line, group, key, prev);
-            return -1;
-        }
-        map_add(m, group, l + s, kl, line);
-    }
-    return 0;
-}
-
 /* ---- semantic parsing of one group ---------------------------------------------------- */
 
 typedef struct ctx {
     GKeyFile *kf;
     const char *origin;
     const char *group;
-    const text_map_t *map;
+    const lg_spec_text_t *map;
     char *err;
     size_t err_len;
 } ctx_t;
@@ -184,7 +37,7 @@ static int bad(const ctx_t *c, const char *key, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    lg_spec_error(c->err, c->err_len, "%s:%d: [%s] %s: %s", c->origin, map_line(c->map, c->group, key), c->group, key, msg);
+    lg_spec_error(c->err, c->err_len, "%s:%d: [%s] %s: %s", c->origin, lg_spec_text_line(c->map, c->group, key), c->group, key, msg);
     return -1;
 }
 
@@ -291,6 +144,23 @@ static int field(const ctx_t *c, const lg_spec_t *s, const char *key, lg_field_t
     return 0;
 }
 
+/* The index in names[] (NULL-terminated) of the required key's value; -1 with err set. */
+static int choice(const ctx_t *c, const char *key, const char *const *names, const char *allowed)
+{
+    int rc = 0;
+    char *v = get(c, key, true, &rc);
+    if (!v)
+        return -1;
+    int k = -1;
+    for (int i = 0; names[i] && k < 0; i++)
+        if (strcmp(v, names[i]) == 0)
+            k = i;
+    if (k < 0)
+        bad(c, key, "\"%s\": must be %s", v, allowed);
+    g_free(v);
+    return k;
+}
+
 static int parse_group(const ctx_t *c, lg_spec_t *s)
 {
     int rc = 0;
@@ -344,18 +214,11 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
     g_strlcpy(s->family, v, sizeof s->family);
     g_free(v);
 
-    if (!(v = get(c, "direction", true, &rc)))
+    static const char *const directions[] = {"forward", "backward", NULL};
+    int k = choice(c, "direction", directions, "forward or backward");
+    if (k < 0)
         return -1;
-    if (strcmp(v, "forward") == 0)
-        s->direction = LG_DIR_FORWARD;
-    else if (strcmp(v, "backward") == 0)
-        s->direction = LG_DIR_BACKWARD;
-    else {
-        bad(c, "direction", "\"%s\": must be forward or backward", v);
-        g_free(v);
-        return -1;
-    }
-    g_free(v);
+    s->direction = k == 0 ? LG_DIR_FORWARD : LG_DIR_BACKWARD;
 
     if (!(v = get(c, "params", true, &rc)))
         return -1;
@@ -405,36 +268,18 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
     if (rc)
         return -1;
 
-    if (!(v = get(c, "dtype", true, &rc)))
+    static const char *const dtypes[] = {"int64", "uint8", "int32", "from_template", NULL};
+    static const lg_dtype_t dtype_of[] = {LG_DTYPE_INT64, LG_DTYPE_UINT8, LG_DTYPE_INT32, LG_DTYPE_INT64};
+    k = choice(c, "dtype", dtypes, "int64, uint8, int32 or from_template");
+    if (k < 0)
         return -1;
-    if (strcmp(v, "int64") == 0)
-        s->dtype = LG_DTYPE_INT64;
-    else if (strcmp(v, "uint8") == 0)
-        s->dtype = LG_DTYPE_UINT8;
-    else if (strcmp(v, "int32") == 0)
-        s->dtype = LG_DTYPE_INT32;
-    else if (strcmp(v, "from_template") == 0)
-        s->dtype_from_template = true;
-    else {
-        bad(c, "dtype", "\"%s\": must be int64, uint8, int32 or from_template", v);
-        g_free(v);
-        return -1;
-    }
-    g_free(v);
+    s->dtype = dtype_of[k];
+    s->dtype_from_template = k == 3;
 
-    if (!(v = get(c, "count", true, &rc)))
+    static const char *const kinds[] = {"param", "one", "accessor", "grid_map", NULL};
+    int kind = choice(c, "count", kinds, "param, one, accessor or grid_map");
+    if (kind < 0)
         return -1;
-    const char *kinds[] = {"param", "one", "accessor", "grid_map"};
-    int kind = -1;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(v, kinds[i]) == 0)
-            kind = i;
-    if (kind < 0) {
-        bad(c, "count", "\"%s\": must be param, one, accessor or grid_map", v);
-        g_free(v);
-        return -1;
-    }
-    g_free(v);
     s->count_kind = (lg_count_kind_t)kind;
     s->count.param = s->map_nelem.param = s->blocks_per_sample.param = -1;
     static const char *const by_kind[4][2] = {{"count_field", NULL}, {NULL, NULL}, {NULL, NULL},
@@ -468,7 +313,7 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
             return bad(c, "truncate_to_int32", "must be true or false");
         }
     }
-    snprintf(s->source, sizeof s->source, "%s:%d", c->origin, map_line(c->map, c->group, ""));
+    snprintf(s->source, sizeof s->source, "%s:%d", c->origin, lg_spec_text_line(c->map, c->group, ""));
     return 0;
 }
 
@@ -501,10 +346,10 @@ int lg_spec_parse(const char *text, size_t len, const char *origin, lg_spec_t *o
         lg_spec_error(err, err_len, "%s:1: file: empty: no kernel spec", origin);
         return -1;
     }
-    text_map_t map = {0};
+    lg_spec_text_t map = {0};
     int result = -1;
     GKeyFile *kf = NULL;
-    if (prescan(text, len, origin, &map, err, err_len))
+    if (lg_spec_text_check(text, len, origin, &map, err, err_len))
         goto out;
     kf = g_key_file_new();
     GError *e = NULL;
@@ -546,7 +391,7 @@ int lg_spec_parse(const char *text, size_t len, const char *origin, lg_spec_t *o
 out:
     if (kf)
         g_key_file_free(kf);
-    g_free(map.keys);
+    lg_spec_text_free(&map);
     return result;
 }
 

@@ -19,6 +19,7 @@
  */
 #include "../cuda/lg_validate.h"
 #include "internal.h"
+#include "validate_gpu.h"
 
 #include <cuda.h> /* driver types only: the functions come from dlsym */
 #include <dlfcn.h>
@@ -27,48 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const unsigned char lg_validator_fatbin[];
-extern const unsigned char lg_validator_fatbin_end[];
-
-static const char *const kernel_names[6] = {
-    LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC,
-    LG_KERNEL_U8_GEN,  LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
-};
-
-/* The driver entry points we use, by their ABI names (cuda.h maps the API names to _v2). */
-static struct {
-    CUresult (*init)(unsigned);
-    CUresult (*get_error_string)(CUresult, const char **);
-    CUresult (*device_get_count)(int *);
-    CUresult (*device_get_attribute)(int *, CUdevice_attribute, CUdevice);
-    CUresult (*primary_ctx_get_state)(CUdevice, unsigned *, int *);
-    CUresult (*ctx_get_current)(CUcontext *);
-    CUresult (*ctx_get_device)(CUdevice *);
-    CUresult (*ctx_get_id)(CUcontext, unsigned long long *); /* optional: CUDA >= 12.0 */
-    CUresult (*module_load_data)(CUmodule *, const void *);
-    CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
-    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              unsigned, CUstream, void **, void **);
-    CUresult (*stream_synchronize)(CUstream);
-    CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus *);
-    CUresult (*exchange_capture_mode)(CUstreamCaptureMode *);
-    CUresult (*stream_create)(CUstream *, unsigned);
-    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
-    CUresult (*mem_host_alloc)(void **, size_t, unsigned);
-    CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned);
-    CUresult (*memcpy_htod_async)(CUdeviceptr, const void *, size_t, CUstream);
-    CUresult (*pointer_get_attribute)(void *, CUpointer_attribute, CUdeviceptr);
-} drv;
-
-/* One loaded module per context. */
-typedef struct module_slot {
-    CUcontext ctx;
-    unsigned long long ctx_id; /* 0 when cuCtxGetId is missing */
-    int state;                 /* 1 loaded, -1 failed */
-    CUfunction fn[6];
-    CUstream init_stream;      /* non-blocking, ours: initialises scratch outside any capture */
-    int max_grid;              /* resident blocks: 4 per SM */
-} module_slot_t;
 
 struct lg_scratch {
     /* key */
@@ -88,128 +47,21 @@ typedef struct lg_scratch scratch_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool gpu_active;
-static module_slot_t modules[16];
-static int n_modules;
 static scratch_t **scratches;
 static int n_scratches, cap_scratches;
-
-static const char *cu_err(CUresult r)
-{
-    const char *s = NULL;
-    if (drv.get_error_string && drv.get_error_string(r, &s) == CUDA_SUCCESS && s)
-        return s;
-    return "unknown driver error";
-}
-
-static bool load_driver(void)
-{
-    void *h = lg_runtime_libcuda();
-    if (!h)
-        return false;
-#define SYM(field, name, required)                                         \
-    do {                                                                   \
-        *(void **)&drv.field = dlsym(h, name);                             \
-        if ((required) && !drv.field)                                      \
-            return false;                                                  \
-    } while (0)
-    SYM(init, "cuInit", 1);
-    SYM(get_error_string, "cuGetErrorString", 1);
-    SYM(device_get_count, "cuDeviceGetCount", 1);
-    SYM(device_get_attribute, "cuDeviceGetAttribute", 1);
-    SYM(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", 1);
-    SYM(ctx_get_current, "cuCtxGetCurrent", 1);
-    SYM(ctx_get_device, "cuCtxGetDevice", 1);
-    SYM(ctx_get_id, "cuCtxGetId", 0);
-    SYM(module_load_data, "cuModuleLoadData", 1);
-    SYM(module_get_function, "cuModuleGetFunction", 1);
-    SYM(launch_kernel, "cuLaunchKernel", 1);
-    SYM(stream_synchronize, "cuStreamSynchronize", 1);
-    SYM(stream_is_capturing, "cuStreamIsCapturing", 1);
-    SYM(exchange_capture_mode, "cuThreadExchangeStreamCaptureMode", 1);
-    SYM(stream_create, "cuStreamCreate", 1);
-    SYM(mem_alloc, "cuMemAlloc_v2", 1);
-    SYM(mem_host_alloc, "cuMemHostAlloc", 1);
-    SYM(mem_host_get_device_pointer, "cuMemHostGetDevicePointer_v2", 1);
-    SYM(memcpy_htod_async, "cuMemcpyHtoDAsync_v2", 1);
-    SYM(pointer_get_attribute, "cuPointerGetAttribute", 1);
-#undef SYM
-    return true;
-}
-
-static unsigned long long ctx_id_of(CUcontext ctx)
-{
-    unsigned long long id = 0;
-    if (drv.ctx_get_id && drv.ctx_get_id(ctx, &id) != CUDA_SUCCESS)
-        id = 0;
-    return id;
-}
-
-/* The module of the current context, loaded on first use. Caller holds `lock`. */
-static module_slot_t *module_for(CUcontext ctx, char *why, size_t why_len)
-{
-    unsigned long long id = ctx_id_of(ctx);
-    for (int i = 0; i < n_modules; i++) {
-        if (modules[i].ctx == ctx && modules[i].ctx_id == id) {
-            if (modules[i].state < 0) {
-                snprintf(why, why_len, "the validator module could not be loaded in this context");
-                return NULL;
-            }
-            return &modules[i];
-        }
-    }
-    module_slot_t *m;
-    if (n_modules < (int)(sizeof modules / sizeof modules[0])) {
-        m = &modules[n_modules++];
-    } else {
-        /* A process that destroyed and re-created more contexts than the table holds: reuse
-         * the oldest slot; its context is most likely gone. */
-        memmove(&modules[0], &modules[1], sizeof modules - sizeof modules[0]);
-        m = &modules[n_modules - 1];
-    }
-    memset(m, 0, sizeof *m);
-    m->ctx = ctx;
-    m->ctx_id = id;
-    m->state = -1;
-    CUmodule mod;
-    CUresult r = drv.module_load_data(&mod, lg_validator_fatbin);
-    if (r != CUDA_SUCCESS) {
-        snprintf(why, why_len, "cuModuleLoadData of the validator failed: %s", cu_err(r));
-        return NULL;
-    }
-    for (int k = 0; k < 6; k++) {
-        r = drv.module_get_function(&m->fn[k], mod, kernel_names[k]);
-        if (r != CUDA_SUCCESS) {
-            snprintf(why, why_len, "validator kernel %s not found: %s", kernel_names[k], cu_err(r));
-            return NULL;
-        }
-    }
-    CUdevice dev;
-    int sms = 0;
-    if (drv.ctx_get_device(&dev) != CUDA_SUCCESS ||
-        drv.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
-        sms = 16;
-    m->max_grid = sms * 4;
-    r = drv.stream_create(&m->init_stream, CU_STREAM_NON_BLOCKING);
-    if (r != CUDA_SUCCESS) {
-        snprintf(why, why_len, "cuStreamCreate failed: %s", cu_err(r));
-        return NULL;
-    }
-    m->state = 1;
-    return m;
-}
 
 /* Allocates device memory outside the rules of a capture in progress on this thread (as
  * PyTorch's allocator does): relaxed mode lets cuMemAlloc run during global capture. */
 static CUresult alloc_dev(CUdeviceptr *p, size_t n)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    drv.exchange_capture_mode(&mode);
-    CUresult r = drv.mem_alloc(p, n);
-    drv.exchange_capture_mode(&mode);
+    lg_drv.exchange_capture_mode(&mode);
+    CUresult r = lg_drv.mem_alloc(p, n);
+    lg_drv.exchange_capture_mode(&mode);
     return r;
 }
 
-static int scratch_init(scratch_t *s, module_slot_t *m, int samples, char *why, size_t why_len)
+static int scratch_init(scratch_t *s, lg_module_t *m, int samples, char *why, size_t why_len)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     CUresult r;
@@ -223,31 +75,31 @@ static int scratch_init(scratch_t *s, module_slot_t *m, int samples, char *why, 
         (r = alloc_dev(&s->cand_count, (size_t)m->max_grid * sizeof(int))) != CUDA_SUCCESS)
         goto fail;
     s->cand_samples = cap;
-    drv.exchange_capture_mode(&mode);
-    r = drv.mem_host_alloc((void **)&s->ring, sizeof(lg_scan_ring_t),
+    lg_drv.exchange_capture_mode(&mode);
+    r = lg_drv.mem_host_alloc((void **)&s->ring, sizeof(lg_scan_ring_t),
                            CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (r == CUDA_SUCCESS) {
         memset(s->ring, 0, sizeof *s->ring);
-        r = drv.mem_host_get_device_pointer(&s->ring_dev, s->ring, 0);
+        r = lg_drv.mem_host_get_device_pointer(&s->ring_dev, s->ring, 0);
     }
     /* Our own non-blocking stream: neither ordered after the application's work nor part of
      * any capture; the copy's source lives on our stack, hence the wait. */
     if (r == CUDA_SUCCESS)
-        r = drv.memcpy_htod_async(s->state, &init, sizeof init, m->init_stream);
+        r = lg_drv.memcpy_htod_async(s->state, &init, sizeof init, m->init_stream);
     if (r == CUDA_SUCCESS)
-        r = drv.stream_synchronize(m->init_stream);
-    drv.exchange_capture_mode(&mode);
+        r = lg_drv.stream_synchronize(m->init_stream);
+    lg_drv.exchange_capture_mode(&mode);
     if (r != CUDA_SUCCESS)
         goto fail;
     return 0;
 fail:
-    snprintf(why, why_len, "allocating validator scratch memory failed: %s", cu_err(r));
+    snprintf(why, why_len, "allocating validator scratch memory failed: %s", lg_validate_module_error(r));
     return -1;
 }
 
 /* The scratch of (ctx, stream), created on first use; `captured`: a fresh one that nobody
  * else will use. Caller holds `lock`. */
-static scratch_t *scratch_for(module_slot_t *m, CUstream stream, bool captured, int samples, char *why, size_t why_len)
+static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, int samples, char *why, size_t why_len)
 {
     if (stream == CU_STREAM_LEGACY)
         stream = NULL;
@@ -296,7 +148,7 @@ static scratch_t *scratch_for(module_slot_t *m, CUstream stream, bool captured, 
         CUdeviceptr c;
         CUresult r = alloc_dev(&c, (size_t)m->max_grid * (size_t)samples * sizeof(lg_sample_t));
         if (r != CUDA_SUCCESS) {
-            snprintf(why, why_len, "allocating validator candidates failed: %s", cu_err(r));
+            snprintf(why, why_len, "allocating validator candidates failed: %s", lg_validate_module_error(r));
             return NULL;
         }
         s->cand = c;
@@ -327,14 +179,14 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
         samples = 0;
 
     CUcontext ctx = NULL;
-    if (drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
+    if (lg_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
         /* The runtime makes its context current lazily, at a thread's first runtime call. */
         if (rt && rt->pointer_attributes) {
             _Alignas(16) char a[256]; /* a struct cudaPointerAttributes, and room to spare */
             if (rt->pointer_attributes(a, (const void *)(uintptr_t)t.data) != 0 && rt->get_last_error)
                 rt->get_last_error();
         }
-        if (drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
+        if (lg_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
             snprintf(why, why_len, "no current CUDA context on this thread");
             *use_host = true;
             return -1;
@@ -344,17 +196,17 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     /* The labels must be memory the device can read, and the whole span inside one
      * allocation: otherwise our kernel would fault and take the context down with it. */
     unsigned int mtype = 0;
-    CUresult r = drv.pointer_get_attribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)t.data);
+    CUresult r = lg_drv.pointer_get_attribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)t.data);
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "labels at 0x%llx are not CUDA memory (%s): the loss kernel cannot read them",
-                 (unsigned long long)t.data, cu_err(r));
+                 (unsigned long long)t.data, lg_validate_module_error(r));
         return -1;
     }
     size_t bytes = (size_t)span * lg_scan_elem_size(t.dtype);
     CUdeviceptr start = 0;
     size_t range = 0;
-    if (drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
-        drv.pointer_get_attribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
+    if (lg_drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
+        lg_drv.pointer_get_attribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
         range > 0 && (t.data < start || t.data - start + bytes > range)) {
         snprintf(why, why_len, "the labels (%zu bytes at 0x%llx) run past the end of their allocation (%zu bytes at 0x%llx)",
                  bytes, (unsigned long long)t.data, range, (unsigned long long)start);
@@ -362,9 +214,9 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     }
 
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    r = drv.stream_is_capturing(stream, &cap);
+    r = lg_drv.stream_is_capturing(stream, &cap);
     if (r != CUDA_SUCCESS) {
-        snprintf(why, why_len, "cuStreamIsCapturing failed: %s", cu_err(r));
+        snprintf(why, why_len, "cuStreamIsCapturing failed: %s", lg_validate_module_error(r));
         return -1;
     }
     bool captured = cap != CU_STREAM_CAPTURE_STATUS_NONE;
@@ -374,10 +226,10 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     }
 
     pthread_mutex_lock(&lock);
-    module_slot_t *m = module_for(ctx, why, why_len);
+    lg_module_t *m = lg_validate_module_for(ctx, why, why_len);
     if (!m) {
         /* The first context decides for the process: the start event must tell the truth. */
-        if (n_modules <= 1)
+        if (lg_validate_module_count() <= 1)
             gpu_active = false;
         pthread_mutex_unlock(&lock);
         *use_host = true;
@@ -397,7 +249,7 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
             r = alloc_dev(&c, want);
             if (r != CUDA_SUCCESS) {
                 pthread_mutex_unlock(&lock);
-                snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want, cu_err(r));
+                snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want, lg_validate_module_error(r));
                 return -1;
             }
             s->copy = c;
@@ -424,11 +276,11 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     p.tiles_per_block = (ntiles + grid - 1) / grid;
     grid = (ntiles + p.tiles_per_block - 1) / p.tiles_per_block;
     void *params[] = {&p};
-    r = drv.launch_kernel(m->fn[kernel_index(&t, copy)], (unsigned)grid, 1, 1, LG_SCAN_THREADS, 1, 1, 0, stream,
+    r = lg_drv.launch_kernel(m->fn[kernel_index(&t, copy)], (unsigned)grid, 1, 1, LG_SCAN_THREADS, 1, 1, 0, stream,
                           params, NULL);
     if (r != CUDA_SUCCESS) {
         pthread_mutex_unlock(&lock);
-        snprintf(why, why_len, "launching the validator failed: %s", cu_err(r));
+        snprintf(why, why_len, "launching the validator failed: %s", lg_validate_module_error(r));
         return -1;
     }
     out->s = s;
@@ -447,10 +299,10 @@ int lg_validate_gpu_launch(const lg_runtime_t *rt, const lg_target_t *tin, void 
                            char *why, size_t why_len)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    drv.exchange_capture_mode(&mode);
+    lg_drv.exchange_capture_mode(&mode);
     int rc = gpu_launch_body(rt, tin, (CUstream)stream, span, samples, want_copy, replacement, allow_capture, out,
                              use_host, why, why_len);
-    drv.exchange_capture_mode(&mode);
+    lg_drv.exchange_capture_mode(&mode);
     return rc;
 }
 
@@ -479,31 +331,11 @@ int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t 
 bool lg_validate_gpu_init(void)
 {
     pthread_mutex_lock(&lock);
-    gpu_active = false;
-    if (load_driver()) {
-        CUcontext ctx = NULL;
-        if (drv.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx) {
-            char why[256];
-            if (module_for(ctx, why, sizeof why))
-                gpu_active = true;
-        } else if (drv.init(0) == CUDA_SUCCESS) {
-            /* No context on this thread yet: GPU when the runtime has started a primary
-             * context on some device (a real runtime that is in use, not the test double). */
-            int n = 0;
-            if (drv.device_get_count(&n) == CUDA_SUCCESS)
-                for (int d = 0; d < n && !gpu_active; d++) {
-                    unsigned flags;
-                    int active = 0;
-                    if (drv.primary_ctx_get_state((CUdevice)d, &flags, &active) == CUDA_SUCCESS && active)
-                        gpu_active = true;
-                }
-        }
-    }
+    gpu_active = lg_validate_module_init();
     bool active = gpu_active;
     pthread_mutex_unlock(&lock);
     return active;
 }
-
 
 uint64_t lg_validate_gpu_ring_latest(const lg_scratch_t *s)
 {
@@ -514,12 +346,12 @@ uint64_t lg_validate_gpu_ring_latest(const lg_scratch_t *s)
 int lg_validate_gpu_wait(void *stream, char *why, size_t why_len)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    drv.exchange_capture_mode(&mode);
-    CUresult r = drv.stream_synchronize((CUstream)stream);
-    drv.exchange_capture_mode(&mode);
+    lg_drv.exchange_capture_mode(&mode);
+    CUresult r = lg_drv.stream_synchronize((CUstream)stream);
+    lg_drv.exchange_capture_mode(&mode);
     if (r == CUDA_SUCCESS)
         return 0;
-    snprintf(why, why_len, "waiting for the validator failed: %s", cu_err(r));
+    snprintf(why, why_len, "waiting for the validator failed: %s", lg_validate_module_error(r));
     return -1;
 }
 
@@ -537,6 +369,6 @@ bool lg_validate_gpu_active(void)
 void lg_validate_gpu_after_fork(void)
 {
     pthread_mutex_init(&lock, NULL);
-    n_modules = 0;
+    lg_validate_module_forget();
     n_scratches = 0;
 }

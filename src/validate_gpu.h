@@ -1,0 +1,57 @@
+/* validate_gpu.h: what the GPU backend's two files share (validate_gpu.c: scratch, launches,
+ * verdict ring; validate_module.c: the driver's entry points and the validator module of each
+ * context). Kept out of internal.h because it needs the driver's types (cuda.h). */
+#ifndef LG_VALIDATE_GPU_H
+#define LG_VALIDATE_GPU_H
+
+#include <cuda.h> /* driver types only: the functions come from dlsym */
+
+/* The driver entry points we use, by their ABI names (cuda.h maps the API names to _v2),
+ * resolved from runtime.c's libcuda handle. */
+typedef struct lg_drv {
+    CUresult (*init)(unsigned);
+    CUresult (*get_error_string)(CUresult, const char **);
+    CUresult (*device_get_count)(int *);
+    CUresult (*device_get_attribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*primary_ctx_get_state)(CUdevice, unsigned *, int *);
+    CUresult (*ctx_get_current)(CUcontext *);
+    CUresult (*ctx_get_device)(CUdevice *);
+    CUresult (*ctx_get_id)(CUcontext, unsigned long long *); /* optional: CUDA >= 12.0 */
+    CUresult (*module_load_data)(CUmodule *, const void *);
+    CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream, void **, void **);
+    CUresult (*stream_synchronize)(CUstream);
+    CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus *);
+    CUresult (*exchange_capture_mode)(CUstreamCaptureMode *);
+    CUresult (*stream_create)(CUstream *, unsigned);
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+    CUresult (*mem_host_alloc)(void **, size_t, unsigned);
+    CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned);
+    CUresult (*memcpy_htod_async)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*pointer_get_attribute)(void *, CUpointer_attribute, CUdeviceptr);
+} lg_drv_t;
+extern LG_HIDDEN lg_drv_t lg_drv;
+
+/* One loaded module per context. */
+typedef struct lg_module {
+    CUcontext ctx;
+    unsigned long long ctx_id; /* 0 when cuCtxGetId is missing */
+    int state;                 /* 1 loaded, -1 failed */
+    CUfunction fn[6];
+    CUstream init_stream;      /* non-blocking, ours: initialises scratch outside any capture */
+    int max_grid;              /* resident blocks: 4 per SM */
+} lg_module_t;
+
+/* The rest take the GPU backend's lock (validate_gpu.c) from their caller. */
+/* Loads the driver's entry points and decides whether the GPU backend is active: a current
+ * context that loads the module, or a primary context active on some device. */
+LG_HIDDEN bool lg_validate_module_init(void);
+/* The module of context ctx, loaded on first use; NULL with why. */
+LG_HIDDEN lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len);
+LG_HIDDEN int lg_validate_module_count(void);
+/* In a fork child: the parent's modules mean nothing there. */
+LG_HIDDEN void lg_validate_module_forget(void);
+LG_HIDDEN const char *lg_validate_module_error(CUresult r);
+
+#endif

@@ -1,0 +1,170 @@
+/* validate_module.c: the GPU backend's view of the driver: libcuda's entry points (from
+ * runtime.c's handle, never linked), and the validator module (the fatbin embedded in the
+ * library as lg_validator_fatbin, built from cuda/validate.cu) loaded with cuModuleLoadData
+ * into each context the first time that context validates; also whether the GPU backend is
+ * active at start.
+ *
+ * Called by validate_gpu.c under its lock, on the launching thread (or the lazy start's).
+ * Tested by tests/gpu/test_validator.cu (needs a GPU); without a driver, every e2e test takes
+ * the path where nothing loads and the host backend is used.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../cuda/lg_validate.h"
+#include "internal.h"
+#include "validate_gpu.h"
+
+extern const unsigned char lg_validator_fatbin[];
+
+static const char *const kernel_names[6] = {
+    LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC,
+    LG_KERNEL_U8_GEN,  LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
+};
+
+lg_drv_t lg_drv;
+static lg_module_t modules[16];
+static int n_modules;
+
+const char *lg_validate_module_error(CUresult r)
+{
+    const char *s = NULL;
+    if (lg_drv.get_error_string && lg_drv.get_error_string(r, &s) == CUDA_SUCCESS && s)
+        return s;
+    return "unknown driver error";
+}
+
+static bool load_driver(void)
+{
+    void *h = lg_runtime_libcuda();
+    if (!h)
+        return false;
+#define SYM(field, name, required)                                         \
+    do {                                                                   \
+        *(void **)&lg_drv.field = dlsym(h, name);                             \
+        if ((required) && !lg_drv.field)                                      \
+            return false;                                                  \
+    } while (0)
+    SYM(init, "cuInit", 1);
+    SYM(get_error_string, "cuGetErrorString", 1);
+    SYM(device_get_count, "cuDeviceGetCount", 1);
+    SYM(device_get_attribute, "cuDeviceGetAttribute", 1);
+    SYM(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", 1);
+    SYM(ctx_get_current, "cuCtxGetCurrent", 1);
+    SYM(ctx_get_device, "cuCtxGetDevice", 1);
+    SYM(ctx_get_id, "cuCtxGetId", 0);
+    SYM(module_load_data, "cuModuleLoadData", 1);
+    SYM(module_get_function, "cuModuleGetFunction", 1);
+    SYM(launch_kernel, "cuLaunchKernel", 1);
+    SYM(stream_synchronize, "cuStreamSynchronize", 1);
+    SYM(stream_is_capturing, "cuStreamIsCapturing", 1);
+    SYM(exchange_capture_mode, "cuThreadExchangeStreamCaptureMode", 1);
+    SYM(stream_create, "cuStreamCreate", 1);
+    SYM(mem_alloc, "cuMemAlloc_v2", 1);
+    SYM(mem_host_alloc, "cuMemHostAlloc", 1);
+    SYM(mem_host_get_device_pointer, "cuMemHostGetDevicePointer_v2", 1);
+    SYM(memcpy_htod_async, "cuMemcpyHtoDAsync_v2", 1);
+    SYM(pointer_get_attribute, "cuPointerGetAttribute", 1);
+#undef SYM
+    return true;
+}
+
+static unsigned long long ctx_id_of(CUcontext ctx)
+{
+    unsigned long long id = 0;
+    if (lg_drv.ctx_get_id && lg_drv.ctx_get_id(ctx, &id) != CUDA_SUCCESS)
+        id = 0;
+    return id;
+}
+
+/* The module of the current context, loaded on first use. Caller holds `lock`. */
+lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
+{
+    unsigned long long id = ctx_id_of(ctx);
+    for (int i = 0; i < n_modules; i++) {
+        if (modules[i].ctx == ctx && modules[i].ctx_id == id) {
+            if (modules[i].state < 0) {
+                snprintf(why, why_len, "the validator module could not be loaded in this context");
+                return NULL;
+            }
+            return &modules[i];
+        }
+    }
+    lg_module_t *m;
+    if (n_modules < (int)(sizeof modules / sizeof modules[0])) {
+        m = &modules[n_modules++];
+    } else {
+        /* A process that destroyed and re-created more contexts than the table holds: reuse
+         * the oldest slot; its context is most likely gone. */
+        memmove(&modules[0], &modules[1], sizeof modules - sizeof modules[0]);
+        m = &modules[n_modules - 1];
+    }
+    memset(m, 0, sizeof *m);
+    m->ctx = ctx;
+    m->ctx_id = id;
+    m->state = -1;
+    CUmodule mod;
+    CUresult r = lg_drv.module_load_data(&mod, lg_validator_fatbin);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "cuModuleLoadData of the validator failed: %s", lg_validate_module_error(r));
+        return NULL;
+    }
+    for (int k = 0; k < 6; k++) {
+        r = lg_drv.module_get_function(&m->fn[k], mod, kernel_names[k]);
+        if (r != CUDA_SUCCESS) {
+            snprintf(why, why_len, "validator kernel %s not found: %s", kernel_names[k], lg_validate_module_error(r));
+            return NULL;
+        }
+    }
+    CUdevice dev;
+    int sms = 0;
+    if (lg_drv.ctx_get_device(&dev) != CUDA_SUCCESS ||
+        lg_drv.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
+        sms = 16;
+    m->max_grid = sms * 4;
+    r = lg_drv.stream_create(&m->init_stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "cuStreamCreate failed: %s", lg_validate_module_error(r));
+        return NULL;
+    }
+    m->state = 1;
+    return m;
+}
+
+int lg_validate_module_count(void)
+{
+    return n_modules;
+}
+
+void lg_validate_module_forget(void)
+{
+    n_modules = 0;
+}
+
+bool lg_validate_module_init(void)
+{
+    bool gpu_active = false;
+    if (load_driver()) {
+        CUcontext ctx = NULL;
+        if (lg_drv.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx) {
+            char why[256];
+            if (lg_validate_module_for(ctx, why, sizeof why))
+                gpu_active = true;
+        } else if (lg_drv.init(0) == CUDA_SUCCESS) {
+            /* No context on this thread yet: GPU when the runtime has started a primary
+             * context on some device (a real runtime that is in use, not the test double). */
+            int n = 0;
+            if (lg_drv.device_get_count(&n) == CUDA_SUCCESS)
+                for (int d = 0; d < n && !gpu_active; d++) {
+                    unsigned flags;
+                    int active = 0;
+                    if (lg_drv.primary_ctx_get_state((CUdevice)d, &flags, &active) == CUDA_SUCCESS && active)
+                        gpu_active = true;
+                }
+        }
+    }
+    return gpu_active;
+}
+
+
