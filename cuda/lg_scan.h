@@ -17,7 +17,7 @@
 #define LG_HD static inline
 #endif
 
-#define LG_MAX_SAMPLES 256 /* hard upper bound of LABELGUARD_SAMPLES */
+#define LG_MAX_SAMPLES     256 /* hard upper bound of LABELGUARD_SAMPLES */
 #define LG_MAX_TARGET_DIMS 3
 
 typedef enum { LG_DTYPE_INT64 = 0, LG_DTYPE_UINT8 = 1, LG_DTYPE_INT32 = 2 } lg_dtype_t;
@@ -28,14 +28,14 @@ typedef enum { LG_DTYPE_INT64 = 0, LG_DTYPE_UINT8 = 1, LG_DTYPE_INT32 = 2 } lg_d
 typedef struct lg_target {
     uint64_t data;
     lg_dtype_t dtype;
-    int ndim;                              /* 1..LG_MAX_TARGET_DIMS */
-    int64_t sizes[LG_MAX_TARGET_DIMS];     /* elements */
-    int64_t strides[LG_MAX_TARGET_DIMS];   /* elements, not bytes */
-    int64_t count;                         /* product of sizes */
+    int ndim;                            /* 1..LG_MAX_TARGET_DIMS */
+    int64_t sizes[LG_MAX_TARGET_DIMS];   /* elements */
+    int64_t strides[LG_MAX_TARGET_DIMS]; /* elements, not bytes */
+    int64_t count;                       /* product of sizes */
     int64_t n_classes;
     int64_t ignore_index;
-    int has_ignore_index;                  /* 0: the kernel has no ignore_index */
-    int truncate_to_int32;                 /* the kernel compares (int)label: mirror it */
+    int has_ignore_index;  /* 0: the kernel has no ignore_index */
+    int truncate_to_int32; /* the kernel compares (int)label: mirror it */
 } lg_target_t;
 
 typedef struct lg_sample {
@@ -47,9 +47,9 @@ typedef struct lg_sample {
  * classifier sees the whole spread; both are 0 when `checked` is 0. */
 typedef struct lg_verdict {
     int64_t bad_count;
-    int64_t checked;   /* labels that were not ignore_index */
+    int64_t checked; /* labels that were not ignore_index */
     int64_t min, max;
-    int n_samples;     /* <= requested samples, first offenders in index order */
+    int n_samples; /* <= requested samples, first offenders in index order */
     lg_sample_t samples[LG_MAX_SAMPLES];
 } lg_verdict_t;
 
@@ -87,8 +87,7 @@ LG_HD int lg_scan_is_ignored(const lg_target_t *t, int64_t v)
 {
     if (!t->has_ignore_index)
         return 0;
-    int64_t ig = t->truncate_to_int32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)t->ignore_index
-                                      : t->ignore_index;
+    int64_t ig = t->truncate_to_int32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)t->ignore_index : t->ignore_index;
     return lg_scan_effective(t, v) == ig;
 }
 
@@ -103,10 +102,7 @@ LG_HD int lg_scan_is_bad(const lg_target_t *t, int64_t v)
 /* ---- target geometry: the same rules for the host backend, the GPU backend's launcher and
  * the kernels (src/validate*.c, cuda/validate.cu) */
 
-LG_HD size_t lg_scan_elem_size(lg_dtype_t d)
-{
-    return d == LG_DTYPE_UINT8 ? 1 : d == LG_DTYPE_INT32 ? 4 : 8;
-}
+LG_HD size_t lg_scan_elem_size(lg_dtype_t d) { return d == LG_DTYPE_UINT8 ? 1 : d == LG_DTYPE_INT32 ? 4 : 8; }
 
 /* Elements from logical element 0 to the last one, inclusive, in memory: what a copy of the
  * target must hold so that the same element offsets stay valid. -1 for negative strides

@@ -22,14 +22,14 @@
 #include "lg_scan.h"
 
 #define LG_SCAN_THREADS 256 /* threads per block: the block scan below assumes 8 warps */
-#define LG_SCAN_UNROLL 4    /* 16-byte loads in flight per thread per tile */
-#define LG_RING_SLOTS 64    /* verdicts kept per stream before the oldest is overwritten */
+#define LG_SCAN_UNROLL  4   /* 16-byte loads in flight per thread per tile */
+#define LG_RING_SLOTS   64  /* verdicts kept per stream before the oldest is overwritten */
 
 typedef struct lg_scan_state {
     unsigned long long bad;
     unsigned long long checked;
-    long long min;           /* identity INT64_MAX */
-    long long max;           /* identity INT64_MIN */
+    long long min; /* identity INT64_MAX */
+    long long max; /* identity INT64_MIN */
     unsigned int blocks_done;
     unsigned int pad;
     unsigned long long runs; /* completed launches: the seq of the last one */
@@ -48,15 +48,15 @@ typedef struct lg_scan_ring {
 } lg_scan_ring_t;
 
 typedef struct lg_scan_params {
-    lg_target_t t;            /* t.data: device address of logical element 0 */
-    uint64_t state;           /* lg_scan_state_t * */
-    uint64_t cand;            /* lg_sample_t[gridDim.x][samples] */
-    uint64_t cand_count;      /* int[gridDim.x] */
-    uint64_t ring;            /* lg_scan_ring_t *, device view of mapped host memory */
-    uint64_t copy;            /* 0: no copy; else the copy's address of logical element 0 */
-    int64_t replacement;      /* value written into the copy for each bad label */
-    int64_t tiles_per_block;  /* each block owns a contiguous run of tiles: keeps order */
-    int samples;              /* 0..LG_MAX_SAMPLES */
+    lg_target_t t;           /* t.data: device address of logical element 0 */
+    uint64_t state;          /* lg_scan_state_t * */
+    uint64_t cand;           /* lg_sample_t[gridDim.x][samples] */
+    uint64_t cand_count;     /* int[gridDim.x] */
+    uint64_t ring;           /* lg_scan_ring_t *, device view of mapped host memory */
+    uint64_t copy;           /* 0: no copy; else the copy's address of logical element 0 */
+    int64_t replacement;     /* value written into the copy for each bad label */
+    int64_t tiles_per_block; /* each block owns a contiguous run of tiles: keeps order */
+    int samples;             /* 0..LG_MAX_SAMPLES */
     int pad;
 } lg_scan_params_t;
 
@@ -67,8 +67,8 @@ typedef struct lg_scan_params {
  * to 16 bytes; "gen": anything else (any strides, any alignment). */
 #define LG_KERNEL_I64_VEC "lg_validate_scan_i64_vec"
 #define LG_KERNEL_I64_GEN "lg_validate_scan_i64_gen"
-#define LG_KERNEL_U8_VEC "lg_validate_scan_u8_vec"
-#define LG_KERNEL_U8_GEN "lg_validate_scan_u8_gen"
+#define LG_KERNEL_U8_VEC  "lg_validate_scan_u8_vec"
+#define LG_KERNEL_U8_GEN  "lg_validate_scan_u8_gen"
 #define LG_KERNEL_I32_VEC "lg_validate_scan_i32_vec"
 #define LG_KERNEL_I32_GEN "lg_validate_scan_i32_gen"
 

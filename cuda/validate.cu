@@ -23,9 +23,15 @@
 #define WARPS (LG_SCAN_THREADS / 32)
 
 template <typename T> struct vec_of;
-template <> struct vec_of<int64_t> { enum { K = 2 }; };
-template <> struct vec_of<int32_t> { enum { K = 4 }; };
-template <> struct vec_of<uint8_t> { enum { K = 16 }; };
+template <> struct vec_of<int64_t> {
+    enum { K = 2 };
+};
+template <> struct vec_of<int32_t> {
+    enum { K = 4 };
+};
+template <> struct vec_of<uint8_t> {
+    enum { K = 16 };
+};
 
 template <typename T> union vec16 {
     uint4 q;
@@ -62,15 +68,15 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int *total, int *smem
     return out;
 }
 
-template <typename T> __device__ __forceinline__ void store_elem(const lg_target_t &t, uint64_t base, int64_t i, int64_t v)
+template <typename T>
+__device__ __forceinline__ void store_elem(const lg_target_t &t, uint64_t base, int64_t i, int64_t v)
 {
     ((T *)base)[lg_scan_offset(&t, i)] = (T)v;
 }
 
 /* The scan of one (dtype, layout). VEC: contiguous and 16-byte aligned, so each thread reads
  * its elements with one 16-byte load per unrolled step. */
-template <typename T, bool VEC>
-__device__ __forceinline__ void scan(const lg_scan_params_t &p)
+template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_scan_params_t &p)
 {
     constexpr int K = vec_of<T>::K;
     constexpr int U = LG_SCAN_UNROLL;
@@ -301,10 +307,10 @@ __device__ __forceinline__ void scan(const lg_scan_params_t &p)
 /* Four resident blocks per SM (<= 64 registers) fit the 8-byte and 4-byte kernels; the uint8
  * ones handle 64 labels per thread per tile and spill at 64 registers, so they get two
  * (src/validate.c sizes their grid to match). */
-#define LG_KERNEL(name, T, VEC, MIN_BLOCKS)                                                  \
+#define LG_KERNEL(name, T, VEC, MIN_BLOCKS)                                                                  \
     extern "C" __global__ void __launch_bounds__(LG_SCAN_THREADS, MIN_BLOCKS) name(const lg_scan_params_t p) \
-    {                                                                                        \
-        scan<T, VEC>(p);                                                                     \
+    {                                                                                                        \
+        scan<T, VEC>(p);                                                                                     \
     }
 
 LG_KERNEL(lg_validate_scan_i64_vec, int64_t, true, 4)

@@ -26,10 +26,7 @@
 
 static _Atomic uint64_t violations, launch_seq;
 
-uint64_t lg_act_violations(void)
-{
-    return atomic_load(&violations);
-}
+uint64_t lg_act_violations(void) { return atomic_load(&violations); }
 
 const char *lg_act_outcome_name(lg_outcome_t o)
 {
@@ -55,8 +52,7 @@ bool lg_act_mask_value(const lg_target_t *t, int64_t *value, bool *rewrite)
     return false;
 }
 
-int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool rewrite, int64_t value,
-                       lg_decision_t *d)
+int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool rewrite, int64_t value, lg_decision_t *d)
 {
     if (!copy || !d || lg_decode_rewrite(spec, args, copy, rewrite, value, &d->args_copy) != 0)
         return -1;
@@ -181,7 +177,8 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
 {
     if (!lg_act_mask_value(in->target, value, rewrite)) {
         snprintf(why, why_len, "%s",
-                 in->target->has_ignore_index ? "no free label value for this dtype" : "this kernel has no ignore_index");
+                 in->target->has_ignore_index ? "no free label value for this dtype"
+                                              : "this kernel has no ignore_index");
         return false;
     }
     lg_in_library++;

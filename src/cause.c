@@ -37,15 +37,9 @@ static const char *const fixes[] = {
     [LG_CAUSE_OTHER] = "check the label mapping and num_classes",
 };
 
-const char *lg_cause_name(lg_cause_t c)
-{
-    return (unsigned)c <= LG_CAUSE_OTHER ? names[c] : "other";
-}
+const char *lg_cause_name(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ? names[c] : "other"; }
 
-const char *lg_cause_fix(lg_cause_t c)
-{
-    return (unsigned)c <= LG_CAUSE_OTHER ? fixes[c] : fixes[LG_CAUSE_OTHER];
-}
+const char *lg_cause_fix(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ? fixes[c] : fixes[LG_CAUSE_OTHER]; }
 
 /* True when every sampled offending value satisfies pred. */
 static bool all_samples(const lg_verdict_t *v, bool (*pred)(int64_t value, int64_t n_classes), int64_t n_classes)
@@ -58,7 +52,11 @@ static bool all_samples(const lg_verdict_t *v, bool (*pred)(int64_t value, int64
     return true;
 }
 
-static bool is_255(int64_t x, int64_t n) { (void)n; return x == 255; }
+static bool is_255(int64_t x, int64_t n)
+{
+    (void)n;
+    return x == 255;
+}
 static bool is_scaled(int64_t x, int64_t n) { return x > 0 && x % 255 == 0 && x / 255 < n; }
 
 /* How far past n_classes a max may go and still look like "the same label space, one head
@@ -110,32 +108,45 @@ void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v,
     int64_t n = t->n_classes;
     switch (c) {
     case LG_CAUSE_ONE_BASED:
-        snprintf(out, out_len, "labels span %" PRId64 "..%" PRId64 " with %" PRId64 " classes; they look 1-based: subtract 1",
-                 v->min, v->max, n);
+        snprintf(out, out_len,
+                 "labels span %" PRId64 "..%" PRId64 " with %" PRId64 " classes; they look 1-based: subtract 1", v->min,
+                 v->max, n);
         break;
     case LG_CAUSE_SCALED_255:
-        snprintf(out, out_len, "bad labels are multiples of 255 (max %" PRId64 ") with %" PRId64 " classes, like a mask saved "
-                 "as an image: divide the labels by 255 (if 255 marks void pixels instead, set ignore_index=255)", v->max, n);
+        snprintf(out, out_len,
+                 "bad labels are multiples of 255 (max %" PRId64 ") with %" PRId64 " classes, like a mask saved "
+                 "as an image: divide the labels by 255 (if 255 marks void pixels instead, set ignore_index=255)",
+                 v->max, n);
         break;
     case LG_CAUSE_VOID_255:
         if (t->has_ignore_index)
-            snprintf(out, out_len, "255 in a dense (segmentation) target with %" PRId64 " classes and ignore_index %" PRId64
-                     ": 255 is the usual 'void' label: set ignore_index=255 in the loss", n, t->ignore_index);
+            snprintf(out, out_len,
+                     "255 in a dense (segmentation) target with %" PRId64 " classes and ignore_index %" PRId64
+                     ": 255 is the usual 'void' label: set ignore_index=255 in the loss",
+                     n, t->ignore_index);
         else
-            snprintf(out, out_len, "255 in a dense (segmentation) target with %" PRId64 " classes: 255 is the usual 'void' "
-                     "label: set ignore_index=255 in the loss", n);
+            snprintf(out, out_len,
+                     "255 in a dense (segmentation) target with %" PRId64 " classes: 255 is the usual 'void' "
+                     "label: set ignore_index=255 in the loss",
+                     n);
         break;
     case LG_CAUSE_NEGATIVE_UNKNOWN:
-        snprintf(out, out_len, "the bad labels are -1, a common 'unknown' marker, while ignore_index is %" PRId64
-                 ": set ignore_index=-1 or drop those samples", t->has_ignore_index ? t->ignore_index : (int64_t)-100);
+        snprintf(out, out_len,
+                 "the bad labels are -1, a common 'unknown' marker, while ignore_index is %" PRId64
+                 ": set ignore_index=-1 or drop those samples",
+                 t->has_ignore_index ? t->ignore_index : (int64_t)-100);
         break;
     case LG_CAUSE_HEAD_TOO_SMALL:
-        snprintf(out, out_len, "labels span %" PRId64 "..%" PRId64 " but the model has %" PRId64 " outputs: give the last "
-                 "layer at least %" PRId64 " outputs (check num_classes)", v->min, v->max, n, v->max + 1);
+        snprintf(out, out_len,
+                 "labels span %" PRId64 "..%" PRId64 " but the model has %" PRId64 " outputs: give the last "
+                 "layer at least %" PRId64 " outputs (check num_classes)",
+                 v->min, v->max, n, v->max + 1);
         break;
     default:
-        snprintf(out, out_len, "labels outside [0, %" PRId64 ") (min %" PRId64 ", max %" PRId64 ") match no known pattern: "
-                 "check the dataset's label mapping and the model's num_classes", n, v->min, v->max);
+        snprintf(out, out_len,
+                 "labels outside [0, %" PRId64 ") (min %" PRId64 ", max %" PRId64 ") match no known pattern: "
+                 "check the dataset's label mapping and the model's num_classes",
+                 n, v->min, v->max);
         break;
     }
 }

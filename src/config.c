@@ -72,8 +72,8 @@ static int pick(const char *v, const char *const *names, int n)
     return -1;
 }
 
-static int parse_enum(const char *(*getenv_fn)(const char *), const char *var, const char *const *names,
-                      int n, const char *allowed, int *out, char *err, size_t err_len)
+static int parse_enum(const char *(*getenv_fn)(const char *), const char *var, const char *const *names, int n,
+                      const char *allowed, int *out, char *err, size_t err_len)
 {
     const char *v = getenv_fn(var);
     if (!v)

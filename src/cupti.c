@@ -48,10 +48,10 @@ typedef CUptiResult (*result_string_fn)(CUptiResult, const char **);
 typedef CUresult (*func_get_name_fn)(const char **, CUfunction);
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
-static bool active;                      /* read with __atomic in the callback */
+static bool active; /* read with __atomic in the callback */
 static CUpti_SubscriberHandle subscriber;
-static func_get_name_fn func_get_name;   /* libcuda's cuFuncGetName, NULL if absent */
-static char cupti_path[PATH_MAX];        /* the libcupti in use, for messages */
+static func_get_name_fn func_get_name; /* libcuda's cuFuncGetName, NULL if absent */
+static char cupti_path[PATH_MAX];      /* the libcupti in use, for messages */
 
 /* __cudaLaunchKernel(_ptsz) (CUDA 13 <<<>>>) has no params struct in
  * generated_cuda_runtime_api_meta.h; CUPTI passes its arguments in prototype order, which is
@@ -70,14 +70,14 @@ typedef struct {
  * seen only by CUPTI, freed at thread exit. `restore` undoes the in-place rewrite at API_EXIT. */
 typedef struct {
     lg_args_copy_t copy;
-    void **array;                    /* the caller's args array we wrote into; NULL: none */
-    uint32_t correlation;            /* of the launch that wrote it: only its API_EXIT restores */
-    void *saved[LG_MAX_PARAMS];      /* its original slots */
+    void **array;               /* the caller's args array we wrote into; NULL: none */
+    uint32_t correlation;       /* of the launch that wrote it: only its API_EXIT restores */
+    void *saved[LG_MAX_PARAMS]; /* its original slots */
     bool written[LG_MAX_PARAMS];
 } held_args_t;
 static pthread_key_t held_key;
 static __thread held_args_t *held;
-static __thread int runtime_depth;   /* inside a runtime launch: skip its nested driver launch */
+static __thread int runtime_depth; /* inside a runtime launch: skip its nested driver launch */
 
 /* ------------------------------------------------------------------ finding libcupti */
 
@@ -99,7 +99,7 @@ static void *try_open(const char *path)
 /* Returns a handle on libcupti or NULL with what was searched in why. */
 static void *open_cupti(char *why, size_t why_len)
 {
-    static const char *const loaded[] = { "libcupti.so.13", "libcupti.so.12", "libcupti.so" };
+    static const char *const loaded[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
     for (size_t i = 0; i < sizeof loaded / sizeof loaded[0]; i++) {
         void *h = dlopen(loaded[i], RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
         if (h) {
@@ -110,8 +110,11 @@ static void *open_cupti(char *why, size_t why_len)
 
     static lg_cudart_t rt; /* the first libcudart the loader holds guides the search */
     bool have_rt = lg_runtime_cudarts(&rt, 1) == 1;
-    int majors[2] = { rt.major, 0 };
-    if (rt.major == 0) { majors[0] = 13; majors[1] = 12; }
+    int majors[2] = {rt.major, 0};
+    if (rt.major == 0) {
+        majors[0] = 13;
+        majors[1] = 12;
+    }
     const char *cuda_home = getenv("CUDA_HOME");
 
     for (int m = 0; m < 2 && majors[m]; m++) {
@@ -134,21 +137,27 @@ static void *open_cupti(char *why, size_t why_len)
         for (int d = 0; d < nd; d++) {
             char path[PATH_MAX + 32];
             snprintf(path, sizeof path, "%.4000s/libcupti.so.%d", dirs[d], majors[m]);
-            if (access(path, R_OK) != 0) continue;
+            if (access(path, R_OK) != 0)
+                continue;
             void *h = try_open(path);
-            if (h) return h;
+            if (h)
+                return h;
         }
         /* Last: the loader's own search path (LD_LIBRARY_PATH, ld.so.cache). */
         char soname[32];
         snprintf(soname, sizeof soname, "libcupti.so.%d", majors[m]);
         void *h = try_open(soname);
-        if (h) return h;
+        if (h)
+            return h;
     }
     if (have_rt)
-        snprintf(why, why_len, "libcupti.so.%d not found (looked next to %s/libcudart, in the pip "
-                 "wheel layout, $CUDA_HOME, /usr/local/cuda and the library path)", rt.major, rt.dir);
+        snprintf(why, why_len,
+                 "libcupti.so.%d not found (looked next to %s/libcudart, in the pip "
+                 "wheel layout, $CUDA_HOME, /usr/local/cuda and the library path)",
+                 rt.major, rt.dir);
     else
-        snprintf(why, why_len, "libcupti.so.13/.12 not found (no libcudart loaded to guide the "
+        snprintf(why, why_len,
+                 "libcupti.so.13/.12 not found (no libcudart loaded to guide the "
                  "search; looked in $CUDA_HOME, /usr/local/cuda and the library path)");
     return NULL;
 }
@@ -165,7 +174,8 @@ static void apply_rewrite(void **args, lg_decision_t *d, uint32_t correlation)
     if (!held) {
         held = calloc(1, sizeof *held);
         if (!held) {
-            lg_report_warning_once("cupti_mask_failed", "out of memory for the masked arguments of "
+            lg_report_warning_once("cupti_mask_failed",
+                                   "out of memory for the masked arguments of "
                                    "a launch seen only by CUPTI; it runs with its original labels");
             return;
         }
@@ -179,7 +189,8 @@ static void apply_rewrite(void **args, lg_decision_t *d, uint32_t correlation)
     for (int i = 0; i < LG_MAX_PARAMS; i++) {
         const unsigned char *p = d->args_copy.args[i];
         held->written[i] = p >= lo && p < hi;
-        if (!held->written[i]) continue;
+        if (!held->written[i])
+            continue;
         held->saved[i] = args[i];
         args[i] = (unsigned char *)held->copy.storage + (p - lo);
     }
@@ -187,9 +198,11 @@ static void apply_rewrite(void **args, lg_decision_t *d, uint32_t correlation)
 
 static void restore_rewrite(uint32_t correlation)
 {
-    if (!held || !held->array || held->correlation != correlation) return;
+    if (!held || !held->array || held->correlation != correlation)
+        return;
     for (int i = 0; i < LG_MAX_PARAMS; i++)
-        if (held->written[i]) held->array[i] = held->saved[i];
+        if (held->written[i])
+            held->array[i] = held->saved[i];
     held->array = NULL;
 }
 
@@ -205,8 +218,8 @@ static void set_launch(lg_launch_t *l, const void *func, unsigned gx, unsigned g
 
 /* Fills l from the params of one launch callback; returns false for a launch with no args array
  * (a driver launch passing its parameters through `extra` only: nothing to decode). */
-static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb,
-                        lg_launch_t *l, void ***args_slot)
+static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb, lg_launch_t *l,
+                        void ***args_slot)
 {
     bool ptsz = false;
     memset(l, 0, sizeof *l);
@@ -235,14 +248,14 @@ static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const C
         case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060: {
             const cudaLaunchKernelExC_v11060_params *p = cb->functionParams;
             const cudaLaunchConfig_t *c = p->config;
-            if (!c) return false;
+            if (!c)
+                return false;
             set_launch(l, p->func, c->gridDim.x, c->gridDim.y, c->gridDim.z, c->blockDim.x, c->blockDim.y,
                        c->blockDim.z, c->dynamicSmemBytes, c->stream);
             *args_slot = p->args;
             break;
         }
-        default:
-            return false;
+        default: return false;
         }
     } else {
         l->entry = LG_ENTRY_CUPTI_DRIVER;
@@ -263,27 +276,29 @@ static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const C
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
             const cuLaunchKernelEx_params *p = cb->functionParams;
             const CUlaunchConfig *c = p->config;
-            if (!c) return false;
+            if (!c)
+                return false;
             set_launch(l, p->f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
                        c->sharedMemBytes, c->hStream);
             *args_slot = p->kernelParams;
             break;
         }
-        default:
-            return false;
+        default: return false;
         }
         /* A CUfunction is not a registered host stub: launch.c can only name it from here.
          * Asked once per handle (the per-handle cache then has it). */
         if (!l->mangled && func_get_name && !lg_names_info(l->func)) {
             const char *name = NULL;
             lg_in_library++;
-            if (func_get_name(&name, (CUfunction)l->func) == CUDA_SUCCESS) l->mangled = name;
+            if (func_get_name(&name, (CUfunction)l->func) == CUDA_SUCCESS)
+                l->mangled = name;
             lg_in_library--;
         }
     }
     /* The null stream of a _ptsz entry point is the per-thread stream: the validator must run
      * on the stream the kernel runs on. */
-    if (ptsz && !l->stream) l->stream = cudaStreamPerThread;
+    if (ptsz && !l->stream)
+        l->stream = cudaStreamPerThread;
     l->args = *args_slot;
     return l->args != NULL && l->func != NULL;
 }
@@ -292,24 +307,31 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
 {
     const CUpti_CallbackData *cb = data;
     if (cb->callbackSite == CUPTI_API_EXIT) {
-        if (dom == CUPTI_CB_DOMAIN_RUNTIME_API && runtime_depth > 0) runtime_depth--;
+        if (dom == CUPTI_CB_DOMAIN_RUNTIME_API && runtime_depth > 0)
+            runtime_depth--;
         /* Even after `active` was cleared: the caller's array must not keep our pointers. */
         restore_rewrite(cb->correlationId);
         return;
     }
-    if (!__atomic_load_n(&active, __ATOMIC_RELAXED)) return;
-    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) runtime_depth++;
-    else if (runtime_depth > 0) return;      /* the runtime launch around it was handled */
+    if (!__atomic_load_n(&active, __ATOMIC_RELAXED))
+        return;
+    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API)
+        runtime_depth++;
+    else if (runtime_depth > 0)
+        return; /* the runtime launch around it was handled */
     /* The interposition layer is handling this launch, or it is our own (validator) launch. */
-    if (lg_preload_in_launch || lg_in_library) return;
+    if (lg_preload_in_launch || lg_in_library)
+        return;
     /* read_launch dereferences functionParams, and for the CUDA 13 __cudaLaunchKernel ids the
      * headers define no params struct at all: a CUPTI that passes none must not crash the
      * application. */
-    if (!cb->functionParams) return;
+    if (!cb->functionParams)
+        return;
 
     lg_launch_t l;
     void **args = NULL;
-    if (!read_launch(dom, cbid, cb, &l, &args)) return;
+    if (!read_launch(dom, cbid, cb, &l, &args))
+        return;
 
     lg_decision_t d;
     d.kind = LG_VERDICT_RUN;
@@ -320,20 +342,19 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     lg_launch_decide(lg_runtime_get(), &l, &d);
     lg_preload_in_launch--;
     /* SKIP cannot be honoured (can_block=false); launch.c is told so and never asks for it. */
-    if (d.kind == LG_VERDICT_RUN_WITH) apply_rewrite(args, &d, cb->correlationId);
+    if (d.kind == LG_VERDICT_RUN_WITH)
+        apply_rewrite(args, &d, cb->correlationId);
 }
 
 /* ------------------------------------------------------------------ start */
 
-static void on_exit_or_fork(void)
-{
-    __atomic_store_n(&active, false, __ATOMIC_RELAXED);
-}
+static void on_exit_or_fork(void) { __atomic_store_n(&active, false, __ATOMIC_RELAXED); }
 
 static const char *result_text(result_string_fn fn, CUptiResult r)
 {
     const char *s = NULL;
-    if (fn && fn(r, &s) == CUPTI_SUCCESS && s) return s;
+    if (fn && fn(r, &s) == CUPTI_SUCCESS && s)
+        return s;
     return "unknown CUPTI error";
 }
 
@@ -356,8 +377,10 @@ static void unavailable(const char *reason)
     char *detail = unavailable_detail;
     const size_t detail_size = sizeof unavailable_detail;
     if (lg_cfg.hooks == LG_HOOKS_CUPTI)
-        snprintf(detail, detail_size, "%.1800s; LABELGUARD_HOOKS=cupti leaves no hook layer: launches "
-                 "are not checked. HINT: use LABELGUARD_HOOKS=auto", reason);
+        snprintf(detail, detail_size,
+                 "%.1800s; LABELGUARD_HOOKS=cupti leaves no hook layer: launches "
+                 "are not checked. HINT: use LABELGUARD_HOOKS=auto",
+                 reason);
     else
         snprintf(detail, detail_size, "%.1800s; interposition carries on alone", reason);
 }
@@ -382,7 +405,10 @@ static void start(void)
         return;
     }
     void *lib = open_cupti(why, sizeof why);
-    if (!lib) { unavailable(why); return; }
+    if (!lib) {
+        unavailable(why);
+        return;
+    }
 
     subscribe_fn subscribe = (subscribe_fn)dlsym(lib, "cuptiSubscribe");
     enable_callback_fn enable = (enable_callback_fn)dlsym(lib, "cuptiEnableCallback");
@@ -405,19 +431,16 @@ static void start(void)
                    "Nsight Systems/Compute, compute-sanitizer)";
         else if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED)
             hint = ": no usable CUDA driver?";
-        snprintf(why, sizeof why, "cuptiSubscribe failed with %s (%d)%s [%s]",
-                 result_text(result_string, r), (int)r, hint, cupti_path);
+        snprintf(why, sizeof why, "cuptiSubscribe failed with %s (%d)%s [%s]", result_text(result_string, r), (int)r,
+                 hint, cupti_path);
         unavailable(why);
         return;
     }
 
     static const CUpti_CallbackId runtime_ids[] = {
-        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-        CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
-        CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+        CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,  CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
     };
     static const CUpti_CallbackId driver_ids[] = {
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
@@ -440,7 +463,8 @@ static void start(void)
 
     /* cuptiSubscribe loaded libcuda; the driver names CUfunction handles of driver launches. */
     void *cuda = lg_runtime_libcuda();
-    if (cuda) func_get_name = (func_get_name_fn)dlsym(cuda, "cuFuncGetName");
+    if (cuda)
+        func_get_name = (func_get_name_fn)dlsym(cuda, "cuFuncGetName");
 
     atexit(on_exit_or_fork);
     pthread_atfork(NULL, NULL, on_exit_or_fork);
@@ -455,7 +479,4 @@ void lg_cupti_start(void)
     lg_in_library--;
 }
 
-bool lg_cupti_active(void)
-{
-    return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
-}
+bool lg_cupti_active(void) { return __atomic_load_n(&active, __ATOMIC_ACQUIRE); }

@@ -42,8 +42,8 @@ static int64_t read_int(const void *base, int offset, int width, bool is_signed)
     }
 }
 
-static int field_value(const lg_spec_t *s, void **args, const lg_field_t *f, int64_t *out, const char *what,
-                       char *why, size_t why_len)
+static int field_value(const lg_spec_t *s, void **args, const lg_field_t *f, int64_t *out, const char *what, char *why,
+                       size_t why_len)
 {
     if (f->param < 0 || f->param >= s->n_params || f->offset + f->width > s->param_sizes[f->param]) {
         snprintf(why, why_len, "[%s]: %s field outside the declared parameters", s->name, what);
@@ -76,8 +76,8 @@ int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtyp
     }
 }
 
-int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], lg_target_t *out,
-              char *why, size_t why_len)
+int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], lg_target_t *out, char *why,
+              size_t why_len)
 {
     char dummy[8];
     if (!why || !why_len) {
@@ -93,8 +93,8 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
 
     /* target pointer */
     const lg_field_t *tf = &spec->target;
-    if (tf->param < 0 || tf->param >= spec->n_params || tf->offset + 8 > spec->param_sizes[tf->param]
-        || !args[tf->param]) {
+    if (tf->param < 0 || tf->param >= spec->n_params || tf->offset + 8 > spec->param_sizes[tf->param] ||
+        !args[tf->param]) {
         snprintf(why, why_len, "[%s]: target argument missing", spec->name);
         return -1;
     }
@@ -109,9 +109,9 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
     int64_t acc_count = 1;
     if (spec->target_ndim > 0) {
         int nd = spec->target_ndim, w = spec->target_index_width;
-        if (nd > LG_MAX_TARGET_DIMS || (w != 4 && w != 8)
-            || spec->target_sizes_offset + nd * w > spec->param_sizes[tf->param]
-            || spec->target_strides_offset + nd * w > spec->param_sizes[tf->param]) {
+        if (nd > LG_MAX_TARGET_DIMS || (w != 4 && w != 8) ||
+            spec->target_sizes_offset + nd * w > spec->param_sizes[tf->param] ||
+            spec->target_strides_offset + nd * w > spec->param_sizes[tf->param]) {
             snprintf(why, why_len, "[%s]: accessor description outside parameter %d", spec->name, tf->param);
             return -1;
         }
@@ -137,9 +137,7 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
     /* count */
     int64_t count = 0;
     switch (spec->count_kind) {
-    case LG_COUNT_ONE:
-        count = 1;
-        break;
+    case LG_COUNT_ONE: count = 1; break;
     case LG_COUNT_PARAM:
         if (field_value(spec, args, &spec->count, &count, "count", why, why_len))
             return -1;
@@ -153,8 +151,8 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
         break;
     case LG_COUNT_GRID_MAP: {
         int64_t nelem, bps;
-        if (field_value(spec, args, &spec->map_nelem, &nelem, "map_nelem", why, why_len)
-            || field_value(spec, args, &spec->blocks_per_sample, &bps, "blocks_per_sample", why, why_len))
+        if (field_value(spec, args, &spec->map_nelem, &nelem, "map_nelem", why, why_len) ||
+            field_value(spec, args, &spec->blocks_per_sample, &bps, "blocks_per_sample", why, why_len))
             return -1;
         if (!grid) {
             snprintf(why, why_len, "[%s]: no grid for a grid-derived count", spec->name);
@@ -173,9 +171,7 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
         count = batch * nelem;
         break;
     }
-    default:
-        snprintf(why, why_len, "[%s]: unknown count kind", spec->name);
-        return -1;
+    default: snprintf(why, why_len, "[%s]: unknown count kind", spec->name); return -1;
     }
     if (count < 0 || count > ABSURD_COUNT) {
         snprintf(why, why_len, "[%s]: label count %lld is not plausible", spec->name, (long long)count);
@@ -258,10 +254,11 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
         if (f->param < 0)
             return -1;
         int w = f->width;
-        bool fits = w == 8 || (w == 4 && (f->is_signed ? new_ignore >= INT32_MIN && new_ignore <= INT32_MAX
-                                                       : new_ignore >= 0 && new_ignore <= UINT32_MAX))
-                    || (w == 1 && (f->is_signed ? new_ignore >= INT8_MIN && new_ignore <= INT8_MAX
-                                                : new_ignore >= 0 && new_ignore <= UINT8_MAX));
+        bool fits = w == 8 ||
+                    (w == 4 && (f->is_signed ? new_ignore >= INT32_MIN && new_ignore <= INT32_MAX
+                                             : new_ignore >= 0 && new_ignore <= UINT32_MAX)) ||
+                    (w == 1 && (f->is_signed ? new_ignore >= INT8_MIN && new_ignore <= INT8_MAX
+                                             : new_ignore >= 0 && new_ignore <= UINT8_MAX));
         if (!fits || f->offset + w > spec->param_sizes[f->param])
             return -1;
     }
@@ -274,8 +271,8 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
     if (spec->target_ndim > 0) {
         /* The masked copy is dense in logical (row-major) order: contiguous strides. */
         int nd = spec->target_ndim, w = spec->target_index_width;
-        if (spec->target_sizes_offset + nd * w > spec->param_sizes[tf->param]
-            || spec->target_strides_offset + nd * w > spec->param_sizes[tf->param])
+        if (spec->target_sizes_offset + nd * w > spec->param_sizes[tf->param] ||
+            spec->target_strides_offset + nd * w > spec->param_sizes[tf->param])
             return -1;
         int64_t stride = 1;
         for (int d = nd - 1; d >= 0; d--) {

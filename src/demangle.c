@@ -26,20 +26,24 @@
 
 #include "internal.h"
 
-#define MAX_SUBS 96
+#define MAX_SUBS  96
 #define MAX_TARGS 8
 #define MAX_DEPTH 48
 
 /* What the parser knows about one type, template argument or name. */
 typedef struct desc {
-    long size;            /* bytes for a type, -1 when unknown */
-    char builtin;         /* builtin type code ('l', 'h', 'i' ...), 0 otherwise */
-    bool is_literal;      /* template argument that is an integer literal */
+    long size;       /* bytes for a type, -1 when unknown */
+    char builtin;    /* builtin type code ('l', 'h', 'i' ...), 0 otherwise */
+    bool is_literal; /* template argument that is an integer literal */
     long literal;
-    const char *id;       /* last identifier of a class or template name */
+    const char *id; /* last identifier of a class or template name */
     int id_len;
-    int nargs;            /* template arguments of a class template-id */
-    struct targ { char builtin; bool is_literal; long literal; } args[MAX_TARGS];
+    int nargs; /* template arguments of a class template-id */
+    struct targ {
+        char builtin;
+        bool is_literal;
+        long literal;
+    } args[MAX_TARGS];
 } desc_t;
 
 typedef struct parser {
@@ -49,9 +53,9 @@ typedef struct parser {
     bool fail;
     int nsubs;
     desc_t subs[MAX_SUBS];
-    int nfargs;                  /* template arguments of the function itself */
+    int nfargs; /* template arguments of the function itself */
     desc_t fargs[MAX_TARGS];
-    const char *short_id;        /* the function's unqualified name */
+    const char *short_id; /* the function's unqualified name */
     int short_len;
     bool in_fn_name;
 } parser_t;
@@ -151,8 +155,8 @@ static long known_class_size(const desc_t *d)
 #define IS(name) (d->id_len == (int)sizeof(name) - 1 && memcmp(d->id, name, sizeof(name) - 1) == 0)
     if (IS("Half") || IS("BFloat16"))
         return d->nargs == 0 ? 2 : -1;
-    if (IS("GenericPackedTensorAccessor") || IS("PackedTensorAccessor") || IS("PackedTensorAccessor64")
-        || IS("PackedTensorAccessor32")) {
+    if (IS("GenericPackedTensorAccessor") || IS("PackedTensorAccessor") || IS("PackedTensorAccessor64") ||
+        IS("PackedTensorAccessor32")) {
         if (d->nargs < 2 || !d->args[1].is_literal || d->args[1].literal < 1 || d->args[1].literal > 64)
             return -1;
         long idx = IS("PackedTensorAccessor32") ? 4 : 8;
@@ -399,12 +403,27 @@ static void nested_name(parser_t *p, desc_t *d, bool is_function)
 static long builtin_size(char c)
 {
     switch (c) {
-    case 'b': case 'c': case 'a': case 'h': return 1;
-    case 's': case 't': return 2;
-    case 'w': case 'i': case 'j': case 'f': return 4;
-    case 'l': case 'm': case 'x': case 'y': case 'd': return 8;
-    case 'e': case 'g': case 'n': case 'o': return 16;
-    case 'v': case 'z': return 0;
+    case 'b':
+    case 'c':
+    case 'a':
+    case 'h': return 1;
+    case 's':
+    case 't': return 2;
+    case 'w':
+    case 'i':
+    case 'j':
+    case 'f': return 4;
+    case 'l':
+    case 'm':
+    case 'x':
+    case 'y':
+    case 'd': return 8;
+    case 'e':
+    case 'g':
+    case 'n':
+    case 'o': return 16;
+    case 'v':
+    case 'z': return 0;
     default: return -1;
     }
 }
@@ -419,10 +438,10 @@ static void type(parser_t *p, desc_t *d)
     }
     char c = peek(p);
     switch (c) {
-    case 0:
-        fail(p);
-        break;
-    case 'r': case 'V': case 'K': { /* CV-qualified: same size; a candidate of its own */
+    case 0: fail(p); break;
+    case 'r':
+    case 'V':
+    case 'K': { /* CV-qualified: same size; a candidate of its own */
         while (peek(p) == 'r' || peek(p) == 'V' || peek(p) == 'K')
             p->pos++;
         type(p, d);
@@ -430,7 +449,9 @@ static void type(parser_t *p, desc_t *d)
             add_sub(p, d);
         break;
     }
-    case 'P': case 'R': case 'O': {
+    case 'P':
+    case 'R':
+    case 'O': {
         p->pos++;
         desc_t inner;
         type(p, &inner);
@@ -444,11 +465,16 @@ static void type(parser_t *p, desc_t *d)
         char n = peek2(p);
         p->pos += 2;
         switch (n) {
-        case 'd': case 'n': d->size = 8; break;
+        case 'd':
+        case 'n': d->size = 8; break;
         case 'e': d->size = 16; break;
-        case 'f': case 'i': d->size = 4; break;
-        case 'h': case 's': d->size = 2; break;
-        case 'u': case 'a': case 'c': d->size = -1; break;
+        case 'f':
+        case 'i': d->size = 4; break;
+        case 'h':
+        case 's': d->size = 2; break;
+        case 'u':
+        case 'a':
+        case 'c': d->size = -1; break;
         case 'F': { /* DF <number> _ : _FloatN */
             long bits = number(p);
             if (!eat(p, '_'))
@@ -514,12 +540,15 @@ static void type(parser_t *p, desc_t *d)
         if (!p->fail)
             add_sub(p, d);
         break;
-    case 'F': case 'A': case 'M': case 'X': case 'G': case 'C':
+    case 'F':
+    case 'A':
+    case 'M':
+    case 'X':
+    case 'G':
+    case 'C':
         fail(p); /* function, array, member pointer, expressions: not in kernel signatures */
         break;
-    case 'Z':
-        fail(p);
-        break;
+    case 'Z': fail(p); break;
     default:
         if (is_digit(c)) {
             source_name(p, d);

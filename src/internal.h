@@ -16,14 +16,14 @@
 
 #include "../cuda/lg_scan.h"
 
-#define LG_HIDDEN __attribute__((visibility("hidden")))
-#define LG_EXPORT __attribute__((visibility("default")))
+#define LG_HIDDEN      __attribute__((visibility("hidden")))
+#define LG_EXPORT      __attribute__((visibility("default")))
 #define LG_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define LG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LG_LIKELY(x)   __builtin_expect(!!(x), 1)
 /* For the few small thread-locals the launch fast path touches: the initial-exec model is a
  * plain %fs-relative load instead of a __tls_get_addr call (bench: ~88 instructions per
  * launch). Large per-thread buffers stay out of TLS altogether. */
-#define LG_TLS __thread __attribute__((tls_model("initial-exec")))
+#define LG_TLS         __thread __attribute__((tls_model("initial-exec")))
 
 #define LG_VERSION "0.1.0"
 
@@ -46,12 +46,12 @@ typedef struct lg_config {
     lg_mode_t mode;
     lg_hooks_t hooks;
     char log_dir[4096];
-    char kernels[4096];        /* ':'-separated spec files, "" when unset */
+    char kernels[4096]; /* ':'-separated spec files, "" when unset */
     bool backtrace_native;
     bool backtrace_python;
-    int samples;               /* 1..LG_MAX_SAMPLES */
+    int samples; /* 1..LG_MAX_SAMPLES */
     bool quiet;
-    bool debug_kernels;        /* LABELGUARD_DEBUG_KERNELS=1: a kernel_seen warning per watched kernel */
+    bool debug_kernels; /* LABELGUARD_DEBUG_KERNELS=1: a kernel_seen warning per watched kernel */
 } lg_config_t;
 
 /* Parses the LABELGUARD_* variables through `getenv_fn` (getenv in the library, a table in
@@ -133,7 +133,7 @@ typedef enum { LG_DIR_FORWARD, LG_DIR_BACKWARD } lg_direction_t;
 /* How to read one value out of a launch's argument array: parameter index, byte offset inside
  * that parameter (for a struct passed by value), width in bytes (1, 4 or 8), signedness. */
 typedef struct lg_field {
-    int param;        /* -1: absent */
+    int param; /* -1: absent */
     int offset;
     int width;
     bool is_signed;
@@ -141,26 +141,26 @@ typedef struct lg_field {
 
 /* What a spec says about n_classes / count: a parameter, or derived. */
 typedef enum {
-    LG_COUNT_PARAM,         /* count = field `count` */
-    LG_COUNT_ONE,           /* exactly one label (1d kernels) */
-    LG_COUNT_ACCESSOR,      /* product of the target accessor's sizes */
-    LG_COUNT_GRID_MAP,      /* (gridDim.x / blocks_per_sample) * map_nelem (nll_loss2d reduce) */
+    LG_COUNT_PARAM,    /* count = field `count` */
+    LG_COUNT_ONE,      /* exactly one label (1d kernels) */
+    LG_COUNT_ACCESSOR, /* product of the target accessor's sizes */
+    LG_COUNT_GRID_MAP, /* (gridDim.x / blocks_per_sample) * map_nelem (nll_loss2d reduce) */
 } lg_count_kind_t;
 
 #define LG_MAX_PARAMS 32
 
 typedef struct lg_spec {
-    char name[128];           /* section name in the spec file, e.g. nll_loss_forward_reduce_cuda_kernel_2d */
-    char versions[32];        /* optional text, e.g. "1.13+" or "<=1.9 (THCUNN)", for messages */
-    char match[256];          /* substrings of the mangled name, ';'-separated; all must occur */
-    char family[32];          /* nll_loss, nll_loss2d, ... */
+    char name[128];    /* section name in the spec file, e.g. nll_loss_forward_reduce_cuda_kernel_2d */
+    char versions[32]; /* optional text, e.g. "1.13+" or "<=1.9 (THCUNN)", for messages */
+    char match[256];   /* substrings of the mangled name, ';'-separated; all must occur */
+    char family[32];   /* nll_loss, nll_loss2d, ... */
     lg_direction_t direction;
-    int n_params;             /* expected parameter count */
+    int n_params;                   /* expected parameter count */
     int param_sizes[LG_MAX_PARAMS]; /* expected size of each parameter, bytes */
 
-    lg_field_t target;        /* the pointer (data_ of an accessor when target_ndim > 0) */
-    int target_ndim;          /* 0: plain pointer; 1..3: accessor with sizes/strides */
-    int target_sizes_offset;  /* byte offset of sizes_[0] inside the accessor param */
+    lg_field_t target;       /* the pointer (data_ of an accessor when target_ndim > 0) */
+    int target_ndim;         /* 0: plain pointer; 1..3: accessor with sizes/strides */
+    int target_sizes_offset; /* byte offset of sizes_[0] inside the accessor param */
     int target_strides_offset;
     int target_index_width;   /* 8 (PackedTensorAccessor64) or 4 (THCDeviceTensor) */
     lg_dtype_t dtype;         /* fixed dtype, unless dtype_from_template */
@@ -171,9 +171,9 @@ typedef struct lg_spec {
     lg_field_t map_nelem, blocks_per_sample; /* LG_COUNT_GRID_MAP */
 
     lg_field_t n_classes;
-    lg_field_t ignore_index;  /* param -1: the kernel has no ignore_index */
+    lg_field_t ignore_index; /* param -1: the kernel has no ignore_index */
     bool truncate_to_int32;
-    char source[256];         /* "builtin" or file:line, for messages */
+    char source[256]; /* "builtin" or file:line, for messages */
 } lg_spec_t;
 
 /* The registry is built once (lazily, under a pthread_once in lg.c) from the built-in table
@@ -195,13 +195,15 @@ LG_HIDDEN bool lg_registry_maybe_watched(const char *mangled);
  * layout). NULL when none fits: then why is "" if no spec's name matched (not watched), or
  * the layouts that were tried (the caller warns `unknown_layout` once and lets it run).
  * Lock-free after init; call once per kernel handle and cache. */
-LG_HIDDEN const lg_spec_t *lg_registry_find(const char *mangled, const size_t *actual_sizes, int n_actual, char *why, size_t why_len);
+LG_HIDDEN const lg_spec_t *lg_registry_find(const char *mangled, const size_t *actual_sizes, int n_actual, char *why,
+                                            size_t why_len);
 /* The first spec whose match occurs in `mangled`, layout unchecked; NULL if none. */
 LG_HIDDEN const lg_spec_t *lg_registry_match(const char *mangled);
 /* Checks the spec against the kernel's real parameter list: sizes from the runtime
  * (cudaFuncGetParamInfo, n_actual >= 0) or from the mangled signature. Returns true if it
  * matches; else false with a reason in why. */
-LG_HIDDEN bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const size_t *actual_sizes, int n_actual, char *why, size_t why_len);
+LG_HIDDEN bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const size_t *actual_sizes,
+                                     int n_actual, char *why, size_t why_len);
 LG_HIDDEN int lg_registry_count(void);
 LG_HIDDEN const lg_spec_t *lg_registry_get(int i);
 
@@ -226,7 +228,7 @@ typedef struct key_pos {
 } key_pos_t;
 
 typedef struct lg_spec_text {
-    key_pos_t *keys;  /* one entry per key, plus one per group with key "" */
+    key_pos_t *keys; /* one entry per key, plus one per group with key "" */
     int n, cap;
 } lg_spec_text_t;
 
@@ -274,7 +276,8 @@ typedef struct lg_args_copy {
     void *args[LG_MAX_PARAMS];
     unsigned char storage[LG_MAX_PARAMS][128];
 } lg_args_copy_t;
-LG_HIDDEN int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, bool rewrite_ignore, int64_t new_ignore, lg_args_copy_t *copy);
+LG_HIDDEN int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, bool rewrite_ignore,
+                                int64_t new_ignore, lg_args_copy_t *copy);
 
 /* ---------------------------------------------------------------- validate.c */
 
@@ -295,12 +298,14 @@ LG_HIDDEN void lg_validate_after_fork_child(void);
  * offsets, so the launch's accessor strides stay valid with the copy's address. */
 /* Scans the target on `stream` and waits for the verdict. Returns 0, or -1 with a reason
  * (not device memory, copy failed...) in why: the caller warns and lets the launch run. */
-LG_HIDDEN int lg_validate_sync(const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, char *why, size_t why_len);
+LG_HIDDEN int lg_validate_sync(const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, char *why,
+                               size_t why_len);
 /* Writes a copy of the labels in which every bad label is `replacement` (converted to the
  * target's dtype), into scratch memory owned by the validator (per stream, reused, never
  * freed). Returns the device address of logical element 0 of the copy, or 0 on failure. No
  * stream sync on the GPU backend: the copy is ready for work enqueued after it on `stream`. */
-LG_HIDDEN uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, int64_t replacement, char *why, size_t why_len);
+LG_HIDDEN uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, int64_t replacement, char *why,
+                                           size_t why_len);
 
 /* Nanoseconds spent inside lg_validate_* so far (for the summary's validate_ns_total). */
 LG_HIDDEN uint64_t lg_validate_ns_total(void);
@@ -396,10 +401,10 @@ static inline bool lg_verdicts_pending(void)
 #define LG_JSON_MAX_DEPTH 32
 typedef struct lg_json {
     char *buf;
-    size_t cap, len;             /* len excludes the NUL, which is always written */
+    size_t cap, len; /* len excludes the NUL, which is always written */
     bool overflow;
-    int depth;                   /* open containers that were written */
-    int skipped;                 /* containers opened after overflow (not written) */
+    int depth;   /* open containers that were written */
+    int skipped; /* containers opened after overflow (not written) */
     bool need_comma[LG_JSON_MAX_DEPTH + 1];
     char closer[LG_JSON_MAX_DEPTH + 1]; /* '}' or ']' per open container */
 } lg_json_t;
@@ -421,8 +426,12 @@ LG_HIDDEN size_t lg_json_finish(lg_json_t *j);
 /* ---------------------------------------------------------------- cause.c */
 
 typedef enum {
-    LG_CAUSE_ONE_BASED, LG_CAUSE_SCALED_255, LG_CAUSE_VOID_255, LG_CAUSE_NEGATIVE_UNKNOWN,
-    LG_CAUSE_HEAD_TOO_SMALL, LG_CAUSE_OTHER
+    LG_CAUSE_ONE_BASED,
+    LG_CAUSE_SCALED_255,
+    LG_CAUSE_VOID_255,
+    LG_CAUSE_NEGATIVE_UNKNOWN,
+    LG_CAUSE_HEAD_TOO_SMALL,
+    LG_CAUSE_OTHER
 } lg_cause_t;
 LG_HIDDEN lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t *v, bool dense_target);
 LG_HIDDEN const char *lg_cause_name(lg_cause_t c);
@@ -445,7 +454,8 @@ LG_HIDDEN void lg_stack_capture(lg_native_stack_t *s);
 LG_HIDDEN int lg_stack_symbolize(const lg_native_stack_t *s, char (*lines)[256], int max);
 /* The function containing ip from the ELF file's .symtab (module loaded at base); false when
  * the file has none. Report path only (maps the file). */
-LG_HIDDEN bool lg_stack_symbol_from_file(const char *path, const void *base, const void *ip, char *name, size_t len, uintptr_t *off);
+LG_HIDDEN bool lg_stack_symbol_from_file(const char *path, const void *base, const void *ip, char *name, size_t len,
+                                         uintptr_t *off);
 
 /* ---------------------------------------------------------------- pystack.c */
 
@@ -456,8 +466,8 @@ typedef struct lg_py_frame {
     int line;
 } lg_py_frame_t;
 typedef struct lg_py_stack {
-    int n;                 /* 0: not a Python process or no frames */
-    bool from_main_thread; /* the launching thread had no Python frames */
+    int n;                                  /* 0: not a Python process or no frames */
+    bool from_main_thread;                  /* the launching thread had no Python frames */
     lg_py_frame_t frames[LG_MAX_PY_FRAMES]; /* innermost last */
 } lg_py_stack_t;
 /* Reads the calling thread's Python frames without the GIL and without allocating, like
@@ -477,9 +487,9 @@ typedef struct lg_violation {
     lg_target_t target;
     lg_verdict_t verdict;
     lg_action_t action;
-    const char *outcome;       /* blocked, held, masked, launched, aborted */
-    char note[256];            /* e.g. "raise fell back to mask: only CUPTI saw the launch" */
-    lg_cause_t cause;          /* computed once, by act.c */
+    const char *outcome; /* blocked, held, masked, launched, aborted */
+    char note[256];      /* e.g. "raise fell back to mask: only CUPTI saw the launch" */
+    lg_cause_t cause;    /* computed once, by act.c */
     char cause_text[256];
     lg_native_stack_t native;
     lg_py_stack_t python;
@@ -499,13 +509,13 @@ LG_HIDDEN void lg_report_start(void);
  * Strings are copied (NULL: unknown -> JSON null). Versions as CUDA reports them
  * (cudaRuntimeGetVersion / cudaDriverGetVersion: 13000 -> "13.0"; 0: unknown). */
 typedef struct lg_report_env {
-    const char *hooks;        /* active layers, e.g. "interpose,cupti" */
-    const char *backend;      /* "gpu" or "host" */
+    const char *hooks;   /* active layers, e.g. "interpose,cupti" */
+    const char *backend; /* "gpu" or "host" */
     int cuda_runtime;
     int driver;
     const char *device_name;
-    int device_index;         /* -1: unknown */
-    const char *torch;        /* torch version; NULL when not known */
+    int device_index;  /* -1: unknown */
+    const char *torch; /* torch version; NULL when not known */
 } lg_report_env_t;
 LG_HIDDEN void lg_report_set_environment(const lg_report_env_t *env);
 typedef struct lg_counters {
@@ -559,15 +569,15 @@ LG_HIDDEN const char *lg_names_lookup(const void *func);
 enum { LG_KSTATE_UNKNOWN = 0, LG_KSTATE_UNWATCHED = 1, LG_KSTATE_WATCHED = 2, LG_KSTATE_BAD_LAYOUT = 3 };
 /* What classify.c learns once per watched kernel. */
 typedef struct lg_kernel_facts {
-    lg_dtype_t dtype;          /* label type */
-    char short_name[128];      /* demangled unqualified name, for events and messages */
+    lg_dtype_t dtype;     /* label type */
+    char short_name[128]; /* demangled unqualified name, for events and messages */
 } lg_kernel_facts_t;
 typedef struct lg_kernel_info {
     const void *func;
-    const char *mangled;       /* copied; NULL until known */
-    const lg_spec_t *spec;     /* NULL: not watched */
-    lg_dtype_t dtype;          /* set with spec */
-    char short_name[128];      /* set with spec */
+    const char *mangled;   /* copied; NULL until known */
+    const lg_spec_t *spec; /* NULL: not watched */
+    lg_dtype_t dtype;      /* set with spec */
+    char short_name[128];  /* set with spec */
     _Atomic int state;
 } lg_kernel_info_t;
 /* The table lives in names.c; the lookup is inline because it is the whole cost of an
@@ -614,7 +624,7 @@ LG_HIDDEN void lg_names_atfork_child(void);
 /* ---------------------------------------------------------------- launch.c */
 
 typedef enum {
-    LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL,      /* __cudaLaunchKernel (nvcc 13 <<<>>>) */
+    LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL, /* __cudaLaunchKernel (nvcc 13 <<<>>>) */
     LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL_PTSZ,
     LG_ENTRY_CUDA_LAUNCH_KERNEL,
     LG_ENTRY_CUDA_LAUNCH_KERNEL_PTSZ,
@@ -627,24 +637,24 @@ typedef enum {
 /* One launch, as the hook layers see it. */
 typedef struct lg_launch {
     lg_entry_t entry;
-    const void *func;          /* host stub, cudaKernel_t or CUfunction */
-    const char *mangled;       /* NULL: resolve from func */
+    const void *func;    /* host stub, cudaKernel_t or CUfunction */
+    const char *mangled; /* NULL: resolve from func */
     void **args;
     unsigned grid[3], block[3];
     size_t shared_mem;
     void *stream;
-    bool can_block;            /* false for CUPTI: the launch cannot be skipped */
+    bool can_block; /* false for CUPTI: the launch cannot be skipped */
 } lg_launch_t;
 
 /* What the hook must do with the launch. */
 typedef enum {
-    LG_VERDICT_RUN,            /* call the real function with the original args */
-    LG_VERDICT_RUN_WITH,       /* call it with `args_copy.args` (mask) */
-    LG_VERDICT_SKIP,           /* do not launch; return `error` */
+    LG_VERDICT_RUN,      /* call the real function with the original args */
+    LG_VERDICT_RUN_WITH, /* call it with `args_copy.args` (mask) */
+    LG_VERDICT_SKIP,     /* do not launch; return `error` */
 } lg_decision_kind_t;
 typedef struct lg_decision {
     lg_decision_kind_t kind;
-    int error;                 /* cudaError_t to return on SKIP */
+    int error; /* cudaError_t to return on SKIP */
     lg_args_copy_t args_copy;
 } lg_decision_t;
 
@@ -682,7 +692,13 @@ LG_HIDDEN lg_kernel_info_t *lg_classify(const lg_runtime_t *rt, const struct lg_
 
 /* ---------------------------------------------------------------- act.c */
 
-typedef enum { LG_OUTCOME_BLOCKED, LG_OUTCOME_HELD, LG_OUTCOME_MASKED, LG_OUTCOME_LAUNCHED, LG_OUTCOME_ABORTED } lg_outcome_t;
+typedef enum {
+    LG_OUTCOME_BLOCKED,
+    LG_OUTCOME_HELD,
+    LG_OUTCOME_MASKED,
+    LG_OUTCOME_LAUNCHED,
+    LG_OUTCOME_ABORTED
+} lg_outcome_t;
 /* When the verdict is known: before a launch that can be skipped (interposed), before one that
  * cannot (seen only by CUPTI), or after the launch ran on the sanitized copy (async). */
 typedef enum { LG_ACT_BEFORE, LG_ACT_BEFORE_UNSKIPPABLE, LG_ACT_AFTER } lg_act_when_t;
@@ -690,12 +706,12 @@ typedef enum { LG_MASK_UNTRIED, LG_MASK_DONE, LG_MASK_FAILED } lg_mask_state_t;
 /* What an action does, decided by lg_act_policy. */
 typedef struct lg_act_plan {
     lg_outcome_t outcome;
-    bool try_mask; /* make the masked copy, then ask again with the result */
-    bool skip;     /* the launch is not made; it returns LG_RAISE_ERROR */
-    bool raise;    /* LG_RAISE_ERROR becomes this thread's pending error */
-    bool hold;     /* the thread waits for SIGUSR1 after the report */
-    bool abort;    /* summary, then abort() */
-    bool flush;    /* the event is fsync'ed before going on */
+    bool try_mask;    /* make the masked copy, then ask again with the result */
+    bool skip;        /* the launch is not made; it returns LG_RAISE_ERROR */
+    bool raise;       /* LG_RAISE_ERROR becomes this thread's pending error */
+    bool hold;        /* the thread waits for SIGUSR1 after the report */
+    bool abort;       /* summary, then abort() */
+    bool flush;       /* the event is fsync'ed before going on */
     const char *note; /* why the outcome is not the action's plain one; may hold one %s (why) */
 } lg_act_plan_t;
 /* The policy table: pure, the same for sync and async. */
@@ -705,7 +721,7 @@ typedef struct lg_act_input {
     lg_act_when_t when;
     const lg_kernel_info_t *info;
     void *stream;
-    void **args;               /* the launch's own; NULL after it ran */
+    void **args; /* the launch's own; NULL after it ran */
     const lg_target_t *target;
     const lg_verdict_t *verdict;
 } lg_act_input_t;
@@ -732,7 +748,11 @@ LG_HIDDEN void lg_hold_atfork_child(void);
 
 /* The interposed entry points (for late arming by GOT patching, arm.c): name, our function,
  * and where the real one is stored once resolved. */
-typedef struct lg_hook { const char *name; void *replacement; void **real; } lg_hook_t;
+typedef struct lg_hook {
+    const char *name;
+    void *replacement;
+    void **real;
+} lg_hook_t;
 LG_HIDDEN const lg_hook_t *lg_preload_hooks(int *count);
 /* Set while the interposition layer handles a launch, so that CUPTI skips it. */
 extern LG_HIDDEN LG_TLS int lg_preload_in_launch;

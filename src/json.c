@@ -33,10 +33,7 @@ void lg_json_init(lg_json_t *j, char *buf, size_t cap)
 }
 
 /* Bytes that must stay free for the closers of the open containers and the NUL. */
-static size_t reserve(const lg_json_t *j, int extra_depth)
-{
-    return (size_t)(j->depth + extra_depth) + 1;
-}
+static size_t reserve(const lg_json_t *j, int extra_depth) { return (size_t)(j->depth + extra_depth) + 1; }
 
 /* Appends n bytes if they fit beside the reserve; false (nothing written) otherwise. */
 static bool put(lg_json_t *j, const char *s, size_t n)
@@ -48,10 +45,7 @@ static bool put(lg_json_t *j, const char *s, size_t n)
     return true;
 }
 
-static bool put_c(lg_json_t *j, char c)
-{
-    return put(j, &c, 1);
-}
+static bool put_c(lg_json_t *j, char c) { return put(j, &c, 1); }
 
 /* Length of the valid UTF-8 sequence starting at s (1..4), or 0 when s[0] does not start
  * one. Follows RFC 3629's table: no overlong forms, no surrogates, nothing above U+10FFFF. */
@@ -108,7 +102,7 @@ static bool put_escaped(lg_json_t *j, const char *value, size_t n)
             ok = put(j, "\\r", 2);
         else if (c < 0x20 || c == 0x7f) {
             /* DEL is legal JSON but would be invisible in a terminal: escape it too. */
-            char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             ok = put(j, e, 6);
         } else if (c < 0x80)
             ok = put_c(j, (char)c);
@@ -255,10 +249,7 @@ void lg_json_bool(lg_json_t *j, const char *key, bool value)
     put_raw_value(j, key, value ? "true" : "false", value ? 4 : 5);
 }
 
-void lg_json_null(lg_json_t *j, const char *key)
-{
-    put_raw_value(j, key, "null", 4);
-}
+void lg_json_null(lg_json_t *j, const char *key) { put_raw_value(j, key, "null", 4); }
 
 size_t lg_json_finish(lg_json_t *j)
 {

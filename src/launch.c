@@ -32,7 +32,8 @@ static _Atomic uint64_t watched, validated;
 
 lg_counter_slot_t *lg_launch_assign_slot(void)
 {
-    lg_counter_slot_t *s = &launch_slots[atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % COUNTER_SLOTS];
+    lg_counter_slot_t *s =
+        &launch_slots[atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % COUNTER_SLOTS];
     lg_launch_my_slot = s;
     return s;
 }
@@ -58,8 +59,12 @@ void lg_launch_poll_async(const lg_runtime_t *rt)
     while (lg_verdicts_collect(&r)) {
         if (r.verdict.bad_count == 0)
             continue;
-        lg_act_input_t in = {.when = LG_ACT_AFTER, .info = r.info, .stream = r.stream, .args = NULL,
-                             .target = &r.target, .verdict = &r.verdict};
+        lg_act_input_t in = {.when = LG_ACT_AFTER,
+                             .info = r.info,
+                             .stream = r.stream,
+                             .args = NULL,
+                             .target = &r.target,
+                             .verdict = &r.verdict};
         lg_act(rt, &in, NULL);
     }
     lg_in_library--;
@@ -108,7 +113,8 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     }
     if (!captured)
         return false; /* no sanitizing value for this kernel: a synchronous check instead */
-    warn_unchecked("capture_unchecked", info, "cannot validate inside CUDA graph capture (%s); the launch runs unchecked",
+    warn_unchecked("capture_unchecked", info,
+                   "cannot validate inside CUDA graph capture (%s); the launch runs unchecked",
                    why[0] ? why : "no ignore_index to sanitize with");
     return true;
 }
@@ -130,8 +136,12 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     } else {
         atomic_fetch_add(&validated, 1);
         if (verdict->bad_count > 0) {
-            lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE, .info = info,
-                                 .stream = l->stream, .args = l->args, .target = t, .verdict = verdict};
+            lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE,
+                                 .info = info,
+                                 .stream = l->stream,
+                                 .args = l->args,
+                                 .target = t,
+                                 .verdict = verdict};
             lg_act(rt, &in, d);
         }
     }

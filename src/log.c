@@ -23,9 +23,9 @@
 #include "internal.h"
 
 static int log_fd = -1;
-static pid_t log_pid;          /* the process that opened log_fd */
-static bool log_fallback;      /* events go to stderr */
-static char log_path[4200];    /* written before log_fd is published */
+static pid_t log_pid;       /* the process that opened log_fd */
+static bool log_fallback;   /* events go to stderr */
+static char log_path[4200]; /* written before log_fd is published */
 
 /* Writes all n bytes, looping on partial writes; *err = 0 or the errno that stopped it, and
  * *done the bytes that did go out. */
@@ -82,8 +82,8 @@ static long env_rank(const char *name)
  * wrapper sets them late. */
 long lg_log_rank(bool local)
 {
-    static const char *const global[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK" };
-    static const char *const loc[] = { "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK" };
+    static const char *const global[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
+    static const char *const loc[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"};
     const char *const *names = local ? loc : global;
     for (int i = 0; i < 3; i++) {
         long r = env_rank(names[i]);
@@ -100,7 +100,8 @@ void lg_log_hostname(char *out, size_t len)
     out[len - 1] = '\0';
     /* The name becomes part of a file name: keep it to a safe alphabet. */
     for (char *p = out; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_'))
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+              *p == '.' || *p == '_'))
             *p = '_';
 }
 
@@ -174,7 +175,8 @@ static void ensure_open(void)
         char suffix[16] = "";
         if (attempt > 1)
             snprintf(suffix, sizeof(suffix), "-%d", attempt);
-        int n = snprintf(log_path, sizeof(log_path), "%s%s%s-%ld%s%s.jsonl", lg_cfg.log_dir, sep, host, (long)pid, rank, suffix);
+        int n = snprintf(log_path, sizeof(log_path), "%s%s%s-%ld%s%s.jsonl", lg_cfg.log_dir, sep, host, (long)pid, rank,
+                         suffix);
         if (n >= (int)sizeof(log_path)) {
             err = ENAMETOOLONG;
             break;
@@ -217,10 +219,7 @@ void lg_log_emit(const char *line, size_t n, bool sync_to_disk)
     lg_log_stderr(line, n);
 }
 
-const char *lg_log_path(void)
-{
-    return log_path;
-}
+const char *lg_log_path(void) { return log_path; }
 
 void lg_log_after_fork_child(void)
 {

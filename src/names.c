@@ -20,7 +20,7 @@
 
 #include "internal.h"
 
-#define TABLE_SIZE LG_NAMES_SIZE
+#define TABLE_SIZE     LG_NAMES_SIZE
 #define TABLE_MAX_FILL (TABLE_SIZE / 4 * 3)
 
 lg_names_slot_t lg_names_table[LG_NAMES_SIZE];

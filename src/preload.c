@@ -30,39 +30,49 @@ LG_TLS int lg_preload_in_launch;
 
 /* The hooked entry points: name, return type, parameters, argument names. One list drives the
  * real-pointer storage, the resolvers and the table late arming patches (arm.c). */
-#define LG_HOOKS(X)                                                                                        \
-    X(__cudaLaunchKernel, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s), (f, g, b, a, sm, s)) \
-    X(__cudaLaunchKernel_ptsz, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s), (f, g, b, a, sm, s)) \
-    X(cudaLaunchKernel, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s), (f, g, b, a, sm, s)) \
-    X(cudaLaunchKernel_ptsz, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s), (f, g, b, a, sm, s)) \
-    X(cudaLaunchKernelExC, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **a), (c, f, a))  \
-    X(cudaLaunchKernelExC_ptsz, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **a), (c, f, a)) \
-    X(__cudaRegisterFunction, void, (void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd, dim3 *gd, int *ws), (fh, hf, df, dn, tl, ti, bi, bd, gd, ws)) \
-    X(__cudaGetKernel, cudaError_t, (cudaKernel_t *k, const void *f), (k, f))                              \
-    X(cudaGetLastError, cudaError_t, (void), ())                                                          \
-    X(cudaPeekAtLastError, cudaError_t, (void), ())                                                       \
+// clang-format off
+#define LG_HOOKS(X)                                                                                               \
+    X(__cudaLaunchKernel, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s),      \
+      (f, g, b, a, sm, s))                                                                                        \
+    X(__cudaLaunchKernel_ptsz, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s), \
+      (f, g, b, a, sm, s))                                                                                        \
+    X(cudaLaunchKernel, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s),        \
+      (f, g, b, a, sm, s))                                                                                        \
+    X(cudaLaunchKernel_ptsz, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s),   \
+      (f, g, b, a, sm, s))                                                                                        \
+    X(cudaLaunchKernelExC, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **a), (c, f, a))        \
+    X(cudaLaunchKernelExC_ptsz, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **a), (c, f, a))   \
+    X(__cudaRegisterFunction, void,                                                                               \
+      (void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd, dim3 *gd,     \
+       int *ws),                                                                                                  \
+      (fh, hf, df, dn, tl, ti, bi, bd, gd, ws))                                                                   \
+    X(__cudaGetKernel, cudaError_t, (cudaKernel_t *k, const void *f), (k, f))                                    \
+    X(cudaGetLastError, cudaError_t, (void), ())                                                                  \
+    X(cudaPeekAtLastError, cudaError_t, (void), ())                                                               \
     X(cudaGetErrorString, const char *, (cudaError_t e), (e))
+// clang-format on
 
 /* Prototypes for the internal registration/launch entry points, which only C++ headers declare. */
 cudaError_t __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 cudaError_t __cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a);
 cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
-LG_EXPORT void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd, dim3 *gd, int *ws);
+LG_EXPORT void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi,
+                                      dim3 *bd, dim3 *gd, int *ws);
 cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f);
 
-#define DECLARE_REAL(name, ret, params, args)                                                  \
-    typedef ret(*name##_fn) params;                                                            \
-    static void *real_##name;                                                                  \
-    static inline name##_fn get_##name(void)                                                   \
-    {                                                                                          \
-        void *f = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                             \
-        if (LG_UNLIKELY(!f)) {                                                                 \
-            f = lg_runtime_resolve(#name, (const void *)name);                                                  \
-            if (f)                                                                             \
-                __atomic_store_n(&real_##name, f, __ATOMIC_RELEASE);                           \
-        }                                                                                      \
-        return (name##_fn)f;                                                                   \
+#define DECLARE_REAL(name, ret, params, args)                        \
+    typedef ret(*name##_fn) params;                                  \
+    static void *real_##name;                                        \
+    static inline name##_fn get_##name(void)                         \
+    {                                                                \
+        void *f = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);   \
+        if (LG_UNLIKELY(!f)) {                                       \
+            f = lg_runtime_resolve(#name, (const void *)name);       \
+            if (f)                                                   \
+                __atomic_store_n(&real_##name, f, __ATOMIC_RELEASE); \
+        }                                                            \
+        return (name##_fn)f;                                         \
     }
 LG_HOOKS(DECLARE_REAL)
 
@@ -123,8 +133,8 @@ LG_EXPORT const char *cudaGetErrorString(cudaError_t e)
 
 /* ------------------------------------------------------------------ registration */
 
-void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi,
-                            dim3 *bd, dim3 *gd, int *ws)
+void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd,
+                            dim3 *gd, int *ws)
 {
     lg_names_record_function(hf, df ? df : dn);
     __cudaRegisterFunction_fn real = get___cudaRegisterFunction();
@@ -193,9 +203,9 @@ static __attribute__((noinline)) void **decide(lg_entry_t entry, const void *f, 
 
 typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 
-static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f,
-                                                                 dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
-                                                                 bool per_thread)
+static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
+                                                                dim3 b, void **a, size_t sm, cudaStream_t s,
+                                                                bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
@@ -236,9 +246,8 @@ LG_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void 
 
 typedef cudaError_t (*launch_ex_fn)(const cudaLaunchConfig_t *c, const void *f, void **a);
 
-static inline __attribute__((always_inline)) cudaError_t launch_ex(lg_entry_t entry, launch_ex_fn real,
-                                                                    const cudaLaunchConfig_t *c, const void *f,
-                                                                    void **a, bool per_thread)
+static inline __attribute__((always_inline)) cudaError_t
+launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaunchConfig_t *c, const void *f, void **a, bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;

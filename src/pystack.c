@@ -47,16 +47,16 @@
  * each version's headers (Py_BUILD_CORE, internal/pycore_frame.h). */
 typedef struct py_layout {
     int minor;
-    int kind;            /* FRAME_OBJECTS (<= 3.10) or INTERP_FRAMES (>= 3.11) */
+    int kind; /* FRAME_OBJECTS (<= 3.10) or INTERP_FRAMES (>= 3.11) */
     /* PyThreadState */
-    int ts_frame;        /* <= 3.10: PyFrameObject *frame */
-    int ts_cframe;       /* 3.11, 3.12: _PyCFrame *cframe; -1 otherwise */
-    int cf_current;      /* _PyCFrame.current_frame */
-    int ts_current;      /* 3.13: _PyInterpreterFrame *current_frame; -1 otherwise */
+    int ts_frame;   /* <= 3.10: PyFrameObject *frame */
+    int ts_cframe;  /* 3.11, 3.12: _PyCFrame *cframe; -1 otherwise */
+    int cf_current; /* _PyCFrame.current_frame */
+    int ts_current; /* 3.13: _PyInterpreterFrame *current_frame; -1 otherwise */
     /* PyFrameObject (<= 3.10) or _PyInterpreterFrame (>= 3.11) */
-    int f_back, f_code, f_lasti;   /* f_lasti: prev_instr / instr_ptr for >= 3.11 */
-    int f_owner;                   /* >= 3.11 */
-    int lasti_scale;               /* bytes per f_lasti unit (3.10 counts code units) */
+    int f_back, f_code, f_lasti; /* f_lasti: prev_instr / instr_ptr for >= 3.11 */
+    int f_owner;                 /* >= 3.11 */
+    int lasti_scale;             /* bytes per f_lasti unit (3.10 counts code units) */
     /* PyCodeObject */
     int co_filename, co_name, co_firstlineno, co_code_adaptive, co_firsttraceable;
     /* PyUnicode */
@@ -69,22 +69,22 @@ enum { FRAME_OBJECTS, INTERP_FRAMES };
 enum { OWNED_BY_GENERATOR = 1, OWNED_BY_CSTACK = 3 };
 
 static const py_layout_t layouts[] = {
-    { 8, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120 },
-    { 9, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120 },
-    { 10, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120 },
-    { 11, INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136 },
-    { 12, INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136 },
-    { 13, INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136 },
+    {8, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120},
+    {9, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120},
+    {10, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120},
+    {11, INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136},
+    {12, INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136},
+    {13, INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136},
 };
 
 /* Every PyThreadState starts with `struct _ts *prev, *next;` (3.8 to 3.13). */
-#define TS_NEXT 8
-#define OB_TYPE 8        /* PyObject.ob_type */
-#define UNI_LENGTH 16    /* PyASCIIObject.length */
-#define UNI_STATE 32     /* PyASCIIObject.state bitfield */
-#define BYTES_SIZE 16    /* PyVarObject.ob_size */
-#define BYTES_DATA 32    /* PyBytesObject.ob_sval */
-#define MAX_WALK 1024    /* frames or thread states visited, against cycles in torn lists */
+#define TS_NEXT    8
+#define OB_TYPE    8    /* PyObject.ob_type */
+#define UNI_LENGTH 16   /* PyASCIIObject.length */
+#define UNI_STATE  32   /* PyASCIIObject.state bitfield */
+#define BYTES_SIZE 16   /* PyVarObject.ob_size */
+#define BYTES_DATA 32   /* PyBytesObject.ob_sval */
+#define MAX_WALK   1024 /* frames or thread states visited, against cycles in torn lists */
 
 static struct {
     bool ok;
@@ -96,7 +96,7 @@ static struct {
     int (*addr2line)(void *code, int addr);
     const void *code_type, *frame_type, *unicode_type, *bytes_type;
     pid_t pid;
-    int pipe_fd[2];      /* fallback reader, created on first need */
+    int pipe_fd[2]; /* fallback reader, created on first need */
     bool use_pipe;
 } py;
 
@@ -129,8 +129,8 @@ static void resolve(void)
     py.bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
     py.pid = getpid();
     py.pipe_fd[0] = py.pipe_fd[1] = -1;
-    py.ok = py.is_initialized && py.this_thread_state && py.addr2line && py.code_type && py.unicode_type && py.bytes_type &&
-            (py.layout->kind == INTERP_FRAMES || py.frame_type);
+    py.ok = py.is_initialized && py.this_thread_state && py.addr2line && py.code_type && py.unicode_type &&
+            py.bytes_type && (py.layout->kind == INTERP_FRAMES || py.frame_type);
 }
 
 /* Copies n bytes at addr into out; false when any of it is unmapped. */
@@ -139,7 +139,7 @@ static bool peek(const void *addr, void *out, size_t n)
     if ((uintptr_t)addr < 4096 || (uintptr_t)addr + n < (uintptr_t)addr)
         return false;
     if (!__atomic_load_n(&py.use_pipe, __ATOMIC_RELAXED)) {
-        struct iovec local = { out, n }, remote = { (void *)addr, n };
+        struct iovec local = {out, n}, remote = {(void *)addr, n};
         /* The pid changes after fork; process_vm_readv wants ours. */
         ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
         if (r == (ssize_t)n)
@@ -186,10 +186,25 @@ static void put_utf8(char *out, size_t len, size_t *o, uint32_t cp)
     size_t n;
     if (cp >= 0xD800 && cp <= 0xDFFF)
         cp = 0xFFFD; /* lone surrogates (surrogateescape'd file names) */
-    if (cp < 0x80) { b[0] = (char)cp; n = 1; }
-    else if (cp < 0x800) { b[0] = (char)(0xC0 | (cp >> 6)); b[1] = (char)(0x80 | (cp & 63)); n = 2; }
-    else if (cp < 0x10000) { b[0] = (char)(0xE0 | (cp >> 12)); b[1] = (char)(0x80 | ((cp >> 6) & 63)); b[2] = (char)(0x80 | (cp & 63)); n = 3; }
-    else { b[0] = (char)(0xF0 | (cp >> 18)); b[1] = (char)(0x80 | ((cp >> 12) & 63)); b[2] = (char)(0x80 | ((cp >> 6) & 63)); b[3] = (char)(0x80 | (cp & 63)); n = 4; }
+    if (cp < 0x80) {
+        b[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xC0 | (cp >> 6));
+        b[1] = (char)(0x80 | (cp & 63));
+        n = 2;
+    } else if (cp < 0x10000) {
+        b[0] = (char)(0xE0 | (cp >> 12));
+        b[1] = (char)(0x80 | ((cp >> 6) & 63));
+        b[2] = (char)(0x80 | (cp & 63));
+        n = 3;
+    } else {
+        b[0] = (char)(0xF0 | (cp >> 18));
+        b[1] = (char)(0x80 | ((cp >> 12) & 63));
+        b[2] = (char)(0x80 | ((cp >> 6) & 63));
+        b[3] = (char)(0x80 | (cp & 63));
+        n = 4;
+    }
     if (*o + n + 1 > len)
         return;
     memcpy(out + *o, b, n);
@@ -207,7 +222,8 @@ static bool read_unicode(const void *obj, char *out, size_t len, bool keep_tail)
         return false;
     int64_t length;
     uint32_t state;
-    if (!peek((const char *)obj + UNI_LENGTH, &length, sizeof(length)) || !peek((const char *)obj + UNI_STATE, &state, sizeof(state)))
+    if (!peek((const char *)obj + UNI_LENGTH, &length, sizeof(length)) ||
+        !peek((const char *)obj + UNI_STATE, &state, sizeof(state)))
         return false;
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
     if (!compact || length < 0 || length > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
@@ -263,7 +279,8 @@ static bool record(void *code, int addr, lg_py_frame_t *f)
     int64_t table_len;
     unsigned char edge;
     if (addr >= 0 && peek_ptr(code, L->co_lines, &table) && has_type(table, py.bytes_type) &&
-        peek((const char *)table + BYTES_SIZE, &table_len, sizeof(table_len)) && table_len >= 0 && table_len < (1 << 24) &&
+        peek((const char *)table + BYTES_SIZE, &table_len, sizeof(table_len)) && table_len >= 0 &&
+        table_len < (1 << 24) &&
         (table_len == 0 || (peek((const char *)table + BYTES_DATA, &edge, 1) &&
                             peek((const char *)table + BYTES_DATA + table_len - 1, &edge, 1))))
         f->line = py.addr2line(code, addr);

@@ -29,7 +29,7 @@
 
 #include "internal.h"
 
-#define REGISTRY_MAX 256
+#define REGISTRY_MAX  256
 #define SPEC_FILE_MAX (1 << 20) /* bytes; a spec file is a few KiB */
 
 extern const char lg_builtin_specs[] LG_HIDDEN;
@@ -50,7 +50,8 @@ static int add_file(const char *path, char *err, size_t err_len)
         return -1;
     }
     if (len > SPEC_FILE_MAX) {
-        lg_spec_error(err, err_len, "%s:0: file: %zu bytes, larger than %d: not a spec file?", path, (size_t)len, SPEC_FILE_MAX);
+        lg_spec_error(err, err_len, "%s:0: file: %zu bytes, larger than %d: not a spec file?", path, (size_t)len,
+                      SPEC_FILE_MAX);
         g_free(text);
         return -1;
     }
@@ -63,14 +64,14 @@ static int add_file(const char *path, char *err, size_t err_len)
         for (int j = 0; j < table_n; j++) {
             if (strcmp(table[j].name, tmp[i].name) == 0) {
                 lg_spec_error(err, err_len, "%s: [%s]: kernel spec name already defined by %s; choose another name",
-                       tmp[i].source, tmp[i].name, table[j].source);
+                              tmp[i].source, tmp[i].name, table[j].source);
                 return -1;
             }
         }
         const lg_spec_t *o = lg_spec_conflict(&tmp[i], table, table_n);
         if (o) {
             lg_spec_error(err, err_len, "%s: [%s] match: conflicts with [%s] from %s (same match and parameter layout)",
-                   tmp[i].source, tmp[i].name, o->name, o->source);
+                          tmp[i].source, tmp[i].name, o->name, o->source);
             return -1;
         }
     }
@@ -93,7 +94,7 @@ int lg_registry_init_with(const char *user_files, lg_registry_warn_fn warn)
     char err[512];
     table_n = 0;
     int n = lg_spec_parse(lg_builtin_specs, (size_t)(lg_builtin_specs_end - lg_builtin_specs), "builtin", table,
-                              REGISTRY_MAX, err, sizeof err);
+                          REGISTRY_MAX, err, sizeof err);
     if (n < 0) {
         if (warn)
             warn("spec_file", err);
@@ -168,8 +169,9 @@ bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const siz
         actual_sizes = from_name;
         where = "mangled signature";
         if (n_actual < 0) {
-            lg_spec_error(why, why_len, "[%s]: the parameter sizes are unknown (no runtime information, signature not sizable)",
-                   spec->name);
+            lg_spec_error(why, why_len,
+                          "[%s]: the parameter sizes are unknown (no runtime information, signature not sizable)",
+                          spec->name);
             return false;
         }
     }
@@ -183,12 +185,14 @@ bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const siz
             ws[i] = (size_t)spec->param_sizes[i];
         format_sizes(have, sizeof have, actual_sizes, n_actual);
         format_sizes(want, sizeof want, ws, spec->n_params);
-        lg_spec_error(why, why_len, "[%s] expects parameter sizes %s, the kernel has %s (%s)", spec->name, want, have, where);
+        lg_spec_error(why, why_len, "[%s] expects parameter sizes %s, the kernel has %s (%s)", spec->name, want, have,
+                      where);
     }
     return ok;
 }
 
-const lg_spec_t *lg_registry_find(const char *mangled, const size_t *actual_sizes, int n_actual, char *why, size_t why_len)
+const lg_spec_t *lg_registry_find(const char *mangled, const size_t *actual_sizes, int n_actual, char *why,
+                                  size_t why_len)
 {
     if (why && why_len)
         why[0] = 0;

@@ -25,10 +25,10 @@
 
 #include "internal.h"
 
-#define LINE_CAP (96 * 1024)   /* one event: 256 samples, 48 native and 32 Python frames fit */
-#define TEXT_CAP 8192          /* one stderr block */
-#define MAX_WARN_KINDS 64
-#define WARN_REPEAT_CAP 10     /* stderr copies of one warning kind; the log gets them all */
+#define LINE_CAP        (96 * 1024) /* one event: 256 samples, 48 native and 32 Python frames fit */
+#define TEXT_CAP        8192        /* one stderr block */
+#define MAX_WARN_KINDS  64
+#define WARN_REPEAT_CAP 10 /* stderr copies of one warning kind; the log gets them all */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char line_buf[LINE_CAP];
@@ -44,7 +44,7 @@ static struct {
     char hooks[64], backend[16], device_name[128], torch[64];
     bool has_device_name, has_torch, has_hooks, has_backend;
     int cuda_runtime, driver, device_index;
-} env = { .device_index = -1 };
+} env = {.device_index = -1};
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -61,10 +61,10 @@ static void rfc3339_now(char *out, size_t len)
     int64_t sod = secs - days * 86400; /* seconds of the day, 0..86399 */
     int64_t z = days + 719468;
     int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;                                 /* [0, 146096] */
+    int64_t doe = z - era * 146097;                                      /* [0, 146096] */
     int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);          /* [0, 365] */
-    int64_t mp = (5 * doy + 2) / 153;                               /* [0, 11], from March */
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               /* [0, 365] */
+    int64_t mp = (5 * doy + 2) / 153;                                    /* [0, 11], from March */
     int64_t day = doy - (153 * mp + 2) / 5 + 1;
     int64_t month = mp < 10 ? mp + 3 : mp - 9;
     int64_t year = yoe + era * 400 + (month <= 2);
@@ -124,16 +124,17 @@ static void finish_and_emit(lg_json_t *j, bool sync_to_disk)
     lg_log_emit(j->buf, j->len + 1, sync_to_disk);
 }
 
-static void version_string(int v, char *out, size_t len)
-{
-    snprintf(out, len, "%d.%d", v / 1000, (v % 1000) / 10);
-}
+static void version_string(int v, char *out, size_t len) { snprintf(out, len, "%d.%d", v / 1000, (v % 1000) / 10); }
 
 void lg_report_set_environment(const lg_report_env_t *e)
 {
     pthread_mutex_lock(&lock);
     env.set = true;
-#define COPY(field, flag) do { env.flag = e->field != NULL; snprintf(env.field, sizeof(env.field), "%s", e->field ? e->field : ""); } while (0)
+#define COPY(field, flag)                                                       \
+    do {                                                                        \
+        env.flag = e->field != NULL;                                            \
+        snprintf(env.field, sizeof(env.field), "%s", e->field ? e->field : ""); \
+    } while (0)
     COPY(hooks, has_hooks);
     COPY(backend, has_backend);
     COPY(device_name, has_device_name);
@@ -224,8 +225,9 @@ void lg_report_summary(const lg_counters_t *c)
     finish_and_emit(&j, true);
     if (!lg_cfg.quiet && c->violations > 0) {
         char msg[4600];
-        int n = snprintf(msg, sizeof(msg), "labelguard: %" PRIu64 " launch%s with bad labels out of %" PRIu64
-                         " watched; log: %s\n", c->violations, c->violations == 1 ? "" : "es", c->watched, lg_log_path());
+        int n = snprintf(msg, sizeof(msg),
+                         "labelguard: %" PRIu64 " launch%s with bad labels out of %" PRIu64 " watched; log: %s\n",
+                         c->violations, c->violations == 1 ? "" : "es", c->watched, lg_log_path());
         lg_log_stderr(msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1));
     }
     pthread_mutex_unlock(&lock);
@@ -267,9 +269,11 @@ static void warning(const char *what, const char *detail, bool once, bool to_std
         int n;
         lg_text_safe(what, sw, sizeof(sw));
         if (seen < WARN_REPEAT_CAP)
-            n = snprintf(msg, sizeof(msg), "labelguard: warning: %s: %s\n", sw, lg_text_safe(detail ? detail : "", sd, sizeof(sd)));
+            n = snprintf(msg, sizeof(msg), "labelguard: warning: %s: %s\n", sw,
+                         lg_text_safe(detail ? detail : "", sd, sizeof(sd)));
         else
-            n = snprintf(msg, sizeof(msg), "labelguard: warning: %s: further warnings of this kind go to the log only\n", sw);
+            n = snprintf(msg, sizeof(msg),
+                         "labelguard: warning: %s: further warnings of this kind go to the log only\n", sw);
         lg_log_stderr(msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1));
     }
     pthread_mutex_unlock(&lock);
@@ -387,10 +391,7 @@ void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len)
     pthread_mutex_unlock(&lock);
 }
 
-const char *lg_report_log_path(void)
-{
-    return lg_log_path();
-}
+const char *lg_report_log_path(void) { return lg_log_path(); }
 
 void lg_report_after_fork_child(void)
 {

@@ -198,10 +198,7 @@ const char *lg_runtime_error_message(int code)
     return NULL;
 }
 
-int lg_runtime_save_error(const lg_runtime_t *rt)
-{
-    return rt && rt->get_last_error ? rt->get_last_error() : 0;
-}
+int lg_runtime_save_error(const lg_runtime_t *rt) { return rt && rt->get_last_error ? rt->get_last_error() : 0; }
 
 void lg_runtime_restore_error(const lg_runtime_t *rt, int saved)
 {

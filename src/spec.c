@@ -37,13 +37,28 @@ static int bad(const ctx_t *c, const char *key, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    lg_spec_error(c->err, c->err_len, "%s:%d: [%s] %s: %s", c->origin, lg_spec_text_line(c->map, c->group, key), c->group, key, msg);
+    lg_spec_error(c->err, c->err_len, "%s:%d: [%s] %s: %s", c->origin, lg_spec_text_line(c->map, c->group, key),
+                  c->group, key, msg);
     return -1;
 }
 
 static const char *const known_keys[] = {
-    "versions", "match", "family", "direction", "params", "target", "target_accessor", "dtype", "count",
-    "count_field", "map_nelem", "blocks_per_sample", "n_classes", "ignore_index", "truncate_to_int32", NULL,
+    "versions",
+    "match",
+    "family",
+    "direction",
+    "params",
+    "target",
+    "target_accessor",
+    "dtype",
+    "count",
+    "count_field",
+    "map_nelem",
+    "blocks_per_sample",
+    "n_classes",
+    "ignore_index",
+    "truncate_to_int32",
+    NULL,
 };
 
 /* Returns a trimmed copy of the value (g_free), or NULL with err set when missing/required. */
@@ -129,7 +144,8 @@ static int field(const ctx_t *c, const lg_spec_t *s, const char *key, lg_field_t
     }
     g_free(v);
     if (x[0] >= s->n_params)
-        return *rc = bad(c, key, "parameter index %d out of range (the kernel has %d parameters, 0-based)", x[0], s->n_params);
+        return *rc = bad(c, key, "parameter index %d out of range (the kernel has %d parameters, 0-based)", x[0],
+                         s->n_params);
     if (x[2] != 1 && x[2] != 4 && x[2] != 8)
         return *rc = bad(c, key, "width %d: must be 1, 4 or 8 bytes", x[2]);
     if (x[1] + x[2] > s->param_sizes[x[0]])
@@ -173,9 +189,10 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
         for (int i = 0; known_keys[i]; i++)
             ok |= strcmp(*k, known_keys[i]) == 0;
         if (!ok) {
-            bad(c, *k, "unknown key (known: versions, match, family, direction, params, target, target_accessor, "
-                       "dtype, count, count_field, map_nelem, blocks_per_sample, n_classes, ignore_index, "
-                       "truncate_to_int32)");
+            bad(c, *k,
+                "unknown key (known: versions, match, family, direction, params, target, target_accessor, "
+                "dtype, count, count_field, map_nelem, blocks_per_sample, n_classes, ignore_index, "
+                "truncate_to_int32)");
             g_strfreev(keys);
             return -1;
         }
@@ -240,9 +257,11 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
     if (n < 0)
         return -1;
     if (t[0] >= s->n_params)
-        return bad(c, "target", "parameter index %d out of range (the kernel has %d parameters, 0-based)", t[0], s->n_params);
+        return bad(c, "target", "parameter index %d out of range (the kernel has %d parameters, 0-based)", t[0],
+                   s->n_params);
     if (t[1] + 8 > s->param_sizes[t[0]])
-        return bad(c, "target", "offset %d + 8-byte pointer is beyond parameter %d (%d bytes)", t[1], t[0], s->param_sizes[t[0]]);
+        return bad(c, "target", "offset %d + 8-byte pointer is beyond parameter %d (%d bytes)", t[1], t[0],
+                   s->param_sizes[t[0]]);
     s->target = (lg_field_t){.param = t[0], .offset = t[1], .width = 8, .is_signed = false};
 
     if ((v = get(c, "target_accessor", false, &rc))) {
@@ -282,20 +301,19 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
         return -1;
     s->count_kind = (lg_count_kind_t)kind;
     s->count.param = s->map_nelem.param = s->blocks_per_sample.param = -1;
-    static const char *const by_kind[4][2] = {{"count_field", NULL}, {NULL, NULL}, {NULL, NULL},
-                                              {"map_nelem", "blocks_per_sample"}};
+    static const char *const by_kind[4][2] = {
+        {"count_field", NULL}, {NULL, NULL}, {NULL, NULL}, {"map_nelem", "blocks_per_sample"}};
     const char *const optional[] = {"count_field", "map_nelem", "blocks_per_sample"};
     for (int i = 0; i < 3; i++) {
-        bool wanted = (by_kind[kind][0] && strcmp(by_kind[kind][0], optional[i]) == 0)
-                      || (by_kind[kind][1] && strcmp(by_kind[kind][1], optional[i]) == 0);
+        bool wanted = (by_kind[kind][0] && strcmp(by_kind[kind][0], optional[i]) == 0) ||
+                      (by_kind[kind][1] && strcmp(by_kind[kind][1], optional[i]) == 0);
         if (!wanted && g_key_file_has_key(c->kf, c->group, optional[i], NULL))
             return bad(c, optional[i], "not used with count=%s", kinds[kind]);
     }
     if (s->count_kind == LG_COUNT_PARAM && field(c, s, "count_field", &s->count, false, &rc))
         return -1;
-    if (s->count_kind == LG_COUNT_GRID_MAP
-        && (field(c, s, "map_nelem", &s->map_nelem, false, &rc)
-            || field(c, s, "blocks_per_sample", &s->blocks_per_sample, false, &rc)))
+    if (s->count_kind == LG_COUNT_GRID_MAP && (field(c, s, "map_nelem", &s->map_nelem, false, &rc) ||
+                                               field(c, s, "blocks_per_sample", &s->blocks_per_sample, false, &rc)))
         return -1;
     if (s->count_kind == LG_COUNT_ACCESSOR && s->target_ndim == 0)
         return bad(c, "count", "count=accessor needs target_accessor");
@@ -394,4 +412,3 @@ out:
     lg_spec_text_free(&map);
     return result;
 }
-

@@ -94,21 +94,21 @@ int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec
                 e--;
             if (e - s < 2 || l[e - 1] != ']') {
                 lg_spec_error(err, err_len, "%s:%d: group: unterminated group header \"%.*s\"", origin, line,
-                       (int)(n - s > 60 ? 60 : n - s), l + s);
+                              (int)(n - s > 60 ? 60 : n - s), l + s);
                 return -1;
             }
             size_t gl = e - s - 2;
             if (gl == 0 || gl >= sizeof group || memchr(l + s + 1, '[', gl) || memchr(l + s + 1, ']', gl)) {
                 lg_spec_error(err, err_len, "%s:%d: group: bad group name (1..%zu characters, no brackets)", origin,
-                       line, sizeof group - 1);
+                              line, sizeof group - 1);
                 return -1;
             }
             memcpy(group, l + s + 1, gl);
             group[gl] = 0;
             int prev = lg_spec_text_line(m, group, "");
             if (prev) {
-                lg_spec_error(err, err_len, "%s:%d: [%s]: duplicate kernel spec (first defined at line %d)", origin, line,
-                       group, prev);
+                lg_spec_error(err, err_len, "%s:%d: [%s]: duplicate kernel spec (first defined at line %d)", origin,
+                              line, group, prev);
                 return -1;
             }
             map_add(m, group, "", 0, line);
@@ -117,9 +117,10 @@ int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec
         }
         const char *eq = memchr(l + s, '=', n - s);
         if (!eq) {
-            lg_spec_error(err, err_len, "%s:%d: %s%s%s: line is neither \"key=value\", \"[group]\" nor a # comment: \"%.*s\"",
-                   origin, line, in_group ? "[" : "", in_group ? group : "file", in_group ? "]" : "",
-                   (int)(n - s > 60 ? 60 : n - s), l + s);
+            lg_spec_error(err, err_len,
+                          "%s:%d: %s%s%s: line is neither \"key=value\", \"[group]\" nor a # comment: \"%.*s\"", origin,
+                          line, in_group ? "[" : "", in_group ? group : "file", in_group ? "]" : "",
+                          (int)(n - s > 60 ? 60 : n - s), l + s);
             return -1;
         }
         if (!in_group) {
@@ -142,7 +143,8 @@ int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec
             if (strcmp(m->keys[k].group, group) == 0 && m->keys[k].key[0] && strcmp(m->keys[k].key, key) == 0)
                 prev = m->keys[k].line;
         if (prev) {
-            lg_spec_error(err, err_len, "%s:%d: [%s] %s: key given twice (first at line %d)", origin, line, group, key, prev);
+            lg_spec_error(err, err_len, "%s:%d: [%s] %s: key given twice (first at line %d)", origin, line, group, key,
+                          prev);
             return -1;
         }
         map_add(m, group, l + s, kl, line);

@@ -69,7 +69,8 @@ static const char *base_name(const char *path)
 /* dladdr sees only the dynamic symbol table; executables built without -rdynamic (and
  * static functions everywhere) are named only in .symtab. Reads it from the file, mapped
  * read-only, checking every offset against the file size. */
-bool lg_stack_symbol_from_file(const char *path, const void *base, const void *ip, char *name, size_t len, uintptr_t *off)
+bool lg_stack_symbol_from_file(const char *path, const void *base, const void *ip, char *name, size_t len,
+                               uintptr_t *off)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)

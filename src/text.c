@@ -47,8 +47,10 @@ static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
     if (!strcmp(outcome, "blocked"))
         snprintf(buf, len, "%s → launch blocked, CUDA context intact; PyTorch raises RuntimeError", a);
     else if (!strcmp(outcome, "held"))
-        snprintf(buf, len, "%s → launch blocked, thread %ld waits: attach a debugger (gdb -p %ld) or send SIGCONT "
-                 "(kill -CONT %ld) to go on", a, (long)syscall(SYS_gettid), (long)getpid(), (long)getpid());
+        snprintf(buf, len,
+                 "%s → launch blocked, thread %ld waits: attach a debugger (gdb -p %ld) or send SIGCONT "
+                 "(kill -CONT %ld) to go on",
+                 a, (long)syscall(SYS_gettid), (long)getpid(), (long)getpid());
     else if (!strcmp(outcome, "masked"))
         snprintf(buf, len, "%s → %" PRId64 " bad label%s replaced by ignore_index in a copy; the kernel ran on it", a,
                  v->verdict.bad_count, v->verdict.bad_count == 1 ? "" : "s");
@@ -102,7 +104,11 @@ static bool library_frame(const char *file)
            file[0] == '<';
 }
 
-#define APPEND(...) do { if (n < (int)cap) n += snprintf(out + n, cap - (size_t)n, __VA_ARGS__); } while (0)
+#define APPEND(...)                                               \
+    do {                                                          \
+        if (n < (int)cap)                                         \
+            n += snprintf(out + n, cap - (size_t)n, __VA_ARGS__); \
+    } while (0)
 
 /* The stderr block: one read tells kernel, values, counts, cause, action, call site, log. */
 size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*native)[256], int n_native,
@@ -111,7 +117,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     int n = 0;
     const char *dir = lg_text_direction(v);
     char safe[512], safe2[256];
-    APPEND("labelguard: bad labels in %s", v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
+    APPEND("labelguard: bad labels in %s",
+           v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
     if (dir)
         APPEND(" (%s)", dir);
     APPEND("\n");
@@ -211,9 +218,9 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
     else /* samples off: the range still says what is wrong */
         snprintf(what, sizeof(what), "bad labels (min %" PRId64 ", max %" PRId64 ")", vd->min, vd->max);
     const char *path = log_path && log_path[0] ? log_path : "the log";
-    snprintf(out, out_len, "labelguard: %s: %s, outside [0, %" PRId64 ") (%s; %" PRId64 " of %" PRId64
+    snprintf(out, out_len,
+             "labelguard: %s: %s, outside [0, %" PRId64 ") (%s; %" PRId64 " of %" PRId64
              " labels bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
              v->short_name[0] ? v->short_name : "kernel", what, t->n_classes, ign, vd->bad_count, t->count,
              lg_cause_name(cause), lg_cause_fix(cause), path);
 }
-

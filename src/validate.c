@@ -38,20 +38,11 @@ void lg_validate_after_fork_child(void)
     lg_verdicts_after_fork();
 }
 
-lg_backend_t lg_validate_backend(void)
-{
-    return lg_validate_gpu_active() ? LG_BACKEND_GPU : LG_BACKEND_HOST;
-}
+lg_backend_t lg_validate_backend(void) { return lg_validate_gpu_active() ? LG_BACKEND_GPU : LG_BACKEND_HOST; }
 
-uint64_t lg_validate_ns_total(void)
-{
-    return __atomic_load_n(&ns_total, __ATOMIC_RELAXED);
-}
+uint64_t lg_validate_ns_total(void) { return __atomic_load_n(&ns_total, __ATOMIC_RELAXED); }
 
-static void account(uint64_t t0)
-{
-    __atomic_fetch_add(&ns_total, lg_now_ns() - t0, __ATOMIC_RELAXED);
-}
+static void account(uint64_t t0) { __atomic_fetch_add(&ns_total, lg_now_ns() - t0, __ATOMIC_RELAXED); }
 
 static int check_target(const lg_target_t *t, int64_t *span, char *why, size_t why_len)
 {
@@ -76,13 +67,13 @@ typedef struct call {
     const lg_target_t *t;
     void *stream;
     int samples;
-    bool want_copy;          /* a sanitized copy, bad labels replaced by `replacement` */
-    bool always_copy;        /* host backend: copy even when no label is bad */
-    bool allow_capture;      /* the stream may be capturing a graph (async only) */
+    bool want_copy;     /* a sanitized copy, bad labels replaced by `replacement` */
+    bool always_copy;   /* host backend: copy even when no label is bad */
+    bool allow_capture; /* the stream may be capturing a graph (async only) */
     int64_t replacement;
-    lg_verdict_t *v;         /* host backend's verdict */
-    uint64_t copy;           /* host backend's copy */
-    lg_gpu_run_t run;        /* GPU backend's enqueued run */
+    lg_verdict_t *v;  /* host backend's verdict */
+    uint64_t copy;    /* host backend's copy */
+    lg_gpu_run_t run; /* GPU backend's enqueued run */
 } call_t;
 
 /* The fallback rule. Returns 1 when the GPU backend took the call (c->run), 0 when the host
@@ -95,8 +86,8 @@ static int dispatch(call_t *c, char *why, size_t why_len)
     const lg_runtime_t *r = __atomic_load_n(&rt, __ATOMIC_ACQUIRE);
     if (lg_validate_gpu_active()) {
         bool use_host = false;
-        if (lg_validate_gpu_launch(r, c->t, c->stream, span, c->samples, c->want_copy, c->replacement,
-                                   c->allow_capture, &c->run, &use_host, why, why_len) == 0)
+        if (lg_validate_gpu_launch(r, c->t, c->stream, span, c->samples, c->want_copy, c->replacement, c->allow_capture,
+                                   &c->run, &use_host, why, why_len) == 0)
             return 1;
         if (!use_host)
             return -1;
@@ -118,7 +109,8 @@ int lg_validate_sync(const lg_target_t *t, void *stream, int samples, lg_verdict
         if (rc == 1) {
             rc = lg_validate_gpu_wait(stream, why, why_len);
             if (rc == 0 && lg_validate_gpu_ring_read(c.run.s, c.run.seq, v) != 1) {
-                snprintf(why, why_len, "the validator's verdict was not published (concurrent launches on one stream?)");
+                snprintf(why, why_len,
+                         "the validator's verdict was not published (concurrent launches on one stream?)");
                 rc = -1;
             }
         }
@@ -139,8 +131,8 @@ uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, int64_t rep
         } else {
             /* No wait on the GPU backend: the loss kernel that reads the copy is enqueued after
              * it on the same stream. */
-            call_t c = {.t = t, .stream = stream, .want_copy = true, .always_copy = true,
-                        .replacement = replacement, .v = v};
+            call_t c = {
+                .t = t, .stream = stream, .want_copy = true, .always_copy = true, .replacement = replacement, .v = v};
             int rc = dispatch(&c, why, why_len);
             out = rc == 1 ? c.run.copy : rc == 0 ? c.copy : 0;
             free(v);
@@ -167,8 +159,13 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
         *sanitized = t->data;
         rc = 0;
     } else {
-        call_t c = {.t = t, .stream = stream, .samples = samples, .want_copy = true, .allow_capture = true,
-                    .replacement = replacement, .v = &p->verdict};
+        call_t c = {.t = t,
+                    .stream = stream,
+                    .samples = samples,
+                    .want_copy = true,
+                    .allow_capture = true,
+                    .replacement = replacement,
+                    .v = &p->verdict};
         rc = dispatch(&c, why, why_len);
         if (rc == 1) {
             *sanitized = c.run.copy;

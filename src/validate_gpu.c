@@ -28,20 +28,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 struct lg_scratch {
     /* key */
     CUcontext ctx;
     unsigned long long ctx_id;
     CUstream stream;
-    pthread_t thread;          /* only for CU_STREAM_PER_THREAD */
-    bool captured;             /* dedicated to one captured launch; never looked up again */
+    pthread_t thread; /* only for CU_STREAM_PER_THREAD */
+    bool captured;    /* dedicated to one captured launch; never looked up again */
     /* GPU memory */
     CUdeviceptr state, cand, cand_count, ring_dev, copy;
-    int cand_samples;          /* samples per block the candidate area holds */
+    int cand_samples; /* samples per block the candidate area holds */
     size_t copy_bytes;
-    lg_scan_ring_t *ring;      /* host view of ring_dev */
-    uint64_t launched;         /* launches enqueued: the seq the next one will publish - 1 */
+    lg_scan_ring_t *ring; /* host view of ring_dev */
+    uint64_t launched;    /* launches enqueued: the seq the next one will publish - 1 */
 };
 typedef struct lg_scratch scratch_t;
 
@@ -77,7 +76,7 @@ static int scratch_init(scratch_t *s, lg_module_t *m, int samples, char *why, si
     s->cand_samples = cap;
     lg_drv.exchange_capture_mode(&mode);
     r = lg_drv.mem_host_alloc((void **)&s->ring, sizeof(lg_scan_ring_t),
-                           CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+                              CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (r == CUDA_SUCCESS) {
         memset(s->ring, 0, sizeof *s->ring);
         r = lg_drv.mem_host_get_device_pointer(&s->ring_dev, s->ring, 0);
@@ -166,9 +165,9 @@ static int kernel_index(const lg_target_t *t, uint64_t copy)
 
 /* Enqueues one scan. Returns 0; or -1 with why, and *use_host set when the host backend should
  * take this call instead (no current context, module not loadable). */
-static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstream stream, int64_t span,
-                           int samples, bool want_copy, int64_t replacement, bool allow_capture, lg_gpu_run_t *out,
-                           bool *use_host, char *why, size_t why_len)
+static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstream stream, int64_t span, int samples,
+                           bool want_copy, int64_t replacement, bool allow_capture, lg_gpu_run_t *out, bool *use_host,
+                           char *why, size_t why_len)
 {
     *use_host = false;
     lg_target_t t;
@@ -205,11 +204,13 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     size_t bytes = (size_t)span * lg_scan_elem_size(t.dtype);
     CUdeviceptr start = 0;
     size_t range = 0;
-    if (lg_drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
+    if (lg_drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)t.data) ==
+            CUDA_SUCCESS &&
         lg_drv.pointer_get_attribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
         range > 0 && (t.data < start || t.data - start + bytes > range)) {
-        snprintf(why, why_len, "the labels (%zu bytes at 0x%llx) run past the end of their allocation (%zu bytes at 0x%llx)",
-                 bytes, (unsigned long long)t.data, range, (unsigned long long)start);
+        snprintf(why, why_len,
+                 "the labels (%zu bytes at 0x%llx) run past the end of their allocation (%zu bytes at 0x%llx)", bytes,
+                 (unsigned long long)t.data, range, (unsigned long long)start);
         return -1;
     }
 
@@ -249,7 +250,8 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
             r = alloc_dev(&c, want);
             if (r != CUDA_SUCCESS) {
                 pthread_mutex_unlock(&lock);
-                snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want, lg_validate_module_error(r));
+                snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want,
+                         lg_validate_module_error(r));
                 return -1;
             }
             s->copy = c;
@@ -277,7 +279,7 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     grid = (ntiles + p.tiles_per_block - 1) / p.tiles_per_block;
     void *params[] = {&p};
     r = lg_drv.launch_kernel(m->fn[kernel_index(&t, copy)], (unsigned)grid, 1, 1, LG_SCAN_THREADS, 1, 1, 0, stream,
-                          params, NULL);
+                             params, NULL);
     if (r != CUDA_SUCCESS) {
         pthread_mutex_unlock(&lock);
         snprintf(why, why_len, "launching the validator failed: %s", lg_validate_module_error(r));

@@ -19,8 +19,8 @@ typedef struct lg_drv {
     CUresult (*ctx_get_id)(CUcontext, unsigned long long *); /* optional: CUDA >= 12.0 */
     CUresult (*module_load_data)(CUmodule *, const void *);
     CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
-    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              unsigned, CUstream, void **, void **);
+    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
     CUresult (*stream_synchronize)(CUstream);
     CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus *);
     CUresult (*exchange_capture_mode)(CUstreamCaptureMode *);
@@ -39,8 +39,8 @@ typedef struct lg_module {
     unsigned long long ctx_id; /* 0 when cuCtxGetId is missing */
     int state;                 /* 1 loaded, -1 failed */
     CUfunction fn[6];
-    CUstream init_stream;      /* non-blocking, ours: initialises scratch outside any capture */
-    int max_grid;              /* resident blocks: 4 per SM */
+    CUstream init_stream; /* non-blocking, ours: initialises scratch outside any capture */
+    int max_grid;         /* resident blocks: 4 per SM */
 } lg_module_t;
 
 /* The rest take the GPU backend's lock (validate_gpu.c) from their caller. */

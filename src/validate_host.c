@@ -56,8 +56,10 @@ static int host_check_pointer(const lg_runtime_t *rt, const void *ptr, int *kind
         if (rc == cudaErrorInvalidValue)
             snprintf(why, why_len, "labels at %p are not CUDA memory (cudaPointerGetAttributes error %d)", ptr, rc);
         else
-            snprintf(why, why_len, "labels at %p: the CUDA runtime reports error %d "
-                     "(a context already broken by an earlier error?)", ptr, rc);
+            snprintf(why, why_len,
+                     "labels at %p: the CUDA runtime reports error %d "
+                     "(a context already broken by an earlier error?)",
+                     ptr, rc);
         return -1;
     }
     switch (a.type) {
@@ -65,14 +67,17 @@ static int host_check_pointer(const lg_runtime_t *rt, const void *ptr, int *kind
     case cudaMemoryTypeManaged:
     case cudaMemoryTypeHost: *kind = KIND_DEFAULT; return 0; /* device-readable through UVA */
     default:
-        snprintf(why, why_len, "labels at %p are ordinary host memory, not device memory: the loss kernel "
-                 "cannot read them (move the target tensor to the GPU)", ptr);
+        snprintf(why, why_len,
+                 "labels at %p are ordinary host memory, not device memory: the loss kernel "
+                 "cannot read them (move the target tensor to the GPU)",
+                 ptr);
         return -1;
     }
 }
 
 /* Copies the spanned range of the labels to a malloc'd host buffer (caller frees) and waits. */
-static void *host_fetch(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span, char *why, size_t why_len)
+static void *host_fetch(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span, char *why,
+                        size_t why_len)
 {
     if (!rt || !rt->memcpy_async || !rt->stream_synchronize) {
         snprintf(why, why_len, "no CUDA runtime functions to copy the labels with");
@@ -110,8 +115,8 @@ static void *host_fetch(const lg_runtime_t *rt, const lg_target_t *t, void *stre
 
 /* Checks the target, copies its labels to the host and scans them. Returns the host copy
  * (caller frees; *span elements long), or NULL with why. */
-static void *fetch_and_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, int64_t span,
-                            char *why, size_t why_len)
+static void *fetch_and_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int samples, lg_verdict_t *v,
+                            int64_t span, char *why, size_t why_len)
 {
     void *buf = host_fetch(rt, t, stream, span, why, why_len);
     if (buf)

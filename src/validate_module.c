@@ -19,8 +19,7 @@
 extern const unsigned char lg_validator_fatbin[];
 
 static const char *const kernel_names[6] = {
-    LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC,
-    LG_KERNEL_U8_GEN,  LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
+    LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC, LG_KERNEL_U8_GEN, LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
 };
 
 lg_drv_t lg_drv;
@@ -40,11 +39,11 @@ static bool load_driver(void)
     void *h = lg_runtime_libcuda();
     if (!h)
         return false;
-#define SYM(field, name, required)                                         \
-    do {                                                                   \
-        *(void **)&lg_drv.field = dlsym(h, name);                             \
-        if ((required) && !lg_drv.field)                                      \
-            return false;                                                  \
+#define SYM(field, name, required)                \
+    do {                                          \
+        *(void **)&lg_drv.field = dlsym(h, name); \
+        if ((required) && !lg_drv.field)          \
+            return false;                         \
     } while (0)
     SYM(init, "cuInit", 1);
     SYM(get_error_string, "cuGetErrorString", 1);
@@ -132,15 +131,9 @@ lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
     return m;
 }
 
-int lg_validate_module_count(void)
-{
-    return n_modules;
-}
+int lg_validate_module_count(void) { return n_modules; }
 
-void lg_validate_module_forget(void)
-{
-    n_modules = 0;
-}
+void lg_validate_module_forget(void) { n_modules = 0; }
 
 bool lg_validate_module_init(void)
 {
@@ -166,5 +159,3 @@ bool lg_validate_module_init(void)
     }
     return gpu_active;
 }
-
-

@@ -21,7 +21,6 @@ static int n_pendings;
 
 typedef lg_pending_t pending_t;
 
-
 static pending_t **pendings;
 static int cap_pendings;
 
