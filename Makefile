@@ -62,8 +62,21 @@ FINAL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
 
 # Every architecture CUDA 13 builds for, plus PTX of the lowest for anything newer.
 CUDA_ARCHS ?= 75 80 86 87 88 89 90 100 103 110 120 121
-GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
-           -gencode arch=compute_75,code=compute_75
+# The validator must load on the oldest driver a supported PyTorch runs on, and CUDA 13's
+# images do not: its cubins use ELF ABI 8 and its PTX says ISA 9.0, which need R580, while
+# CUDA 12 builds of torch run on R525 and up. So the PTX is declared at ISA VALIDATOR_PTX_ISA
+# (CUDA 10.2's; ptxas 12.0 assembling it proves no later instruction is used), sm_75..sm_90
+# are assembled by CUDA 12.0's ptxas, sm_100..sm_121 by CUDA 12.9's (the first to know them),
+# and only what CUDA 12 has no name for (sm_88, sm_110) by the toolkit's own.
+# scripts/fetch-ptxas.sh fetches the old assemblers (pip, cached) into third_party/ptxas/.
+VALIDATOR_PTX_ISA := 6.5
+PTXAS_12_0 := 12.0.76
+PTXAS_12_9 := 12.9.86
+SASS_BY_12_0 := $(filter 75 80 86 87 89 90,$(CUDA_ARCHS))
+SASS_BY_12_9 := $(filter 100 103 120 121,$(CUDA_ARCHS))
+SASS_BY_13 := $(filter-out $(SASS_BY_12_0) $(SASS_BY_12_9),$(CUDA_ARCHS))
+# PTX for the lowest architecture: any newer GPU can JIT it.
+PTX_ARCH := 75
 
 LIB := $(BUILD)/liblabelguard.so
 LIB_SRCS := $(sort $(wildcard src/*.c))
@@ -99,10 +112,35 @@ $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(FINAL_CFLAGS) -c $< -o $@
 
-$(FATBIN): cuda/validate.cu cuda/lg_scan.h cuda/lg_validate.h
-	$(call say,NVCC,$<)
+VDIR := $(BUILD)/validator
+$(VDIR)/validate.ptx: cuda/validate.cu cuda/lg_scan.h cuda/lg_validate.h
+	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(NVCC) -fatbin -O3 $(GENCODE) -Icuda -o $@ $<
+	$(Q)$(NVCC) -ptx -O3 -arch=compute_$(PTX_ARCH) -Icuda -o $@.tmp $<
+	$(Q)grep -q '^\.version [0-9.]*$$' $@.tmp || { echo "$@: no .version line in nvcc's PTX" >&2; exit 1; }
+	$(Q)sed 's/^\.version [0-9.]*$$/.version $(VALIDATOR_PTX_ISA)/' $@.tmp > $@ && rm -f $@.tmp
+third_party/ptxas/%/bin/ptxas:
+	$(call say,FETCH,ptxas $*)
+	$(Q)scripts/fetch-ptxas.sh $* >/dev/null
+# Everything the build fetches, for a machine without network: run here, carry third_party/.
+fetch-tools: third_party/ptxas/$(PTXAS_12_0)/bin/ptxas third_party/ptxas/$(PTXAS_12_9)/bin/ptxas
+.PHONY: fetch-tools
+# One rule per assembler; the PTX is the same for all, so every image runs the same code.
+$(foreach a,$(SASS_BY_12_0),$(VDIR)/sm_$(a).cubin): $(VDIR)/sm_%.cubin: $(VDIR)/validate.ptx third_party/ptxas/$(PTXAS_12_0)/bin/ptxas
+	$(call say,PTXAS,$@)
+	$(Q)third_party/ptxas/$(PTXAS_12_0)/bin/ptxas -O3 -arch=sm_$* -o $@ $<
+$(foreach a,$(SASS_BY_12_9),$(VDIR)/sm_$(a).cubin): $(VDIR)/sm_%.cubin: $(VDIR)/validate.ptx third_party/ptxas/$(PTXAS_12_9)/bin/ptxas
+	$(call say,PTXAS,$@)
+	$(Q)third_party/ptxas/$(PTXAS_12_9)/bin/ptxas -O3 -arch=sm_$* -o $@ $<
+$(foreach a,$(SASS_BY_13),$(VDIR)/sm_$(a).cubin): $(VDIR)/sm_%.cubin: $(VDIR)/validate.ptx
+	$(call say,PTXAS,$@)
+	$(Q)$(CUDA_HOME)/bin/ptxas -O3 -arch=sm_$* -o $@ $<
+# Uncompressed: an old driver need not know the compression a new fatbinary picks.
+$(FATBIN): $(VDIR)/validate.ptx $(foreach a,$(CUDA_ARCHS),$(VDIR)/sm_$(a).cubin)
+	$(call say,FATBIN,$@)
+	$(Q)$(CUDA_HOME)/bin/fatbinary -64 --compress=false --create=$@ \
+	  $(foreach a,$(CUDA_ARCHS),--image3=kind=elf,sm=$(a),file=$(VDIR)/sm_$(a).cubin) \
+	  --image3=kind=ptx,sm=$(PTX_ARCH),file=$<
 
 $(FATBIN_OBJ): $(FATBIN)
 	$(call say,EMBED,$<)
