@@ -164,9 +164,11 @@ static void describe_environment(const lg_runtime_t *rt)
     typedef cudaError_t (*props_fn)(struct cudaDeviceProp *, int);
     props_fn props = (props_fn)dlsym(RTLD_DEFAULT, "cudaGetDeviceProperties");
     if (props && env.device_index >= 0) {
-        static struct cudaDeviceProp prop;
-        if (props(&prop, env.device_index) == cudaSuccess) {
-            snprintf(device_name, sizeof device_name, "%s", prop.name);
+        /* Room for any runtime's layout: CUDA 12's struct is 24 bytes larger than the CUDA 13
+         * one these headers declare; only the name, which every layout puts first, is read. */
+        static union { struct cudaDeviceProp p; char room[4096]; } prop;
+        if (props(&prop.p, env.device_index) == cudaSuccess) {
+            snprintf(device_name, sizeof device_name, "%s", prop.p.name);
             env.device_name = device_name;
         }
     }
