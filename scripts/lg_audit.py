@@ -20,7 +20,10 @@ regenerating the tables:
     scripts/lg_audit.py --write-table WHEEL [--out DIR]      write DIR/<version>+cu<NNN>.tsv
     scripts/lg_audit.py --all [--versions 2.0.1,2.9.1]       download each release (pip
         download --no-deps into a temporary folder), write its table, delete the wheel
-    scripts/lg_audit.py --tsv PYTHON                         the table on stdout (doctor)
+    scripts/lg_audit.py --tsv PYTHON                         the table on stdout
+    scripts/lg_audit.py --coverage WHEEL|PYTHON|TABLE.tsv    which loss kernels the spec
+        table covers (`labelguard audit`); the answer comes from the library's own registry
+        through build/tests/unit/test_wheels --coverage, never from a second matcher here
 
 Nothing is kept from a wheel but the table. Decompression uses liblz4 / libzstd through ctypes
 when the system has them; otherwise the `lz4` / `zstandard` packages are installed with pip into
@@ -33,6 +36,7 @@ Exit status: 0 ok, 2 bad input or missing tool (the message says what to do).
 import argparse
 import ctypes
 import ctypes.util
+import glob
 import hashlib
 import mmap
 import os
@@ -467,6 +471,9 @@ class Source:
         elif os.path.isfile(arg) and open(arg, "rb").read(4) == b"\x7fELF" and ".so" in os.path.basename(arg):
             self.kind = "lib"
             self.libs = [arg]
+        elif os.path.isfile(arg) and not os.access(arg, os.X_OK):
+            raise AuditError("%s: not a torch wheel, Python interpreter, torch package directory or shared "
+                             "library" % arg)
         else:
             self._python(shutil.which(arg) or arg)
 
@@ -503,6 +510,12 @@ class Source:
         vp = os.path.join(d, "version.py")
         if os.path.exists(vp):
             self.version, self.cuda = version_py(open(vp, encoding="utf-8", errors="replace").read())
+        # an installed wheel keeps its METADATA next to the package: the same CUDA tag as the wheel's
+        base = self.version.split("+")[0]
+        for meta in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(d)), "torch-%s*.dist-info" % base,
+                                                  "METADATA"))):
+            self.cuda_tag = cuda_tag_from_metadata(open(meta, encoding="utf-8", errors="replace").read())
+            break
         self.libs = sorted(os.path.join(lib, n) for n in os.listdir(lib)
                            if re.match(r"lib.*cuda.*\.so[.0-9]*$", n) and not os.path.islink(os.path.join(lib, n)))
         if not self.libs:
@@ -659,6 +672,118 @@ def write_table(src, out_dir, quiet=False):
     return path
 
 
+# ---- coverage (labelguard audit / doctor) -----------------------------------------------------
+
+def source_root():
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def coverage_tool():
+    """The registry's matcher: the unit-test binary in its --coverage mode, or $LG_SPECMATCH."""
+    env = os.environ.get("LG_SPECMATCH")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    cand = os.path.join(source_root(), os.environ.get("LG_BUILD", "build"), "tests", "unit", "test_wheels")
+    return cand if os.access(cand, os.X_OK) else None
+
+
+def tables_dir():
+    for d in (os.path.join(source_root(), "tests", "wheels"), os.path.join(source_root(), "share", "labelguard",
+                                                                              "wheels")):
+        if os.path.isdir(d):
+            return d
+    return None
+
+
+def find_table(build):
+    d = tables_dir()
+    p = os.path.join(d, build + ".tsv") if d else None
+    return p if p and os.path.isfile(p) else None
+
+
+def run_coverage(table, quiet=False):
+    """Runs the registry's matcher on one table. Returns (exit code, output lines)."""
+    tool = coverage_tool()
+    if tool is None:
+        raise AuditError("the coverage check needs the registry's matcher, %s/tests/unit/test_wheels\n---> HINT: "
+                         "make build/tests/unit/test_wheels in the labelguard source tree (or set LG_SPECMATCH)" %
+                         os.path.join(source_root(), os.environ.get("LG_BUILD", "build")))
+    cmd = [tool, "--coverage", table]
+    d = tables_dir()
+    if d and os.path.isfile(os.path.join(d, "known-gaps.tsv")):
+        cmd += ["--known-gaps", os.path.join(d, "known-gaps.tsv")]
+    if quiet:
+        cmd.append("--quiet")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        raise AuditError("coverage check failed: %s" % (r.stderr.strip() or "exit %d" % r.returncode))
+    return r.returncode, r.stdout.rstrip("\n").split("\n")
+
+
+def table_entries(table):
+    """Launch entry points of a table: {symbol: soname/version} of libtorch_cuda*'s imports."""
+    out = []
+    with open(table) as f:
+        for line in f:
+            if line.startswith("# entry\t"):
+                _, lib, sym, ver, so = (line.rstrip("\n").split("\t") + ["", ""])[:5]
+                out.append((lib, sym, ver, so))
+    return out
+
+
+def launch_summary(entries):
+    """The launch entry points the torch CUDA libraries import, e.g. '__cudaLaunchKernel,
+    cudaLaunchKernelExC (libcudart.so.13)'."""
+    torch = [e for e in entries if e[0].startswith("libtorch_cuda")]
+    syms = sorted({e[1] for e in torch if re.match(r"^(__)?cudaLaunch", e[1])})
+    sonames = sorted({e[3] for e in torch if e[3]})
+    return "%s (%s)" % (", ".join(syms) or "none", ", ".join(sonames) or "no libcudart import")
+
+
+def print_coverage(lines):
+    """Groups the matcher's per-kernel lines into one line per (verdict, kernel, spec)."""
+    groups, order = {}, []
+    for l in lines[:-1]:
+        f = l.split("\t")
+        if len(f) < 4:
+            continue
+        key = tuple(f[:3])
+        if key not in groups:
+            order.append(key)
+            groups[key] = 0
+        groups[key] += 1
+    for key in order:
+        print("%-12s %3d x %-42s %s" % (key[0], groups[key], key[1], key[2]))
+    if lines:
+        print(lines[-1])
+
+
+def coverage_main(arg, quiet):
+    """`labelguard audit`: prints the coverage table; 0 all covered or known gaps, 1 not."""
+    if arg.endswith(".tsv"):
+        if not os.path.isfile(arg):
+            raise AuditError("%s: no such table" % arg)
+        table, tmp = arg, None
+    else:
+        src = Source(arg)
+        rows, entries, notes = audit(src, quiet=True)
+        fd, tmp = tempfile.mkstemp(prefix="lg_audit.", suffix=".tsv")
+        with os.fdopen(fd, "w") as f:
+            f.write(table_text(src, rows, entries, notes))
+        table = tmp
+        known = find_table(src.build_name())
+        if known:
+            print("(%s has a committed table: %s)" % (src.build_name(), os.path.relpath(known)))
+    try:
+        rc, lines = run_coverage(table, quiet)
+        print_coverage(lines)
+        print("launch entry points: %s" % launch_summary(table_entries(table)))
+        return rc
+    finally:
+        if tmp:
+            os.unlink(tmp)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="lg_audit.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -666,6 +791,7 @@ def main(argv):
     ap.add_argument("--write-table", action="store_true", help="write <out>/<version>+cu<NNN>.tsv")
     ap.add_argument("--tsv", action="store_true", help="print the table format on stdout")
     ap.add_argument("--name", action="store_true", help="print the build name (<version>+cu<NNN>) and exit")
+    ap.add_argument("--coverage", action="store_true", help="print which loss kernels the spec table covers")
     ap.add_argument("--all", action="store_true", help="download, read and delete every release in --versions")
     ap.add_argument("--versions", default=DEFAULT_RELEASES, help="comma-separated releases for --all")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "wheels"),
@@ -695,6 +821,8 @@ def main(argv):
         ap.print_usage(sys.stderr)
         print("lg_audit.py: give a wheel, a python, a torch directory or a library (or --all)", file=sys.stderr)
         return 2
+    if a.coverage:
+        return coverage_main(a.source, a.quiet)
     src = Source(a.source)
     if a.name:
         print(src.build_name())
