@@ -451,6 +451,14 @@ def version_py(text):
     return (v.group(1) if v else ""), (c.group(1) if c else "")
 
 
+def magic(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4)
+    except OSError:
+        return b""
+
+
 class Source:
     """Where the libraries come from: a wheel (members extracted one at a time into a temp
     dir), a torch package directory, or one library file."""
@@ -468,7 +476,7 @@ class Source:
             self._torch_dir(arg)
         elif arg.endswith(".whl") or (os.path.isfile(arg) and zipfile.is_zipfile(arg)):
             self._wheel(arg)
-        elif os.path.isfile(arg) and open(arg, "rb").read(4) == b"\x7fELF" and ".so" in os.path.basename(arg):
+        elif os.path.isfile(arg) and magic(arg) == b"\x7fELF" and ".so" in os.path.basename(arg):
             self.kind = "lib"
             self.libs = [arg]
         elif os.path.isfile(arg) and not os.access(arg, os.X_OK):
@@ -576,9 +584,9 @@ def audit(src, quiet=False):
             print("lg_audit: reading %s" % name, file=sys.stderr)
         try:
             res = read_library(path, dec)
-        except (ValueError, struct.error) as e:
-            raise AuditError("%s: unreadable device code (%s); the fatbin format may be newer than this reader "
-                             "(version %s)" % (name, e, READER_VERSION))
+        except (ValueError, IndexError, struct.error) as e:
+            raise AuditError("%s: unreadable ELF or device code (%s): a truncated file, or a fatbin format newer "
+                             "than this reader (version %s)" % (name, str(e)[:120], READER_VERSION))
         if res is None:
             continue
         for sym, ver, so in res["imports"]:
@@ -843,6 +851,12 @@ if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
     except AuditError as e:
         print("lg_audit: %s" % e, file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        print("lg_audit: %s: %s" % (e.filename or "", e.strerror or e), file=sys.stderr)
+        sys.exit(2)
+    except zipfile.BadZipFile as e:
+        print("lg_audit: not a readable wheel: %s" % e, file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
