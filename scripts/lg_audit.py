@@ -781,7 +781,7 @@ def coverage_main(arg, quiet):
         table = tmp
         known = find_table(src.build_name())
         if known:
-            print("(%s has a committed table: %s)" % (src.build_name(), os.path.relpath(known)))
+            print("(%s has a committed table: %s)" % (src.build_name(), os.path.relpath(known, source_root())))
     try:
         rc, lines = run_coverage(table, quiet)
         print_coverage(lines)

@@ -155,7 +155,7 @@ def check_kernels(tdir):
         src = lg_audit.Source(tdir)
         build = src.build_name()
         table = lg_audit.find_table(build)
-        where = "table %s" % os.path.relpath(table) if table else ""
+        where = "table %s" % os.path.relpath(table, lg_audit.source_root()) if table else ""
         if not table:
             sys.stderr.write("labelguard doctor: no table for torch %s; reading its kernels from %s (a minute)\n"
                              % (build, tdir))
@@ -189,7 +189,8 @@ def check_kernels(tdir):
 
 
 def python_like(cmd):
-    return bool(cmd) and re.match(r"^python[0-9.]*$", os.path.basename(cmd[0])) is not None
+    # python3, python3.11, and wrappers named like one (build/torch-python, conda-python)
+    return bool(cmd) and re.search(r"(^|[-_])python[0-9.]*$", os.path.basename(cmd[0])) is not None
 
 
 def main(argv):

@@ -10,7 +10,8 @@
 #     committed table and prints its coverage line;
 #   - when build/progs/libnllpy.so exists (nvcc-built PyTorch-signature kernels): the reader
 #     on a real cubin, as a library, as a fake torch with no table (doctor reads it itself) and
-#     as a wheel.
+#     as a wheel;
+#   - when build/torch-python exists and imports torch: doctor on that real installed torch.
 . "$(dirname "$0")/lib.sh"
 matcher="$LG_ROOT/$LG_BUILD/tests/unit/test_wheels"
 [ -x "$matcher" ] || { echo "skip: $matcher not built (make $LG_BUILD/tests/unit/test_wheels)"; exit 77; }
@@ -97,4 +98,17 @@ if [ -f "$nll" ]; then
 else
   echo "note: $nll not built: the reader-on-a-cubin part skipped"
 fi
+# A real installed torch (build/torch-python: torch's CUDA 13 and CUDA 12 builds on the runtime
+# test double), when it is there and imports: doctor names its table and coverage.
+tp="$LG_ROOT/$LG_BUILD/torch-python"
+for cu in 13 12; do
+  [ -x "$tp" ] || break
+  ver=$(TORCH_CUDA=$cu timeout 300 "$tp" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -n1)
+  case $ver in *+cu*) ;; *) echo "note: TORCH_CUDA=$cu $tp does not import torch: that part skipped"; continue;; esac
+  [ -f "$LG_ROOT/tests/wheels/$ver.tsv" ] || fail "no committed table for the installed torch $ver"
+  run_cmd env TORCH_CUDA=$cu LABELGUARD_LIB="$lib" "$LG" doctor "$tp"
+  expect_in out "✓ kernels        torch $ver: " "doctor's coverage line for the installed torch $ver"
+  expect_in out "(table tests/wheels/$ver.tsv)" "the matching table"
+  ok "doctor with the installed torch $ver"
+done
 echo PASS
