@@ -87,6 +87,9 @@ FATBIN_OBJ := $(BUILD)/obj/validate_fatbin.o
 FAKE_DIR := $(BUILD)/fakecuda
 FAKE_LIB := $(FAKE_DIR)/libcudart.so.13
 FAKE_SRCS := $(sort $(wildcard tests/fakecuda/*.c))
+# The same double as libcudart.so.12 (version node libcudart.so.12), for CUDA 12 builds of torch.
+FAKE12_DIR := $(BUILD)/fakecuda12
+FAKE12_LIB := $(FAKE12_DIR)/libcudart.so.12
 
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
@@ -162,13 +165,41 @@ $(LIB): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -Wl,-Bsymbolic-functions -pthread -ldl -lm
 
 # --- the runtime test double -------------------------------------------------------------
-$(FAKE_LIB): $(FAKE_SRCS) tests/fakecuda/libcudart.map $(wildcard tests/fakecuda/*.h) cuda/lg_scan.h
+# Its export list is the real runtime's (tests/fakecuda/exports-<major>.txt, made by
+# gen_exports.sh); gen_stubs.sh turns it into the version script and weak NotSupported stubs for
+# what fakecudart.c does not define.
+FAKE_DEPS := $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h) cuda/lg_scan.h tests/fakecuda/gen_stubs.sh
+define fake_rule # $(1) major, $(2) output dir
+$(2)/libcudart.map $(2)/stubs.c: tests/fakecuda/exports-$(1).txt tests/fakecuda/gen_stubs.sh
+	@mkdir -p $(2)
+	$(Q)bash tests/fakecuda/gen_stubs.sh $$< $(2)/libcudart.map $(2)/stubs.c
+$(2)/libcudart.so.$(1): $(FAKE_DEPS) $(2)/libcudart.map $(2)/stubs.c
+	$$(call say,LINK,$$@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared $(CUDA_INC) -Itests/fakecuda $(SAN_FLAGS) -DFK_CUDA_MAJOR=$(1) \
+		-Wl,-soname,libcudart.so.$(1) -Wl,--version-script=$(2)/libcudart.map -Wl,-Bsymbolic \
+		-o $$@ $(FAKE_SRCS) $(2)/stubs.c -pthread -ldl -lm
+	$(Q)ln -sf libcudart.so.$(1) $(2)/libcudart.so
+endef
+$(eval $(call fake_rule,13,$(FAKE_DIR)))
+$(eval $(call fake_rule,12,$(FAKE12_DIR)))
+test-programs: $(FAKE12_LIB)
+# The driver-API half real torch needs to start (tests/fakecuda/driver/libcuda.c); in a directory
+# of its own so that only build/torch-python puts it on the library path.
+FAKE_DRIVER := $(BUILD)/fakecuda-driver/libcuda.so.1
+$(FAKE_DRIVER): tests/fakecuda/driver/libcuda.c
 	$(call say,LINK,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared $(CUDA_INC) -Itests/fakecuda $(SAN_FLAGS) \
-		-Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic \
-		-o $@ $(FAKE_SRCS) -pthread -ldl -lm
-	$(Q)ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CUDA_INC) $(SAN_FLAGS) \
+		-Wl,-soname,libcuda.so.1 -o $@ $< -ldl
+
+# Real torch on the double (tests/torch-fake/): installs the pinned wheels (pip, cached outside
+# the checkout) and writes the wrapper. `make test` depends on it; a failed install fails.
+TORCH_PY := $(BUILD)/torch-python
+$(TORCH_PY): tests/torch-fake/install.sh tests/torch-fake/torch-python.in tests/torch-fake/pins-13.txt \
+             tests/torch-fake/pins-12.txt $(FAKE_LIB) $(FAKE12_LIB) $(FAKE_DRIVER)
+	$(call say,TORCH,$@)
+	$(Q)CUDA_HOME=$(CUDA_HOME) bash tests/torch-fake/install.sh wrapper $@ $(abspath $(FAKE_LIB)) $(abspath $(FAKE12_LIB)) $(abspath $(FAKE_DRIVER))
+test-programs: $(TORCH_PY)
 
 $(BUILD)/progs/%: tests/progs/%.cu $(wildcard tests/progs/*.h tests/progs/*.cuh)
 	$(call say,NVCC,$@)
