@@ -71,8 +71,21 @@ FINAL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
 
 # Every architecture CUDA 13 builds for, plus PTX of the lowest for anything newer.
 CUDA_ARCHS ?= 75 80 86 87 88 89 90 100 103 110 120 121
-GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
-           -gencode arch=compute_75,code=compute_75
+# The validator must load on the oldest driver a supported PyTorch runs on, and CUDA 13's
+# images do not: its cubins use ELF ABI 8 and its PTX says ISA 9.0, which need R580, while
+# CUDA 12 builds of torch run on R525 and up. So the PTX is declared at ISA VALIDATOR_PTX_ISA
+# (CUDA 10.2's; ptxas 12.0 assembling it proves no later instruction is used), sm_75..sm_90
+# are assembled by CUDA 12.0's ptxas, sm_100..sm_121 by CUDA 12.9's (the first to know them),
+# and only what CUDA 12 has no name for (sm_88, sm_110) by the toolkit's own.
+# scripts/fetch-ptxas.sh fetches the old assemblers (pip, cached) into third_party/ptxas/.
+VALIDATOR_PTX_ISA := 6.5
+PTXAS_12_0 := 12.0.76
+PTXAS_12_9 := 12.9.86
+SASS_BY_12_0 := $(filter 75 80 86 87 89 90,$(CUDA_ARCHS))
+SASS_BY_12_9 := $(filter 100 103 120 121,$(CUDA_ARCHS))
+SASS_BY_13 := $(filter-out $(SASS_BY_12_0) $(SASS_BY_12_9),$(CUDA_ARCHS))
+# PTX for the lowest architecture: any newer GPU can JIT it.
+PTX_ARCH := 75
 
 LIB := $(BUILD)/liblabelguard.so
 LIB_SRCS := $(sort $(wildcard src/*.c))
@@ -83,6 +96,9 @@ FATBIN_OBJ := $(BUILD)/obj/validate_fatbin.o
 FAKE_DIR := $(BUILD)/fakecuda
 FAKE_LIB := $(FAKE_DIR)/libcudart.so.13
 FAKE_SRCS := $(sort $(wildcard tests/fakecuda/*.c))
+# The same double as libcudart.so.12 (version node libcudart.so.12), for CUDA 12 builds of torch.
+FAKE12_DIR := $(BUILD)/fakecuda12
+FAKE12_LIB := $(FAKE12_DIR)/libcudart.so.12
 
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
@@ -108,10 +124,35 @@ $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(FINAL_CFLAGS) -c $< -o $@
 
-$(FATBIN): cuda/validate.cu cuda/lg_scan.h cuda/lg_validate.h
-	$(call say,NVCC,$<)
+VDIR := $(BUILD)/validator
+$(VDIR)/validate.ptx: cuda/validate.cu cuda/lg_scan.h cuda/lg_validate.h
+	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(NVCC) -fatbin -O3 $(GENCODE) -Icuda -o $@ $<
+	$(Q)$(NVCC) -ptx -O3 -arch=compute_$(PTX_ARCH) -Icuda -o $@.tmp $<
+	$(Q)grep -q '^\.version [0-9.]*$$' $@.tmp || { echo "$@: no .version line in nvcc's PTX" >&2; exit 1; }
+	$(Q)sed 's/^\.version [0-9.]*$$/.version $(VALIDATOR_PTX_ISA)/' $@.tmp > $@ && rm -f $@.tmp
+third_party/ptxas/%/bin/ptxas:
+	$(call say,FETCH,ptxas $*)
+	$(Q)scripts/fetch-ptxas.sh $* >/dev/null
+# Everything the build fetches, for a machine without network: run here, carry third_party/.
+fetch-tools: third_party/ptxas/$(PTXAS_12_0)/bin/ptxas third_party/ptxas/$(PTXAS_12_9)/bin/ptxas
+.PHONY: fetch-tools
+# One rule per assembler; the PTX is the same for all, so every image runs the same code.
+$(foreach a,$(SASS_BY_12_0),$(VDIR)/sm_$(a).cubin): $(VDIR)/sm_%.cubin: $(VDIR)/validate.ptx third_party/ptxas/$(PTXAS_12_0)/bin/ptxas
+	$(call say,PTXAS,$@)
+	$(Q)third_party/ptxas/$(PTXAS_12_0)/bin/ptxas -O3 -arch=sm_$* -o $@ $<
+$(foreach a,$(SASS_BY_12_9),$(VDIR)/sm_$(a).cubin): $(VDIR)/sm_%.cubin: $(VDIR)/validate.ptx third_party/ptxas/$(PTXAS_12_9)/bin/ptxas
+	$(call say,PTXAS,$@)
+	$(Q)third_party/ptxas/$(PTXAS_12_9)/bin/ptxas -O3 -arch=sm_$* -o $@ $<
+$(foreach a,$(SASS_BY_13),$(VDIR)/sm_$(a).cubin): $(VDIR)/sm_%.cubin: $(VDIR)/validate.ptx
+	$(call say,PTXAS,$@)
+	$(Q)$(CUDA_HOME)/bin/ptxas -O3 -arch=sm_$* -o $@ $<
+# Uncompressed: an old driver need not know the compression a new fatbinary picks.
+$(FATBIN): $(VDIR)/validate.ptx $(foreach a,$(CUDA_ARCHS),$(VDIR)/sm_$(a).cubin)
+	$(call say,FATBIN,$@)
+	$(Q)$(CUDA_HOME)/bin/fatbinary -64 --compress=false --create=$@ \
+	  $(foreach a,$(CUDA_ARCHS),--image3=kind=elf,sm=$(a),file=$(VDIR)/sm_$(a).cubin) \
+	  --image3=kind=ptx,sm=$(PTX_ARCH),file=$<
 
 $(FATBIN_OBJ): $(FATBIN)
 	$(call say,EMBED,$<)
@@ -133,13 +174,41 @@ $(LIB): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -Wl,-Bsymbolic-functions -pthread -ldl -lm
 
 # --- the runtime test double -------------------------------------------------------------
-$(FAKE_LIB): $(FAKE_SRCS) tests/fakecuda/libcudart.map $(wildcard tests/fakecuda/*.h) cuda/lg_scan.h
+# Its export list is the real runtime's (tests/fakecuda/exports-<major>.txt, made by
+# gen_exports.sh); gen_stubs.sh turns it into the version script and weak NotSupported stubs for
+# what fakecudart.c does not define.
+FAKE_DEPS := $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h) cuda/lg_scan.h tests/fakecuda/gen_stubs.sh
+define fake_rule # $(1) major, $(2) output dir
+$(2)/libcudart.map $(2)/stubs.c &: tests/fakecuda/exports-$(1).txt tests/fakecuda/gen_stubs.sh
+	@mkdir -p $(2)
+	$(Q)bash tests/fakecuda/gen_stubs.sh $$< $(2)/libcudart.map $(2)/stubs.c
+$(2)/libcudart.so.$(1): $(FAKE_DEPS) $(2)/libcudart.map $(2)/stubs.c
+	$$(call say,LINK,$$@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared $(CUDA_INC) -Itests/fakecuda $(SAN_FLAGS) -DFK_CUDA_MAJOR=$(1) \
+		-Wl,-soname,libcudart.so.$(1) -Wl,--version-script=$(2)/libcudart.map -Wl,-Bsymbolic \
+		-o $$@ $(FAKE_SRCS) $(2)/stubs.c -pthread -ldl -lm
+	$(Q)ln -sf libcudart.so.$(1) $(2)/libcudart.so
+endef
+$(eval $(call fake_rule,13,$(FAKE_DIR)))
+$(eval $(call fake_rule,12,$(FAKE12_DIR)))
+test-programs: $(FAKE12_LIB)
+# The driver-API half real torch needs to start (tests/fakecuda/driver/libcuda.c); in a directory
+# of its own so that only build/torch-python puts it on the library path.
+FAKE_DRIVER := $(BUILD)/fakecuda-driver/libcuda.so.1
+$(FAKE_DRIVER): tests/fakecuda/driver/libcuda.c
 	$(call say,LINK,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared $(CUDA_INC) -Itests/fakecuda $(SAN_FLAGS) \
-		-Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic \
-		-o $@ $(FAKE_SRCS) -pthread -ldl -lm
-	$(Q)ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CUDA_INC) $(SAN_FLAGS) \
+		-Wl,-soname,libcuda.so.1 -o $@ $< -ldl
+
+# Real torch on the double (tests/torch-fake/): installs the pinned wheels (pip, cached outside
+# the checkout) and writes the wrapper. `make test` depends on it; a failed install fails.
+TORCH_PY := $(BUILD)/torch-python
+$(TORCH_PY): tests/torch-fake/install.sh tests/torch-fake/torch-python.in tests/torch-fake/pins-13.txt \
+             tests/torch-fake/pins-12.txt $(FAKE_LIB) $(FAKE12_LIB) $(FAKE_DRIVER)
+	$(call say,TORCH,$@)
+	$(Q)CUDA_HOME=$(CUDA_HOME) bash tests/torch-fake/install.sh wrapper $@ $(abspath $(FAKE_LIB)) $(abspath $(FAKE12_LIB)) $(abspath $(FAKE_DRIVER))
+test-programs: $(TORCH_PY)
 
 $(BUILD)/progs/%: tests/progs/%.cu $(wildcard tests/progs/*.h tests/progs/*.cuh)
 	$(call say,NVCC,$@)

@@ -9,7 +9,10 @@ the `start` event it writes is read back, so the answer is the library's, not a 
 has ✓ or ✗ and, for ✗, a hint. Exit 0 when the guard can work, 2 when it cannot.
 Called by scripts/labelguard (`--lib PATH -- CMD...`); python3 standard library only; it loads
 libraries with ctypes in a child process, never in itself, so a crashing probe costs nothing.
-Tested by tests/cli/test_doctor.sh (under the runtime test double, and without CMD).
+For a Python command whose torch is a CUDA build it also reports the loss-kernel coverage of
+that build (check_kernels, through scripts/lg_audit.py and the registry's matcher).
+Tested by tests/cli/test_doctor.sh (under the runtime test double, and without CMD) and
+tests/cli/test_audit.sh (coverage line for a fake torch package tree).
 """
 
 import glob
@@ -171,8 +174,60 @@ def check_library(lib):
     return ok
 
 
+def check_kernels(tdir):
+    """Coverage of this torch's loss kernels by the spec table, through lg_audit.py: the
+    committed table of the same build (version + CUDA, tests/wheels/) when there is one, else
+    the kernels read from the installed libraries themselves. The matching is the library's
+    registry (lg_audit.run_coverage), so the line says what the guard will decode."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        import lg_audit
+    except ImportError:
+        out(INFO, "kernels", "lg_audit.py not found next to lg_doctor.py: loss-kernel coverage not checked")
+        return True
+    tmp = None
+    try:
+        src = lg_audit.Source(tdir)
+        build = src.build_name()
+        table = lg_audit.find_table(build)
+        where = "table %s" % os.path.relpath(table, lg_audit.source_root()) if table else ""
+        if not table:
+            sys.stderr.write("labelguard doctor: no table for torch %s; reading its kernels from %s (a minute)\n"
+                             % (build, tdir))
+            rows, entries, notes = lg_audit.audit(src, quiet=True)
+            import tempfile
+            fd, tmp = tempfile.mkstemp(prefix="lg_doctor.", suffix=".tsv")
+            with os.fdopen(fd, "w") as f:
+                f.write(lg_audit.table_text(src, rows, entries, notes))
+            table = tmp
+            where = "read from %s; no committed table" % os.path.join(tdir, "lib")
+        rc, lines = lg_audit.run_coverage(table, quiet=True)
+        launch = lg_audit.launch_summary(lg_audit.table_entries(table))
+    except lg_audit.AuditError as e:
+        msg = str(e).split("\n---> HINT: ")
+        out(BAD, "kernels", "loss-kernel coverage unknown: %s" % msg[0],
+            msg[1] if len(msg) > 1 else "run labelguard audit on the torch wheel for details")
+        return False
+    finally:
+        if tmp:
+            os.unlink(tmp)
+    line = lines[-1] if lines else "?"
+    m = re.search(r": (\d+) loss kernels", line)
+    if m and m.group(1) == "0":
+        out(BAD, "kernels", "%s (%s)" % (line, where),
+            "no NLL kernel found in torch's libraries: a build this reader does not know; run labelguard audit")
+        return False
+    out(OK if rc == 0 else BAD, "kernels", "%s (%s)" % (line, where),
+        "" if rc == 0 else "labelguard audit %s lists the kernels no spec covers" % tdir)
+    out(INFO, "launch", "torch launches through %s" % launch)
+    return rc == 0
+
+
 def python_like(cmd):
-    return bool(cmd) and re.match(r"^python[0-9.]*$", os.path.basename(cmd[0])) is not None
+    # python3, python3.11, and wrappers named like one (build/torch-python, conda-python)
+    return bool(cmd) and re.search(r"(^|[-_])python[0-9.]*$", os.path.basename(cmd[0])) is not None
 
 
 def main(argv):
@@ -260,6 +315,7 @@ def main(argv):
                         ver, cuda, cudarts[0] if cudarts else "(from the system)"))
                     cudart_shared = True
                 probe_python, probe_runtime = exe, "torch"
+                check_kernels(tdir)
     elif cmd:
         exe = shutil.which(cmd[0]) or cmd[0]
         if not os.path.isfile(exe):

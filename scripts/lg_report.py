@@ -25,6 +25,10 @@ Input rules (decided here, documented in the README):
   - The last line of a file without a trailing newline that does not parse is a record cut
     short by a process killed while writing (the library writes each event with one write(),
     so only the last one can be cut): reported as a note, it does not change the exit status.
+  - Only regular files are read (opened without blocking): a FIFO or a device, named or found
+    in a directory, is an error (exit 2) and is never opened for a blocking read.
+  - A line over 64 MiB is malformed without being parsed; a string field over 4096 characters
+    is cut to that length, marked, and noted, so a damaged log cannot flood the terminal.
   - Exit 1 when at least one violation was found, 0 when none (2 takes precedence).
 """
 
@@ -32,7 +36,14 @@ import argparse
 import datetime
 import json
 import os
+import stat
 import sys
+
+# Longest string field printed, and longest line read as an event: the library's events are a
+# few KiB (a demangled kernel name or a stack frame is the longest string in them); a longer
+# line is parsed (and its fields cut) up to LINE_MAX, beyond which it is not read as JSON.
+FIELD_MAX = 4096
+LINE_MAX = 64 << 20
 
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
 
@@ -76,6 +87,8 @@ def fmt_frame(f):
 
 
 def find_files(paths, errors):
+    """Regular files only: a FIFO or device among the logs (or named on the command line)
+    would block the report forever or never end (/dev/zero)."""
     files = []
     for p in paths:
         if os.path.isdir(p):
@@ -83,19 +96,34 @@ def find_files(paths, errors):
             for root, dirs, names in os.walk(p, onerror=lambda e: errors.append(
                     "%s: cannot read directory: %s" % (e.filename, e.strerror))):
                 dirs.sort()
-                found += [os.path.join(root, n) for n in sorted(names) if n.endswith(".jsonl")]
+                for n in sorted(names):
+                    if not n.endswith(".jsonl"):
+                        continue
+                    f = os.path.join(root, n)
+                    if os.path.isfile(f):
+                        found.append(f)
+                    else:
+                        errors.append("%s: not a regular file; skipped" % f)
             files += found
-        elif os.path.exists(p):
+        elif os.path.isfile(p):
             files.append(p)
+        elif os.path.exists(p):
+            errors.append("%s: not a regular file or a directory; skipped" % p)
         else:
             errors.append("%s: no such file or directory" % p)
     return files
 
 
-def read_events(path, malformed, truncated, errors):
+def read_events(path, malformed, truncated, errors, clipped):
     """Yields (line number, event dict). Records damaged lines in malformed/truncated."""
     try:
-        with open(path, "rb") as fh:
+        # O_NONBLOCK and a second check on the open file: the path may have been swapped for a
+        # FIFO since find_files looked.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                errors.append("%s: not a regular file; skipped" % path)
+                return
             data = fh.read()
     except OSError as e:
         errors.append("%s: cannot read: %s" % (path, e.strerror))
@@ -108,6 +136,11 @@ def read_events(path, malformed, truncated, errors):
         if not raw.strip():
             continue
         last_unterminated = (i == len(lines)) and not ends_with_newline
+        if len(raw) > LINE_MAX:
+            (truncated if last_unterminated else malformed).append(
+                {"file": path, "line": i,
+                 "error": "line of %d bytes, longer than any event the library writes" % len(raw)})
+            continue
         try:
             ev = json.loads(raw.decode("utf-8", errors="replace"))
             if not isinstance(ev, dict) or "event" not in ev:
@@ -121,7 +154,26 @@ def read_events(path, malformed, truncated, errors):
             else:
                 malformed.append({"file": path, "line": i, "error": msg})
             continue
+        cut = []
+        ev = clip_fields(ev, "", cut)
+        for field, n in cut:
+            clipped.append({"file": path, "line": i, "field": field, "bytes": n})
         yield i, ev
+
+
+def clip_fields(x, where, cut):
+    """x with every string longer than FIELD_MAX cut to it (marked), recording (field, length)
+    in cut: a damaged log must not print a 50 MB field to the terminal."""
+    if isinstance(x, str):
+        if len(x) > FIELD_MAX:
+            cut.append((where or "(value)", len(x)))
+            return x[:FIELD_MAX] + "...[%d more characters cut]" % (len(x) - FIELD_MAX)
+        return x
+    if isinstance(x, dict):
+        return {k: clip_fields(v, (where + "." if where else "") + str(k)[:64], cut) for k, v in x.items()}
+    if isinstance(x, list):
+        return [clip_fields(v, "%s[%d]" % (where, i), cut) for i, v in enumerate(x)]
+    return x
 
 
 def as_int(x):
@@ -224,14 +276,14 @@ class Problem:
 
 
 def merge(paths):
-    errors, malformed, truncated = [], [], []
+    errors, malformed, truncated, clipped = [], [], [], []
     files = find_files(paths, errors)
     problems = {}
     warnings = {}
     procs = {}      # (host, pid, file) -> {"start": ev, "summary": ev}
     n_events = 0
     for path in files:
-        for lineno, ev in read_events(path, malformed, truncated, errors):
+        for lineno, ev in read_events(path, malformed, truncated, errors, clipped):
             n_events += 1
             kind = ev.get("event")
             proc = procs.setdefault((str(ev.get("host", "?")), ev.get("pid"), path),
@@ -284,6 +336,7 @@ def merge(paths):
         "processes": processes,
         "malformed": malformed,
         "truncated": truncated,
+        "clipped": clipped,
         "errors": errors,
     }
 
@@ -370,6 +423,9 @@ def print_text(r, out):
     for t in r["truncated"]:
         w("\nnote: %s:%d: last line cut short (process killed while writing?); skipped\n" %
           (t["file"], t["line"]))
+    for c in r["clipped"][:20]:
+        w("\nnote: %s:%d: field %s was %d characters; printed cut to %d\n" %
+          (c["file"], c["line"], c["field"], c["bytes"], FIELD_MAX))
     if r["malformed"]:
         w("\n%s skipped:\n" % plural(len(r["malformed"]), "malformed line"))
         for m in r["malformed"][:20]:

@@ -158,9 +158,14 @@ static void describe_environment(const lg_runtime_t *rt)
     if (rt->get_device && rt->get_device(&env.device_index) != 0)
         env.device_index = -1;
     if (rt->get_device_properties && env.device_index >= 0) {
-        static struct cudaDeviceProp prop;
-        if (rt->get_device_properties(&prop, env.device_index) == cudaSuccess) {
-            snprintf(device_name, sizeof device_name, "%s", prop.name);
+        /* Room for any runtime's layout: CUDA 12's struct is 24 bytes larger than the CUDA 13
+         * one these headers declare; only the name, which every layout puts first, is read. */
+        static union {
+            struct cudaDeviceProp p;
+            char room[4096];
+        } prop;
+        if (rt->get_device_properties(&prop.p, env.device_index) == cudaSuccess) {
+            snprintf(device_name, sizeof device_name, "%s", prop.p.name);
             env.device_name = device_name;
         }
     }

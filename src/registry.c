@@ -20,10 +20,13 @@
  * selection) and tests/fuzz/fuzz_spec.c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <glib.h>
 
@@ -38,23 +41,65 @@ extern const char lg_builtin_specs_end[] LG_HIDDEN;
 static lg_spec_t table[REGISTRY_MAX];
 static int table_n;
 
+/* Reads a spec file into a g_malloc'd, NUL-terminated buffer. Only a regular file is read,
+ * opened O_NONBLOCK and capped at SPEC_FILE_MAX: LABELGUARD_KERNELS runs at the job's first
+ * launch, and /dev/zero, a FIFO with no writer or a terminal would otherwise hang the training
+ * process or grow it without bound. Returns the length, or -1 with err set. */
+static ssize_t read_spec_file(const char *path, char **out, char *err, size_t err_len)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        lg_spec_error(err, err_len, "%s:0: file: cannot read: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        lg_spec_error(err, err_len, "%s:0: file: not a regular file (a spec file is a text file of [groups])", path);
+        close(fd);
+        return -1;
+    }
+    if (st.st_size > SPEC_FILE_MAX) {
+        lg_spec_error(err, err_len, "%s:0: file: %lld bytes, larger than %d: not a spec file?", path, (long long)st.st_size,
+               SPEC_FILE_MAX);
+        close(fd);
+        return -1;
+    }
+    /* One byte more than the cap, so that a file growing while it is read is still refused. */
+    char *text = g_malloc((size_t)SPEC_FILE_MAX + 2);
+    size_t len = 0;
+    while (len <= SPEC_FILE_MAX) {
+        ssize_t r = read(fd, text + len, (size_t)SPEC_FILE_MAX + 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            lg_spec_error(err, err_len, "%s:0: file: cannot read: %s", path, strerror(errno));
+            close(fd);
+            g_free(text);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    if (len > SPEC_FILE_MAX) {
+        lg_spec_error(err, err_len, "%s:0: file: larger than %d bytes: not a spec file?", path, SPEC_FILE_MAX);
+        g_free(text);
+        return -1;
+    }
+    text[len] = 0;
+    *out = text;
+    return (ssize_t)len;
+}
+
 /* Adds specs parsed from one file, unless one conflicts with the table. */
 static int add_file(const char *path, char *err, size_t err_len)
 {
     char *text = NULL;
-    gsize len = 0;
-    GError *e = NULL;
-    if (!g_file_get_contents(path, &text, &len, &e)) {
-        lg_spec_error(err, err_len, "%s:0: file: cannot read: %s", path, e->message);
-        g_clear_error(&e);
+    ssize_t got = read_spec_file(path, &text, err, err_len);
+    if (got < 0)
         return -1;
-    }
-    if (len > SPEC_FILE_MAX) {
-        lg_spec_error(err, err_len, "%s:0: file: %zu bytes, larger than %d: not a spec file?", path, (size_t)len,
-                      SPEC_FILE_MAX);
-        g_free(text);
-        return -1;
-    }
+    size_t len = (size_t)got;
     static lg_spec_t tmp[REGISTRY_MAX];
     int n = lg_spec_parse(text, len, path, tmp, REGISTRY_MAX - table_n, err, err_len);
     g_free(text);

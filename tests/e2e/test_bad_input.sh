@@ -7,7 +7,7 @@
 #      log goes there and the JSONL stays valid JSON; a missing spec file is a warning).
 #   2. spec files through LABELGUARD_KERNELS that are empty, truncated, binary, not UTF-8, with
 #      duplicate or conflicting kernels, out-of-range parameter indices or offsets, too large, a
-#      directory, missing: one `spec_file` warning naming the file and the problem, and the
+#      directory, a device (/dev/zero, /dev/urandom), a FIFO, missing: one `spec_file` warning naming the file and the problem, and the
 #      built-in table still catches a bad label; a good file next to a bad one still loads.
 #   3. a log path that is a file, a dangling symlink, read-only (as user nobody), on a full disk
 #      (a tiny tmpfs; else RLIMIT_FSIZE): one warning on stderr, the events as JSON on stderr,
@@ -122,7 +122,13 @@ spec_case index2 "$S/index2.conf" 'index 10 out of range'
 spec_case offset "$S/offset.conf" 'offset 16'
 spec_case offset2 "$S/offset2.conf" 'offset|beyond'
 spec_case huge "$S/huge.conf" 'larger than'
-spec_case directory "$S/dir.conf" 'cannot read'
+spec_case directory "$S/dir.conf" 'not a regular file'
+# Devices and FIFOs must be refused without reading: /dev/zero never ends, a FIFO with no
+# writer blocks forever; either would hang the job at its first launch.
+mkfifo "$S/fifo.conf"
+spec_case devzero /dev/zero 'not a regular file'
+spec_case devurandom /dev/urandom 'not a regular file'
+spec_case fifo "$S/fifo.conf" 'not a regular file'
 spec_case missing "$S/missing.conf" 'cannot read'
 # a good file loads without a word, and next to a bad one it still loads
 run_lg spec-good env "LABELGUARD_KERNELS=$S/good.conf" "$NLL" "${BAD[@]}"

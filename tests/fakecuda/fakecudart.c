@@ -32,6 +32,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef FK_CUDA_MAJOR
+#define FK_CUDA_MAJOR 13       /* which runtime this build stands in for: 13 or 12 (Makefile) */
+#endif
+
+/* The device (see cudaGetDeviceProperties). */
+#define FK_TOTAL_MEM ((size_t)143771 << 20)
+#define FK_SMS 132
+#define FK_SMEM_OPTIN (227 * 1024)
+#define FK_SMEM_SM (228 * 1024)
+#define FK_L2 (50 * 1024 * 1024)
+
 /* ------------------------------------------------------------------ errors */
 
 static __thread cudaError_t tl_last;          /* this thread's last error */
@@ -194,25 +205,83 @@ cudaError_t cudaPeekAtLastError(void)
 
 FK_EXPORT const char *fakecudart_identity(void) { return "fakecuda"; }
 
+/* For the driver half (driver/libcuda.c): the primary context exists once the runtime is used. */
+FK_EXPORT int fakecudart_context_active(void) { return atomic_load(&ctx_used); }
+
 /* ------------------------------------------------------------------ registry */
 
 /* A registered kernel. cudaKernel_t handles are pointers to these, distinct from the host stub,
- * as in the real runtime. Never freed: a handle stays comparable after unregistration. */
+ * as in the real runtime. Never freed: a handle stays comparable after unregistration.
+ * Registration has to be cheap: PyTorch registers over 100k kernels while `import torch` runs,
+ * so the name is the registering image's own string (copied only when its module goes away) and
+ * the parameter list is read from it at the first launch or query (sig_state). */
 struct CUkern_st {
     unsigned magic;
     const void *stub;
-    char *name;
+    const char *name;
+    int name_owned;                /* name is our copy (after unregistration) */
     void **module;                 /* NULL once the module is unregistered */
+    struct CUkern_st *next_in_module;
+    _Atomic int sig_state;         /* 0: not read yet, 1: sig is valid (sig.ok may still be 0) */
     fk_sig_t sig;
+    int emu;                       /* built-in emulator index, -1 none, -2 not chosen yet */
     _Atomic unsigned long launches, emulated;
 };
 #define KERN_MAGIC 0x6b65726eu
 
-typedef struct fk_module { void *fatbin; int ended; } fk_module_t;
+typedef struct fk_module { void *fatbin; int ended; struct CUkern_st *kernels; } fk_module_t;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct CUkern_st **kernels;
 static size_t n_kernels, cap_kernels;
+
+/* Open-addressing table, pointer -> kernel: both the host stub and the handle of every kernel are
+ * keys, so a launch by either finds its kernel in O(1). Under reg_lock. */
+typedef struct kslot { const void *key; struct CUkern_st *k; } kslot_t;
+static kslot_t *ktab;
+static size_t ktab_cap, ktab_used;
+
+static size_t khash(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+    return (size_t)x;
+}
+
+static int ktab_put(const void *key, struct CUkern_st *k)
+{
+    if ((ktab_used + 1) * 2 > ktab_cap) {
+        size_t cap = ktab_cap ? ktab_cap * 2 : 4096;
+        kslot_t *nt = calloc(cap, sizeof *nt);
+        if (!nt) return -1;
+        for (size_t i = 0; i < ktab_cap; i++) {
+            if (!ktab[i].key) continue;
+            size_t j = khash(ktab[i].key) & (cap - 1);
+            while (nt[j].key) j = (j + 1) & (cap - 1);
+            nt[j] = ktab[i];
+        }
+        free(ktab);
+        ktab = nt;
+        ktab_cap = cap;
+    }
+    size_t j = khash(key) & (ktab_cap - 1);
+    while (ktab[j].key && ktab[j].key != key) j = (j + 1) & (ktab_cap - 1);
+    if (!ktab[j].key) ktab_used++;
+    ktab[j].key = key;
+    ktab[j].k = k;                 /* a stub registered again (module loaded again) now means the new kernel */
+    return 0;
+}
+
+static struct CUkern_st *ktab_get(const void *key)
+{
+    if (!ktab_cap) return NULL;
+    size_t j = khash(key) & (ktab_cap - 1);
+    while (ktab[j].key) {
+        if (ktab[j].key == key) return ktab[j].k;
+        j = (j + 1) & (ktab_cap - 1);
+    }
+    return NULL;
+}
 
 typedef struct user_emu { char *substring; fakecudart_emulator_fn fn; } user_emu_t;
 static user_emu_t user_emus[64];
@@ -231,11 +300,19 @@ void __cudaRegisterFatBinaryEnd(void **handle)
     if (handle) ((fk_module_t *)handle)->ended = 1;
 }
 
+/* The module's image may be unmapped after this (dlclose), so its kernels keep copies of their
+ * names: counts and cudaFuncGetName on a stale handle still work. */
 void __cudaUnregisterFatBinary(void **handle)
 {
+    if (!handle) return;
     pthread_mutex_lock(&reg_lock);
-    for (size_t i = 0; i < n_kernels; i++)
-        if (kernels[i]->module == handle) kernels[i]->module = NULL;
+    for (struct CUkern_st *k = ((fk_module_t *)handle)->kernels; k; k = k->next_in_module) {
+        k->module = NULL;
+        if (!k->name_owned) {
+            char *c = strdup(k->name);
+            if (c) { k->name = c; k->name_owned = 1; }
+        }
+    }
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -244,29 +321,50 @@ char __cudaInitModule(void **handle) { (void)handle; return 1; }
 void __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun, const char *deviceName,
                             int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
 {
+    if (!handle) return;
     struct CUkern_st *k = calloc(1, sizeof *k);
     if (!k) return;
     k->magic = KERN_MAGIC;
     k->stub = hostFun;
-    k->name = strdup(deviceName ? deviceName : deviceFun);
+    k->name = deviceName ? deviceName : deviceFun;
     k->module = handle;
-    fk_sig_parse(k->name, &k->sig);
+    k->emu = -2;
     pthread_mutex_lock(&reg_lock);
     if (n_kernels == cap_kernels) {
-        size_t cap = cap_kernels ? cap_kernels * 2 : 64;
+        size_t cap = cap_kernels ? cap_kernels * 2 : 1024;
         struct CUkern_st **nk = realloc(kernels, cap * sizeof *nk);
-        if (!nk) { pthread_mutex_unlock(&reg_lock); free(k->name); free(k); return; }
+        if (!nk) { pthread_mutex_unlock(&reg_lock); free(k); return; }
         kernels = nk;
         cap_kernels = cap;
     }
+    if (ktab_put(hostFun, k) != 0 || ktab_put(k, k) != 0) { pthread_mutex_unlock(&reg_lock); free(k); return; }
     kernels[n_kernels++] = k;
+    fk_module_t *m = (fk_module_t *)handle;
+    k->next_in_module = m->kernels;
+    m->kernels = k;
     pthread_mutex_unlock(&reg_lock);
 }
+
+/* Device variables live in their host shadow. Registered ones are remembered (without cost for
+ * the many never used) so that cudaGetSymbolAddress / cudaMemcpyToSymbol can treat the shadow
+ * as the device memory it stands for. */
+typedef struct fk_var { const void *host; size_t size; int tracked; } fk_var_t;
+static fk_var_t *vars;
+static size_t n_vars, cap_vars;
 
 void __cudaRegisterVar(void **handle, char *hostVar, char *deviceAddress, const char *deviceName,
                        int ext, size_t size, int constant, int global)
 {
-    /* Device variables live in their host shadow: nothing to record. */
+    pthread_mutex_lock(&reg_lock);
+    if (n_vars == cap_vars) {
+        size_t cap = cap_vars ? cap_vars * 2 : 256;
+        fk_var_t *nv = realloc(vars, cap * sizeof *nv);
+        if (!nv) { pthread_mutex_unlock(&reg_lock); return; }
+        vars = nv;
+        cap_vars = cap;
+    }
+    vars[n_vars++] = (fk_var_t){ hostVar, size, 0 };
+    pthread_mutex_unlock(&reg_lock);
 }
 
 void __cudaRegisterManagedVar(void **handle, void **hostVarPtrAddress, char *deviceAddress,
@@ -277,18 +375,26 @@ void __cudaRegisterManagedVar(void **handle, void **hostVarPtrAddress, char *dev
 /* Stub or handle -> live registry entry, or NULL. */
 static struct CUkern_st *find_kernel(const void *func)
 {
-    struct CUkern_st *found = NULL;
     if (!func) return NULL;
     pthread_mutex_lock(&reg_lock);
-    for (size_t i = 0; i < n_kernels; i++) {
-        struct CUkern_st *k = kernels[i];
-        if ((const void *)k == func || (k->stub == func && k->module)) {
-            found = k->module ? k : NULL;
-            break;
-        }
-    }
+    struct CUkern_st *k = ktab_get(func);
+    if (k && !k->module) k = NULL;
     pthread_mutex_unlock(&reg_lock);
-    return found;
+    return k;
+}
+
+/* The kernel's parameter list, read from its name the first time it is needed. */
+static const fk_sig_t *kernel_sig(struct CUkern_st *k)
+{
+    if (!atomic_load_explicit(&k->sig_state, memory_order_acquire)) {
+        pthread_mutex_lock(&reg_lock);
+        if (!atomic_load_explicit(&k->sig_state, memory_order_relaxed)) {
+            fk_sig_parse(k->name, &k->sig);
+            atomic_store_explicit(&k->sig_state, 1, memory_order_release);
+        }
+        pthread_mutex_unlock(&reg_lock);
+    }
+    return &k->sig;
 }
 
 cudaError_t __cudaGetKernel(cudaKernel_t *out, const void *stub)
@@ -331,10 +437,11 @@ cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, size_t *pa
 {
     struct CUkern_st *k = find_kernel(func);
     if (!k) return ret(cudaErrorInvalidDeviceFunction);
-    if (!k->sig.ok) return ret(cudaErrorNotSupported); /* a name the fake cannot read */
-    if (paramIndex >= (size_t)k->sig.n_params) return ret(cudaErrorInvalidValue);
-    if (paramOffset) *paramOffset = k->sig.offset[paramIndex];
-    if (paramSize) *paramSize = k->sig.size[paramIndex];
+    const fk_sig_t *sig = kernel_sig(k);
+    if (!sig->ok) return ret(cudaErrorNotSupported); /* a name the fake cannot read */
+    if (paramIndex >= (size_t)sig->n_params) return ret(cudaErrorInvalidValue);
+    if (paramOffset) *paramOffset = sig->offset[paramIndex];
+    if (paramSize) *paramSize = sig->size[paramIndex];
     return cudaSuccess;
 }
 
@@ -372,11 +479,13 @@ FK_EXPORT unsigned long fakecudart_emulated_count(const char *substring) { retur
 
 /* ------------------------------------------------------------------ memory */
 
-enum { MEM_DEVICE = 1, MEM_HOST = 2 };
+/* MEM_REGISTERED: host memory the application owns, pinned by cudaHostRegister. */
+enum { MEM_DEVICE = 1, MEM_HOST = 2, MEM_REGISTERED = 3 };
 typedef struct alloc { char *base; size_t size; int kind; } alloc_t;
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static alloc_t *allocs;
 static size_t n_allocs, cap_allocs;
+static size_t device_used;                    /* bytes of MEM_DEVICE, for cudaMemGetInfo */
 
 static int mem_add(void *p, size_t size, int kind)
 {
@@ -389,6 +498,7 @@ static int mem_add(void *p, size_t size, int kind)
         cap_allocs = cap;
     }
     allocs[n_allocs++] = (alloc_t){ p, size, kind };
+    if (kind == MEM_DEVICE) device_used += size;
     pthread_mutex_unlock(&mem_lock);
     return 0;
 }
@@ -401,6 +511,7 @@ static int mem_remove(void *p, int kind)
     for (size_t i = 0; i < n_allocs; i++) {
         if (allocs[i].base == p && allocs[i].kind == kind) {
             found = kind;
+            if (kind == MEM_DEVICE) device_used -= allocs[i].size;
             allocs[i] = allocs[--n_allocs];
             break;
         }
@@ -444,12 +555,218 @@ static cudaError_t alloc_tracked(void **out, size_t size, int kind)
     return cudaSuccess;
 }
 
+/* ------------------------------------------------------------------ streams and capture state */
+
+enum { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_HOST };
+typedef struct node {
+    int type;
+    struct CUkern_st *kernel;
+    dim3 grid, block;
+    size_t shm;
+    unsigned char *argbuf;         /* copies of the parameter values, taken at capture */
+    size_t argbytes;
+    void *argv[FK_MAX_PARAMS];
+    void *dst;
+    const void *src;
+    size_t n;
+    int value;
+    enum cudaMemcpyKind kind;
+    cudaHostFn_t fn;
+    void *user;
+    struct node *prev, *next;
+} node_t;
+
+#define STREAM_MAGIC 0x73747265u
+#define GRAPH_MAGIC 0x67726170u
+#define EXEC_MAGIC 0x65786563u
+#define EVENT_MAGIC 0x6576656eu
+
+/* A user object a graph holds references to (cudaGraphRetainUserObject). */
+typedef struct fk_uobj { void *ptr; cudaHostFn_t destroy; _Atomic int refs; } fk_uobj_t;
+typedef struct uref { fk_uobj_t *obj; unsigned count; struct uref *next; } uref_t;
+
+struct CUgraph_st { unsigned magic; node_t *head, *tail; size_t n_nodes; uref_t *urefs; struct CUgraph_st *next_live; };
+/* An instantiated graph owns a copy of the nodes: PyTorch destroys the graph right after
+ * instantiating it and replays the exec. */
+struct CUgraphExec_st { unsigned magic; node_t *head; unsigned long replays; struct CUgraphExec_st *next_live; };
+
+/* Work is executed when it is submitted, but completion is modelled: `submitted` counts the
+ * stream's operations, `completed` how many the host has seen finish. An operation is seen
+ * finished at a synchronisation (stream, event, device, blocking copy) or after a query has
+ * answered cudaErrorNotReady FAKECUDA_NOT_READY times (default 1), so code that polls with
+ * cudaEventQuery / cudaStreamQuery meets the not-ready answer the real runtime gives for work
+ * in flight. */
+struct CUstream_st {
+    unsigned magic;
+    unsigned flags;
+    int priority;
+    enum cudaStreamCaptureStatus capture;
+    enum cudaStreamCaptureMode capture_mode;
+    unsigned long long capture_id;
+    pthread_t capture_thread;
+    int joined;                    /* captures into another stream's graph (fork/join) */
+    struct CUgraph_st *graph;      /* being captured */
+    unsigned long submitted, completed;
+    int polls;
+    struct { struct CUstream_st *s; unsigned long seq; } deps[4]; /* waited-for work (cudaStreamWaitEvent) */
+    int next_dep;
+    struct CUstream_st *next_live;
+};
+struct CUevent_st {
+    unsigned magic;
+    unsigned flags;
+    int recorded;
+    struct timespec when;
+    struct CUstream_st *on;        /* the stream of the last record; NULL: nothing outstanding */
+    unsigned long seq;
+    int polls;
+    struct CUstream_st *captured_on; /* recorded inside a capture: a fork point for other streams */
+    struct CUevent_st *next_live;
+};
+
+static pthread_mutex_t obj_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUstream_st legacy_stream = { .magic = STREAM_MAGIC }; /* 0, cudaStreamLegacy, cudaStreamPerThread */
+static struct CUstream_st *live_streams;
+static struct CUevent_st *live_events;
+static struct CUgraph_st *live_graphs;
+static struct CUgraphExec_st *live_execs;
+static _Atomic unsigned long long capture_ids;
+static __thread enum cudaStreamCaptureMode tl_capture_mode = cudaStreamCaptureModeGlobal;
+
+/* Unlink from a singly linked live list; returns 1 if it was there. */
+#define LIVE_REMOVE(head, obj, found) do { \
+        __typeof__(head) *pp_ = &(head); found = 0; \
+        while (*pp_) { if (*pp_ == (obj)) { *pp_ = (obj)->next_live; found = 1; break; } pp_ = &(*pp_)->next_live; } \
+    } while (0)
+#define LIVE_FIND(head, obj, found) do { \
+        __typeof__(head) p_ = (head); found = 0; \
+        while (p_) { if (p_ == (obj)) { found = 1; break; } p_ = p_->next_live; } \
+    } while (0)
+
+/* 0 (legacy), cudaStreamLegacy and cudaStreamPerThread are always valid; NULL *out for them
+ * (the per-thread stream is modelled as the legacy one). */
+static int stream_ok(cudaStream_t s, struct CUstream_st **out)
+{
+    *out = NULL;
+    if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread) return 1;
+    int found;
+    pthread_mutex_lock(&obj_lock);
+    LIVE_FIND(live_streams, s, found);
+    pthread_mutex_unlock(&obj_lock);
+    if (found) *out = s;
+    return found;
+}
+
+static struct CUstream_st *state_of(struct CUstream_st *st) { return st ? st : &legacy_stream; }
+
+/* Marks the stream's work up to seq (and what it waited for) finished. Under obj_lock. */
+static void complete_locked(struct CUstream_st *s, unsigned long seq, int depth)
+{
+    if (s->completed < seq) s->completed = seq;
+    if (depth > 4) return;
+    for (int i = 0; i < 4; i++)
+        if (s->deps[i].s) complete_locked(s->deps[i].s, s->deps[i].seq, depth + 1);
+}
+
+static void complete_stream(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&obj_lock);
+    complete_locked(s, s->submitted, 0);
+    pthread_mutex_unlock(&obj_lock);
+}
+
+/* What a blocking copy, cudaFree or cudaDeviceSynchronize waits for: the legacy stream and,
+ * through its implicit synchronisation, every blocking stream (all == 1: every stream). */
+static void complete_all(int all)
+{
+    pthread_mutex_lock(&obj_lock);
+    complete_locked(&legacy_stream, legacy_stream.submitted, 0);
+    for (struct CUstream_st *s = live_streams; s; s = s->next_live)
+        if (all || !(s->flags & cudaStreamNonBlocking)) complete_locked(s, s->submitted, 0);
+    pthread_mutex_unlock(&obj_lock);
+}
+
+static void submit(struct CUstream_st *st)
+{
+    struct CUstream_st *s = state_of(st);
+    pthread_mutex_lock(&obj_lock);
+    s->submitted++;
+    s->polls = 0;
+    pthread_mutex_unlock(&obj_lock);
+}
+
+static int not_ready_polls(void)
+{
+    static _Atomic int v = -1;
+    int n = atomic_load(&v);
+    if (n < 0) {
+        const char *e = getenv("FAKECUDA_NOT_READY");
+        n = e && *e ? atoi(e) : 1;
+        if (n < 0) n = 0;
+        atomic_store(&v, n);
+    }
+    return n;
+}
+
+/* CUDA's rule for "potentially unsafe" calls (cudaMalloc, synchronous copies, queries, device
+ * synchronisation) during stream capture: prohibited unless this thread's capture mode is
+ * relaxed, when some stream captures in global mode, or this thread captures in thread-local
+ * mode. A prohibited call fails with cudaErrorStreamCaptureUnsupported and invalidates those
+ * captures, as the real runtime does; PyTorch's allocator switches to relaxed mode around its
+ * cudaMalloc for this reason. Returns cudaSuccess when the call may proceed. */
+static cudaError_t unsafe_call(void)
+{
+    if (tl_capture_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+    int hit = 0;
+    pthread_mutex_lock(&obj_lock);
+    for (struct CUstream_st *s = live_streams; s; s = s->next_live) {
+        if (s->capture != cudaStreamCaptureStatusActive) continue;
+        if (s->capture_mode == cudaStreamCaptureModeGlobal ||
+            (s->capture_mode == cudaStreamCaptureModeThreadLocal && pthread_equal(s->capture_thread, pthread_self()))) {
+            s->capture = cudaStreamCaptureStatusInvalidated;
+            hit = 1;
+        }
+    }
+    pthread_mutex_unlock(&obj_lock);
+    return hit ? ret(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+}
+
+/* Work on the legacy stream synchronises with every blocking stream: one that is capturing
+ * makes it an illegal implicit dependency (cudaErrorStreamCaptureImplicit, capture invalidated). */
+static cudaError_t legacy_use(struct CUstream_st *st)
+{
+    if (st) return cudaSuccess;
+    int hit = 0;
+    pthread_mutex_lock(&obj_lock);
+    for (struct CUstream_st *s = live_streams; s; s = s->next_live)
+        if (s->capture == cudaStreamCaptureStatusActive && !(s->flags & cudaStreamNonBlocking)) {
+            s->capture = cudaStreamCaptureStatusInvalidated;
+            hit = 1;
+        }
+    pthread_mutex_unlock(&obj_lock);
+    return hit ? ret(cudaErrorStreamCaptureImplicit) : cudaSuccess;
+}
+
+static int capturing(const struct CUstream_st *st)
+{
+    return st && st->capture != cudaStreamCaptureStatusNone;
+}
+
+/* ------------------------------------------------------------------ memory calls */
+
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     cudaError_t e = enter();
     if (e) return e;
+    if ((e = unsafe_call())) return e;
+    pthread_mutex_lock(&mem_lock);
+    int full = size > FK_TOTAL_MEM - device_used;
+    pthread_mutex_unlock(&mem_lock);
+    if (full) return ret(cudaErrorMemoryAllocation);
     return alloc_tracked(devPtr, size, MEM_DEVICE);
 }
+
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) { (void)flags; return cudaMalloc(devPtr, size); }
 
 cudaError_t cudaFree(void *devPtr)
 {
@@ -457,20 +774,96 @@ cudaError_t cudaFree(void *devPtr)
     cudaError_t e = enter();
     if (e) return e;
     if (!devPtr) return cudaSuccess;
+    if ((e = unsafe_call())) return e;
+    complete_all(1);
     if (!mem_remove(devPtr, MEM_DEVICE)) return ret(cudaErrorInvalidValue);
     free(devPtr);
     return cudaSuccess;
 }
 
-cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s) { (void)s; return cudaMalloc(devPtr, size); }
-cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s) { (void)s; return cudaMalloc(devPtr, size); }
-cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t s) { (void)s; return cudaFree(devPtr); }
-cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s) { (void)s; return cudaFree(devPtr); }
+/* Stream-ordered allocation: the memory exists at once (what the stream sees later is the same). */
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    struct CUstream_st *st;
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&mem_lock);
+    int full = size > FK_TOTAL_MEM - device_used;
+    pthread_mutex_unlock(&mem_lock);
+    if (full) return ret(cudaErrorMemoryAllocation);
+    return alloc_tracked(devPtr, size, MEM_DEVICE);
+}
+cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s) { return cudaMallocAsync(devPtr, size, s); }
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t s)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    struct CUstream_st *st;
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    if (!devPtr) return cudaSuccess;
+    if (!mem_remove(devPtr, MEM_DEVICE)) return ret(cudaErrorInvalidValue);
+    free(devPtr);
+    return cudaSuccess;
+}
+cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s) { return cudaFreeAsync(devPtr, s); }
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!free_bytes || !total) return ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&mem_lock);
+    *free_bytes = FK_TOTAL_MEM - device_used;
+    pthread_mutex_unlock(&mem_lock);
+    *total = FK_TOTAL_MEM;
+    return cudaSuccess;
+}
+
+/* The default memory pool of cudaMallocAsync: attributes are remembered, nothing else. */
+struct CUmemPoolHandle_st { unsigned long long attr[16]; };
+static struct CUmemPoolHandle_st default_pool;
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
+{
+    if (!pool) return ret(cudaErrorInvalidValue);
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    *pool = &default_pool;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    if (pool != &default_pool || !value || (unsigned)attr >= 16) return ret(cudaErrorInvalidValue);
+    pool->attr[attr] = attr <= cudaMemPoolReuseAllowInternalDependencies ? (unsigned long long)*(int *)value : *(unsigned long long *)value;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    if (pool != &default_pool || !value || (unsigned)attr >= 16) return ret(cudaErrorInvalidValue);
+    if (attr <= cudaMemPoolReuseAllowInternalDependencies) *(int *)value = (int)pool->attr[attr];
+    else *(unsigned long long *)value = pool->attr[attr];
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep) { (void)keep; return pool == &default_pool ? cudaSuccess : ret(cudaErrorInvalidValue); }
+cudaError_t cudaMemPoolSetAccess(cudaMemPool_t pool, const struct cudaMemAccessDesc *d, size_t n) { (void)d; (void)n; return pool == &default_pool ? cudaSuccess : ret(cudaErrorInvalidValue); }
+cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    if (!value) return ret(cudaErrorInvalidValue);
+    *(unsigned long long *)value = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    return value ? cudaSuccess : ret(cudaErrorInvalidValue);
+}
 
 cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
     cudaError_t e = enter();
     if (e) return e;
+    if ((e = unsafe_call())) return e;
     return alloc_tracked(ptr, size, MEM_HOST);
 }
 
@@ -479,6 +872,7 @@ cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
     cudaError_t e = enter();
     if (e) return e;
     if (flags & ~0xfu) return ret(cudaErrorInvalidValue);
+    if ((e = unsafe_call())) return e;
     return alloc_tracked(pHost, size, MEM_HOST);
 }
 
@@ -488,9 +882,32 @@ cudaError_t cudaFreeHost(void *ptr)
     cudaError_t e = enter();
     if (e) return e;
     if (!ptr) return cudaSuccess;
+    if ((e = unsafe_call())) return e;
+    complete_all(1);
     if (!mem_remove(ptr, MEM_HOST)) return ret(cudaErrorInvalidValue);
     free(ptr);
     return cudaSuccess;
+}
+
+/* Page-locks memory the application owns; the double only remembers the range, so copies and
+ * cudaPointerGetAttributes see it as pinned host memory. */
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!ptr || !size || (flags & ~0xfu)) return ret(cudaErrorInvalidValue);
+    if ((e = unsafe_call())) return e;
+    if (mem_kind(ptr, 0, NULL, NULL) || mem_kind((char *)ptr + size - 1, 0, NULL, NULL))
+        return ret(cudaErrorHostMemoryAlreadyRegistered);
+    return mem_add(ptr, size, MEM_REGISTERED) ? ret(cudaErrorMemoryAllocation) : cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *ptr)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if ((e = unsafe_call())) return e;
+    return mem_remove(ptr, MEM_REGISTERED) ? cudaSuccess : ret(cudaErrorHostMemoryNotRegistered);
 }
 
 cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
@@ -498,7 +915,8 @@ cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int f
     cudaError_t e = enter();
     if (e) return e;
     if (!pDevice || flags != 0) return ret(cudaErrorInvalidValue);
-    if (mem_kind(pHost, 0, NULL, NULL) != MEM_HOST) return ret(cudaErrorInvalidValue);
+    int k = mem_kind(pHost, 0, NULL, NULL);
+    if (k != MEM_HOST && k != MEM_REGISTERED) return ret(cudaErrorInvalidValue);
     *pDevice = pHost;
     return cudaSuccess;
 }
@@ -514,7 +932,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
         attr->type = cudaMemoryTypeDevice;
         attr->device = 0;
         attr->devicePointer = (void *)ptr;
-    } else if (kind == MEM_HOST) {
+    } else if (kind == MEM_HOST || kind == MEM_REGISTERED) {
         attr->type = cudaMemoryTypeHost;
         attr->device = 0;
         attr->devicePointer = (void *)ptr;
@@ -542,99 +960,61 @@ static cudaError_t check_copy(void *dst, const void *src, size_t n, enum cudaMem
     }
 }
 
-/* ------------------------------------------------------------------ streams, graphs */
-
-enum { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET };
-typedef struct node {
-    int type;
-    struct CUkern_st *kernel;
-    dim3 grid, block;
-    size_t shm;
-    unsigned char *argbuf;         /* copies of the parameter values, taken at capture */
-    void *argv[FK_MAX_PARAMS];
-    void *dst;
-    const void *src;
-    size_t n;
-    int value;
-    enum cudaMemcpyKind kind;
-    struct node *next;
-} node_t;
-
-#define STREAM_MAGIC 0x73747265u
-#define GRAPH_MAGIC 0x67726170u
-#define EXEC_MAGIC 0x65786563u
-#define EVENT_MAGIC 0x6576656eu
-
-struct CUgraph_st { unsigned magic; node_t *head, *tail; struct CUgraph_st *next_live; };
-struct CUgraphExec_st { unsigned magic; struct CUgraph_st *graph; struct CUgraphExec_st *next_live; };
-struct CUstream_st {
-    unsigned magic;
-    unsigned flags;
-    int priority;
-    enum cudaStreamCaptureStatus capture;
-    struct CUgraph_st *graph;      /* being captured */
-    struct CUstream_st *next_live;
-};
-struct CUevent_st {
-    unsigned magic;
-    unsigned flags;
-    int recorded;
-    struct timespec when;
-    struct CUevent_st *next_live;
-};
-
-static pthread_mutex_t obj_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct CUstream_st *live_streams;
-static struct CUevent_st *live_events;
-static struct CUgraph_st *live_graphs;
-static struct CUgraphExec_st *live_execs;
-
-/* Unlink from a singly linked live list; returns 1 if it was there. */
-#define LIVE_REMOVE(head, obj, found) do { \
-        __typeof__(head) *pp_ = &(head); found = 0; \
-        while (*pp_) { if (*pp_ == (obj)) { *pp_ = (obj)->next_live; found = 1; break; } pp_ = &(*pp_)->next_live; } \
-    } while (0)
-#define LIVE_FIND(head, obj, found) do { \
-        __typeof__(head) p_ = (head); found = 0; \
-        while (p_) { if (p_ == (obj)) { found = 1; break; } p_ = p_->next_live; } \
-    } while (0)
-
-/* 0 (legacy), cudaStreamLegacy and cudaStreamPerThread are always valid; NULL *out for them. */
-static int stream_ok(cudaStream_t s, struct CUstream_st **out)
+/* Device variables: the host shadow is the device memory (tracked on first use). */
+static cudaError_t symbol_memory(const void *symbol, size_t *size)
 {
-    *out = NULL;
-    if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread) return 1;
-    int found;
-    pthread_mutex_lock(&obj_lock);
-    LIVE_FIND(live_streams, s, found);
-    pthread_mutex_unlock(&obj_lock);
-    if (found) *out = s;
-    return found;
+    cudaError_t e = cudaErrorInvalidSymbol;
+    pthread_mutex_lock(&reg_lock);
+    for (size_t i = 0; i < n_vars; i++) {
+        if (vars[i].host != symbol) continue;
+        if (size) *size = vars[i].size;
+        if (!vars[i].tracked) {
+            vars[i].tracked = 1;
+            pthread_mutex_unlock(&reg_lock);
+            if (mem_add((void *)symbol, vars[i].size, MEM_REGISTERED) != 0) return cudaErrorMemoryAllocation;
+            return cudaSuccess;
+        }
+        e = cudaSuccess;
+        break;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return e;
 }
 
-static int any_capture_active(void)
+cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
 {
-    int active = 0;
-    pthread_mutex_lock(&obj_lock);
-    for (struct CUstream_st *s = live_streams; s; s = s->next_live)
-        if (s->capture == cudaStreamCaptureStatusActive) active = 1;
-    pthread_mutex_unlock(&obj_lock);
-    return active;
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!devPtr) return ret(cudaErrorInvalidValue);
+    if ((e = symbol_memory(symbol, NULL))) return ret(e);
+    *devPtr = (void *)symbol;
+    return cudaSuccess;
 }
 
-static void graph_free_nodes(struct CUgraph_st *g)
+cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
 {
-    node_t *n = g->head;
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!size) return ret(cudaErrorInvalidValue);
+    return (e = symbol_memory(symbol, size)) ? ret(e) : cudaSuccess;
+}
+
+/* ------------------------------------------------------------------ streams */
+
+static void graph_free_nodes(node_t *n)
+{
     while (n) { node_t *next = n->next; free(n->argbuf); free(n); n = next; }
-    g->head = g->tail = NULL;
 }
 
 static void capture_append(struct CUstream_st *s, node_t *n)
 {
     pthread_mutex_lock(&obj_lock);
     if (s->graph) {
-        if (s->graph->tail) s->graph->tail->next = n; else s->graph->head = n;
-        s->graph->tail = n;
+        struct CUgraph_st *g = s->graph;
+        n->prev = g->tail;
+        if (g->tail) g->tail->next = n; else g->head = n;
+        g->tail = n;
+        g->n_nodes++;
         n = NULL;
     }
     pthread_mutex_unlock(&obj_lock);
@@ -650,7 +1030,7 @@ static cudaError_t stream_create(cudaStream_t *p, unsigned flags, int priority)
     if (!s) return ret(cudaErrorMemoryAllocation);
     s->magic = STREAM_MAGIC;
     s->flags = flags;
-    s->priority = priority;
+    s->priority = priority < -5 ? -5 : priority > 0 ? 0 : priority;
     s->capture = cudaStreamCaptureStatusNone;
     pthread_mutex_lock(&obj_lock);
     s->next_live = live_streams;
@@ -664,6 +1044,34 @@ cudaError_t cudaStreamCreate(cudaStream_t *p) { return stream_create(p, 0, 0); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *p, unsigned int flags) { return stream_create(p, flags, 0); }
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *p, unsigned int flags, int priority) { return stream_create(p, flags, priority); }
 
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+{
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    struct CUstream_st *st;
+    if (!priority) return ret(cudaErrorInvalidValue);
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    *priority = st ? st->priority : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority) { return cudaStreamGetPriority(s, priority); }
+
+cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags)
+{
+    struct CUstream_st *st;
+    if (!flags) return ret(cudaErrorInvalidValue);
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    *flags = st ? st->flags : 0;
+    return cudaSuccess;
+}
+
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
     cudaError_t e = enter();
@@ -672,9 +1080,19 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
     int found;
     pthread_mutex_lock(&obj_lock);
     LIVE_REMOVE(live_streams, s, found);
+    if (found) {
+        /* Its work still finishes; nothing may point at the stream any more. */
+        for (struct CUevent_st *ev = live_events; ev; ev = ev->next_live) {
+            if (ev->on == s) ev->on = NULL;
+            if (ev->captured_on == s) ev->captured_on = NULL;
+        }
+        for (struct CUstream_st *o = live_streams; o; o = o->next_live)
+            for (int i = 0; i < 4; i++) if (o->deps[i].s == s) o->deps[i].s = NULL;
+        for (int i = 0; i < 4; i++) if (legacy_stream.deps[i].s == s) legacy_stream.deps[i].s = NULL;
+    }
     pthread_mutex_unlock(&obj_lock);
     if (!found) return ret(cudaErrorInvalidResourceHandle);
-    if (s->graph) { graph_free_nodes(s->graph); free(s->graph); }
+    if (s->graph && !s->joined) { graph_free_nodes(s->graph->head); free(s->graph); }
     s->magic = 0;
     free(s);
     return cudaSuccess;
@@ -684,25 +1102,59 @@ static cudaError_t stream_sync(cudaStream_t s)
 {
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
-    if (st && st->capture != cudaStreamCaptureStatusNone) {
+    if (capturing(st)) {
         st->capture = cudaStreamCaptureStatusInvalidated;
         return ret(cudaErrorStreamCaptureUnsupported);
     }
     sync_point();
-    return enter();
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!st && (e = legacy_use(st))) return e;
+    if (st) complete_stream(st);
+    else complete_all(0);
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return stream_sync(s); }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return stream_sync(s); }
-/* All work is done by the time a call returns, so a query is a synchronisation. */
-cudaError_t cudaStreamQuery(cudaStream_t s) { return stream_sync(s); }
-cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return stream_sync(s); }
+
+static cudaError_t stream_query(cudaStream_t s)
+{
+    struct CUstream_st *st;
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    if (capturing(st)) {
+        st->capture = cudaStreamCaptureStatusInvalidated;
+        return ret(cudaErrorStreamCaptureUnsupported);
+    }
+    sync_point();
+    cudaError_t e = enter();
+    if (e) return e;
+    if ((e = unsafe_call())) return e;
+    struct CUstream_st *x = state_of(st);
+    pthread_mutex_lock(&obj_lock);
+    int busy = x->completed < x->submitted;
+    if (busy && x->polls < not_ready_polls()) x->polls++;
+    else { complete_locked(x, x->submitted, 0); busy = 0; }
+    pthread_mutex_unlock(&obj_lock);
+    return busy ? ret(cudaErrorNotReady) : cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s) { return stream_query(s); }
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return stream_query(s); }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    if (any_capture_active()) return ret(cudaErrorStreamCaptureUnsupported);
+    pthread_mutex_lock(&obj_lock);
+    int active = 0;
+    for (struct CUstream_st *s = live_streams; s; s = s->next_live)
+        if (s->capture == cudaStreamCaptureStatusActive) { active = 1; s->capture = cudaStreamCaptureStatusInvalidated; }
+    pthread_mutex_unlock(&obj_lock);
+    if (active) return ret(cudaErrorStreamCaptureUnsupported);
     sync_point();
-    return enter();
+    cudaError_t e = enter();
+    if (e) return e;
+    complete_all(1);
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
@@ -711,13 +1163,45 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
     if (e) return e;
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
-    (void)ev;
+    int found;
+    pthread_mutex_lock(&obj_lock);
+    LIVE_FIND(live_events, ev, found);
+    if (found) {
+        struct CUstream_st *x = state_of(st);
+        if (ev->captured_on && ev->captured_on->capture == cudaStreamCaptureStatusActive && st && st != ev->captured_on &&
+            st->capture == cudaStreamCaptureStatusNone) {
+            /* Fork: the waiting stream joins the capture and records into the same graph. */
+            st->capture = cudaStreamCaptureStatusActive;
+            st->capture_mode = ev->captured_on->capture_mode;
+            st->capture_id = ev->captured_on->capture_id;
+            st->capture_thread = ev->captured_on->capture_thread;
+            st->graph = ev->captured_on->graph;
+            st->joined = 1;
+        } else if (ev->on && ev->on != x) {
+            x->deps[x->next_dep].s = ev->on;
+            x->deps[x->next_dep].seq = ev->seq;
+            x->next_dep = (x->next_dep + 1) % 4;
+        }
+    }
+    pthread_mutex_unlock(&obj_lock);
+    if (!found) return ret(cudaErrorInvalidResourceHandle);
     (void)flags;
     return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, unsigned int flags) { return cudaStreamWaitEvent(s, ev, flags); }
 
-static cudaError_t begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+/* ------------------------------------------------------------------ capture */
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    if (!mode || (unsigned)*mode > cudaStreamCaptureModeRelaxed) return ret(cudaErrorInvalidValue);
+    enum cudaStreamCaptureMode old = tl_capture_mode;
+    tl_capture_mode = *mode;
+    *mode = old;
+    return cudaSuccess;
+}
+
+static cudaError_t begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mode, struct CUgraph_st *into)
 {
     cudaError_t e = enter();
     if (e) return e;
@@ -726,12 +1210,19 @@ static cudaError_t begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mode
     if (!st) return ret(cudaErrorStreamCaptureUnsupported); /* the legacy stream cannot be captured */
     if ((unsigned)mode > cudaStreamCaptureModeRelaxed) return ret(cudaErrorInvalidValue);
     if (st->capture != cudaStreamCaptureStatusNone) return ret(cudaErrorIllegalState);
-    struct CUgraph_st *g = calloc(1, sizeof *g);
-    if (!g) return ret(cudaErrorMemoryAllocation);
-    g->magic = GRAPH_MAGIC;
+    struct CUgraph_st *g = into;
+    if (!g) {
+        g = calloc(1, sizeof *g);
+        if (!g) return ret(cudaErrorMemoryAllocation);
+        g->magic = GRAPH_MAGIC;
+    }
     pthread_mutex_lock(&obj_lock);
     st->graph = g;
+    st->joined = into != NULL;     /* a graph the caller owns is not freed with the capture */
     st->capture = cudaStreamCaptureStatusActive;
+    st->capture_mode = mode;
+    st->capture_id = atomic_fetch_add(&capture_ids, 1) + 1;
+    st->capture_thread = pthread_self();
     pthread_mutex_unlock(&obj_lock);
     return cudaSuccess;
 }
@@ -744,16 +1235,27 @@ static cudaError_t end_capture(cudaStream_t s, cudaGraph_t *out)
     if (!out) return ret(cudaErrorInvalidValue);
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (!st || st->capture == cudaStreamCaptureStatusNone) return ret(cudaErrorIllegalState);
+    if (st->joined && st->capture == cudaStreamCaptureStatusActive && !st->graph) return ret(cudaErrorStreamCaptureUnmatched);
     pthread_mutex_lock(&obj_lock);
     struct CUgraph_st *g = st->graph;
     int invalid = st->capture == cudaStreamCaptureStatusInvalidated;
+    int owned = !st->joined;
+    /* The streams that joined this capture leave it with it. */
+    for (struct CUstream_st *o = live_streams; o; o = o->next_live) {
+        if (o != st && o->graph == g) {
+            if (o->capture == cudaStreamCaptureStatusInvalidated) invalid = 1;
+            o->graph = NULL; o->capture = cudaStreamCaptureStatusNone; o->joined = 0;
+        }
+    }
     st->graph = NULL;
     st->capture = cudaStreamCaptureStatusNone;
-    if (!invalid) { g->next_live = live_graphs; live_graphs = g; }
+    st->joined = 0;
+    for (struct CUevent_st *ev = live_events; ev; ev = ev->next_live)
+        if (ev->captured_on == st) ev->captured_on = NULL;
+    if (!invalid && owned) { g->next_live = live_graphs; live_graphs = g; }
     pthread_mutex_unlock(&obj_lock);
     if (invalid) {
-        graph_free_nodes(g);
-        free(g);
+        if (owned) { graph_free_nodes(g->head); free(g); }
         *out = NULL;
         return ret(cudaErrorStreamCaptureInvalidated);
     }
@@ -772,12 +1274,60 @@ static cudaError_t is_capturing(cudaStream_t s, enum cudaStreamCaptureStatus *st
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) { return begin_capture(s, mode); }
-cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode) { return begin_capture(s, mode); }
+/* Every form of cudaStreamGetCaptureInfo. The captured graph is a chain, so the capture's
+ * dependency set is its last node. */
+static cudaError_t capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                cudaGraph_t *graph, const cudaGraphNode_t **deps, const void **edges, size_t *ndeps)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    struct CUstream_st *st;
+    if (!status) return ret(cudaErrorInvalidValue);
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    static __thread cudaGraphNode_t last;
+    pthread_mutex_lock(&obj_lock);
+    *status = st ? st->capture : cudaStreamCaptureStatusNone;
+    int active = *status != cudaStreamCaptureStatusNone;
+    if (id && active) *id = st->capture_id;
+    if (graph) *graph = active ? st->graph : NULL;
+    last = active && st->graph && st->graph->tail ? (cudaGraphNode_t)(void *)st->graph->tail : NULL;
+    if (deps) *deps = last ? &last : NULL;
+    if (edges) *edges = NULL;
+    if (ndeps) *ndeps = last ? 1 : 0;
+    pthread_mutex_unlock(&obj_lock);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) { return begin_capture(s, mode, NULL); }
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode) { return begin_capture(s, mode, NULL); }
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) { return end_capture(s, g); }
 cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g) { return end_capture(s, g); }
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st) { return is_capturing(s, st); }
 cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st) { return is_capturing(s, st); }
+
+#if FK_CUDA_MAJOR >= 13
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                     cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges, size_t *n)
+{ return capture_info(s, status, id, graph, deps, (const void **)edges, n); }
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                          cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges, size_t *n)
+{ return capture_info(s, status, id, graph, deps, (const void **)edges, n); }
+#else
+/* CUDA 12 names: the plain symbol is the three-argument form, _v2 adds graph and dependencies,
+ * _v3 edge data (what CUDA 13 calls cudaStreamGetCaptureInfo). */
+cudaError_t fk12_capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id) __asm__("cudaStreamGetCaptureInfo");
+cudaError_t fk12_capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id)
+{ return capture_info(s, status, id, NULL, NULL, NULL, NULL); }
+cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                        cudaGraph_t *graph, const cudaGraphNode_t **deps, size_t *n)
+{ return capture_info(s, status, id, graph, deps, NULL, n); }
+cudaError_t cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                             cudaGraph_t *graph, const cudaGraphNode_t **deps, size_t *n)
+{ return capture_info(s, status, id, graph, deps, NULL, n); }
+cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                        cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges, size_t *n)
+{ return capture_info(s, status, id, graph, deps, (const void **)edges, n); }
+#endif
 
 /* ------------------------------------------------------------------ copies */
 
@@ -788,9 +1338,12 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t n, enum cudaMemc
     if (e) return e;
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    if (!is_async && (e = unsafe_call())) return e;
+    if (capturing(st) && !is_async) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
+    if (!capturing(st) && (e = legacy_use(st))) return e;
     e = check_copy(dst, src, n, kind);
     if (e) return ret(e);
-    if (st && st->capture == cudaStreamCaptureStatusActive && is_async) {
+    if (capturing(st)) {
         node_t *nd = calloc(1, sizeof *nd);
         if (!nd) return ret(cudaErrorMemoryAllocation);
         nd->type = NODE_MEMCPY;
@@ -798,7 +1351,11 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t n, enum cudaMemc
         capture_append(st, nd);
         return cudaSuccess;
     }
-    if (n) memmove(dst, src, n);
+    /* Done now, in submission order with every kernel (kernels run when launched too), so what
+     * a later operation on any stream reads is what stream order promises. */
+    if (n && !atomic_load(&pending_err)) memmove(dst, src, n);
+    if (is_async) submit(st);
+    else complete_all(0);
     return cudaSuccess;
 }
 
@@ -806,6 +1363,42 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) { return memcpy_on(dst, src, n, kind, cudaStreamPerThread, 0); }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) { return memcpy_on(dst, src, n, kind, s, 1); }
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) { return memcpy_on(dst, src, n, kind, s, 1); }
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s)
+{
+    if (dd != 0 || sd != 0) return ret(cudaErrorInvalidDevice);
+    return memcpy_on(dst, src, n, cudaMemcpyDeviceToDevice, s, 1);
+}
+cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n)
+{
+    if (dd != 0 || sd != 0) return ret(cudaErrorInvalidDevice);
+    return memcpy_on(dst, src, n, cudaMemcpyDeviceToDevice, 0, 0);
+}
+
+/* Row by row; each row goes through the checks of a plain copy. */
+static cudaError_t memcpy2d_on(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                               enum cudaMemcpyKind kind, cudaStream_t s, int is_async)
+{
+    if (width > dpitch || width > spitch) return ret(cudaErrorInvalidPitchValue);
+    for (size_t r = 0; r < height; r++) {
+        cudaError_t e = memcpy_on((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind, s, is_async);
+        if (e) return e;
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy2D(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k) { return memcpy2d_on(dst, dp, src, sp, w, h, k, 0, 0); }
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k, cudaStream_t s) { return memcpy2d_on(dst, dp, src, sp, w, h, k, s, 1); }
+
+static cudaError_t to_symbol(const void *symbol, const void *src, size_t n, size_t offset, enum cudaMemcpyKind kind, cudaStream_t s, int is_async)
+{
+    size_t size = 0;
+    cudaError_t e = symbol_memory(symbol, &size);
+    if (e) return ret(e);
+    if (offset > size || n > size - offset) return ret(cudaErrorInvalidValue);
+    if (kind == cudaMemcpyDefault) kind = cudaMemcpyHostToDevice;
+    return memcpy_on((char *)symbol + offset, src, n, kind, s, is_async);
+}
+cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t n, size_t offset, enum cudaMemcpyKind kind) { return to_symbol(symbol, src, n, offset, kind, 0, 0); }
+cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t n, size_t offset, enum cudaMemcpyKind kind, cudaStream_t s) { return to_symbol(symbol, src, n, offset, kind, s, 1); }
 
 static cudaError_t memset_on(void *dst, int value, size_t n, cudaStream_t s, int is_async)
 {
@@ -814,8 +1407,9 @@ static cudaError_t memset_on(void *dst, int value, size_t n, cudaStream_t s, int
     if (e) return e;
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    if (!is_async && (e = unsafe_call())) return e;
     if (n && !mem_kind(dst, n, NULL, NULL)) return ret(cudaErrorInvalidValue);
-    if (st && st->capture == cudaStreamCaptureStatusActive && is_async) {
+    if (capturing(st) && is_async) {
         node_t *nd = calloc(1, sizeof *nd);
         if (!nd) return ret(cudaErrorMemoryAllocation);
         nd->type = NODE_MEMSET;
@@ -823,7 +1417,10 @@ static cudaError_t memset_on(void *dst, int value, size_t n, cudaStream_t s, int
         capture_append(st, nd);
         return cudaSuccess;
     }
-    if (n) memset(dst, value, n);
+    if (!capturing(st) && (e = legacy_use(st))) return e;
+    if (n && !atomic_load(&pending_err)) memset(dst, value, n);
+    if (is_async) submit(st);
+    else complete_all(0);
     return cudaSuccess;
 }
 
@@ -859,16 +1456,28 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
               grid.x, grid.y, grid.z, block.x, block.y, block.z, (void *)stream);
         return user(k->name, grid, block, args, shm, stream);
     }
-    for (const fk_emulator_t *em = fk_nll_emulators; em->substring; em++) {
-        if (!strstr(k->name, em->substring)) continue;
-        int layout_ok = k->sig.ok && k->sig.n_params == em->n_params;
-        for (int i = 0; layout_ok && i < em->n_params; i++)
-            if (k->sig.size[i] != em->sizes[i]) layout_ok = 0;
-        if (!layout_ok) {
-            trace("[fakecuda] launch %s: name matches %s but the parameter list differs: no-op", k->name, em->substring);
-            return cudaSuccess;
+    const fk_sig_t *sig = kernel_sig(k);
+    if (k->emu == -2) {
+        /* Chosen once per kernel: a name match whose parameter list differs is remembered as
+         * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike. */
+        int chosen = -1;
+        for (int i = 0; fk_nll_emulators[i].substring; i++) {
+            const fk_emulator_t *em = &fk_nll_emulators[i];
+            if (!strstr(k->name, em->substring)) continue;
+            int layout_ok = sig->ok && sig->n_params == em->n_params;
+            for (int j = 0; layout_ok && j < em->n_params; j++)
+                if (sig->size[j] != em->sizes[j]) layout_ok = 0;
+            if (!layout_ok)
+                trace("[fakecuda] kernel %s: name matches %s but the parameter list differs: no-op", k->name, em->substring);
+            else
+                chosen = i;
+            break;
         }
-        fk_launch_t l = { k->name, &k->sig, grid, block, args, shm, stream };
+        k->emu = chosen;
+    }
+    if (k->emu >= 0) {
+        const fk_emulator_t *em = &fk_nll_emulators[k->emu];
+        fk_launch_t l = { k->name, sig, grid, block, args, shm, stream };
         atomic_fetch_add(&k->emulated, 1);
         cudaError_t e = em->fn(&l);
         trace("[fakecuda] launch %s grid=(%u,%u,%u) block=(%u,%u,%u) stream=%p: emulated -> %d", k->name,
@@ -887,27 +1496,31 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
     struct CUkern_st *k = find_kernel(func);
     if (!k) return ret(cudaErrorInvalidDeviceFunction);
     if (!config_ok(grid, block)) return ret(cudaErrorInvalidConfiguration);
-    if (shm > 227 * 1024) return ret(cudaErrorInvalidValue);
+    if (shm > FK_SMEM_OPTIN) return ret(cudaErrorInvalidValue);
     struct CUstream_st *st;
     if (!stream_ok(stream, &st)) return ret(cudaErrorInvalidResourceHandle);
-    if (st && st->capture == cudaStreamCaptureStatusActive) {
+    if (capturing(st)) {
         /* Recorded, not run; the parameter values are copied now, as cudaGraph kernel nodes do. */
         node_t *nd = calloc(1, sizeof *nd);
         if (!nd) return ret(cudaErrorMemoryAllocation);
         nd->type = NODE_KERNEL;
         nd->kernel = k; nd->grid = grid; nd->block = block; nd->shm = shm;
-        if (k->sig.ok && k->sig.n_params > 0 && args) {
-            size_t total = k->sig.offset[k->sig.n_params - 1] + k->sig.size[k->sig.n_params - 1];
+        const fk_sig_t *sig = kernel_sig(k);
+        if (sig->ok && sig->n_params > 0 && args) {
+            size_t total = sig->offset[sig->n_params - 1] + sig->size[sig->n_params - 1];
             nd->argbuf = malloc(total);
             if (!nd->argbuf) { free(nd); return ret(cudaErrorMemoryAllocation); }
-            for (int i = 0; i < k->sig.n_params; i++) {
-                memcpy(nd->argbuf + k->sig.offset[i], args[i], k->sig.size[i]);
-                nd->argv[i] = nd->argbuf + k->sig.offset[i];
+            nd->argbytes = total;
+            for (int i = 0; i < sig->n_params; i++) {
+                memcpy(nd->argbuf + sig->offset[i], args[i], sig->size[i]);
+                nd->argv[i] = nd->argbuf + sig->offset[i];
             }
         }
         capture_append(st, nd);
         return cudaSuccess;
     }
+    if ((e = legacy_use(st))) return e;
+    submit(st);
     if (atomic_load(&pending_err)) return cudaSuccess; /* the device is dead; it runs nothing more */
     e = run_kernel(k, grid, block, args, shm, stream);
     if (e != cudaSuccess) poison(e);
@@ -918,6 +1531,8 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args,
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(kernel, g, b, args, shm, s); }
 cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
+cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
@@ -925,6 +1540,45 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *fu
     return launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream);
 }
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args) { return cudaLaunchKernelExC(config, func, args); }
+
+/* A host function runs when the stream reaches it: with eager execution, at once; inside a
+ * capture it becomes a host node, run at every replay. It must not call CUDA (as on a GPU). */
+static cudaError_t host_func(cudaStream_t stream, cudaHostFn_t fn, void *user)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!fn) return ret(cudaErrorInvalidValue);
+    struct CUstream_st *st;
+    if (!stream_ok(stream, &st)) return ret(cudaErrorInvalidResourceHandle);
+    if (capturing(st)) {
+        node_t *nd = calloc(1, sizeof *nd);
+        if (!nd) return ret(cudaErrorMemoryAllocation);
+        nd->type = NODE_HOST;
+        nd->fn = fn; nd->user = user;
+        capture_append(st, nd);
+        return cudaSuccess;
+    }
+    if ((e = legacy_use(st))) return e;
+    submit(st);
+    fn(user);
+    return cudaSuccess;
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) { return host_func(s, fn, user); }
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *user) { return host_func(s, fn, user); }
+
+cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void *user, unsigned int flags)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!cb || flags) return ret(cudaErrorInvalidValue);
+    struct CUstream_st *st;
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    if (capturing(st)) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
+    submit(st);
+    cb(s, cudaSuccess, user);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, void *user, unsigned int flags) { return cudaStreamAddCallback(s, cb, user, flags); }
 
 /* <<<>>> pushes its configuration; the host stub pops it. One stack per thread. */
 static __thread struct { dim3 grid, block; size_t shm; void *stream; } call_stack[16];
@@ -954,27 +1608,60 @@ cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shm, voi
 
 /* ------------------------------------------------------------------ graphs */
 
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pExec, cudaGraph_t graph, unsigned long long flags)
+static int graph_live(cudaGraph_t g)
+{
+    int found;
+    pthread_mutex_lock(&obj_lock);
+    LIVE_FIND(live_graphs, g, found);
+    pthread_mutex_unlock(&obj_lock);
+    return found;
+}
+
+/* A deep copy of the node list (kernel parameters included); NULL with *err on failure. */
+static node_t *copy_nodes(const node_t *src, int *err)
+{
+    node_t *head = NULL, *tail = NULL;
+    *err = 0;
+    for (; src; src = src->next) {
+        node_t *n = malloc(sizeof *n);
+        if (!n) { *err = 1; break; }
+        *n = *src;
+        n->prev = tail; n->next = NULL;
+        if (src->argbuf) {
+            n->argbuf = malloc(src->argbytes);
+            if (!n->argbuf) { free(n); *err = 1; break; }
+            memcpy(n->argbuf, src->argbuf, src->argbytes);
+            for (int i = 0; i < FK_MAX_PARAMS; i++)
+                if (src->argv[i]) n->argv[i] = n->argbuf + ((unsigned char *)src->argv[i] - src->argbuf);
+        }
+        if (tail) tail->next = n; else head = n;
+        tail = n;
+    }
+    if (*err) { graph_free_nodes(head); return NULL; }
+    return head;
+}
+
+static cudaError_t instantiate(cudaGraphExec_t *pExec, cudaGraph_t graph)
 {
     cudaError_t e = enter();
     if (e) return e;
     if (!pExec) return ret(cudaErrorInvalidValue);
-    int found;
-    pthread_mutex_lock(&obj_lock);
-    LIVE_FIND(live_graphs, graph, found);
-    pthread_mutex_unlock(&obj_lock);
-    if (!found) return ret(cudaErrorInvalidValue);
+    if (!graph_live(graph)) return ret(cudaErrorInvalidValue);
     struct CUgraphExec_st *x = calloc(1, sizeof *x);
     if (!x) return ret(cudaErrorMemoryAllocation);
     x->magic = EXEC_MAGIC;
-    x->graph = graph;
+    int err;
     pthread_mutex_lock(&obj_lock);
-    x->next_live = live_execs;
-    live_execs = x;
+    x->head = copy_nodes(graph->head, &err);
+    if (!err) { x->next_live = live_execs; live_execs = x; }
     pthread_mutex_unlock(&obj_lock);
+    if (err) { free(x); return ret(cudaErrorMemoryAllocation); }
     *pExec = x;
     return cudaSuccess;
 }
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pExec, cudaGraph_t graph, unsigned long long flags) { (void)flags; return instantiate(pExec, graph); }
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pExec, cudaGraph_t graph, unsigned long long flags) { (void)flags; return instantiate(pExec, graph); }
 
 static cudaError_t graph_launch(cudaGraphExec_t x, cudaStream_t s)
 {
@@ -987,10 +1674,15 @@ static cudaError_t graph_launch(cudaGraphExec_t x, cudaStream_t s)
     LIVE_FIND(live_execs, x, found);
     pthread_mutex_unlock(&obj_lock);
     if (!found) return ret(cudaErrorInvalidResourceHandle);
-    for (node_t *n = x->graph->head; n; n = n->next) {
+    if (capturing(st)) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
+    if ((e = legacy_use(st))) return e;
+    x->replays++;
+    submit(st);
+    for (node_t *n = x->head; n; n = n->next) {
         if (atomic_load(&pending_err)) break;
         if (n->type == NODE_MEMCPY) memmove(n->dst, n->src, n->n);
         else if (n->type == NODE_MEMSET) memset(n->dst, n->value, n->n);
+        else if (n->type == NODE_HOST) n->fn(n->user);
         else {
             cudaError_t ke = run_kernel(n->kernel, n->grid, n->block, n->argbuf ? n->argv : NULL, n->shm, s);
             if (ke != cudaSuccess) poison(ke);
@@ -1009,8 +1701,17 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
     LIVE_REMOVE(live_execs, x, found);
     pthread_mutex_unlock(&obj_lock);
     if (!found) return ret(cudaErrorInvalidValue);
+    graph_free_nodes(x->head);
     free(x);
     return cudaSuccess;
+}
+
+static void uobj_release(fk_uobj_t *o, unsigned count)
+{
+    if (atomic_fetch_sub(&o->refs, (int)count) == (int)count) {
+        if (o->destroy) o->destroy(o->ptr);
+        free(o);
+    }
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t g)
@@ -1020,8 +1721,129 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g)
     LIVE_REMOVE(live_graphs, g, found);
     pthread_mutex_unlock(&obj_lock);
     if (!found) return ret(cudaErrorInvalidValue);
-    graph_free_nodes(g);
+    graph_free_nodes(g->head);
+    for (uref_t *r = g->urefs, *next; r; r = next) { next = r->next; uobj_release(r->obj, r->count); free(r); }
     free(g);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphCreate(cudaGraph_t *out, unsigned int flags)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!out || flags) return ret(cudaErrorInvalidValue);
+    struct CUgraph_st *g = calloc(1, sizeof *g);
+    if (!g) return ret(cudaErrorMemoryAllocation);
+    g->magic = GRAPH_MAGIC;
+    pthread_mutex_lock(&obj_lock);
+    g->next_live = live_graphs;
+    live_graphs = g;
+    pthread_mutex_unlock(&obj_lock);
+    *out = g;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                          const cudaGraphEdgeData *edges, size_t n, enum cudaStreamCaptureMode mode)
+{
+    if (!graph_live(g)) return ret(cudaErrorInvalidValue);
+    return begin_capture(s, mode, g);
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *num)
+{
+    if (!num || !graph_live(g)) return ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&obj_lock);
+    size_t i = 0;
+    if (nodes)
+        for (node_t *n = g->head; n && i < *num; n = n->next) nodes[i++] = (cudaGraphNode_t)(void *)n;
+    else
+        i = g->n_nodes;
+    pthread_mutex_unlock(&obj_lock);
+    *num = i;
+    return cudaSuccess;
+}
+
+/* Captured graphs are chains: a node depends on the one before it. */
+static cudaError_t node_deps(cudaGraphNode_t node, cudaGraphNode_t *deps, size_t *num)
+{
+    if (!node || !num) return ret(cudaErrorInvalidValue);
+    const node_t *n = (const node_t *)(const void *)node;
+    size_t have = n->prev ? 1 : 0;
+    if (deps && *num >= 1 && have) deps[0] = (cudaGraphNode_t)(void *)n->prev;
+    *num = have;
+    return cudaSuccess;
+}
+#if FK_CUDA_MAJOR >= 13
+cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *deps, cudaGraphEdgeData *edges, size_t *num)
+{
+    if (edges && num && *num) memset(edges, 0, sizeof *edges * (*num < 1 ? *num : 1));
+    return node_deps(node, deps, num);
+}
+#else
+cudaError_t fk12_node_deps(cudaGraphNode_t node, cudaGraphNode_t *deps, size_t *num) __asm__("cudaGraphNodeGetDependencies");
+cudaError_t fk12_node_deps(cudaGraphNode_t node, cudaGraphNode_t *deps, size_t *num) { return node_deps(node, deps, num); }
+cudaError_t cudaGraphNodeGetDependencies_v2(cudaGraphNode_t node, cudaGraphNode_t *deps, cudaGraphEdgeData *edges, size_t *num)
+{
+    if (edges && num && *num) memset(edges, 0, sizeof *edges * (*num < 1 ? *num : 1));
+    return node_deps(node, deps, num);
+}
+#endif
+
+cudaError_t cudaGraphDebugDotPrint(cudaGraph_t g, const char *path, unsigned int flags)
+{
+    if (!path || !graph_live(g)) return ret(cudaErrorInvalidValue);
+    FILE *f = fopen(path, "w");
+    if (!f) return ret(cudaErrorOperatingSystem);
+    fprintf(f, "digraph fakecuda {\n");
+    int i = 0;
+    pthread_mutex_lock(&obj_lock);
+    for (node_t *n = g->head; n; n = n->next, i++) {
+        fprintf(f, "  n%d [label=\"%s\"];\n", i, n->type == NODE_KERNEL ? n->kernel->name : n->type == NODE_MEMCPY ? "memcpy" : n->type == NODE_MEMSET ? "memset" : "host");
+        if (i) fprintf(f, "  n%d -> n%d;\n", i - 1, i);
+    }
+    pthread_mutex_unlock(&obj_lock);
+    fprintf(f, "}\n");
+    fclose(f);
+    return cudaSuccess;
+}
+
+cudaError_t cudaUserObjectCreate(cudaUserObject_t *out, void *ptr, cudaHostFn_t destroy, unsigned int refs, unsigned int flags)
+{
+    if (!out || !refs) return ret(cudaErrorInvalidValue);
+    fk_uobj_t *o = calloc(1, sizeof *o);
+    if (!o) return ret(cudaErrorMemoryAllocation);
+    o->ptr = ptr;
+    o->destroy = destroy;
+    atomic_store(&o->refs, (int)refs);
+    *out = (cudaUserObject_t)(void *)o;
+    return cudaSuccess;
+}
+cudaError_t cudaUserObjectRetain(cudaUserObject_t obj, unsigned int count)
+{
+    if (!obj || !count) return ret(cudaErrorInvalidValue);
+    atomic_fetch_add(&((fk_uobj_t *)(void *)obj)->refs, (int)count);
+    return cudaSuccess;
+}
+cudaError_t cudaUserObjectRelease(cudaUserObject_t obj, unsigned int count)
+{
+    if (!obj || !count) return ret(cudaErrorInvalidValue);
+    uobj_release((fk_uobj_t *)(void *)obj, count);
+    return cudaSuccess;
+}
+/* flags & cudaGraphUserObjectMove: the caller's references move to the graph. */
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t g, cudaUserObject_t obj, unsigned int count, unsigned int flags)
+{
+    if (!obj || !count || !graph_live(g)) return ret(cudaErrorInvalidValue);
+    uref_t *r = calloc(1, sizeof *r);
+    if (!r) return ret(cudaErrorMemoryAllocation);
+    r->obj = (fk_uobj_t *)(void *)obj;
+    r->count = count;
+    if (!(flags & cudaGraphUserObjectMove)) atomic_fetch_add(&r->obj->refs, (int)count);
+    pthread_mutex_lock(&obj_lock);
+    r->next = g->urefs;
+    g->urefs = r;
+    pthread_mutex_unlock(&obj_lock);
     return cudaSuccess;
 }
 
@@ -1074,8 +1896,18 @@ static cudaError_t event_record(cudaEvent_t ev, cudaStream_t s)
     if (e) return e;
     struct CUstream_st *st;
     if (!event_ok(ev) || !stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
-    clock_gettime(CLOCK_MONOTONIC, &ev->when);
-    ev->recorded = 1;
+    pthread_mutex_lock(&obj_lock);
+    if (st && st->capture == cudaStreamCaptureStatusActive) {
+        ev->captured_on = st;      /* a fork point: a stream that waits on it joins the capture */
+    } else {
+        struct CUstream_st *x = state_of(st);
+        ev->on = x;
+        ev->seq = x->submitted;
+        ev->polls = 0;
+        ev->recorded = 1;
+        clock_gettime(CLOCK_MONOTONIC, &ev->when);
+    }
+    pthread_mutex_unlock(&obj_lock);
     return cudaSuccess;
 }
 
@@ -1088,10 +1920,31 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
     if (!event_ok(ev)) return ret(cudaErrorInvalidResourceHandle);
     sync_point();
-    return enter();
+    cudaError_t e = enter();
+    if (e) return e;
+    if ((e = unsafe_call())) return e;
+    pthread_mutex_lock(&obj_lock);
+    if (ev->on) complete_locked(ev->on, ev->seq, 0);
+    pthread_mutex_unlock(&obj_lock);
+    return cudaSuccess;
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t ev) { return cudaEventSynchronize(ev); }
+/* cudaErrorNotReady while the recorded work is outstanding (it then counts as the last error,
+ * as with the real runtime: callers clear it with cudaGetLastError). */
+cudaError_t cudaEventQuery(cudaEvent_t ev)
+{
+    if (!event_ok(ev)) return ret(cudaErrorInvalidResourceHandle);
+    sync_point();
+    cudaError_t e = enter();
+    if (e) return e;
+    if ((e = unsafe_call())) return e;
+    pthread_mutex_lock(&obj_lock);
+    int busy = ev->on && ev->on->completed < ev->seq;
+    if (busy && ev->polls < not_ready_polls()) ev->polls++;
+    else { if (ev->on) complete_locked(ev->on, ev->seq, 0); busy = 0; }
+    pthread_mutex_unlock(&obj_lock);
+    return busy ? ret(cudaErrorNotReady) : cudaSuccess;
+}
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
@@ -1139,44 +1992,124 @@ cudaError_t cudaDeviceReset(void)
     return enter();
 }
 
+/* One H200-like device (sm_90, 132 SMs, 143771 MiB as nvidia-smi shows it). The values are what
+ * PyTorch reads (torch.cuda.get_device_properties, the caching allocator's limits, occupancy);
+ * cudaDeviceGetAttribute answers from the same table. */
+
+/* The fields CUDA 12 and 13 share, for either layout of struct cudaDeviceProp. */
+#define FK_FILL_PROP(p) do { \
+        memset((p), 0, sizeof *(p)); \
+        snprintf((p)->name, sizeof (p)->name, "NVIDIA H200"); \
+        memcpy(&(p)->uuid, "fakecuda-h200-00", 16); \
+        (p)->totalGlobalMem = FK_TOTAL_MEM; \
+        (p)->sharedMemPerBlock = 48 * 1024; \
+        (p)->regsPerBlock = 65536; \
+        (p)->warpSize = 32; \
+        (p)->memPitch = 2147483647; \
+        (p)->maxThreadsPerBlock = 1024; \
+        (p)->maxThreadsDim[0] = 1024; (p)->maxThreadsDim[1] = 1024; (p)->maxThreadsDim[2] = 64; \
+        (p)->maxGridSize[0] = 2147483647; (p)->maxGridSize[1] = 65535; (p)->maxGridSize[2] = 65535; \
+        (p)->totalConstMem = 65536; \
+        (p)->major = 9; (p)->minor = 0; \
+        (p)->textureAlignment = 512; (p)->texturePitchAlignment = 32; \
+        (p)->multiProcessorCount = FK_SMS; \
+        (p)->canMapHostMemory = 1; \
+        (p)->surfaceAlignment = 512; \
+        (p)->concurrentKernels = 1; (p)->ECCEnabled = 1; \
+        (p)->pciBusID = 0x1b; (p)->pciDeviceID = 0; (p)->pciDomainID = 0; \
+        (p)->asyncEngineCount = 3; (p)->unifiedAddressing = 1; \
+        (p)->memoryBusWidth = 6144; (p)->l2CacheSize = FK_L2; (p)->persistingL2CacheMaxSize = 32 << 20; \
+        (p)->maxThreadsPerMultiProcessor = 2048; \
+        (p)->streamPrioritiesSupported = 1; (p)->globalL1CacheSupported = 1; (p)->localL1CacheSupported = 1; \
+        (p)->sharedMemPerMultiprocessor = FK_SMEM_SM; (p)->regsPerMultiprocessor = 65536; \
+        (p)->managedMemory = 1; (p)->hostNativeAtomicSupported = 0; \
+        (p)->concurrentManagedAccess = 1; \
+        (p)->computePreemptionSupported = 1; (p)->canUseHostPointerForRegisteredMem = 1; \
+        (p)->cooperativeLaunch = 1; (p)->sharedMemPerBlockOptin = FK_SMEM_OPTIN; \
+        (p)->maxBlocksPerMultiProcessor = 32; (p)->accessPolicyMaxWindowSize = 128 << 20; \
+        (p)->reservedSharedMemPerBlock = 1024; (p)->hostRegisterSupported = 1; \
+        (p)->sparseCudaArraySupported = 1; (p)->timelineSemaphoreInteropSupported = 1; \
+        (p)->memoryPoolsSupported = 1; (p)->gpuDirectRDMASupported = 1; \
+        (p)->memoryPoolSupportedHandleTypes = 9; (p)->deferredMappingCudaArraySupported = 1; \
+        (p)->ipcEventSupported = 1; (p)->clusterLaunch = 1; (p)->unifiedFunctionPointers = 1; \
+    } while (0)
+
+#if FK_CUDA_MAJOR >= 13
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
     if (!prop) return ret(cudaErrorInvalidValue);
     if (device != 0) return ret(cudaErrorInvalidDevice);
-    memset(prop, 0, sizeof *prop);
-    snprintf(prop->name, sizeof prop->name, "fakecuda host emulation");
-    prop->totalGlobalMem = (size_t)16 << 30;
-    prop->sharedMemPerBlock = 48 * 1024;
-    prop->regsPerBlock = 65536;
-    prop->warpSize = 32;
-    prop->maxThreadsPerBlock = 1024;
-    prop->maxThreadsDim[0] = 1024; prop->maxThreadsDim[1] = 1024; prop->maxThreadsDim[2] = 64;
-    prop->maxGridSize[0] = 2147483647; prop->maxGridSize[1] = 65535; prop->maxGridSize[2] = 65535;
-    prop->totalConstMem = 65536;
-    prop->major = 8;
-    prop->minor = 0;
-    prop->multiProcessorCount = 1;
-    prop->unifiedAddressing = 1;
-    prop->canMapHostMemory = 1;
+    FK_FILL_PROP(prop);
     return cudaSuccess;
 }
+#else
+#include "prop12.h"
+/* CUDA 12 headers map cudaGetDeviceProperties to this; the struct has CUDA 12's layout. */
+cudaError_t cudaGetDeviceProperties_v2(struct fk_prop12 *prop, int device)
+{
+    if (!prop) return ret(cudaErrorInvalidValue);
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    FK_FILL_PROP(prop);
+    prop->clockRate = 1980000;          /* kHz */
+    prop->memoryClockRate = 3201000;    /* kHz */
+    prop->computeMode = 0;
+    prop->singleToDoublePrecisionPerfRatio = 2;
+    prop->maxTexture1DLinear = 268435456;
+    return cudaSuccess;
+}
+cudaError_t fk12_get_props(struct fk_prop12 *prop, int device) __asm__("cudaGetDeviceProperties");
+cudaError_t fk12_get_props(struct fk_prop12 *prop, int device) { return cudaGetDeviceProperties_v2(prop, device); }
+#endif
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
     if (!value) return ret(cudaErrorInvalidValue);
     if (device != 0) return ret(cudaErrorInvalidDevice);
-    switch (attr) {
+    switch ((int)attr) {
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
     case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: *value = 1024; break;
     case cudaDevAttrMaxBlockDimZ: *value = 64; break;
     case cudaDevAttrMaxGridDimX: *value = 2147483647; break;
     case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: *value = 65535; break;
-    case cudaDevAttrWarpSize: *value = 32; break;
-    case cudaDevAttrMultiProcessorCount: *value = 1; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = 8; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
     case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; break;
+    case cudaDevAttrTotalConstantMemory: *value = 65536; break;
+    case cudaDevAttrWarpSize: *value = 32; break;
+    case cudaDevAttrMaxRegistersPerBlock: *value = 65536; break;
+    case 13 /* cudaDevAttrClockRate, gone from CUDA 13's enum */: *value = 1980000; break;
+    case cudaDevAttrMultiProcessorCount: *value = FK_SMS; break;
+    case cudaDevAttrIntegrated: *value = 0; break;
+    case cudaDevAttrCanMapHostMemory: *value = 1; break;
+    case cudaDevAttrConcurrentKernels: *value = 1; break;
+    case cudaDevAttrEccEnabled: *value = 1; break;
+    case cudaDevAttrPciBusId: *value = 0x1b; break;
+    case 36 /* cudaDevAttrMemoryClockRate */: *value = 3201000; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *value = 6144; break;
+    case cudaDevAttrL2CacheSize: *value = FK_L2; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; break;
+    case cudaDevAttrAsyncEngineCount: *value = 3; break;
     case cudaDevAttrUnifiedAddressing: *value = 1; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+    case cudaDevAttrStreamPrioritiesSupported: *value = 1; break;
+    case cudaDevAttrGlobalL1CacheSupported: case cudaDevAttrLocalL1CacheSupported: *value = 1; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = FK_SMEM_SM; break;
+    case cudaDevAttrMaxRegistersPerMultiprocessor: *value = 65536; break;
+    case cudaDevAttrManagedMemory: *value = 1; break;
+    case cudaDevAttrConcurrentManagedAccess: *value = 1; break;
+    case cudaDevAttrComputePreemptionSupported: *value = 1; break;
+    case cudaDevAttrCanUseHostPointerForRegisteredMem: *value = 1; break;
+    case cudaDevAttrCooperativeLaunch: *value = 1; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = FK_SMEM_OPTIN; break;
+    case cudaDevAttrHostRegisterSupported: *value = 1; break;
+    case cudaDevAttrMaxBlocksPerMultiprocessor: *value = 32; break;
+    case cudaDevAttrMaxPersistingL2CacheSize: *value = 32 << 20; break;
+    case cudaDevAttrMaxAccessPolicyWindowSize: *value = 128 << 20; break;
+    case cudaDevAttrReservedSharedMemoryPerBlock: *value = 1024; break;
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
+    case cudaDevAttrGPUDirectRDMASupported: *value = 1; break;
+    case cudaDevAttrMemoryPoolSupportedHandleTypes: *value = 9; break;
+    case cudaDevAttrClusterLaunch: *value = 1; break;
+    case cudaDevAttrIpcEventSupport: *value = 1; break;
     default: *value = 0; break;
     }
     return cudaSuccess;
@@ -1185,13 +2118,132 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 cudaError_t cudaDriverGetVersion(int *v)
 {
     if (!v) return ret(cudaErrorInvalidValue);
-    *v = 13000;
+    *v = FK_CUDA_MAJOR >= 13 ? 13000 : 12080;
     return cudaSuccess;
 }
 
 cudaError_t cudaRuntimeGetVersion(int *v)
 {
     if (!v) return ret(cudaErrorInvalidValue);
-    *v = 13000;
+    *v = FK_CUDA_MAJOR >= 13 ? 13000 : 12080;
     return cudaSuccess;
 }
+
+/* ------------------------------------------------------------------ the rest PyTorch calls */
+
+/* Every exported function the double does not model (gen_stubs.sh's weak stubs) lands here. */
+__attribute__((visibility("hidden"))) int fk_unsupported(const char *name)
+{
+    trace("[fakecuda] %s: not modelled: cudaErrorNotSupported", name);
+    int s = atomic_load(&sticky_err);
+    if (s) return s;
+    tl_last = cudaErrorNotSupported;
+    return cudaErrorNotSupported;
+}
+
+/* A machine without a driver has no driver entry points: PyTorch asks for cuGetErrorString,
+ * cuMemCreate and friends this way and must get "symbol not found", never a pointer. */
+static cudaError_t no_entry_point(void **fn, enum cudaDriverEntryPointQueryResult *status)
+{
+    if (fn) *fn = NULL;
+    if (status) { *status = cudaDriverEntryPointSymbolNotFound; return cudaSuccess; }
+    return ret(cudaErrorSymbolNotFound);
+}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags, enum cudaDriverEntryPointQueryResult *status)
+{
+    if (!symbol || !fn) return ret(cudaErrorInvalidValue);
+    return no_entry_point(fn, status);
+}
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **fn, unsigned long long flags, enum cudaDriverEntryPointQueryResult *status)
+{
+    if (!symbol || !fn) return ret(cudaErrorInvalidValue);
+    return no_entry_point(fn, status);
+}
+#pragma GCC diagnostic pop
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version, unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *status)
+{
+    if (!symbol || !fn) return ret(cudaErrorInvalidValue);
+    return no_entry_point(fn, status);
+}
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **fn, unsigned int version, unsigned long long flags,
+                                                  enum cudaDriverEntryPointQueryResult *status)
+{
+    return cudaGetDriverEntryPointByVersion(symbol, fn, version, flags, status);
+}
+
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!attr) return ret(cudaErrorInvalidValue);
+    if (!find_kernel(func)) return ret(cudaErrorInvalidDeviceFunction);
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = 1024;
+    attr->numRegs = 32;
+    attr->ptxVersion = 90;
+    attr->binaryVersion = 90;
+    attr->maxDynamicSharedSizeBytes = 48 * 1024;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!find_kernel(func)) return ret(cudaErrorInvalidDeviceFunction);
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && (value < 0 || value > FK_SMEM_OPTIN)) return ret(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache c) { (void)c; return find_kernel(func) ? cudaSuccess : ret(cudaErrorInvalidDeviceFunction); }
+
+cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t k, enum cudaFuncAttribute attr, int value, int device)
+{
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    return cudaFuncSetAttribute((const void *)k, attr, value);
+}
+
+/* Full occupancy for any block size: the double has no registers or shared memory to run out of. */
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, const void *func, int block, size_t smem, unsigned int flags)
+{
+    if (!n || block <= 0) return ret(cudaErrorInvalidValue);
+    if (!find_kernel(func)) return ret(cudaErrorInvalidDeviceFunction);
+    int b = 2048 / block;
+    *n = b < 1 ? 1 : b > 32 ? 32 : b;
+    return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *func, int block, size_t smem)
+{
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, func, block, smem, 0);
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+    if (!can) return ret(cudaErrorInvalidValue);
+    if (device != 0 || peer != 0) return ret(cudaErrorInvalidDevice);
+    *can = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) { return ret(cudaErrorInvalidDevice); }
+
+cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int device)
+{
+    if (!id || len <= 0) return ret(cudaErrorInvalidValue);
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    snprintf(id, (size_t)len, "0000:1B:00.0");
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetLimit(size_t *v, enum cudaLimit limit)
+{
+    if (!v) return ret(cudaErrorInvalidValue);
+    *v = limit == cudaLimitStackSize ? 1024 : limit == cudaLimitPrintfFifoSize ? 1 << 20 : limit == cudaLimitMallocHeapSize ? 8 << 20 : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t v) { (void)limit; (void)v; return cudaSuccess; }
+
+cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+cudaError_t cudaProfilerStop(void) { return cudaSuccess; }

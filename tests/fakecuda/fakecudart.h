@@ -65,6 +65,7 @@ void fk_device_assert(const char *file, unsigned line, const char *func, const u
 
 /* The exported extras (also declared here so the build checks their prototypes). */
 FK_EXPORT const char *fakecudart_identity(void);
+FK_EXPORT int fakecudart_context_active(void);
 typedef cudaError_t (*fakecudart_emulator_fn)(const char *name, dim3 grid, dim3 block, void **args, size_t shared_mem, cudaStream_t stream);
 FK_EXPORT int fakecudart_register_emulator(const char *substring, fakecudart_emulator_fn fn);
 FK_EXPORT unsigned long fakecudart_launch_count(const char *substring);

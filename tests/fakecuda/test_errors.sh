@@ -11,7 +11,7 @@ for v in probe probe_legacy probe_ptsz; do
   expect_line "get1=2 get2=0"
   expect_line "set_device_1=101 get=101"
   expect_line "bogus_stream_sync=400"
-  expect_line "runtime_version=13000 driver_version=13000 device=0 count=1 name=\"fakecuda host emulation\""
+  expect_line "runtime_version=13000 driver_version=13000 device=0 count=1 name=\"NVIDIA H200\""
 done
 # <<<>>> reports a bad configuration through cudaGetLastError (which clears it); cudaLaunchKernel returns it.
 fk_run probe errors; expect_line "bad_config=9 get=0"

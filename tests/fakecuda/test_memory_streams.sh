@@ -2,7 +2,8 @@
 # Memory, streams, events and capture: cudaPointerGetAttributes says device only for cudaMalloc
 # memory (interior pointers too), host for pinned, unregistered (0) otherwise; copies check the
 # device side; stream/event handles are validated; capture records launches into a graph that
-# runs when launched, and a synchronisation inside a capture fails and invalidates it.
+# runs when launched, and a synchronisation or (outside relaxed mode) a blocking copy inside a
+# capture fails and invalidates it.
 . "$(dirname "$0")/lib.sh"
 fk_run probe memory
 expect_line "malloc=0 malloc_host=0"
@@ -28,5 +29,6 @@ for v in probe probe_legacy probe_ptsz; do
   expect_line "begin=0 status=1 launch=0 value_during_capture=0 end=0 status_after=0"
   expect_line "instantiate=0 launch1=0 launch2=0 sync=0 value=2"
   expect_line "begin2=0 sync_in_capture=900 status=2 end=901"
+  expect_line "begin3=0 unsafe_copy=900 end=901"
 done
 finish

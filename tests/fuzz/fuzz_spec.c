@@ -1,10 +1,10 @@
-/* fuzz_spec.c: libFuzzer target for the spec parser (src/registry.c lg_registry_parse). Any
+/* fuzz_spec.c: libFuzzer target for the spec parser (src/spec.c lg_spec_parse). Any
  * byte string must give either specs or one error message, never a crash or an out-of-bounds
  * access; and every spec the parser accepts must decode an args[] array of exactly the
  * declared parameter sizes without reading past any parameter (ASan guards each block), so
  * the parser's range checks are what keep lg_decode in bounds.
  * Built and run by tests/fuzz/run.sh (seeds: tests/fuzz/corpus/fuzz_spec/).
- * LG_FUZZ_SOURCES: src/registry.c src/demangle.c src/decode.c
+ * LG_FUZZ_SOURCES: src/registry.c src/spec.c src/spec_text.c src/demangle.c src/decode.c
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +35,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         unsigned grid[3] = {size ? data[0] : 1u, 1, 1};
         lg_target_t t;
         char why[256];
-        lg_decode(s, "_Z1kIflEvv", args, grid, &t, why, sizeof why);
+        lg_dtype_t dtype;
+        if (lg_decode_dtype(s, "_Z1kIflEvv", &dtype, why, sizeof why) == 0)
+            lg_decode(s, dtype, args, grid, &t, why, sizeof why);
         static lg_args_copy_t copy;
         lg_decode_rewrite(s, args, 0x1234, s->ignore_index.param >= 0, -100, &copy);
         for (int p = 0; p < s->n_params; p++)

@@ -167,7 +167,7 @@ static void streams()
 static void capture()
 {
     cudaStream_t s;
-    cudaStreamCreate(&s);
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     float *d;
     cudaMalloc((void **)&d, 4 * sizeof(float));
     cudaMemset(d, 0, 4 * sizeof(float));
@@ -179,7 +179,12 @@ static void capture()
     printf(" status=%d", (int)st);
     cudaError_t le = lg_launch(LG_DEFAULT_MODE, lg_test_add_one, dim3(1), dim3(32), 0, s, d, 4);
     float h[4] = { 0 };
+    /* A blocking copy is an unsafe call in a global-mode capture; relaxed mode allows it, and
+     * the legacy stream it runs on does not wait for the (non-blocking) capturing stream. */
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
     cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    cudaThreadExchangeStreamCaptureMode(&mode);
     printf(" launch=%d value_during_capture=%g", (int)le, h[0]);
     cudaGraph_t g = nullptr;
     printf(" end=%d", (int)cudaStreamEndCapture(s, &g));
@@ -197,6 +202,12 @@ static void capture()
     printf(" status=%d", (int)st);
     cudaGraph_t g2 = nullptr;
     printf(" end=%d\n", (int)cudaStreamEndCapture(s, &g2));
+    cudaGetLastError();
+    /* The same blocking copy without relaxed mode fails and invalidates the capture. */
+    printf("begin3=%d", (int)cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    printf(" unsafe_copy=%d", (int)cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    cudaGraph_t g3 = nullptr;
+    printf(" end=%d\n", (int)cudaStreamEndCapture(s, &g3));
     cudaGetLastError();
     cudaGraphExecDestroy(x);
     cudaGraphDestroy(g);

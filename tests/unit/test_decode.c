@@ -58,6 +58,8 @@ static const kcase_t cases[] = {
     {"nll_loss2d_forward_kernel", "8,8,8,8,8,4,4,4,8", 3, ACC_NONE, CNT_GRID, 0, 0, 6, 7, 5, 0, 4, 8, 8, false, false},
     {"nll_loss2d_backward_no_reduce_kernel", "8,56,56,72,8,8", 1, ACC_PTA64_3, CNT_ACC, 0, 0, 0, 0, 3, 16, 8, 5, 8, false, false},
     {"nll_loss2d_backward_kernel", "8,8,8,8,8,1,4,4,4,8", 2, ACC_NONE, CNT_GRID, 0, 0, 7, 8, 6, 0, 4, 9, 8, false, false},
+    /* NLLLoss2d.cu >= 2.14, int64 index_t: n_classes and map_nelem are int64 (tests/wheels/) */
+    {"nll_loss2d_backward_kernel:index64", "8,8,8,8,8,1,8,8,4,8", 2, ACC_NONE, CNT_GRID, 0, 0, 7, 8, 6, 0, 8, 9, 8, false, false},
     /* THCUNN (§4); THCDeviceTensor<T,4>: size_[1] at +28 */
     {"cunn_ClassNLLCriterion_updateOutput_kernel1", "8,8,8,8,8,4,4,8", 3, ACC_NONE, CNT_ONE, 0, 0, 0, 0, 6, 0, 4, 7, 8, false, true},
     {"ClassNLLCriterion_updateOutput_no_reduce_kernel", "4,24,16,16,8,4,4", 2, ACC_THC_1, CNT_ACC, 0, 0, 0, 0, 5, 0, 4, 6, 4, false, true},
@@ -171,7 +173,7 @@ static void test_every_builtin(void)
             want_count = want_sizes[0] * (want_ndim == 3 ? want_sizes[1] * want_sizes[2] : 1);
             break;
         case CNT_GRID: /* 12 blocks, 3 per sample: 4 samples of 65 labels */
-            put(&b, k->grid_nelem, 0, 4, 65);
+            put(&b, k->grid_nelem, 0, b.sizes[k->grid_nelem], 65); /* int, or int64 (>= 2.14) */
             put(&b, k->grid_bps, 0, 4, 3);
             want_count = 4 * 65;
             break;

@@ -1,0 +1,83 @@
+/* libcuda.c: the driver-API half of the runtime test double, built as
+ * build/fakecuda-driver/libcuda.so.1 and put on the library path by build/torch-python only.
+ *
+ * PyTorch's CUDA initialisation reads the primary context's state through the driver API
+ * (at::cuda::detail::_stubs::cuDevicePrimaryCtxGetState, which dlopens libcuda.so.1), so real
+ * torch cannot start without some libcuda. This one has only the few functions torch needs to
+ * start and to report a driver error; everything else is absent, as on a machine whose driver
+ * lacks it: dlsym fails, torch raises where it needed one (NVRTC/jiterator kernels), labelguard
+ * finds no cuModuleLoadData and uses its host backend, CUPTI finds no driver and stays off.
+ * The context is "active" once the runtime double has been used (fakecudart_context_active).
+ * The existing fakecuda tests never see this library (it is not in build/fakecuda).
+ * Tested through tests/torch-fake/test_smoke.sh.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stddef.h>
+
+#define FK_EXPORT __attribute__((visibility("default")))
+
+static int context_active(void)
+{
+    int (*f)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fakecudart_context_active");
+    return f ? f() : 0;
+}
+
+FK_EXPORT CUresult cuInit(unsigned int flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+
+FK_EXPORT CUresult cuDriverGetVersion(int *v)
+{
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    *v = 13000;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceGetCount(int *n)
+{
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active)
+{
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *flags = 0;
+    *active = context_active();
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuGetErrorString(CUresult e, const char **s)
+{
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    switch (e) {
+    case CUDA_SUCCESS: *s = "no error"; break;
+    case CUDA_ERROR_INVALID_VALUE: *s = "invalid argument"; break;
+    case CUDA_ERROR_INVALID_DEVICE: *s = "invalid device ordinal"; break;
+    case CUDA_ERROR_NOT_SUPPORTED: *s = "operation not supported"; break;
+    default: *s = "unknown error (the fakecuda driver models few)"; break;
+    }
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuGetErrorName(CUresult e, const char **s)
+{
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    switch (e) {
+    case CUDA_SUCCESS: *s = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_INVALID_DEVICE: *s = "CUDA_ERROR_INVALID_DEVICE"; break;
+    case CUDA_ERROR_NOT_SUPPORTED: *s = "CUDA_ERROR_NOT_SUPPORTED"; break;
+    default: *s = "CUDA_ERROR_UNKNOWN"; break;
+    }
+    return CUDA_SUCCESS;
+}
