@@ -1,7 +1,6 @@
-/* validate_gpu.c: the GPU backend of validate.c. libcuda.so.1 (opened by runtime.c, never
- * linked), the validator fatbin embedded in the library (lg_validator_fatbin, built from
- * cuda/validate.cu) loaded with cuModuleLoadData into each context the first time that context
- * validates, kernels launched with cuLaunchKernel on the launch's own stream. The verdict is
+/* validate_gpu.c: the GPU backend of validate.c: the validator kernels (the module that
+ * validate_module.c loads into each context) launched with cuLaunchKernel on the launch's own
+ * stream, and the memory they work in. The verdict is
  * published by the kernel in mapped pinned memory (a ring per scratch, cuda/lg_validate.h), so
  * sync mode waits for the stream and async mode only reads memory later (verdicts.c).
  *
