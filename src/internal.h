@@ -449,6 +449,10 @@ typedef struct lg_native_stack {
 } lg_native_stack_t;
 /* Raw return addresses of the calling thread; cheap, no symbolization. */
 LG_HIDDEN void lg_stack_capture(lg_native_stack_t *s);
+/* From lg.c's fork handlers: no capture is in progress while the child is made. */
+LG_HIDDEN void lg_stack_atfork_prepare(void);
+LG_HIDDEN void lg_stack_atfork_parent(void);
+LG_HIDDEN void lg_stack_atfork_child(void);
 /* "module+0xoff (function+0xoff)" per frame, our own frames removed. Writes up to max
  * strings of line_len bytes into lines; returns the count. Report path only. */
 LG_HIDDEN int lg_stack_symbolize(const lg_native_stack_t *s, char (*lines)[256], int max);
