@@ -159,6 +159,8 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->target = *in->target;
     memcpy(&v->verdict, in->verdict, sizeof *in->verdict);
     v->action = lg_cfg.action;
+    v->outcome = "launched";
+    v->note[0] = '\0';
     bool dense = in->target->ndim >= 2 || strstr(info->spec->family, "2d") != NULL;
     v->cause = lg_cause_classify(in->target, in->verdict, dense);
     lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);

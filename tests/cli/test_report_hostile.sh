@@ -4,6 +4,7 @@
 # with no writer (named, and found inside a log directory), and a log with one 50 MB field,
 # whose printed output stays small and says that the field was cut. Each run has a 20 s
 # watchdog: a hang is a failure, not a stalled suite.
+# shellcheck disable=SC2154  # rc is set by lib.sh's run_cmd
 . "$(dirname "$0")/lib.sh"
 here="$LG_ROOT/tests/cli"
 bounded() { timeout -k 2 20 "$@"; }
