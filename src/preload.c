@@ -174,8 +174,8 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
  * launches (the guard) and LABELGUARD_HOOKS=cupti pass straight through, unmarked, so that
  * the CUPTI layer still sees them; otherwise *marked is set and the caller unmarks after the
  * real call. */
-static __attribute__((noinline)) void **decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm,
-                                               cudaStream_t s, bool per_thread, lg_decision_t *d, bool *marked)
+static inline void **decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
+                            bool per_thread, lg_decision_t *d, bool *marked)
 {
     lg_ensure_started();
     d->kind = LG_VERDICT_RUN;
@@ -203,25 +203,33 @@ static __attribute__((noinline)) void **decide(lg_entry_t entry, const void *f, 
 
 typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 
-static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
-                                                                dim3 b, void **a, size_t sm, cudaStream_t s,
-                                                                bool per_thread)
+/* Each launch shape's slow path only calls its real function with what decide() says: out of
+ * line, so that the decision's 4 KiB of argument storage is no part of the fast path's frame. */
+static __attribute__((noinline)) cudaError_t launch_slow(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
+                                                         dim3 b, void **a, size_t sm, cudaStream_t s, bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
-    if (LG_LIKELY(unwatched(f))) {
-        /* Marked in progress so the CUPTI layer, which sees the same launch, skips it. */
-        lg_preload_in_launch++;
-        cudaError_t r = real(f, g, b, a, sm, s);
-        lg_preload_in_launch--;
-        return r;
-    }
     lg_decision_t d;
     bool marked;
     void **args = decide(entry, f, g, b, a, sm, s, per_thread, &d, &marked);
     cudaError_t r = args ? real(f, g, b, args, sm, s) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
     return r;
+}
+
+static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
+                                                                dim3 b, void **a, size_t sm, cudaStream_t s,
+                                                                bool per_thread)
+{
+    if (LG_LIKELY(real != NULL) && LG_LIKELY(unwatched(f))) {
+        /* Marked in progress so the CUPTI layer, which sees the same launch, skips it. */
+        lg_preload_in_launch++;
+        cudaError_t r = real(f, g, b, a, sm, s);
+        lg_preload_in_launch--;
+        return r;
+    }
+    return launch_slow(entry, real, f, g, b, a, sm, s, per_thread);
 }
 
 LG_EXPORT cudaError_t __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
@@ -246,6 +254,18 @@ LG_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void 
 
 typedef cudaError_t (*launch_ex_fn)(const cudaLaunchConfig_t *c, const void *f, void **a);
 
+static __attribute__((noinline)) cudaError_t launch_ex_slow(lg_entry_t entry, launch_ex_fn real,
+                                                            const cudaLaunchConfig_t *c, const void *f, void **a,
+                                                            bool per_thread)
+{
+    lg_decision_t d;
+    bool marked;
+    void **args = decide(entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d, &marked);
+    cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
+    lg_preload_in_launch -= marked;
+    return r;
+}
+
 static inline __attribute__((always_inline)) cudaError_t
 launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaunchConfig_t *c, const void *f, void **a, bool per_thread)
 {
@@ -259,12 +279,7 @@ launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaunchConfig_t *c, cons
     }
     if (LG_UNLIKELY(!c))
         return real(c, f, a); /* the runtime reports the missing configuration */
-    lg_decision_t d;
-    bool marked;
-    void **args = decide(entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d, &marked);
-    cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
-    lg_preload_in_launch -= marked;
-    return r;
+    return launch_ex_slow(entry, real, c, f, a, per_thread);
 }
 
 LG_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **a)
