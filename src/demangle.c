@@ -152,7 +152,7 @@ static long known_class_size(const desc_t *d)
         return d->nargs == 0 ? 2 : -1;
     if (IS("GenericPackedTensorAccessor") || IS("PackedTensorAccessor") || IS("PackedTensorAccessor64")
         || IS("PackedTensorAccessor32")) {
-        /* <T, N, PtrTraits, index_t>; since PyTorch 2.15 torch::headeronly::detail's
+        /* <T, N, PtrTraits, index_t>; since PyTorch 2.10 torch::headeronly::detail's
          * <TensorAccessorT, IndexBoundsCheck<N, index_t>, T, N, PtrTraits, index_t>, whose two
          * leading policy types hold no data (the wheels' KPARAM_INFO: still 8 + 2 * 8 * N). */
         int n_at = 1, idx_at = 3;
