@@ -78,7 +78,7 @@ static const vec_t vectors[] = {
     {"_Z1kIfEvN2at27GenericPackedTensorAccessorIT_Lm3ENS0_16DefaultPtrTraitsEiEE", "k", 'f', 1, {32}},
     /* an unknown class by value cannot be sized */
     {"_Z1kIfEv6Opaquel", "k", 'f', -1, {0}},
-    /* 2.15 (the wheel's own names): torch::headeronly accessors,
+    /* 2.10 and later (names from the 2.15.0 wheel): torch::headeronly accessors,
      * <TensorAccessorT, IndexBoundsCheck<N, long>, T, N, PtrTraits, long> */
     {"_ZN2at6native39_GLOBAL__N__6bd09d29_7_Loss_cu_5b0651e138nll_loss_forward_no_reduce_cuda_kernelIflEEvlN5torch10headeronly6detail27GenericPackedTensorAccessorINS5_14TensorAccessorIN3c108ArrayRefIlEET_Lm1ENS4_16DefaultPtrTraitsElEENS_6detail16IndexBoundsCheckILm2ElEESB_Lm2ESC_lEEPKT0_PSB_PKSB_ll",
      "nll_loss_forward_no_reduce_cuda_kernel", 'l', 7, {8, 40, 8, 8, 8, 8, 8}},
