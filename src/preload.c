@@ -47,6 +47,7 @@ LG_TLS int lg_preload_in_launch;
        int *ws),                                                                                                  \
       (fh, hf, df, dn, tl, ti, bi, bd, gd, ws))                                                                   \
     X(__cudaGetKernel, cudaError_t, (cudaKernel_t *k, const void *f), (k, f))                                    \
+    X(__cudaUnregisterFatBinary, void, (void **fh), (fh))                                                         \
     X(cudaGetLastError, cudaError_t, (void), ())                                                                  \
     X(cudaPeekAtLastError, cudaError_t, (void), ())                                                               \
     X(cudaGetErrorString, const char *, (cudaError_t e), (e))
@@ -60,6 +61,7 @@ cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_
 LG_EXPORT void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi,
                                       dim3 *bd, dim3 *gd, int *ws);
 cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f);
+LG_EXPORT void __cudaUnregisterFatBinary(void **fh);
 
 #define DECLARE_REAL(name, ret, params, args)                        \
     typedef ret(*name##_fn) params;                                  \
@@ -136,10 +138,19 @@ LG_EXPORT const char *cudaGetErrorString(cudaError_t e)
 void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd,
                             dim3 *gd, int *ws)
 {
-    lg_names_record_function(hf, df ? df : dn);
+    lg_names_record_function(fh, hf, df ? df : dn);
     __cudaRegisterFunction_fn real = get___cudaRegisterFunction();
     if (real)
         real(fh, hf, df, dn, tl, ti, bi, bd, gd, ws);
+}
+
+/* The image's names (kept by pointer, names.c) are about to go away with it. */
+void __cudaUnregisterFatBinary(void **fh)
+{
+    lg_names_drop_module(fh);
+    __cudaUnregisterFatBinary_fn real = get___cudaUnregisterFatBinary();
+    if (real)
+        real(fh);
 }
 
 LG_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f)
