@@ -249,6 +249,20 @@ $(BUILD)/e2e/attach_target: tests/e2e/progs/attach_target.cu
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $<
 test-programs: $(BUILD)/e2e/attach_target
+# The single-slot CUPTI double (tests/fakecuda/cupti/libcupti.c) and the Kineto-like program
+# that subscribes through it (tests/e2e/test_cupti_subscriber.sh).
+FAKE_CUPTI := $(BUILD)/fakecupti/libcupti.so.13
+$(FAKE_CUPTI): tests/fakecuda/cupti/libcupti.c
+	$(call say,LINK,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CUDA_INC) $(SAN_FLAGS) \
+		-Wl,-soname,libcupti.so.13 -o $@ $< -pthread
+$(BUILD)/e2e/kineto_like: tests/e2e/progs/kineto_like.cu $(FAKE_CUPTI)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)ln -sf libcupti.so.13 $(dir $(FAKE_CUPTI))libcupti.so
+	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -lcupti -ldl
+test-programs: $(BUILD)/e2e/kineto_like
 # Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.

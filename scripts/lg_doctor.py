@@ -380,7 +380,8 @@ def main(argv):
     start, why = probe_start(lib if lib_ok else "", probe_python, probe_runtime)
     hooks = [h for h in (start or {}).get("hooks") or [] if isinstance(h, str)]
     if hooks:
-        out(OK, "hooks", "%s (%s)" % (" + ".join(hooks), note))
+        reason = (start or {}).get("hooks_reason")
+        out(OK, "hooks", "%s (%s%s)" % (" + ".join(hooks), note, "; " + reason if isinstance(reason, str) else ""))
     else:
         out(BAD, "hooks", "none will see kernel launches (%s%s)" % (note, "; " + why if why else ""),
             "use a shared CUDA runtime (interpose) or a driver + CUPTI (cupti)")

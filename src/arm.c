@@ -278,7 +278,7 @@ LG_EXPORT int labelguard_arm(void)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&lock);
-    lg_ensure_started();
+    lg_ensure_started_for_attach();
     if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
         lg_cupti_start();
     int armed = 0, objects = 0;

@@ -4,9 +4,12 @@
  * lg_launch_t handed to lg_launch_decide (launch.c) with the runtime from runtime.c, exactly
  * like an interposed hook does, after starting the library (lg_ensure_started).
  *
- * Who calls it: lg_cupti_start() once, from the lazy start (lg.c) when LABELGUARD_HOOKS is auto
- * or cupti, and from labelguard_arm() (arm.c); it is idempotent. The callback runs on whatever
+ * Who calls it: lg_cupti_start() once, from the lazy start (lg.c) when lg_cupti_plan says so
+ * (LABELGUARD_HOOKS=cupti; auto only where interposition cannot see the launches, and under
+ * attach), and from labelguard_arm() (arm.c); it is idempotent. The callback runs on whatever
  * thread launches, inside CUPTI, before the launch (API_ENTER).
+ *
+ * The subscriber slot (which call takes it, and handing it to a profiler) is cupti_slot.c's.
  *
  * libcupti is dlopen'd (RTLD_LOCAL), never linked: one already in the process first (the one
  * PyTorch's profiler or the application loaded), else the one matching the process's cudart
@@ -19,7 +22,7 @@
  * can_block=false: the decision is RUN or RUN_WITH (mask), and for RUN_WITH the caller's
  * argument array is rewritten in place before the launch reads it and restored at API_EXIT.
  *
- * Exit and fork: the subscriber is never unsubscribed. At exit, cuptiUnsubscribe would run at an
+ * Exit and fork: the subscriber is not unsubscribed at exit. cuptiUnsubscribe would run at an
  * unspecified point relative to libcuda's and cudart's own teardown (atexit order), and CUPTI
  * calls after the driver is torn down are a known crash source in profilers; instead an atexit
  * handler clears `active`, which turns the callback into an immediate return. In a fork child
@@ -28,8 +31,10 @@
  * that runs in a fork child (pthread_once re-runs one the fork interrupted) does not subscribe.
  *
  * Tests: tests/e2e/test_cupti_unavailable.sh (the no-driver path under the runtime test double:
- * exactly one warning, interposition still handles the launches; none with
- * LABELGUARD_HOOKS=interpose). The callback itself needs a real driver (tests/gpu). */
+ * one warning with LABELGUARD_HOOKS=cupti, none in auto where interposition covers the
+ * launches), tests/e2e/test_cupti_subscriber.sh (a Kineto-like program subscribing through the
+ * single-slot CUPTI double tests/fakecuda/cupti/libcupti.c: auto never takes the slot, cupti
+ * hands it over). The callback itself needs a real driver (tests/gpu). */
 #include <cupti.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -42,7 +47,6 @@
 
 #include "internal.h"
 
-typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
 typedef CUptiResult (*enable_callback_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
 typedef CUptiResult (*result_string_fn)(CUptiResult, const char **);
 typedef CUresult (*func_get_name_fn)(const char **, CUfunction);
@@ -397,6 +401,13 @@ void lg_cupti_after_fork_child(void)
     on_exit_or_fork();
 }
 
+/* Which subscribe call took the slot, for the start event. */
+static char how[128];
+
+const char *lg_cupti_how(void) { return how; }
+
+void lg_cupti_deactivate(void) { __atomic_store_n(&active, false, __ATOMIC_RELEASE); }
+
 static void start(void)
 {
     char why[PATH_MAX + 256];
@@ -410,11 +421,10 @@ static void start(void)
         return;
     }
 
-    subscribe_fn subscribe = (subscribe_fn)dlsym(lib, "cuptiSubscribe");
     enable_callback_fn enable = (enable_callback_fn)dlsym(lib, "cuptiEnableCallback");
     result_string_fn result_string = (result_string_fn)dlsym(lib, "cuptiGetResultString");
-    if (!subscribe || !enable) {
-        snprintf(why, sizeof why, "%s lacks cuptiSubscribe/cuptiEnableCallback", cupti_path);
+    if (!enable) {
+        snprintf(why, sizeof why, "%s lacks cuptiEnableCallback", cupti_path);
         unavailable(why);
         return;
     }
@@ -423,16 +433,18 @@ static void start(void)
         return;
     }
 
-    CUptiResult r = subscribe(&subscriber, callback, NULL);
+    CUptiResult r = (CUptiResult)lg_cupti_slot_take(lib, (void *)callback, (void **)&subscriber, how, sizeof how);
     if (r != CUPTI_SUCCESS) {
-        const char *hint = "";
+        char hint[256] = "";
         if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-            hint = ": another tool holds CUPTI's only subscriber slot (PyTorch profiler/Kineto, "
-                   "Nsight Systems/Compute, compute-sanitizer)";
+            snprintf(hint, sizeof hint,
+                     ": another tool holds CUPTI's only subscriber slot (%s)",
+                     lg_cupti_slot_holder()[0] ? lg_cupti_slot_holder()
+                                               : "PyTorch profiler/Kineto, Nsight Systems/Compute, compute-sanitizer");
         else if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED)
-            hint = ": no usable CUDA driver?";
-        snprintf(why, sizeof why, "cuptiSubscribe failed with %s (%d)%s [%s]", result_text(result_string, r), (int)r,
-                 hint, cupti_path);
+            snprintf(hint, sizeof hint, ": no usable CUDA driver?");
+        snprintf(why, sizeof why, "%s failed with %s (%d)%s [%s]", how, result_text(result_string, r), (int)r, hint,
+                 cupti_path);
         unavailable(why);
         return;
     }

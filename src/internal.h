@@ -514,6 +514,7 @@ LG_HIDDEN void lg_report_start(void);
  * (cudaRuntimeGetVersion / cudaDriverGetVersion: 13000 -> "13.0"; 0: unknown). */
 typedef struct lg_report_env {
     const char *hooks;   /* active layers, e.g. "interpose,cupti" */
+    const char *hooks_reason; /* why these layers (CUPTI taken or left alone, and how) */
     const char *backend; /* "gpu" or "host" */
     int cuda_runtime;
     int driver;
@@ -769,10 +770,24 @@ LG_HIDDEN const lg_hook_t *lg_preload_hooks(int *count);
 /* Set while the interposition layer handles a launch, so that CUPTI skips it. */
 extern LG_HIDDEN LG_TLS int lg_preload_in_launch;
 
+/* ---------------------------------------------------------------- cupti_slot.c */
+
+/* Whether the start subscribes to CUPTI, and why (for the start event). */
+LG_HIDDEN bool lg_cupti_slot_wanted(bool interposable, bool attaching, char *why, size_t why_len);
+/* Subscribes cb (a CUpti_CallbackFunc) into *out (a CUpti_SubscriberHandle) through the libcupti handle `cupti` (v2 with our name where it exists); returns
+ * the CUptiResult, *how says which call was used. */
+LG_HIDDEN int lg_cupti_slot_take(void *cupti, void *cb, void **out, char *how, size_t how_len);
+/* The holder CUPTI named when the slot was taken ("" if it named none). */
+LG_HIDDEN const char *lg_cupti_slot_holder(void);
+
 /* ---------------------------------------------------------------- cupti.c */
 
 LG_HIDDEN void lg_cupti_start(void);
 LG_HIDDEN bool lg_cupti_active(void);
+/* Turns the callback into an immediate return (the slot is being given up). */
+LG_HIDDEN void lg_cupti_deactivate(void);
+/* The subscribe call that took the slot ("" if none did), for the start event. */
+LG_HIDDEN const char *lg_cupti_how(void);
 /* After the start event: the cupti_unavailable warning, if CUPTI could not be used. */
 LG_HIDDEN void lg_cupti_report_status(void);
 /* From lg.c's fork handler: this process is a fork child; CUPTI is never called in it (a child
@@ -793,5 +808,7 @@ LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
 /* Lazy start, from the first hook that needs it (pthread_once): registry, runtime, backend,
  * start event. Cheap after the first call. */
 LG_HIDDEN void lg_ensure_started(void);
+/* The same start, from labelguard_arm: in auto mode it subscribes to CUPTI too. */
+LG_HIDDEN void lg_ensure_started_for_attach(void);
 
 #endif

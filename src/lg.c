@@ -34,6 +34,7 @@
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static _Atomic int started;
+static bool attaching; /* the start comes from labelguard_arm: CUPTI covers what the GOT misses */
 
 static const char *env_get(const char *name) { return getenv(name); }
 
@@ -143,15 +144,19 @@ static bool torch_version(char *out, size_t len)
     return found;
 }
 
-static void describe_environment(const lg_runtime_t *rt)
+static void describe_environment(const lg_runtime_t *rt, bool interposed, const char *why)
 {
     static char device_name[256];
     static char torch[64];
+    static char reason[512];
     lg_report_env_t env = {0};
-    /* Interposition is a layer only where there is a shared runtime to interpose. */
-    bool interposed = lg_cfg.hooks != LG_HOOKS_CUPTI && lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL;
     bool cupti = lg_cupti_active();
     env.hooks = interposed && cupti ? "interpose,cupti" : interposed ? "interpose" : cupti ? "cupti" : "";
+    if (cupti)
+        snprintf(reason, sizeof reason, "%s (%s)", why, lg_cupti_how());
+    else
+        snprintf(reason, sizeof reason, "%s", why);
+    env.hooks_reason = reason;
     env.backend = lg_validate_backend() == LG_BACKEND_GPU ? "gpu" : "host";
     if (rt->runtime_get_version)
         rt->runtime_get_version(&env.cuda_runtime);
@@ -187,9 +192,12 @@ static void start(void)
     const lg_runtime_t *rt = lg_runtime_get();
     lg_registry_init(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
     lg_validate_init(rt);
-    if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
+    /* Interposition is a layer only where there is a shared runtime to interpose. */
+    bool interposed = lg_cfg.hooks != LG_HOOKS_CUPTI && lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL;
+    char why[256];
+    if (lg_cupti_slot_wanted(lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL, attaching, why, sizeof why))
         lg_cupti_start();
-    describe_environment(rt);
+    describe_environment(rt, interposed, why);
     lg_report_start();
     lg_cupti_report_status();
     atomic_store(&started, 1);
@@ -199,6 +207,12 @@ static void start(void)
 }
 
 void lg_ensure_started(void) { pthread_once(&start_once, start); }
+
+void lg_ensure_started_for_attach(void)
+{
+    attaching = true;
+    pthread_once(&start_once, start);
+}
 
 __attribute__((destructor)) static void lg_destructor(void)
 {

@@ -41,8 +41,8 @@ static int n_warn_kinds;
 
 static struct {
     bool set;
-    char hooks[64], backend[16], device_name[128], torch[64];
-    bool has_device_name, has_torch, has_hooks, has_backend;
+    char hooks[64], hooks_reason[512], backend[16], device_name[128], torch[64];
+    bool has_device_name, has_torch, has_hooks, has_hooks_reason, has_backend;
     int cuda_runtime, driver, device_index;
 } env = {.device_index = -1};
 
@@ -136,6 +136,7 @@ void lg_report_set_environment(const lg_report_env_t *e)
         snprintf(env.field, sizeof(env.field), "%s", e->field ? e->field : ""); \
     } while (0)
     COPY(hooks, has_hooks);
+    COPY(hooks_reason, has_hooks_reason);
     COPY(backend, has_backend);
     COPY(device_name, has_device_name);
     COPY(torch, has_torch);
@@ -182,6 +183,7 @@ void lg_report_start(void)
         }
     }
     lg_json_end_array(&j);
+    lg_json_string(&j, "hooks_reason", env.has_hooks_reason ? env.hooks_reason : NULL);
     lg_json_string(&j, "backend", env.has_backend ? env.backend : NULL);
     char ver[32];
     if (env.cuda_runtime > 0) {

@@ -1,0 +1,194 @@
+/* cupti_slot.c: CUPTI's subscriber slot — whether we take it, how, and giving it to a profiler.
+ *
+ * CUPTI before 13.2 allows one subscriber per process, and a profiler that finds the slot taken
+ * (torch.profiler's Kineto in PyTorch 2.9-2.11, Nsight) records no GPU activity at all. So:
+ *
+ * - Whether (lg_cupti_slot_wanted, asked by lg.c's start): LABELGUARD_HOOKS=cupti always;
+ *   interpose never; auto only where interposition cannot see the launches (no interposable
+ *   libcudart in the process: a static runtime) and under `labelguard attach` (the GOT shows no
+ *   static runtime and no object loaded later). The answer's reason goes into the start event.
+ * - How (lg_cupti_slot_take, cupti.c's start): cuptiSubscribe_v2, found with dlsym so that an
+ *   older libcupti still works, names us ("CUPTI for labelguard") and asks for multiple
+ *   subscribers with the params struct of CUPTI 13.2; a v2 that refuses that struct's size
+ *   (INVALID_PARAMETER: 13.0/13.1) is asked again with the 13.0 struct; no v2: cuptiSubscribe.
+ * - Handing over: this file exports cuptiSubscribe and cuptiSubscribe_v2. A preloaded library's
+ *   definition wins over libcupti's for every caller that binds the name dynamically, as Kineto
+ *   does. The call goes to CUPTI unchanged; only if CUPTI answers
+ *   CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED while we hold the slot do we unsubscribe,
+ *   warn (cupti_released) and ask CUPTI again for the caller, whose answer it then gets. Under
+ *   attach the profiler's binding is libcupti's own and no handover happens.
+ *
+ * Threads: take runs inside cupti.c's pthread_once; the exported functions run on the
+ * profiler's thread, serialised with each other by slot_lock. Tests:
+ * tests/e2e/test_cupti_subscriber.sh, under the single-slot CUPTI double
+ * tests/fakecuda/cupti/libcupti.c. That a real CUPTI 13.2 grants the second subscriber, and
+ * that Kineto then records kernels, only a GPU run shows (README, Limits).
+ */
+#include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                       CUpti_SubscriberParams *);
+typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
+
+/* CUPTI 13.2's CUpti_SubscriberParams: 13.0's fields, then allowMultipleSubscribers. */
+typedef struct {
+    size_t structSize;
+    const char *subscriberName;
+    char *oldSubscriberName;
+    size_t oldSubscriberSize;
+    uint8_t allowMultipleSubscribers;
+} params_13_2_t;
+#define PARAMS_13_2_SIZE (offsetof(params_13_2_t, allowMultipleSubscribers) + sizeof(uint8_t))
+_Static_assert(offsetof(params_13_2_t, oldSubscriberSize) == offsetof(CUpti_SubscriberParams, oldSubscriberSize),
+               "13.2's params extend 13.0's");
+
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *lib;                       /* the libcupti we subscribed through */
+static CUpti_SubscriberHandle held;     /* our subscriber while we hold the slot, else NULL */
+static char holder_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1];
+
+bool lg_cupti_slot_wanted(bool interposable, bool attaching, char *why, size_t why_len)
+{
+    switch (lg_cfg.hooks) {
+    case LG_HOOKS_INTERPOSE: snprintf(why, why_len, "LABELGUARD_HOOKS=interpose: CUPTI not used"); return false;
+    case LG_HOOKS_CUPTI: snprintf(why, why_len, "LABELGUARD_HOOKS=cupti: CUPTI only"); return true;
+    default: break;
+    }
+    if (attaching) {
+        snprintf(why, why_len, "attach: CUPTI for what the patched GOT slots do not show");
+        return true;
+    }
+    if (!interposable) {
+        snprintf(why, why_len, "no interposable CUDA runtime in the process (static cudart?): CUPTI");
+        return true;
+    }
+    snprintf(why, why_len,
+             "interposition sees the runtime's launches: CUPTI's subscriber slot is left to profilers "
+             "(torch.profiler, Nsight)");
+    return false;
+}
+
+int lg_cupti_slot_take(void *cupti, void *callback, void **handle, char *how, size_t how_len)
+{
+    CUpti_CallbackFunc cb = (CUpti_CallbackFunc)callback;
+    CUpti_SubscriberHandle *out = (CUpti_SubscriberHandle *)handle;
+    subscribe_v2_fn v2 = (subscribe_v2_fn)dlsym(cupti, "cuptiSubscribe_v2");
+    subscribe_fn v1 = (subscribe_fn)dlsym(cupti, "cuptiSubscribe");
+    CUptiResult r = CUPTI_ERROR_NOT_INITIALIZED;
+    holder_name[0] = '\0';
+    if (v2) {
+        params_13_2_t p = {
+            .structSize = PARAMS_13_2_SIZE,
+            .subscriberName = "labelguard",
+            .oldSubscriberName = holder_name,
+            .oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN,
+            .allowMultipleSubscribers = 1,
+        };
+        r = v2(out, cb, NULL, (CUpti_SubscriberParams *)&p);
+        snprintf(how, how_len, "cuptiSubscribe_v2, multiple subscribers allowed");
+        if (r == CUPTI_ERROR_INVALID_PARAMETER) {
+            p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+            r = v2(out, cb, NULL, (CUpti_SubscriberParams *)&p);
+            snprintf(how, how_len, "cuptiSubscribe_v2, single subscriber (CUPTI before 13.2)");
+        }
+    } else if (v1) {
+        r = v1(out, cb, NULL);
+        snprintf(how, how_len, "cuptiSubscribe, single subscriber");
+    } else {
+        snprintf(how, how_len, "no cuptiSubscribe");
+    }
+    holder_name[sizeof holder_name - 1] = '\0';
+    if (r == CUPTI_SUCCESS) {
+        pthread_mutex_lock(&slot_lock);
+        lib = cupti;
+        held = *out;
+        pthread_mutex_unlock(&slot_lock);
+    }
+    return (int)r;
+}
+
+const char *lg_cupti_slot_holder(void) { return holder_name; }
+
+/* Gives the slot up for a profiler. Returns true if we held it (the caller asks CUPTI again). */
+static bool release(const char *entry)
+{
+    pthread_mutex_lock(&slot_lock);
+    CUpti_SubscriberHandle s = held;
+    unsubscribe_fn unsubscribe = lib ? (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe") : NULL;
+    bool released = false;
+    if (s && unsubscribe) {
+        lg_cupti_deactivate();
+        lg_in_library++;
+        released = unsubscribe(s) == CUPTI_SUCCESS;
+        lg_in_library--;
+        if (released)
+            held = NULL;
+    }
+    pthread_mutex_unlock(&slot_lock);
+    if (released) {
+        char detail[512];
+        snprintf(detail, sizeof detail,
+                 "another CUPTI client (a profiler: torch.profiler, Nsight) called %s and CUPTI has one "
+                 "subscriber slot: labelguard gave its CUPTI subscription up so that the profiler works. %s",
+                 entry,
+                 lg_cfg.hooks == LG_HOOKS_CUPTI
+                     ? "LABELGUARD_HOOKS=cupti leaves no hook layer: launches are no longer checked"
+                     : "Launches interposition sees are still checked; those only CUPTI saw (static "
+                       "runtime, driver-API launches) are not");
+        lg_report_warning("cupti_released", detail);
+    }
+    return released;
+}
+
+/* libcupti's own definition: the next one after ours in the lookup order, else the one we
+ * subscribed through, else any libcupti the loader holds (a profiler's libcupti loaded in a
+ * local scope is not in RTLD_NEXT's). */
+static void *real(const char *name, const void *self)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (f && f != self)
+        return f;
+    pthread_mutex_lock(&slot_lock);
+    void *h = lib;
+    pthread_mutex_unlock(&slot_lock);
+    static const char *const sonames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+    for (size_t i = 0; !h && i < sizeof sonames / sizeof *sonames; i++)
+        h = dlopen(sonames[i], RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    f = h ? dlsym(h, name) : NULL;
+    return f == self ? NULL : f;
+}
+
+LG_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
+{
+    subscribe_fn f = (subscribe_fn)real("cuptiSubscribe", (const void *)cuptiSubscribe);
+    if (!f)
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r = f(subscriber, callback, userdata);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && release("cuptiSubscribe"))
+        r = f(subscriber, callback, userdata);
+    return r;
+}
+
+LG_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+                                        void *userdata, CUpti_SubscriberParams *params)
+{
+    subscribe_v2_fn f = (subscribe_v2_fn)real("cuptiSubscribe_v2", (const void *)cuptiSubscribe_v2);
+    if (!f)
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r = f(subscriber, callback, userdata, params);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && release("cuptiSubscribe_v2")) {
+        /* The first answer named us as the holder: the caller must not keep that. */
+        if (params && params->oldSubscriberName && params->oldSubscriberSize)
+            params->oldSubscriberName[0] = '\0';
+        r = f(subscriber, callback, userdata, params);
+    }
+    return r;
+}

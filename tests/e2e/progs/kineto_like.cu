@@ -1,0 +1,52 @@
+// kineto_like.cu: a program that uses CUPTI as torch.profiler's Kineto does, for
+// tests/e2e/test_cupti_subscriber.sh. Linked against libcupti.so.13 (the test links the CUPTI
+// double, tests/fakecuda/cupti/libcupti.c) so that cuptiSubscribe is bound dynamically, as in
+// libtorch_cuda; run under the runtime test double.
+//
+// It launches one kernel (which starts a preloaded labelguard), then subscribes to CUPTI with
+// cuptiSubscribe (argv[1] "v1") or cuptiSubscribe_v2 ("v2"), and prints
+//   "subscribe: <CUptiResult>" and "holder: <who holds the slot now>".
+// 0 means the profiler got the slot; 39 (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) means
+// someone else (labelguard) kept it and the profiler would record nothing.
+#include <cstdio>
+#include <cstring>
+#include <dlfcn.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+
+__global__ void step(int *p) { if (p) *p = 1; }
+
+static void CUPTIAPI on_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId, const void *) {}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || (strcmp(argv[1], "v1") && strcmp(argv[1], "v2"))) {
+        fprintf(stderr, "usage: kineto_like v1|v2\n");
+        return 2;
+    }
+    step<<<1, 1>>>(nullptr);
+    cudaDeviceSynchronize();
+    CUpti_SubscriberHandle s = nullptr;
+    CUptiResult r;
+    char old[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
+    if (!strcmp(argv[1], "v1")) {
+        r = cuptiSubscribe(&s, on_callback, nullptr);
+    } else {
+        CUpti_SubscriberParams p;
+        memset(&p, 0, sizeof p);
+        p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+        p.subscriberName = "kineto";
+        p.oldSubscriberName = old;
+        p.oldSubscriberSize = sizeof old;
+        r = cuptiSubscribe_v2(&s, on_callback, nullptr, &p);
+    }
+    const char *(*holder)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "fakecupti_holder");
+    printf("subscribe: %d\n", (int)r);
+    printf("holder: %s\n", holder ? holder() : "?");
+    printf("old: %s\n", old);
+    step<<<1, 1>>>(nullptr);
+    printf("sync: %d\n", (int)cudaDeviceSynchronize());
+    if (r == CUPTI_SUCCESS)
+        cuptiUnsubscribe(s);
+    return 0;
+}
