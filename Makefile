@@ -168,9 +168,9 @@ $(SPECS_OBJ): specs/pytorch.conf
 	$(Q)printf '.section .rodata\n.balign 8\n.globl lg_builtin_specs\n.hidden lg_builtin_specs\nlg_builtin_specs:\n.incbin "%s"\n.globl lg_builtin_specs_end\n.hidden lg_builtin_specs_end\nlg_builtin_specs_end:\n.byte 0\n.section .note.GNU-stack,"",@progbits\n' specs/pytorch.conf > $(BUILD)/obj/builtin_specs.S
 	$(Q)$(CC) -c $(BUILD)/obj/builtin_specs.S -o $@
 
-$(LIB): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
+$(LIB): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ) src/exports.map
 	$(call say,LINK,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic $(UNWIND_STATIC) \
+	$(Q)$(CC) -shared -o $@ $(filter-out src/exports.map,$^) -Wl,--version-script=src/exports.map $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic $(UNWIND_STATIC) \
 		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -Wl,-Bsymbolic-functions -pthread -ldl -lm
 
 # --- the runtime test double -------------------------------------------------------------
@@ -263,6 +263,18 @@ $(BUILD)/e2e/kineto_like: tests/e2e/progs/kineto_like.cu $(FAKE_CUPTI)
 	$(Q)ln -sf libcupti.so.13 $(dir $(FAKE_CUPTI))libcupti.so
 	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -lcupti -ldl
 test-programs: $(BUILD)/e2e/kineto_like
+# Two runtimes in one process (tests/e2e/test_mixed_runtimes.sh): a CUDA 13 program and the
+# CUDA 12 library it dlopens, linked against the double's libcudart.so.12.
+$(BUILD)/e2e/libmix12.so: tests/e2e/progs/libmix12.c $(FAKE12_LIB)
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CUDA_INC) $(SAN_FLAGS) -o $@ $< \
+		-L$(FAKE12_DIR) -l:libcudart.so.12
+$(BUILD)/e2e/mixed_main: tests/e2e/progs/mixed_main.cu $(wildcard tests/progs/*.cuh)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $< -ldl
+test-programs: $(BUILD)/e2e/libmix12.so $(BUILD)/e2e/mixed_main
 # Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.

@@ -103,6 +103,12 @@ LG_HIDDEN int lg_runtime_cudarts(lg_cudart_t *out, int cap);
 LG_HIDDEN void *lg_runtime_cudart_handle(void);
 /* `name` from the runtime: dlsym(RTLD_NEXT), else the loaded libcudart; never `self`. */
 LG_HIDDEN void *lg_runtime_resolve(const char *name, const void *self);
+/* `name` at version node `version` ("libcudart.so.12") of the runtime of that major: RTLD_NEXT,
+ * else the loaded libcudart of that major; if that runtime is not loaded, lg_runtime_resolve. */
+LG_HIDDEN void *lg_runtime_resolve_version(const char *name, int major, const char *version, const void *self);
+/* The runtime table of the loaded libcudart of that major, at that version node; when none of
+ * that major is loaded, lg_runtime_get(). */
+LG_HIDDEN const struct lg_runtime *lg_runtime_for(int major, const char *version);
 /* libcuda.so.1, opened RTLD_LOCAL once; NULL without a driver. */
 LG_HIDDEN void *lg_runtime_libcuda(void);
 
@@ -298,6 +304,9 @@ LG_HIDDEN void lg_validate_after_fork_child(void);
  * offsets, so the launch's accessor strides stay valid with the copy's address. */
 /* Scans the target on `stream` and waits for the verdict. Returns 0, or -1 with a reason
  * (not device memory, copy failed...) in why: the caller warns and lets the launch run. */
+/* The runtime this thread's next checks use (NULL: the one lg_validate_init was given); returns
+ * the previous one. launch.c sets it for the duration of one launch's decision. */
+LG_HIDDEN const struct lg_runtime *lg_validate_use_runtime(const struct lg_runtime *r);
 LG_HIDDEN int lg_validate_sync(const lg_target_t *t, void *stream, int samples, lg_verdict_t *v, char *why,
                                size_t why_len);
 /* Writes a copy of the labels in which every bad label is `replacement` (converted to the

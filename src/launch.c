@@ -148,9 +148,8 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     free(verdict);
 }
 
-void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d)
+static void decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d)
 {
-    d->kind = LG_VERDICT_RUN;
     lg_launch_count();
     lg_kernel_info_t *info = lg_names_info(l->func);
     int state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
@@ -179,4 +178,13 @@ void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_
         validate_async(l, info, &t, captured, d))
         return;
     validate_sync(rt, l, info, &t, d);
+}
+
+void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d)
+{
+    d->kind = LG_VERDICT_RUN;
+    /* The checks read the labels through the launching caller's own runtime. */
+    const lg_runtime_t *prev = lg_validate_use_runtime(rt);
+    decide(rt, l, d);
+    lg_validate_use_runtime(prev);
 }

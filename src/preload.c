@@ -11,10 +11,17 @@
  * before ours (a CUDA extension registering its kernels): nothing here may depend on our
  * constructor.
  *
- * Real functions come from runtime.c (dlsym(RTLD_NEXT), then the loaded libcudart). The
- * exported names are unversioned on purpose: an unversioned definition in the preload wins
- * over `cudaLaunchKernel@libcudart.so.13`. Tested end to end by tests/e2e/ and tests/fakecuda/
- * under the runtime test double; the fast path's cost by `make bench`.
+ * Versions: each entry point is defined once per runtime version node (libcudart.so.13, the
+ * default, libcudart.so.12 and libcudart.so.11.0; src/exports.map), so a caller's reference
+ * `cudaLaunchKernel@libcudart.so.12` binds to the CUDA 12 copy and one `@libcudart.so.13` to
+ * the CUDA 13 copy, by the dynamic loader, at no cost per call. Each copy has its own real
+ * functions (a `binding`), resolved at its version node by runtime.c, and hands the core its
+ * own runtime's table: a process holding a CUDA 12 torch and a CUDA 13 extension sends every
+ * registration, launch, error query and label check to the caller's own runtime. An
+ * unversioned reference (dlsym without a version) gets the default copy, which falls back to
+ * whichever runtime is loaded. Tested end to end by tests/e2e/ and tests/fakecuda/ under the
+ * runtime test double (tests/e2e/test_mixed_runtimes.sh: both majors in one process); the fast
+ * path's cost by `make bench`.
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -28,57 +35,69 @@
 
 LG_TLS int lg_preload_in_launch;
 
-/* The hooked entry points: name, return type, parameters, argument names. One list drives the
- * real-pointer storage, the resolvers and the table late arming patches (arm.c). */
+/* The hooked entry points: name, return type, parameters, the body's arguments (B: the binding).
+ * One list drives the real-pointer storage, the per-version definitions and the table late
+ * arming patches (arm.c). */
 // clang-format off
 #define LG_HOOKS(X)                                                                                               \
     X(__cudaLaunchKernel, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s),      \
-      (f, g, b, a, sm, s))                                                                                        \
+      (B, f, g, b, a, sm, s))                                                                                     \
     X(__cudaLaunchKernel_ptsz, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s), \
-      (f, g, b, a, sm, s))                                                                                        \
+      (B, f, g, b, a, sm, s))                                                                                     \
     X(cudaLaunchKernel, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s),        \
-      (f, g, b, a, sm, s))                                                                                        \
+      (B, f, g, b, a, sm, s))                                                                                     \
     X(cudaLaunchKernel_ptsz, cudaError_t, (const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s),   \
-      (f, g, b, a, sm, s))                                                                                        \
-    X(cudaLaunchKernelExC, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **a), (c, f, a))        \
-    X(cudaLaunchKernelExC_ptsz, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **a), (c, f, a))   \
+      (B, f, g, b, a, sm, s))                                                                                     \
+    X(cudaLaunchKernelExC, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **a), (B, c, f, a))     \
+    X(cudaLaunchKernelExC_ptsz, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **a), (B, c, f, a))\
     X(__cudaRegisterFunction, void,                                                                               \
       (void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd, dim3 *gd,     \
        int *ws),                                                                                                  \
-      (fh, hf, df, dn, tl, ti, bi, bd, gd, ws))                                                                   \
-    X(__cudaGetKernel, cudaError_t, (cudaKernel_t *k, const void *f), (k, f))                                    \
-    X(__cudaUnregisterFatBinary, void, (void **fh), (fh))                                                         \
-    X(cudaGetLastError, cudaError_t, (void), ())                                                                  \
-    X(cudaPeekAtLastError, cudaError_t, (void), ())                                                               \
-    X(cudaGetErrorString, const char *, (cudaError_t e), (e))
+      (B, fh, hf, df, dn, tl, ti, bi, bd, gd, ws))                                                                \
+    X(__cudaGetKernel, cudaError_t, (cudaKernel_t *k, const void *f), (B, k, f))                                 \
+    X(__cudaUnregisterFatBinary, void, (void **fh), (B, fh))                                                      \
+    X(cudaGetLastError, cudaError_t, (void), (B))                                                                 \
+    X(cudaPeekAtLastError, cudaError_t, (void), (B))                                                              \
+    X(cudaGetErrorString, const char *, (cudaError_t e), (B, e))
 // clang-format on
 
-/* Prototypes for the internal registration/launch entry points, which only C++ headers declare. */
-cudaError_t __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
-cudaError_t __cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
-cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a);
-cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
-LG_EXPORT void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi,
-                                      dim3 *bd, dim3 *gd, int *ws);
-cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f);
-LG_EXPORT void __cudaUnregisterFatBinary(void **fh);
+/* The real functions of one runtime version node, resolved on first use. */
+enum {
+#define HOOK_INDEX(name, ret, params, args) IDX_##name,
+    LG_HOOKS(HOOK_INDEX)
+#undef HOOK_INDEX
+    N_HOOKS
+};
+typedef struct binding {
+    int major;
+    const char *version;
+    void *real[N_HOOKS];
+} binding_t;
+#define LG_VERSIONS(V) V(13, "libcudart.so.13") V(12, "libcudart.so.12") V(11, "libcudart.so.11.0")
+#define DEFINE_BINDING(v, node) static binding_t binding_##v = {v, node, {0}};
+LG_VERSIONS(DEFINE_BINDING)
 
-#define DECLARE_REAL(name, ret, params, args)                        \
-    typedef ret(*name##_fn) params;                                  \
-    static void *real_##name;                                        \
-    static inline name##_fn get_##name(void)                         \
-    {                                                                \
-        void *f = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);   \
-        if (LG_UNLIKELY(!f)) {                                       \
-            f = lg_runtime_resolve(#name, (const void *)name);       \
-            if (f)                                                   \
-                __atomic_store_n(&real_##name, f, __ATOMIC_RELEASE); \
-        }                                                            \
-        return (name##_fn)f;                                         \
-    }
-LG_HOOKS(DECLARE_REAL)
+static __attribute__((noinline)) void *resolve_real(binding_t *b, int idx, const char *name)
+{
+    void *f = lg_runtime_resolve_version(name, b->major, b->version, NULL);
+    if (f)
+        __atomic_store_n(&b->real[idx], f, __ATOMIC_RELEASE);
+    return f;
+}
 
-#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)name, &real_##name},
+static inline __attribute__((always_inline)) void *real_of(binding_t *b, int idx, const char *name)
+{
+    void *f = __atomic_load_n(&b->real[idx], __ATOMIC_ACQUIRE);
+    return LG_LIKELY(f != NULL) ? f : resolve_real(b, idx, name);
+}
+#define REAL(b, name) ((name##_fn)real_of((b), IDX_##name, #name))
+#define DECLARE_FN(name, ret, params, args) typedef ret(*name##_fn) params;
+LG_HOOKS(DECLARE_FN)
+
+/* Late arming (arm.c) patches GOT slots by name with the default copy. */
+#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)lg_v13_##name, &binding_13.real[IDX_##name]},
+#define DECLARE_V13(name, ret, params, args) ret lg_v13_##name params;
+LG_HOOKS(DECLARE_V13)
 static const lg_hook_t hook_table[] = {LG_HOOKS(HOOK_ENTRY)};
 
 const lg_hook_t *lg_preload_hooks(int *count)
@@ -89,22 +108,26 @@ const lg_hook_t *lg_preload_hooks(int *count)
 
 /* ------------------------------------------------------------------ error injection (raise) */
 
+/* Each entry point's body takes its binding (B) first; the exported per-version definitions at
+ * the end of the file are one call each. */
+#define BODY static inline __attribute__((always_inline))
+
 /* Async verdicts are read at every hook point; the pending error of a blocked launch is
  * returned by the first error query on the thread it belongs to. */
-static inline void hook_point(void)
+static inline void hook_point(binding_t *b)
 {
     if (LG_UNLIKELY(lg_verdicts_pending()) && !lg_in_library) {
         lg_ensure_started();
-        lg_launch_poll_async(lg_runtime_get());
+        lg_launch_poll_async(lg_runtime_for(b->major, b->version));
     }
 }
 
 /* Called on every launch check PyTorch makes (C10_CUDA_KERNEL_LAUNCH_CHECK): a thread-local
  * test, then the real function. */
-LG_EXPORT cudaError_t cudaGetLastError(void)
+BODY cudaError_t body_cudaGetLastError(binding_t *b)
 {
-    cudaGetLastError_fn real = get_cudaGetLastError();
-    hook_point();
+    cudaGetLastError_fn real = REAL(b, cudaGetLastError);
+    hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
     if (LG_UNLIKELY(lg_runtime_pending)) {
         if (e == cudaSuccess)
@@ -114,48 +137,48 @@ LG_EXPORT cudaError_t cudaGetLastError(void)
     return e;
 }
 
-LG_EXPORT cudaError_t cudaPeekAtLastError(void)
+BODY cudaError_t body_cudaPeekAtLastError(binding_t *b)
 {
-    cudaPeekAtLastError_fn real = get_cudaPeekAtLastError();
-    hook_point();
+    cudaPeekAtLastError_fn real = REAL(b, cudaPeekAtLastError);
+    hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
     if (LG_UNLIKELY(lg_runtime_pending) && e == cudaSuccess)
         e = (cudaError_t)lg_runtime_pending;
     return e;
 }
 
-LG_EXPORT const char *cudaGetErrorString(cudaError_t e)
+BODY const char *body_cudaGetErrorString(binding_t *b, cudaError_t e)
 {
     const char *ours = lg_runtime_error_message((int)e);
     if (ours)
         return ours;
-    cudaGetErrorString_fn real = get_cudaGetErrorString();
+    cudaGetErrorString_fn real = REAL(b, cudaGetErrorString);
     return real ? real(e) : "unknown error (labelguard: no CUDA runtime found)";
 }
 
 /* ------------------------------------------------------------------ registration */
 
-void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd,
-                            dim3 *gd, int *ws)
+BODY void body___cudaRegisterFunction(binding_t *b, void **fh, const char *hf, char *df, const char *dn, int tl,
+                                      uint3 *ti, uint3 *bi, dim3 *bd, dim3 *gd, int *ws)
 {
     lg_names_record_function(fh, hf, df ? df : dn);
-    __cudaRegisterFunction_fn real = get___cudaRegisterFunction();
+    __cudaRegisterFunction_fn real = REAL(b, __cudaRegisterFunction);
     if (real)
         real(fh, hf, df, dn, tl, ti, bi, bd, gd, ws);
 }
 
 /* The image's names (kept by pointer, names.c) are about to go away with it. */
-void __cudaUnregisterFatBinary(void **fh)
+BODY void body___cudaUnregisterFatBinary(binding_t *b, void **fh)
 {
     lg_names_drop_module(fh);
-    __cudaUnregisterFatBinary_fn real = get___cudaUnregisterFatBinary();
+    __cudaUnregisterFatBinary_fn real = REAL(b, __cudaUnregisterFatBinary);
     if (real)
         real(fh);
 }
 
-LG_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f)
+BODY cudaError_t body___cudaGetKernel(binding_t *b, cudaKernel_t *k, const void *f)
 {
-    __cudaGetKernel_fn real = get___cudaGetKernel();
+    __cudaGetKernel_fn real = REAL(b, __cudaGetKernel);
     if (!real)
         return cudaErrorInitializationError;
     cudaError_t e = real(k, f);
@@ -185,8 +208,8 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
  * launches (the guard) and LABELGUARD_HOOKS=cupti pass straight through, unmarked, so that
  * the CUPTI layer still sees them; otherwise *marked is set and the caller unmarks after the
  * real call. */
-static inline void **decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
-                            bool per_thread, lg_decision_t *d, bool *marked)
+static inline void **decide(binding_t *bd, lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm,
+                            cudaStream_t s, bool per_thread, lg_decision_t *d, bool *marked)
 {
     lg_ensure_started();
     d->kind = LG_VERDICT_RUN;
@@ -206,7 +229,8 @@ static inline void **decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, voi
      * thread's default stream. */
     l.stream = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
     l.can_block = true;
-    lg_launch_decide(lg_runtime_get(), &l, d);
+    /* The caller's own runtime: its memory, its streams, its kernel registrations. */
+    lg_launch_decide(lg_runtime_for(bd->major, bd->version), &l, d);
     if (LG_LIKELY(d->kind == LG_VERDICT_RUN))
         return a;
     return d->kind == LG_VERDICT_RUN_WITH ? d->args_copy.args : NULL;
@@ -216,22 +240,23 @@ typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t
 
 /* Each launch shape's slow path only calls its real function with what decide() says: out of
  * line, so that the decision's 4 KiB of argument storage is no part of the fast path's frame. */
-static __attribute__((noinline)) cudaError_t launch_slow(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
-                                                         dim3 b, void **a, size_t sm, cudaStream_t s, bool per_thread)
+static __attribute__((noinline)) cudaError_t launch_slow(binding_t *bd, lg_entry_t entry, launch_fn real,
+                                                         const void *f, dim3 g, dim3 b, void **a, size_t sm,
+                                                         cudaStream_t s, bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
     lg_decision_t d;
     bool marked;
-    void **args = decide(entry, f, g, b, a, sm, s, per_thread, &d, &marked);
+    void **args = decide(bd, entry, f, g, b, a, sm, s, per_thread, &d, &marked);
     cudaError_t r = args ? real(f, g, b, args, sm, s) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
     return r;
 }
 
-static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
-                                                                dim3 b, void **a, size_t sm, cudaStream_t s,
-                                                                bool per_thread)
+static inline __attribute__((always_inline)) cudaError_t launch(binding_t *bd, lg_entry_t entry, launch_fn real,
+                                                                const void *f, dim3 g, dim3 b, void **a, size_t sm,
+                                                                cudaStream_t s, bool per_thread)
 {
     if (LG_LIKELY(real != NULL) && LG_LIKELY(unwatched(f))) {
         /* Marked in progress so the CUPTI layer, which sees the same launch, skips it. */
@@ -240,45 +265,52 @@ static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry
         lg_preload_in_launch--;
         return r;
     }
-    return launch_slow(entry, real, f, g, b, a, sm, s, per_thread);
+    return launch_slow(bd, entry, real, f, g, b, a, sm, s, per_thread);
 }
 
-LG_EXPORT cudaError_t __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
+BODY cudaError_t body___cudaLaunchKernel(binding_t *B, const void *f, dim3 g, dim3 b, void **a, size_t sm,
+                                         cudaStream_t s)
 {
-    return launch(LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL, get___cudaLaunchKernel(), f, g, b, a, sm, s, false);
+    return launch(B, LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL, REAL(B, __cudaLaunchKernel), f, g, b, a, sm, s, false);
 }
 
-LG_EXPORT cudaError_t __cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
+BODY cudaError_t body___cudaLaunchKernel_ptsz(binding_t *B, const void *f, dim3 g, dim3 b, void **a, size_t sm,
+                                              cudaStream_t s)
 {
-    return launch(LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL_PTSZ, get___cudaLaunchKernel_ptsz(), f, g, b, a, sm, s, true);
+    return launch(B, LG_ENTRY_CUDA_LAUNCH_KERNEL_INTERNAL_PTSZ, REAL(B, __cudaLaunchKernel_ptsz), f, g, b, a, sm, s,
+                  true);
 }
 
-LG_EXPORT cudaError_t cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
+BODY cudaError_t body_cudaLaunchKernel(binding_t *B, const void *f, dim3 g, dim3 b, void **a, size_t sm,
+                                       cudaStream_t s)
 {
-    return launch(LG_ENTRY_CUDA_LAUNCH_KERNEL, get_cudaLaunchKernel(), f, g, b, a, sm, s, false);
+    return launch(B, LG_ENTRY_CUDA_LAUNCH_KERNEL, REAL(B, cudaLaunchKernel), f, g, b, a, sm, s, false);
 }
 
-LG_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
+BODY cudaError_t body_cudaLaunchKernel_ptsz(binding_t *B, const void *f, dim3 g, dim3 b, void **a, size_t sm,
+                                            cudaStream_t s)
 {
-    return launch(LG_ENTRY_CUDA_LAUNCH_KERNEL_PTSZ, get_cudaLaunchKernel_ptsz(), f, g, b, a, sm, s, true);
+    return launch(B, LG_ENTRY_CUDA_LAUNCH_KERNEL_PTSZ, REAL(B, cudaLaunchKernel_ptsz), f, g, b, a, sm, s, true);
 }
 
 typedef cudaError_t (*launch_ex_fn)(const cudaLaunchConfig_t *c, const void *f, void **a);
 
-static __attribute__((noinline)) cudaError_t launch_ex_slow(lg_entry_t entry, launch_ex_fn real,
+static __attribute__((noinline)) cudaError_t launch_ex_slow(binding_t *bd, lg_entry_t entry, launch_ex_fn real,
                                                             const cudaLaunchConfig_t *c, const void *f, void **a,
                                                             bool per_thread)
 {
     lg_decision_t d;
     bool marked;
-    void **args = decide(entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d, &marked);
+    void **args =
+        decide(bd, entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d, &marked);
     cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
     return r;
 }
 
-static inline __attribute__((always_inline)) cudaError_t
-launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaunchConfig_t *c, const void *f, void **a, bool per_thread)
+static inline __attribute__((always_inline)) cudaError_t launch_ex(binding_t *bd, lg_entry_t entry, launch_ex_fn real,
+                                                                   const cudaLaunchConfig_t *c, const void *f,
+                                                                   void **a, bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
@@ -290,15 +322,36 @@ launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaunchConfig_t *c, cons
     }
     if (LG_UNLIKELY(!c))
         return real(c, f, a); /* the runtime reports the missing configuration */
-    return launch_ex_slow(entry, real, c, f, a, per_thread);
+    return launch_ex_slow(bd, entry, real, c, f, a, per_thread);
 }
 
-LG_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **a)
+BODY cudaError_t body_cudaLaunchKernelExC(binding_t *B, const cudaLaunchConfig_t *c, const void *f, void **a)
 {
-    return launch_ex(LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC, get_cudaLaunchKernelExC(), c, f, a, false);
+    return launch_ex(B, LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC, REAL(B, cudaLaunchKernelExC), c, f, a, false);
 }
 
-LG_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *f, void **a)
+BODY cudaError_t body_cudaLaunchKernelExC_ptsz(binding_t *B, const cudaLaunchConfig_t *c, const void *f, void **a)
 {
-    return launch_ex(LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC_PTSZ, get_cudaLaunchKernelExC_ptsz(), c, f, a, true);
+    return launch_ex(B, LG_ENTRY_CUDA_LAUNCH_KERNEL_EXC_PTSZ, REAL(B, cudaLaunchKernelExC_ptsz), c, f, a, true);
 }
+
+/* ------------------------------------------------------------------ the exported definitions */
+
+/* NAME@@libcudart.so.13 (the default, also what an unversioned reference binds to),
+ * NAME@libcudart.so.12 and NAME@libcudart.so.11.0; the lg_v* names themselves are local
+ * (src/exports.map). */
+#define SYMVER_13(name) LG_EXPORT __attribute__((symver(#name "@@libcudart.so.13")))
+#define SYMVER_12(name) LG_EXPORT __attribute__((symver(#name "@libcudart.so.12")))
+#define SYMVER_11(name) LG_EXPORT __attribute__((symver(#name "@libcudart.so.11.0")))
+#define DEFINE_VERSION(v, name, ret, params, args) \
+    SYMVER_##v(name) ret lg_v##v##_##name params   \
+    {                                              \
+        binding_t *const B = &binding_##v;         \
+        return body_##name args;                   \
+    }
+#define DEFINE_13(name, ret, params, args) DEFINE_VERSION(13, name, ret, params, args)
+#define DEFINE_12(name, ret, params, args) DEFINE_VERSION(12, name, ret, params, args)
+#define DEFINE_11(name, ret, params, args) DEFINE_VERSION(11, name, ret, params, args)
+LG_HOOKS(DEFINE_13)
+LG_HOOKS(DEFINE_12)
+LG_HOOKS(DEFINE_11)

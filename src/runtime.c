@@ -15,7 +15,13 @@
  * through dlopen and RTLD_NEXT does not see it. Never dlopen'd without NOLOAD: a process that
  * has no runtime must not get one from us.
  *
- * Tested through every hook test (tests/e2e, tests/fakecuda) and tests/unit/test_act.c, which
+ * Mixed runtimes: a hook bound at one version node (preload.c: cudaLaunchKernel@libcudart.so.12
+ * for a caller linked against CUDA 12) resolves its real function at that node
+ * (lg_runtime_resolve_version), and the core gets that runtime's table (lg_runtime_for), so
+ * that each launch, its registration and its label checks go to the caller's own runtime.
+ *
+ * Tested through every hook test (tests/e2e, tests/fakecuda), tests/e2e/test_mixed_runtimes.sh
+ * (a CUDA 13 program and a CUDA 12 library in one process) and tests/unit/test_act.c, which
  * checks the pending-error state directly.
  */
 #include <dlfcn.h>
@@ -119,6 +125,35 @@ void *lg_runtime_resolve(const char *name, const void *self)
     return f == self ? NULL : f;
 }
 
+/* A handle on the loaded libcudart of one major version (RTLD_NOLOAD), NULL if none. Not cached:
+ * called once per hook and version, and once per version's runtime table. */
+static void *cudart_of_major(int major)
+{
+    lg_cudart_t found[4];
+    int n = lg_runtime_cudarts(found, 4);
+    for (int i = 0; i < n; i++)
+        if (found[i].major == major)
+            return dlopen(found[i].path, RTLD_LAZY | RTLD_NOLOAD);
+    return NULL;
+}
+
+void *lg_runtime_resolve_version(const char *name, int major, const char *version, const void *self)
+{
+    void *f = dlvsym(RTLD_NEXT, name, version);
+    if (!f || f == self) {
+        /* A runtime that arrived by dlopen (RTLD_LOCAL) is not in RTLD_NEXT's scope. */
+        void *h = cudart_of_major(major);
+        f = h ? dlvsym(h, name, version) : NULL;
+        if (!f && h)
+            f = dlsym(h, name);
+        if (h)
+            dlclose(h); /* only drops the reference NOLOAD took */
+    }
+    if (!f || f == self)
+        f = lg_runtime_resolve(name, self); /* no runtime of that version: the caller's is another */
+    return f == self ? NULL : f;
+}
+
 /* libcuda is opened RTLD_LOCAL, never linked: the library must load on a machine without a
  * driver. The handle is kept for the process (dlclose would unload a driver still in use). */
 void *lg_runtime_libcuda(void)
@@ -166,6 +201,60 @@ const lg_runtime_t *lg_runtime_get(void)
 {
     pthread_once(&runtime_once, resolve_runtime);
     return &runtime;
+}
+
+/* The table of one version's runtime, for a launch that came through that version's hook. */
+static lg_runtime_t by_version[3];
+static int by_version_state[3]; /* 0: not looked up, 1: ready, 2: that runtime is not loaded */
+static pthread_mutex_t by_version_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void resolve_version(lg_runtime_t *t, void *h, const char *version)
+{
+#define RV(field, name)                                           \
+    do {                                                          \
+        void *f = dlvsym(h, name, version);                       \
+        *(void **)&t->field = f ? f : dlsym(h, name);             \
+    } while (0)
+    RV(memcpy_async, "cudaMemcpyAsync");
+    RV(stream_synchronize, "cudaStreamSynchronize");
+    RV(malloc_device, "cudaMalloc");
+    RV(free_device, "cudaFree");
+    RV(malloc_host, "cudaMallocHost");
+    RV(free_host, "cudaFreeHost");
+    RV(pointer_attributes, "cudaPointerGetAttributes");
+    RV(stream_is_capturing, "cudaStreamIsCapturing");
+    RV(get_device, "cudaGetDevice");
+    RV(get_device_properties, "cudaGetDeviceProperties");
+    RV(get_last_error, "cudaGetLastError");
+    RV(func_get_name, "cudaFuncGetName");
+    RV(func_get_param_info, "cudaFuncGetParamInfo");
+    RV(get_error_string, "cudaGetErrorString");
+    RV(runtime_get_version, "cudaRuntimeGetVersion");
+    RV(driver_get_version, "cudaDriverGetVersion");
+#undef RV
+}
+
+const lg_runtime_t *lg_runtime_for(int major, const char *version)
+{
+    int i = major == 13 ? 0 : major == 12 ? 1 : major == 11 ? 2 : -1;
+    if (i < 0)
+        return lg_runtime_get();
+    int st = __atomic_load_n(&by_version_state[i], __ATOMIC_ACQUIRE);
+    if (st == 0) {
+        pthread_mutex_lock(&by_version_lock);
+        st = by_version_state[i];
+        if (st == 0) {
+            void *h = cudart_of_major(major);
+            if (h) {
+                resolve_version(&by_version[i], h, version);
+                dlclose(h);
+            }
+            st = h ? 1 : 2; /* absent: the caller's runtime is the process-wide one */
+            __atomic_store_n(&by_version_state[i], st, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&by_version_lock);
+    }
+    return st == 1 ? &by_version[i] : lg_runtime_get();
 }
 
 /* ------------------------------------------------------------------ the pending error */

@@ -24,6 +24,16 @@
 
 static const lg_runtime_t *rt;
 static uint64_t ns_total; /* __atomic */
+/* The runtime of the launch being decided on this thread (its caller's own libcudart, in a
+ * process that holds two), else rt. */
+static __thread const lg_runtime_t *launch_rt;
+
+const lg_runtime_t *lg_validate_use_runtime(const lg_runtime_t *r)
+{
+    const lg_runtime_t *prev = launch_rt;
+    launch_rt = r;
+    return prev;
+}
 
 void lg_validate_init(const lg_runtime_t *runtime)
 {
@@ -83,7 +93,7 @@ static int dispatch(call_t *c, char *why, size_t why_len)
     int64_t span;
     if (check_target(c->t, &span, why, why_len) != 0)
         return -1;
-    const lg_runtime_t *r = __atomic_load_n(&rt, __ATOMIC_ACQUIRE);
+    const lg_runtime_t *r = launch_rt ? launch_rt : __atomic_load_n(&rt, __ATOMIC_ACQUIRE);
     if (lg_validate_gpu_active()) {
         bool use_host = false;
         if (lg_validate_gpu_launch(r, c->t, c->stream, span, c->samples, c->want_copy, c->replacement, c->allow_capture,
