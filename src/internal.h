@@ -548,6 +548,9 @@ LG_HIDDEN void lg_report_error_message(const lg_violation_t *v, char *out, size_
 /* Text from outside (kernel names, Python file names) for the terminal: control characters
  * and invalid UTF-8 become '?'. Returns out. */
 LG_HIDDEN const char *lg_text_safe(const char *in, char *out, size_t len);
+/* What an outcome ("blocked", "held", "aborted") means for the other ranks of a job of several
+ * processes (WORLD_SIZE > 1), in buf; "" for one process or another outcome. Returns buf. */
+LG_HIDDEN const char *lg_text_distributed(const char *outcome, char *buf, size_t len);
 /* "target[17]", or "target[0][3][7]" for a dense target: what a user types into a debugger. */
 LG_HIDDEN int lg_text_index(const lg_target_t *t, int64_t index, char *out, size_t len);
 /* "forward"/"backward", NULL without a spec. */
@@ -568,6 +571,8 @@ LG_HIDDEN void lg_log_stderr(const char *p, size_t n);
 LG_HIDDEN const char *lg_log_path(void);
 /* The global (or local) rank from torchrun, SLURM or Open MPI; -1 when unset. */
 LG_HIDDEN long lg_log_rank(bool local);
+/* The job's process count (WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE), -1 when unset. */
+LG_HIDDEN long lg_log_world_size(void);
 /* gethostname, reduced to [A-Za-z0-9._-] (it becomes part of a file name). */
 LG_HIDDEN void lg_log_hostname(char *out, size_t len);
 LG_HIDDEN void lg_log_after_fork_child(void);

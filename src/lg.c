@@ -200,6 +200,12 @@ static void start(void)
     describe_environment(rt, interposed, why);
     lg_report_start();
     lg_cupti_report_status();
+    if (lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD) {
+        /* Said once at start too, in the log: the choice of action matters before anything is bad. */
+        char ddp[512];
+        if (lg_text_distributed(lg_cfg.action == LG_ACTION_HOLD ? "held" : "blocked", ddp, sizeof ddp)[0])
+            lg_report_note_once("distributed_action", ddp);
+    }
     atomic_store(&started, 1);
     lg_in_library--;
     start_owner = false;

@@ -93,6 +93,17 @@ long lg_log_rank(bool local)
     return -1;
 }
 
+long lg_log_world_size(void)
+{
+    static const char *const names[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"};
+    for (int i = 0; i < 3; i++) {
+        long n = env_rank(names[i]);
+        if (n >= 0)
+            return n;
+    }
+    return -1;
+}
+
 void lg_log_hostname(char *out, size_t len)
 {
     if (gethostname(out, len) != 0 || !out[0])

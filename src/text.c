@@ -40,6 +40,28 @@ const char *lg_text_direction(const lg_violation_t *v)
     return v->spec->direction == LG_DIR_BACKWARD ? "backward" : "forward";
 }
 
+/* In a job of several processes, what raise and hold do to the others. Empty otherwise. */
+const char *lg_text_distributed(const char *outcome, char *buf, size_t len)
+{
+    long world = lg_log_world_size();
+    buf[0] = '\0';
+    if (world <= 1)
+        return buf;
+    if (!strcmp(outcome, "blocked") || !strcmp(outcome, "held"))
+        snprintf(buf, len,
+                 "WORLD_SIZE=%ld: this rank stops here, and the other ranks wait in their next collective "
+                 "(all-reduce) until the NCCL timeout (10 minutes by default); catching the error and "
+                 "skipping the batch on this rank alone desynchronises the collectives. For distributed "
+                 "jobs use LABELGUARD_ACTION=mask (every rank goes on) or abort (the job ends now)",
+                 world);
+    else if (!strcmp(outcome, "aborted"))
+        snprintf(buf, len,
+                 "WORLD_SIZE=%ld: this rank's log is flushed; the launcher (torchrun, mpirun; srun with "
+                 "--kill-on-bad-exit=1) ends the other ranks when it sees this one die",
+                 world);
+    return buf;
+}
+
 static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
 {
     const char *outcome = v->outcome ? v->outcome : "launched";
@@ -155,6 +177,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     APPEND("  likely cause: %s — %s\n", lg_cause_name(v->cause), v->cause_text);
     char act[512];
     APPEND("  action: %s\n", action_text(v, act, sizeof(act)));
+    if (lg_text_distributed(v->outcome ? v->outcome : "launched", act, sizeof act)[0])
+        APPEND("  distributed: %s\n", act);
     if (v->note[0])
         APPEND("  note: %s\n", lg_text_safe(v->note, safe, sizeof(safe)));
     if (v->python.n > 0) {
