@@ -313,7 +313,7 @@ $(BUILD)/bench/launch_loop: bench/launch_loop.cu
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $<
-bench: $(BUILD)/bench/launch_loop
+bench: $(BUILD)/bench/launch_loop $(TORCH_PY)
 
 # The GPU-free demo program (CLI engineer): a training loop around PyTorch's NLL kernel.
 DEMO_BIN := $(BUILD)/demo/demo_train
