@@ -151,7 +151,9 @@ LG_EXPORT cudaError_t cudaGetLastError(void)
     if (LG_UNLIKELY(lg_launch_async_pending()) && !lg_in_library)
         lg_launch_poll_async();
     cudaError_t e = real ? real() : cudaErrorInitializationError;
-    if (LG_UNLIKELY(pending_error)) {
+    /* cudaErrorNotReady is a status that PyTorch reads and discards ((void)cudaGetLastError()
+     * after querying work in flight): our error waits for the next check instead of vanishing. */
+    if (LG_UNLIKELY(pending_error) && e != cudaErrorNotReady) {
         if (e == cudaSuccess)
             e = (cudaError_t)pending_error;
         pending_error = 0;
