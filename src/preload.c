@@ -129,7 +129,9 @@ BODY cudaError_t body_cudaGetLastError(binding_t *b)
     cudaGetLastError_fn real = REAL(b, cudaGetLastError);
     hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
-    if (LG_UNLIKELY(lg_runtime_pending)) {
+    /* cudaErrorNotReady is a status that PyTorch reads and discards ((void)cudaGetLastError()
+     * after querying work in flight): our error waits for the next check instead of vanishing. */
+    if (LG_UNLIKELY(lg_runtime_pending) && e != cudaErrorNotReady) {
         if (e == cudaSuccess)
             e = (cudaError_t)lg_runtime_pending;
         lg_runtime_pending = 0;
@@ -167,9 +169,12 @@ BODY void body___cudaRegisterFunction(binding_t *b, void **fh, const char *hf, c
         real(fh, hf, df, dn, tl, ti, bi, bd, gd, ws);
 }
 
-/* The image's names (kept by pointer, names.c) are about to go away with it. */
+/* The image's names (kept by pointer, names.c) are about to go away with it. Async verdicts
+ * still outstanding name kernels of this image (their spec and name are dropped with it), so
+ * they are collected first: at exit, nvcc's atexit handler runs this before our destructor. */
 BODY void body___cudaUnregisterFatBinary(binding_t *b, void **fh)
 {
+    hook_point(b);
     lg_names_drop_module(fh);
     __cudaUnregisterFatBinary_fn real = REAL(b, __cudaUnregisterFatBinary);
     if (real)
