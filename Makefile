@@ -154,10 +154,11 @@ $(FATBIN): $(VDIR)/validate.ptx $(foreach a,$(CUDA_ARCHS),$(VDIR)/sm_$(a).cubin)
 	  $(foreach a,$(CUDA_ARCHS),--image3=kind=elf,sm=$(a),file=$(VDIR)/sm_$(a).cubin) \
 	  --image3=kind=ptx,sm=$(PTX_ARCH),file=$<
 
-$(FATBIN_OBJ): $(FATBIN)
+# The PTX alone too (NUL-terminated text), for a driver that refuses the fatbin's images.
+$(FATBIN_OBJ): $(FATBIN) $(VDIR)/validate.ptx
 	$(call say,EMBED,$<)
 	@mkdir -p $(dir $@)
-	$(Q)printf '.section .rodata\n.balign 64\n.globl lg_validator_fatbin\n.hidden lg_validator_fatbin\nlg_validator_fatbin:\n.incbin "%s"\n.byte 0\n.globl lg_validator_fatbin_end\n.hidden lg_validator_fatbin_end\nlg_validator_fatbin_end:\n.section .note.GNU-stack,"",@progbits\n' $(FATBIN) > $(BUILD)/obj/validate_fatbin.S
+	$(Q)printf '.section .rodata\n.balign 64\n.globl lg_validator_fatbin\n.hidden lg_validator_fatbin\nlg_validator_fatbin:\n.incbin "%s"\n.byte 0\n.globl lg_validator_fatbin_end\n.hidden lg_validator_fatbin_end\nlg_validator_fatbin_end:\n.balign 8\n.globl lg_validator_ptx\n.hidden lg_validator_ptx\nlg_validator_ptx:\n.incbin "%s"\n.byte 0\n.section .note.GNU-stack,"",@progbits\n' $(FATBIN) $(VDIR)/validate.ptx > $(BUILD)/obj/validate_fatbin.S
 	$(Q)$(CC) -c $(BUILD)/obj/validate_fatbin.S -o $@
 
 # The built-in kernel spec table (registry.c parses it at start), embedded like the fatbin.

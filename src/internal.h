@@ -318,6 +318,11 @@ LG_HIDDEN uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, i
 
 /* Nanoseconds spent inside lg_validate_* so far (for the summary's validate_ns_total). */
 LG_HIDDEN uint64_t lg_validate_ns_total(void);
+/* Checks the host backend took over from an active GPU backend (scratch memory refused). */
+LG_HIDDEN uint64_t lg_validate_gpu_host_fallbacks(void);
+/* Which validator image the driver loaded ("fatbin: sm_90 code, PTX ISA 6.5", "ptx: ..."),
+ * NULL while none has loaded. */
+LG_HIDDEN const char *lg_validate_module_image(void);
 /* Async mode: enqueue validate+sanitize on `stream` with no stream synchronisation;
  * *sanitized gets the address of the sanitized copy the loss kernel must use (bad labels
  * replaced by `replacement`). `cookie` is returned with the verdict (verdicts.c). Returns 0 or
@@ -525,6 +530,7 @@ typedef struct lg_report_env {
     const char *hooks;   /* active layers, e.g. "interpose,cupti" */
     const char *hooks_reason; /* why these layers (CUPTI taken or left alone, and how) */
     const char *backend; /* "gpu" or "host" */
+    const char *validator; /* lg_validate_module_image(), NULL: none loaded */
     int cuda_runtime;
     int driver;
     const char *device_name;
@@ -534,6 +540,8 @@ typedef struct lg_report_env {
 LG_HIDDEN void lg_report_set_environment(const lg_report_env_t *env);
 typedef struct lg_counters {
     uint64_t launches, watched, validated, violations, validate_ns_total;
+    uint64_t unchecked;      /* watched launches that ran without a check */
+    uint64_t host_fallbacks; /* checks the host backend did because the GPU backend could not */
 } lg_counters_t;
 LG_HIDDEN void lg_report_summary(const lg_counters_t *c);
 /* Path of this process's log file ("" before the first event, "stderr" on fallback). */

@@ -29,6 +29,8 @@ static _Atomic unsigned next_slot;
 LG_TLS lg_counter_slot_t *lg_launch_my_slot;
 
 static _Atomic uint64_t watched, validated;
+/* Watched launches that ran without a check (every warn_unchecked, whatever the reason). */
+static _Atomic uint64_t unchecked;
 
 lg_counter_slot_t *lg_launch_assign_slot(void)
 {
@@ -46,6 +48,8 @@ void lg_launch_counters(lg_counters_t *out)
     out->launches = n;
     out->watched = atomic_load(&watched);
     out->validated = atomic_load(&validated);
+    out->unchecked = atomic_load(&unchecked);
+    out->host_fallbacks = lg_validate_gpu_host_fallbacks();
     out->violations = lg_act_violations();
     out->validate_ns_total = lg_validate_ns_total(); /* validate.c times every call it serves */
 }
@@ -75,6 +79,7 @@ void lg_launch_poll_async(const lg_runtime_t *rt)
 static void warn_unchecked(const char *what, const lg_kernel_info_t *info, const char *fmt, const char *why)
 {
     char detail[900];
+    atomic_fetch_add(&unchecked, 1);
     snprintf(detail, sizeof detail, "%s: ", info->mangled);
     size_t n = strlen(detail);
     snprintf(detail + n, sizeof detail - n, fmt, why);
@@ -124,6 +129,7 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
 {
     lg_verdict_t *verdict = malloc(sizeof *verdict); /* 4 KiB of samples: not on the caller's stack */
     if (!verdict) {
+        atomic_fetch_add(&unchecked, 1);
         lg_report_warning_once("validate_failed", "out of memory for a verdict; the launch runs unchecked");
         return;
     }

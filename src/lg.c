@@ -158,6 +158,7 @@ static void describe_environment(const lg_runtime_t *rt, bool interposed, const 
         snprintf(reason, sizeof reason, "%s", why);
     env.hooks_reason = reason;
     env.backend = lg_validate_backend() == LG_BACKEND_GPU ? "gpu" : "host";
+    env.validator = lg_validate_module_image();
     if (rt->runtime_get_version)
         rt->runtime_get_version(&env.cuda_runtime);
     if (rt->driver_get_version)

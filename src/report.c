@@ -41,8 +41,8 @@ static int n_warn_kinds;
 
 static struct {
     bool set;
-    char hooks[64], hooks_reason[512], backend[16], device_name[128], torch[64];
-    bool has_device_name, has_torch, has_hooks, has_hooks_reason, has_backend;
+    char hooks[64], hooks_reason[512], backend[16], validator[160], device_name[128], torch[64];
+    bool has_device_name, has_torch, has_hooks, has_hooks_reason, has_backend, has_validator;
     int cuda_runtime, driver, device_index;
 } env = {.device_index = -1};
 
@@ -138,6 +138,7 @@ void lg_report_set_environment(const lg_report_env_t *e)
     COPY(hooks, has_hooks);
     COPY(hooks_reason, has_hooks_reason);
     COPY(backend, has_backend);
+    COPY(validator, has_validator);
     COPY(device_name, has_device_name);
     COPY(torch, has_torch);
 #undef COPY
@@ -185,6 +186,7 @@ void lg_report_start(void)
     lg_json_end_array(&j);
     lg_json_string(&j, "hooks_reason", env.has_hooks_reason ? env.hooks_reason : NULL);
     lg_json_string(&j, "backend", env.has_backend ? env.backend : NULL);
+    lg_json_string(&j, "validator", env.has_validator ? env.validator : NULL);
     char ver[32];
     if (env.cuda_runtime > 0) {
         version_string(env.cuda_runtime, ver, sizeof(ver));
@@ -226,6 +228,8 @@ void lg_report_summary(const lg_counters_t *c)
     lg_json_uint(&j, "validated", c->validated);
     lg_json_uint(&j, "violations", c->violations);
     lg_json_uint(&j, "validate_ns_total", c->validate_ns_total);
+    lg_json_uint(&j, "unchecked", c->unchecked);
+    lg_json_uint(&j, "host_fallbacks", c->host_fallbacks);
     finish_and_emit(&j, true);
     if (!lg_cfg.quiet && c->violations > 0) {
         char msg[4600];

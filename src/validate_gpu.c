@@ -4,7 +4,9 @@
  * published by the kernel in mapped pinned memory (a ring per scratch, cuda/lg_validate.h), so
  * sync mode waits for the stream and async mode only reads memory later (verdicts.c).
  *
- * Scratch memory (accumulators, candidates, verdict ring, sanitized copies) is kept per
+ * Scratch memory (accumulators, candidates, verdict ring, sanitized copies) is made at start for
+ * the default stream (preallocate), grown with a backoff when refused (allocation_failed), and
+ * a check it cannot serve goes to the host backend (to_host, counted in the summary). It is kept per
  * (context, stream[, thread for the per-thread default stream]) under one mutex. Nothing is
  * ever freed: a kernel still in flight, or a CUDA graph captured with a launch of ours, may
  * read it at any later time. Launches captured into a graph get scratch of their own that no
@@ -45,6 +47,24 @@ typedef struct lg_scratch scratch_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool gpu_active;
+
+/* Scratch memory is cuMemAlloc'd outside the application's allocator (PyTorch's caching
+ * allocator holds most of a busy GPU), so near a full GPU it is refused. Then the check goes to
+ * the host backend instead, and new allocations are retried only after `backoff` more GPU
+ * checks, doubling up to BACKOFF_MAX while they keep failing. All under `lock`. */
+#define BACKOFF_MAX    4096
+#define PREALLOC_COPY  (1u << 20) /* sanitized-copy area made at start: 128 Ki int64 labels */
+static uint64_t attempts, retry_at, backoff = 1;
+static uint64_t host_fallbacks; /* __atomic */
+
+static bool may_allocate(void) { return attempts >= retry_at; }
+static void allocation_failed(void)
+{
+    retry_at = attempts + backoff;
+    backoff = backoff < BACKOFF_MAX ? backoff * 2 : BACKOFF_MAX;
+}
+
+uint64_t lg_validate_gpu_host_fallbacks(void) { return __atomic_load_n(&host_fallbacks, __ATOMIC_RELAXED); }
 static scratch_t **scratches;
 static int n_scratches, cap_scratches;
 
@@ -114,6 +134,10 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
         }
     }
     if (!s) {
+        if (!may_allocate()) {
+            snprintf(why, why_len, "validator scratch memory was refused recently; retrying later");
+            return NULL;
+        }
         if (n_scratches == cap_scratches) {
             int nc = cap_scratches ? cap_scratches * 2 : 16;
             scratch_t **n = realloc(scratches, (size_t)nc * sizeof *n);
@@ -136,6 +160,7 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
         s->captured = captured;
         if (scratch_init(s, m, samples, why, why_len) != 0) {
             free(s); /* the device buffers that did get allocated are leaked: rare, small */
+            allocation_failed();
             return NULL;
         }
         scratches[n_scratches++] = s;
@@ -153,6 +178,45 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
         s->cand_samples = samples;
     }
     return s;
+}
+
+/* Grows the sanitized-copy area to hold `bytes`: half again as much where that is granted, else
+ * exactly `bytes`. Grown, never freed: an in-flight or captured loss kernel may read the old
+ * one. Caller holds `lock`. */
+static int grow_copy(scratch_t *s, size_t bytes, char *why, size_t why_len)
+{
+    if (!may_allocate()) {
+        snprintf(why, why_len, "GPU memory for the sanitized copy was refused recently; retrying later");
+        return -1;
+    }
+    size_t want = s->captured ? bytes : (bytes < 4096 ? 4096 : bytes + bytes / 2);
+    CUdeviceptr c;
+    CUresult r = alloc_dev(&c, want);
+    if (r != CUDA_SUCCESS && want > bytes)
+        r = alloc_dev(&c, want = bytes);
+    if (r != CUDA_SUCCESS) {
+        allocation_failed();
+        snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want,
+                 lg_validate_module_error(r));
+        return -1;
+    }
+    backoff = 1;
+    s->copy = c;
+    s->copy_bytes = want;
+    return 0;
+}
+
+/* A check the GPU backend could not take for want of memory goes to the host backend; said once. */
+static void to_host(bool *use_host, const char *why)
+{
+    *use_host = true;
+    __atomic_fetch_add(&host_fallbacks, 1, __ATOMIC_RELAXED);
+    char detail[700];
+    snprintf(detail, sizeof detail,
+             "%.500s: this check and others like it run on the host backend (a copy and a stream sync per "
+             "launch) until GPU memory is granted again; the summary counts them (host_fallbacks)",
+             why);
+    lg_report_warning_once("scratch_fallback", detail);
 }
 
 static int kernel_index(const lg_target_t *t, uint64_t copy)
@@ -235,26 +299,19 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
         *use_host = true;
         return -1;
     }
+    attempts++;
     scratch_t *s = scratch_for(m, stream, captured, samples, why, why_len);
     if (!s) {
         pthread_mutex_unlock(&lock);
+        to_host(use_host, why);
         return -1;
     }
     uint64_t copy = 0;
     if (want_copy) {
-        if (s->copy_bytes < bytes) {
-            /* Grown, never freed: an in-flight or captured loss kernel may read the old one. */
-            size_t want = s->captured ? bytes : (bytes < 4096 ? 4096 : bytes + bytes / 2);
-            CUdeviceptr c;
-            r = alloc_dev(&c, want);
-            if (r != CUDA_SUCCESS) {
-                pthread_mutex_unlock(&lock);
-                snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want,
-                         lg_validate_module_error(r));
-                return -1;
-            }
-            s->copy = c;
-            s->copy_bytes = want;
+        if (s->copy_bytes < bytes && grow_copy(s, bytes, why, why_len) != 0) {
+            pthread_mutex_unlock(&lock);
+            to_host(use_host, why);
+            return -1;
         }
         copy = s->copy;
     }
@@ -329,10 +386,32 @@ int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t 
     return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) == seq ? 1 : -1;
 }
 
+/* At start, while the GPU is still empty: the scratch of the legacy default stream (where
+ * PyTorch's current stream is unless changed), with a sanitized-copy area. A refusal here only
+ * starts the backoff. Caller holds `lock`. */
+static void preallocate(void)
+{
+    CUcontext ctx = NULL;
+    char why[256];
+    if (lg_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx)
+        return;
+    lg_module_t *m = lg_validate_module_for(ctx, why, sizeof why);
+    if (!m)
+        return;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    lg_drv.exchange_capture_mode(&mode);
+    scratch_t *s = scratch_for(m, NULL, false, lg_cfg.samples, why, sizeof why);
+    if (s && s->copy_bytes < PREALLOC_COPY)
+        (void)grow_copy(s, PREALLOC_COPY, why, sizeof why);
+    lg_drv.exchange_capture_mode(&mode);
+}
+
 bool lg_validate_gpu_init(void)
 {
     pthread_mutex_lock(&lock);
     gpu_active = lg_validate_module_init();
+    if (gpu_active)
+        preallocate();
     bool active = gpu_active;
     pthread_mutex_unlock(&lock);
     return active;

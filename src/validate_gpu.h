@@ -30,6 +30,7 @@ typedef struct lg_drv {
     CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned);
     CUresult (*memcpy_htod_async)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*pointer_get_attribute)(void *, CUpointer_attribute, CUdeviceptr);
+    CUresult (*func_get_attribute)(int *, CUfunction_attribute, CUfunction); /* optional */
 } lg_drv_t;
 extern LG_HIDDEN lg_drv_t lg_drv;
 

@@ -4,6 +4,12 @@
  * into each context the first time that context validates; also whether the GPU backend is
  * active at start.
  *
+ * The fatbin (SASS for every architecture, PTX at a low ISA) is loaded first; if the driver
+ * refuses it as an image it cannot use (UNSUPPORTED_PTX_VERSION, NO_BINARY_FOR_GPU,
+ * INVALID_IMAGE, ...), the PTX alone (lg_validator_ptx) is tried, for the driver to JIT. Which
+ * one loaded, and the loaded function's binary and PTX versions (cuFuncGetAttribute), go into
+ * the start event (lg_validate_module_image).
+ *
  * Called by validate_gpu.c under its lock, on the launching thread (or the lazy start's).
  * Tested by tests/gpu/test_validator.cu (needs a GPU); without a driver, every e2e test takes
  * the path where nothing loads and the host backend is used.
@@ -17,6 +23,10 @@
 #include "validate_gpu.h"
 
 extern const unsigned char lg_validator_fatbin[];
+extern const char lg_validator_ptx[];
+
+/* Which image of the validator the driver loaded (the first context's), for the start event. */
+static char image[160];
 
 static const char *const kernel_names[6] = {
     LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC, LG_KERNEL_U8_GEN, LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
@@ -65,8 +75,33 @@ static bool load_driver(void)
     SYM(mem_host_get_device_pointer, "cuMemHostGetDevicePointer_v2", 1);
     SYM(memcpy_htod_async, "cuMemcpyHtoDAsync_v2", 1);
     SYM(pointer_get_attribute, "cuPointerGetAttribute", 1);
+    SYM(func_get_attribute, "cuFuncGetAttribute", 0);
 #undef SYM
     return true;
+}
+
+/* The driver's answers for an image it cannot run here, as opposed to a broken driver. */
+static bool refused_image(CUresult r)
+{
+    return r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+           r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX;
+}
+
+/* "fatbin: SASS sm_90 (PTX ISA 6.5)", or "ptx: JIT for sm_90 ...": the loaded function's
+ * binary version says which SASS runs, its PTX version the ISA it was built from. */
+static void describe_image(const char *which, CUfunction f)
+{
+    int bin = 0, ptx = 0;
+    if (lg_drv.func_get_attribute) {
+        if (lg_drv.func_get_attribute(&bin, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f) != CUDA_SUCCESS)
+            bin = 0;
+        if (lg_drv.func_get_attribute(&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, f) != CUDA_SUCCESS)
+            ptx = 0;
+    }
+    if (bin > 0)
+        snprintf(image, sizeof image, "%s: sm_%d code, PTX ISA %d.%d", which, bin, ptx / 10, ptx % 10);
+    else
+        snprintf(image, sizeof image, "%s", which);
 }
 
 static unsigned long long ctx_id_of(CUcontext ctx)
@@ -104,7 +139,21 @@ lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
     m->ctx_id = id;
     m->state = -1;
     CUmodule mod;
+    const char *which = "fatbin";
     CUresult r = lg_drv.module_load_data(&mod, lg_validator_fatbin);
+    if (refused_image(r)) {
+        /* A driver that cannot use the fatbin's SASS (or takes it for invalid) may still JIT
+         * the PTX, declared at a low ISA for old drivers. */
+        CUresult r2 = lg_drv.module_load_data(&mod, lg_validator_ptx);
+        if (r2 == CUDA_SUCCESS) {
+            which = "ptx";
+            r = r2;
+        } else {
+            snprintf(why, why_len, "cuModuleLoadData of the validator failed: fatbin: %s; PTX alone: %s",
+                     lg_validate_module_error(r), lg_validate_module_error(r2));
+            return NULL;
+        }
+    }
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "cuModuleLoadData of the validator failed: %s", lg_validate_module_error(r));
         return NULL;
@@ -128,8 +177,12 @@ lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
         return NULL;
     }
     m->state = 1;
+    if (!image[0])
+        describe_image(which, m->fn[0]);
     return m;
 }
+
+const char *lg_validate_module_image(void) { return image[0] ? image : NULL; }
 
 int lg_validate_module_count(void) { return n_modules; }
 

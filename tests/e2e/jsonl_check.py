@@ -87,7 +87,7 @@ def check_event(e, where):
         need(e, "what", str, where)
         need(e, "detail", str, where)
     elif ev == "summary":
-        for k in ("launches", "watched", "validated", "violations", "validate_ns_total"):
+        for k in ("launches", "watched", "validated", "violations", "validate_ns_total", "unchecked", "host_fallbacks"):
             need(e, k, int, where)
     else:
         fail(where, f"unknown event {ev!r}")

@@ -241,6 +241,9 @@ check "buffers null: same outcome as without the library" \
   [ "$(grep '^case' "$T/bb-null.out")" = "$(grep '^case' "$T/bb-null-plain.out")" ]
 check "buffers host: warning says the labels are host memory" \
   qtrue bb-host "any(w['what'] == 'validate_failed' and 'host memory' in w['detail'] for w in W) and not V"
+check "buffers null and host: the summary counts each unchecked launch" \
+  eval 'qtrue bb-null "S[0][\"unchecked\"] >= 1 and S[0][\"host_fallbacks\"] == 0" && qtrue bb-host "S[0][\"unchecked\"] >= 1"'
+check "buffers zero: nothing unchecked" qtrue bb-zero 'S[0]["unchecked"] == 0'
 check "buffers host: same outcome as without the library" \
   [ "$(grep '^case' "$T/bb-host.out")" = "$(grep '^case' "$T/bb-host-plain.out")" ]
 check "buffers zero: nothing to check, nothing said, context alive" \

@@ -1,0 +1,258 @@
+/* test_gpu_driver.c: the GPU backend's answers to a driver that says no, with the driver table
+ * (lg_drv, validate_gpu.h) filled with fakes, no CUDA at all. Two refusals a real GPU gives that
+ * the runtime test double cannot show:
+ *   - an old driver refuses the fatbin (CUDA_ERROR_NO_BINARY_FOR_GPU, UNSUPPORTED_PTX_VERSION,
+ *     INVALID_IMAGE): the PTX image alone is loaded instead, and the image the start event
+ *     names says so, with the loaded function's binary and PTX versions;
+ *   - cuMemAlloc refuses scratch memory (a full GPU): the check goes to the host backend
+ *     (use_host, counted in host_fallbacks), and allocation is retried with a backoff
+ *     (attempts 1, 2, 4, 8, ... of the launches that need it), not at every launch.
+ * Run: build/tests/unit/test_gpu_driver (or LG_TESTS=test_gpu_driver bash tests/run.sh).
+ */
+#include "internal.h"
+#include "validate_gpu.h"
+
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const unsigned char lg_validator_fatbin[];
+extern const char lg_validator_ptx[];
+
+static CUresult refuse_fatbin_with; /* what cuModuleLoadData answers for the fatbin */
+static int loads_fatbin, loads_ptx;
+static bool alloc_fails;
+static int allocs, kernel_launches;
+
+static CUresult f_load(CUmodule *m, const void *image)
+{
+    *m = (CUmodule)0x1000;
+    if (image == (const void *)lg_validator_fatbin) {
+        loads_fatbin++;
+        return refuse_fatbin_with;
+    }
+    if (image == (const void *)lg_validator_ptx) {
+        loads_ptx++;
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_IMAGE;
+}
+static CUresult f_get_function(CUfunction *f, CUmodule m, const char *name)
+{
+    (void)m, (void)name;
+    *f = (CUfunction)0x2000;
+    return CUDA_SUCCESS;
+}
+static CUresult f_func_attr(int *v, CUfunction_attribute a, CUfunction f)
+{
+    (void)f;
+    *v = a == CU_FUNC_ATTRIBUTE_BINARY_VERSION ? 90 : a == CU_FUNC_ATTRIBUTE_PTX_VERSION ? 65 : 0;
+    return CUDA_SUCCESS;
+}
+static CUresult f_error_string(CUresult r, const char **s)
+{
+    *s = r == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "refused";
+    return CUDA_SUCCESS;
+}
+static CUresult f_ctx_current(CUcontext *c)
+{
+    *c = (CUcontext)0x3000;
+    return CUDA_SUCCESS;
+}
+static CUresult f_ctx_device(CUdevice *d)
+{
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+static CUresult f_dev_attr(int *v, CUdevice_attribute a, CUdevice d)
+{
+    (void)a, (void)d;
+    *v = 4;
+    return CUDA_SUCCESS;
+}
+static CUresult f_stream_create(CUstream *s, unsigned flags)
+{
+    (void)flags;
+    *s = (CUstream)0x4000;
+    return CUDA_SUCCESS;
+}
+static CUresult f_exchange(CUstreamCaptureMode *m)
+{
+    (void)m;
+    return CUDA_SUCCESS;
+}
+static CUresult f_is_capturing(CUstream s, CUstreamCaptureStatus *st)
+{
+    (void)s;
+    *st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+static CUresult f_pointer_attr(void *out, CUpointer_attribute a, CUdeviceptr p)
+{
+    (void)p;
+    if (a == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+        *(unsigned *)out = CU_MEMORYTYPE_DEVICE;
+    else if (a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *(CUdeviceptr *)out = 0;
+    else if (a == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        *(size_t *)out = 0; /* unknown: the range check is skipped */
+    return CUDA_SUCCESS;
+}
+static CUresult f_mem_alloc(CUdeviceptr *p, size_t n)
+{
+    allocs++;
+    if (alloc_fails)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (CUdeviceptr)(uintptr_t)calloc(1, n); /* leaked, as the backend's scratch is */
+    return CUDA_SUCCESS;
+}
+static CUresult f_host_alloc(void **p, size_t n, unsigned flags)
+{
+    (void)flags;
+    *p = calloc(1, n);
+    return CUDA_SUCCESS;
+}
+static CUresult f_host_dev_ptr(CUdeviceptr *d, void *p, unsigned flags)
+{
+    (void)flags;
+    *d = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+static CUresult f_htod(CUdeviceptr d, const void *s, size_t n, CUstream st)
+{
+    (void)st;
+    memcpy((void *)(uintptr_t)d, s, n);
+    return CUDA_SUCCESS;
+}
+static CUresult f_sync(CUstream s)
+{
+    (void)s;
+    return CUDA_SUCCESS;
+}
+static CUresult f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned sm, CUstream s, void **p, void **e)
+{
+    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sm, (void)s, (void)p, (void)e;
+    kernel_launches++;
+    return CUDA_SUCCESS;
+}
+
+static void fake_driver(void)
+{
+    memset(&lg_drv, 0, sizeof lg_drv);
+    lg_drv.get_error_string = f_error_string;
+    lg_drv.ctx_get_current = f_ctx_current;
+    lg_drv.ctx_get_device = f_ctx_device;
+    lg_drv.device_get_attribute = f_dev_attr;
+    lg_drv.module_load_data = f_load;
+    lg_drv.module_get_function = f_get_function;
+    lg_drv.func_get_attribute = f_func_attr;
+    lg_drv.stream_create = f_stream_create;
+    lg_drv.exchange_capture_mode = f_exchange;
+    lg_drv.stream_is_capturing = f_is_capturing;
+    lg_drv.pointer_get_attribute = f_pointer_attr;
+    lg_drv.mem_alloc = f_mem_alloc;
+    lg_drv.mem_host_alloc = f_host_alloc;
+    lg_drv.mem_host_get_device_pointer = f_host_dev_ptr;
+    lg_drv.memcpy_htod_async = f_htod;
+    lg_drv.stream_synchronize = f_sync;
+    lg_drv.launch_kernel = f_launch;
+}
+
+/* A context the old driver cannot run the fatbin in: the PTX alone loads. */
+static void test_ptx_fallback(void)
+{
+    static const CUresult refusals[] = {CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_UNSUPPORTED_PTX_VERSION,
+                                        CUDA_ERROR_INVALID_IMAGE};
+    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) {
+        fake_driver();
+        lg_validate_module_forget();
+        refuse_fatbin_with = refusals[i];
+        loads_fatbin = loads_ptx = 0;
+        char why[256] = "";
+        lg_module_t *m = lg_validate_module_for((CUcontext)(uintptr_t)(0x5000 + i), why, sizeof why);
+        g_assert_nonnull(m);
+        g_assert_cmpint(loads_fatbin, ==, 1);
+        g_assert_cmpint(loads_ptx, ==, 1);
+    }
+    /* The image of the first context to load one: the start event's "validator". */
+    g_assert_cmpstr(lg_validate_module_image(), ==, "ptx: sm_90 code, PTX ISA 6.5");
+    g_assert_true(strncmp(lg_validator_ptx, "//", 2) == 0 || strstr(lg_validator_ptx, ".version") != NULL);
+}
+
+/* A driver failure that is not about the image is not retried with the PTX. */
+static void test_no_ptx_for_other_errors(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_ERROR_OUT_OF_MEMORY;
+    loads_fatbin = loads_ptx = 0;
+    char why[256] = "";
+    g_assert_null(lg_validate_module_for((CUcontext)0x6000, why, sizeof why));
+    g_assert_cmpint(loads_ptx, ==, 0);
+    g_assert_nonnull(strstr(why, "out of memory"));
+}
+
+static int check(bool *use_host)
+{
+    static int64_t labels[64];
+    lg_target_t t;
+    memset(&t, 0, sizeof t);
+    t.data = (uint64_t)(uintptr_t)labels;
+    t.dtype = LG_DTYPE_INT64;
+    t.count = 64;
+    t.ndim = 1;
+    t.sizes[0] = 64;
+    t.strides[0] = 1;
+    t.n_classes = 10;
+    lg_gpu_run_t run;
+    char why[512] = "";
+    *use_host = false;
+    return lg_validate_gpu_launch(NULL, &t, (void *)0x7000, 64, 4, false, 0, false, &run, use_host, why, sizeof why);
+}
+
+static void test_scratch_refused(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = true;
+    allocs = kernel_launches = 0;
+    uint64_t before = lg_validate_gpu_host_fallbacks();
+    bool use_host;
+    int tried_at[16], n_tried = 0;
+    for (int i = 1; i <= 9; i++) {
+        int a0 = allocs;
+        g_assert_cmpint(check(&use_host), ==, -1);
+        g_assert_true(use_host); /* the host backend takes the check */
+        if (allocs > a0)
+            tried_at[n_tried++] = i;
+    }
+    /* Launch 1 tries, then after 1, 2, 4 more launches: 1, 2, 4, 8. */
+    g_assert_cmpint(n_tried, ==, 4);
+    g_assert_cmpint(tried_at[0], ==, 1);
+    g_assert_cmpint(tried_at[1], ==, 2);
+    g_assert_cmpint(tried_at[2], ==, 4);
+    g_assert_cmpint(tried_at[3], ==, 8);
+    g_assert_cmpuint(lg_validate_gpu_host_fallbacks() - before, ==, 9);
+    g_assert_cmpint(kernel_launches, ==, 0);
+    /* Memory again: the next try that the backoff allows succeeds and the GPU scans again. */
+    alloc_fails = false;
+    int rc = -1;
+    for (int i = 0; i < 16 && rc != 0; i++)
+        rc = check(&use_host);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_cmpint(kernel_launches, ==, 1);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    lg_cfg.quiet = true;
+    snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", "/nonexistent/labelguard-unit");
+    g_test_add_func("/gpu_driver/ptx_fallback", test_ptx_fallback);
+    g_test_add_func("/gpu_driver/no_ptx_for_other_errors", test_no_ptx_for_other_errors);
+    g_test_add_func("/gpu_driver/scratch_refused", test_scratch_refused);
+    return g_test_run();
+}
