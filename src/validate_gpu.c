@@ -16,7 +16,8 @@
  * the application has running on another stream (an "unsafe" call fails and poisons it), as
  * PyTorch's allocator does. Called by validate.c on the launching thread (guard held), and
  * lg_validate_gpu_ring_* by verdicts.c on any thread. Tested by tests/gpu/test_validator.cu
- * (against lg_scan_host, needs a GPU) and tests/unit/test_kernel_emulation (the kernels).
+ * (against lg_scan_host, needs a GPU), tests/unit/test_kernel_emulation (the kernels) and
+ * tests/unit/test_gpu_driver.c (refused scratch memory: host fallback and backoff, fake driver).
  */
 #include "../cuda/lg_validate.h"
 #include "internal.h"

@@ -11,7 +11,8 @@
  * the start event (lg_validate_module_image).
  *
  * Called by validate_gpu.c under its lock, on the launching thread (or the lazy start's).
- * Tested by tests/gpu/test_validator.cu (needs a GPU); without a driver, every e2e test takes
+ * Tested by tests/unit/test_gpu_driver.c (a fake driver table: refused fatbin, PTX fallback),
+ * tests/gpu/test_validator.cu (needs a GPU); without a driver, every e2e test takes
  * the path where nothing loads and the host backend is used.
  */
 #include <dlfcn.h>
