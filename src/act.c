@@ -52,6 +52,14 @@ bool lg_act_mask_value(const lg_target_t *t, int64_t *value, bool *rewrite)
     return false;
 }
 
+bool lg_act_mask_id(const lg_target_t *t, int64_t *value)
+{
+    if (!t->has_ignore_index || t->ignore_index < 0 || t->ignore_index >= t->n_classes)
+        return false;
+    *value = t->ignore_index;
+    return true;
+}
+
 int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool rewrite, int64_t value, lg_decision_t *d)
 {
     if (!copy || !d || lg_decode_rewrite(spec, args, copy, rewrite, value, &d->args_copy) != 0)
@@ -159,9 +167,14 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->target = *in->target;
     memcpy(&v->verdict, in->verdict, sizeof *in->verdict);
     v->action = lg_cfg.action;
-    bool dense = in->target->ndim >= 2 || strstr(info->spec->family, "2d") != NULL;
-    v->cause = lg_cause_classify(in->target, in->verdict, dense);
-    lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    if (info->spec->ids) {
+        v->cause = lg_cause_classify_ids(in->target, in->verdict);
+        lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    } else {
+        bool dense = in->target->ndim >= 2 || strstr(info->spec->family, "2d") != NULL;
+        v->cause = lg_cause_classify(in->target, in->verdict, dense);
+        lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    }
     v->native.n = 0;
     if (lg_cfg.backtrace_native)
         lg_stack_capture(&v->native);
@@ -175,6 +188,24 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
 static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite, int64_t *value, char *why,
                       size_t why_len)
 {
+    const lg_spec_t *spec = in->info->spec;
+    if (spec->ids) {
+        /* A bad id can only become padding_idx, which the kernel skips; a kernel without one
+         * (index_select, the vectorized gather) has no id that leaves the output unchanged. */
+        if (!lg_act_mask_id(in->target, value)) {
+            snprintf(why, why_len, "%s",
+                     in->target->has_ignore_index
+                         ? "padding_idx is not a valid row, so no id can replace a bad one"
+                         : "this kernel has no padding_idx to put in place of a bad id (an embedding's "
+                           "forward runs as index_select, which has none)");
+            return false;
+        }
+        *rewrite = false;
+        lg_in_library++;
+        uint64_t copy = lg_validate_masked_copy(in->target, in->stream, *value, why, why_len);
+        lg_in_library--;
+        return lg_act_run_on_copy(spec, in->args, copy, false, *value, d) == 0;
+    }
     if (!lg_act_mask_value(in->target, value, rewrite)) {
         snprintf(why, why_len, "%s",
                  in->target->has_ignore_index ? "no free label value for this dtype"

@@ -32,7 +32,7 @@ static void reset_warnings(void)
     n_warnings = 0;
 }
 
-#define BUILTIN_SPECS 27
+#define BUILTIN_SPECS 31
 
 static void test_builtin(void)
 {
@@ -41,7 +41,7 @@ static void test_builtin(void)
     g_assert_cmpint(n_warnings, ==, 0);
     g_assert_cmpint(n, ==, BUILTIN_SPECS);
     g_assert_cmpint(lg_registry_count(), ==, BUILTIN_SPECS);
-    int families[2] = {0, 0};
+    int families[3] = {0, 0, 0};
     for (int i = 0; i < n; i++) {
         const lg_spec_t *s = lg_registry_get(i);
         g_assert_nonnull(s);
@@ -50,12 +50,14 @@ static void test_builtin(void)
         g_assert_cmpint(s->param_sizes[s->target.param], >=, s->target.offset + 8);
         g_assert_cmpint(s->n_classes.param, >=, 0);
         g_assert_true(g_str_has_prefix(s->source, "builtin:"));
-        families[strcmp(s->family, "nll_loss2d") == 0]++;
+        families[s->ids ? 2 : strcmp(s->family, "nll_loss2d") == 0]++;
+        g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0);
         for (int j = 0; j < i; j++)
             g_assert_cmpstr(lg_registry_get(j)->name, !=, s->name);
     }
     g_assert_cmpint(families[0], ==, 6 + 6 + 6); /* Loss.cu >=1.13, 1.10-1.12, ClassNLLCriterion */
     g_assert_cmpint(families[1], ==, 5 + 4);     /* NLLLoss2d.cu (+ int64 index_t backward), SpatialClassNLLCriterion */
+    g_assert_cmpint(families[2], ==, 1 + 1 + 2); /* vectorized gather, indexSelect small, large (u32, u64) */
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
