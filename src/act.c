@@ -167,6 +167,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->target = *in->target;
     memcpy(&v->verdict, in->verdict, sizeof *in->verdict);
     v->action = lg_cfg.action;
+    v->note[0] = '\0'; /* after the memset's range: a record from malloc holds garbage there */
     if (info->spec->ids) {
         v->cause = lg_cause_classify_ids(in->target, in->verdict);
         lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
