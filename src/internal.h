@@ -52,6 +52,7 @@ typedef struct lg_config {
     int samples; /* 1..LG_MAX_SAMPLES */
     bool quiet;
     bool debug_kernels; /* LABELGUARD_DEBUG_KERNELS=1: a kernel_seen warning per watched kernel */
+    bool logprob_check; /* LABELGUARD_LOGPROB_CHECK=0 turns off the raw-logits check of NLL inputs */
 } lg_config_t;
 
 /* Parses the LABELGUARD_* variables through `getenv_fn` (getenv in the library, a table in
@@ -554,6 +555,9 @@ LG_HIDDEN void lg_report_error_message(const lg_violation_t *v, char *out, size_
 LG_HIDDEN const char *lg_text_safe(const char *in, char *out, size_t len);
 /* "target[17]", or "target[0][3][7]" for a dense target: what a user types into a debugger. */
 LG_HIDDEN int lg_text_index(const lg_target_t *t, int64_t index, char *out, size_t len);
+/* The frame a user reads as "the call site": the innermost one outside installed packages and
+ * the standard library, else the innermost; -1 without frames. */
+LG_HIDDEN int lg_text_user_frame(const lg_py_stack_t *py);
 /* "forward"/"backward", NULL without a spec. */
 LG_HIDDEN const char *lg_text_direction(const lg_violation_t *v);
 /* The stderr block of one violation; returns its length (<= cap - 1). */
@@ -700,6 +704,14 @@ static inline void lg_launch_count(void)
     __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
                      __ATOMIC_RELAXED);
 }
+
+/* ---------------------------------------------------------------- logprobs.c */
+
+/* The raw-logits check of a watched NLL forward (sync mode, spec key `input`): one
+ * nll_input_not_log_probs warning per kernel and call site when its input holds values above
+ * 0. Never blocks. */
+LG_HIDDEN void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info,
+                                 const lg_target_t *t);
 
 /* ---------------------------------------------------------------- classify.c */
 

@@ -2,6 +2,7 @@
  *   classify (classify.c, first launch of a kernel only) -> decode (decode.c) ->
  *   validate (validate.c: sync verdict, or async sanitized copy + verdict later) ->
  *   act (act.c, only when a label is bad).
+ * A watched NLL forward's input also gets the raw-logits check (logprobs.c, sync mode).
  * Plus the launch counters of the summary event and the collection of async verdicts.
  *
  * Called by the hook layer (preload.c, cupti.c) on the launching thread with the runtime it
@@ -179,5 +180,7 @@ void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_
     if ((lg_cfg.mode == LG_MODE_ASYNC || captured) && lg_cfg.action != LG_ACTION_LOG &&
         validate_async(l, info, &t, captured, d))
         return;
+    if (!captured && info->spec->input.param >= 0)
+        lg_logprobs_check(rt, l, info, &t);
     validate_sync(rt, l, info, &t, d);
 }

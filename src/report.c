@@ -164,6 +164,7 @@ void lg_report_start(void)
     lg_json_string(&j, "backtrace", bt);
     lg_json_int(&j, "samples", lg_cfg.samples);
     lg_json_bool(&j, "quiet", lg_cfg.quiet);
+    lg_json_bool(&j, "logprob_check", lg_cfg.logprob_check);
     lg_json_end_object(&j);
     /* Active layers as a list: "interpose,cupti" -> ["interpose", "cupti"]. */
     lg_json_begin_array(&j, "hooks");

@@ -106,8 +106,21 @@ const char *lg_text_safe(const char *in, char *out, size_t len)
 /* A Python file that belongs to an installed package or the standard library. */
 static bool library_frame(const char *file)
 {
+    /* torch's own Python counts wherever it is installed (pip --target, a source checkout):
+     * torch/nn/functional.py is never the line the user wrote. */
     return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3") ||
-           file[0] == '<';
+           strstr(file, "/torch/") || file[0] == '<';
+}
+
+int lg_text_user_frame(const lg_py_stack_t *py)
+{
+    int np = py->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : py->n;
+    if (np <= 0)
+        return -1;
+    int k = np - 1;
+    while (k > 0 && library_frame(py->frames[k].file))
+        k--;
+    return library_frame(py->frames[k].file) ? np - 1 : k;
 }
 
 #define APPEND(...)                                               \
@@ -180,11 +193,7 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         /* The user's line, not torch/nn/functional.py: the innermost frame outside installed
          * packages and the standard library, then the innermost one as "via". */
         int np = v->python.n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : v->python.n;
-        int k = np - 1;
-        while (k > 0 && library_frame(v->python.frames[k].file))
-            k--;
-        if (library_frame(v->python.frames[k].file))
-            k = np - 1;
+        int k = lg_text_user_frame(&v->python);
         const lg_py_frame_t *f = &v->python.frames[k];
         APPEND("  at %s:%d in %s   (python%s)\n", lg_text_safe(f->file, safe, sizeof(safe)), f->line,
                lg_text_safe(f->function, safe2, sizeof(safe2)),

@@ -1,6 +1,6 @@
-"""index_cases.py CASE MODE OUT: one real-torch scenario of the index guard on the test double
-(nn.Embedding / x[idx] with an id out of range), in one process, judged here; prints one
-"ok: ..." or "FAIL: ..." line per check and exits 1 when any failed. Run by test_index.sh
+"""beyond_cases.py CASE MODE OUT: one real-torch scenario beyond the NLL assert on the test double
+(nn.Embedding / x[idx] with an id out of range, nll_loss fed raw logits), in one process, judged here; prints one
+"ok: ..." or "FAIL: ..." line per check and exits 1 when any failed. Run by test_beyond.sh
 under both wheels, one process per case and mode (a device assert poisons the process).
 MODE: plain (no labelguard: the device assert), raise, mask (LABELGUARD_ACTION set by the
 caller). OUT: the log directory the caller gave LABELGUARD_LOG (plain: unused).
@@ -9,6 +9,8 @@ CASES
   emb_large   nn.Embedding(10, 256) with 40 ids, ids[7] = 10: the 2.8+ vectorized gather
   emb_pad     as emb_small with padding_idx=0 (the forward has no padding_idx parameter)
   neg_index   x[idx] on rows of 1 KiB: -1 and -10 are allowed (wrapped), -11 is not
+  nll_logits  F.nll_loss on raw logits from two call sites, three times each: one
+              nll_input_not_log_probs warning per site; F.nll_loss on log_softmax: none
 """
 import glob
 import json
@@ -78,7 +80,7 @@ if CASE in ("emb_small", "emb_large", "emb_pad"):
               v["bad"])
         check("%s: outcome blocked" % MODE, v["outcome"] == "blocked", v["outcome"])
         frames = [(os.path.basename(f["file"]), f["function"]) for f in v["python_stack"]]
-        check("%s: python_stack names index_cases.py" % MODE, any(f == "index_cases.py" for f, _ in frames), frames)
+        check("%s: python_stack names beyond_cases.py" % MODE, any(f == "beyond_cases.py" for f, _ in frames), frames)
         if MODE == "mask":
             check("mask: falls back to raise, and the note says why (no padding_idx parameter)",
                   "mask fell back to raise" in v["note"] and "padding_idx" in v["note"], v["note"])
@@ -100,6 +102,24 @@ elif CASE == "neg_index":
         check("%s: -11 is blocked: outside [-10, 10)" % MODE,
               exc is not None and "labelguard" in str(exc) and len(V) == 1 and V[0]["target"]["allow_negative"]
               and [(s["index"], s["value"]) for s in V[0]["bad"]["samples"]] == [(1, -11)], (exc, V))
+elif CASE == "nll_logits":
+    import torch.nn.functional as F
+    logits = torch.randn(16, 5).cuda()
+    t = torch.randint(0, 5, (16,)).cuda()
+    for _ in range(3):
+        F.nll_loss(logits, t)  # <- site one
+    for _ in range(3):
+        F.nll_loss(logits, t, reduction="sum")  # <- site two
+    F.nll_loss(torch.randn(16, 5).log_softmax(1).cuda(), t)  # <- log-probabilities: no warning
+    torch.cuda.synchronize()
+    V, W = events()
+    lp = [w for w in W if w["what"] == "nll_input_not_log_probs"]
+    lines = [i + 1 for i, l in enumerate(open(__file__)) if l.rstrip().endswith(("site one", "site two"))]
+    check("%s: one warning per call site (2)" % MODE, len(lp) == 2, [w["detail"][-160:] for w in lp])
+    check("%s: each names its beyond_cases.py line" % MODE,
+          sorted(int(w["detail"].split("beyond_cases.py:")[1].split(" ")[0]) for w in lp if "beyond_cases.py:" in w["detail"])
+          == lines, [w["detail"] for w in lp])
+    check("%s: no violation" % MODE, len(V) == 0, V)
 else:
     print("unknown case " + CASE)
     sys.exit(2)
