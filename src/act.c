@@ -156,7 +156,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     memset(v, 0, offsetof(lg_violation_t, verdict));
     v->mangled = info->mangled;
     v->spec = info->spec;
-    snprintf(v->short_name, sizeof v->short_name, "%s", info->short_name);
+    snprintf(v->short_name, sizeof v->short_name, "%s", info->short_name ? info->short_name : "");
     v->launch_seq = atomic_fetch_add(&launch_seq, 1) + 1;
     v->stream = in->stream;
     if (rt && rt->get_device) {
@@ -167,12 +167,14 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->target = *in->target;
     memcpy(&v->verdict, in->verdict, sizeof *in->verdict);
     v->action = lg_cfg.action;
-    v->note[0] = '\0'; /* after the memset's range: a record from malloc holds garbage there */
-    if (info->spec->ids) {
+    v->outcome = "launched";
+    v->note[0] = '\0';
+    /* spec is NULL only when the kernel's image was unloaded before its async verdict came. */
+    if (info->spec && info->spec->ids) {
         v->cause = lg_cause_classify_ids(in->target, in->verdict);
         lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     } else {
-        bool dense = in->target->ndim >= 2 || strstr(info->spec->family, "2d") != NULL;
+        bool dense = in->target->ndim >= 2 || (info->spec && strstr(info->spec->family, "2d") != NULL);
         v->cause = lg_cause_classify(in->target, in->verdict, dense);
         lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     }
@@ -190,7 +192,7 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
                       size_t why_len)
 {
     const lg_spec_t *spec = in->info->spec;
-    if (spec->ids) {
+    if (spec && spec->ids) {
         /* A bad id can only become padding_idx, which the kernel skips; a kernel without one
          * (index_select, the vectorized gather) has no id that leaves the output unchanged. */
         if (!lg_act_mask_id(in->target, value)) {

@@ -73,9 +73,11 @@ static void atfork_prepare(void)
     if (fork_waited)
         pthread_mutex_lock(&start_lock);
     lg_names_atfork_prepare();
+    lg_stack_atfork_prepare();
 }
 static void atfork_parent(void)
 {
+    lg_stack_atfork_parent();
     lg_names_atfork_parent();
     if (fork_waited)
         pthread_mutex_unlock(&start_lock);
@@ -83,6 +85,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     pthread_mutex_init(&start_lock, NULL);
+    lg_stack_atfork_child();
     lg_names_atfork_child();
     lg_runtime_atfork_child();
     lg_hold_atfork_child();

@@ -18,6 +18,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,20 +35,33 @@
  * weak reference) and then prints mangled names; the library links every object. */
 #pragma weak lg_demangle_full
 
+/* libunwind keeps its unwind-info cache under a pthread rwlock that knows nothing of fork: a
+ * child forked while another thread was unwinding would inherit it held and hang at its own
+ * first capture (tests/e2e/test_fork.sh, fork storm). So captures hold capture_lock, and a
+ * fork takes it first (lg_stack_atfork_*, from lg.c's handlers): no thread is inside libunwind
+ * when the child is made. */
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void lg_stack_capture(lg_native_stack_t *s)
 {
     s->n = 0;
     unw_context_t ctx;
     unw_cursor_t cur;
-    if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
-        return;
-    do {
-        unw_word_t ip = 0;
-        if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
-            break;
-        s->ips[s->n++] = (void *)(uintptr_t)ip;
-    } while (s->n < LG_MAX_FRAMES && unw_step(&cur) > 0);
+    pthread_mutex_lock(&capture_lock);
+    if (unw_getcontext(&ctx) == 0 && unw_init_local(&cur, &ctx) == 0) {
+        do {
+            unw_word_t ip = 0;
+            if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
+                break;
+            s->ips[s->n++] = (void *)(uintptr_t)ip;
+        } while (s->n < LG_MAX_FRAMES && unw_step(&cur) > 0);
+    }
+    pthread_mutex_unlock(&capture_lock);
 }
+
+void lg_stack_atfork_prepare(void) { pthread_mutex_lock(&capture_lock); }
+void lg_stack_atfork_parent(void) { pthread_mutex_unlock(&capture_lock); }
+void lg_stack_atfork_child(void) { pthread_mutex_init(&capture_lock, NULL); }
 
 /* Base address of the object this code is linked into. */
 static void *own_base(void)

@@ -4,7 +4,7 @@
 # directory (lg_checks_init DIR). `fail` appends to a file in it, so a failure inside a
 # subshell, a pipeline or a function run in the background counts too; `finish` ends the test
 # with status 1 when anything failed, 0 otherwise (tests/run.sh reads only the status).
-lg_checks_init() { LG_FAILS_FILE="$1/.failures"; : >"$LG_FAILS_FILE"; }
+lg_checks_init() { LG_FAILS_FILE="$1/.lg-failures"; : >"$LG_FAILS_FILE"; }
 fail() { printf 'FAIL: %s\n' "$*"; printf '%s\n' "$*" >>"$LG_FAILS_FILE"; }
 ok() { printf 'ok: %s\n' "$*"; }
 check() { # check DESCRIPTION COMMAND...  (passes when the command succeeds)

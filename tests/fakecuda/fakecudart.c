@@ -1464,9 +1464,10 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
         return user(k->name, grid, block, args, shm, stream);
     }
     const fk_sig_t *sig = kernel_sig(k);
-    if (k->emu == -2) {
+    if (__atomic_load_n(&k->emu, __ATOMIC_ACQUIRE) == -2) {
         /* Chosen once per kernel: a name match whose parameter list differs is remembered as
-         * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike. */
+         * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike;
+         * atomic, so that ThreadSanitizer (tests/e2e/test_tsan.sh) sees no race in the double. */
         int chosen = -1;
         const char *named = NULL;
         for (int t = 0; chosen < 0 && emulator_tables[t]; t++)
@@ -1481,10 +1482,11 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
             }
         if (chosen < 0 && named)
             trace("[fakecuda] kernel %s: name matches %s but the parameter list differs: no-op", k->name, named);
-        k->emu = chosen;
+        __atomic_store_n(&k->emu, chosen, __ATOMIC_RELEASE);
     }
-    if (k->emu >= 0) {
-        const fk_emulator_t *em = &emulator_tables[k->emu / EMU_TABLE_STRIDE][k->emu % EMU_TABLE_STRIDE];
+    int emu = __atomic_load_n(&k->emu, __ATOMIC_ACQUIRE);
+    if (emu >= 0) {
+        const fk_emulator_t *em = &emulator_tables[emu / EMU_TABLE_STRIDE][emu % EMU_TABLE_STRIDE];
         fk_launch_t l = { k->name, sig, grid, block, args, shm, stream };
         atomic_fetch_add(&k->emulated, 1);
         cudaError_t e = em->fn(&l);

@@ -27,6 +27,8 @@ loss in a Python worker thread, and two ranks (RANK/LOCAL_RANK/WORLD_SIZE) whose
 import argparse
 import json
 import os
+import re
+import runpy
 import signal
 import subprocess
 import sys
@@ -75,6 +77,7 @@ class Case:
     thread = False              # the bad step's loss runs in a Python worker thread
     rank = None                 # RANK/LOCAL_RANK/WORLD_SIZE=2 in the child's environment
     refused = None              # torch itself refuses the loss call with this text (every step)
+    script = None               # instead of the loop: this script, run as __main__ (judge_script)
     ignore = -100
 
     def __init__(self):
@@ -201,6 +204,8 @@ CASES = [c for c in (
     # each writes its own -rankR log, and `labelguard report` must merge them into one problem.
     case("rank0", rank=0, bad={3: 10}, cause="head_too_small"),
     case("rank1", rank=1, bad={7: 10, 9: 11}, cause="head_too_small"),
+    # `labelguard demo`'s real-PyTorch script as it is: 60 steps, step 37's labels 1-based.
+    case("demo", script=os.path.join(ROOT, "scripts", "demo_torch.py")),
 )]
 CASES = {c.name: c for c in CASES}
 
@@ -209,6 +214,16 @@ def run_child(cls, out):
     """In the forked child: the loop, then what is still possible after its first error."""
     res = {"case": cls.name, "pid": os.getpid(), "completed": [], "exception": None, "post": {}}
     signal.alarm(CASE_TIMEOUT_S)
+    if cls.script:
+        sys.argv = [cls.script]
+        try:
+            runpy.run_path(cls.script, run_name="__main__")
+            res["exit"] = 0
+        except SystemExit as e:
+            res["exit"] = e.code
+        with open(out, "w") as f:
+            json.dump(res, f)
+        return
     t0 = time.time()
     sc = cls()
     res["setup_s"] = round(time.time() - t0, 3)
@@ -341,6 +356,8 @@ def judge_case(j, cls, mode, res, rc, events, d):
     if not j.check("%s: child exited normally (rc 0)" % n, rc == 0 and res is not None,
                    "rc %s; its output: %s" % (rc, child_output(d, n))):
         return
+    if cls.script:
+        return judge_script(j, cls, mode, res, events, child_output(d, n, 1 << 20))
     exc = res["exception"]
     pairs, lo, hi = cls.expected(res["bad_labels"]) if "bad_labels" in res else ([], None, None)
     if cls.kernel is not None and not j.check("%s: the bad step's labels hold the bad values %s" % (n, short(sorted(cls.bad.items()))),
@@ -433,6 +450,60 @@ def judge_case(j, cls, mode, res, rc, events, d):
                     ("cases.py", line) in frames, str(v["python_stack"])[:600])
 
 
+def judge_script(j, cls, mode, res, events, out):
+    """scripts/demo_torch.py: its own story lines (as on a GPU), and labelguard's events."""
+    n, kernel = cls.name, Case.kernel
+    lines = out.splitlines()
+
+    def has(line):
+        return j.check("%s: %s: prints %r" % (n, mode, line), line in lines, out[-800:])
+    viol = [e for e in events if e["event"] == "violation"]
+    if mode == "plain":
+        j.check("%s: plain: exit status 1" % n, res.get("exit") == 1, str(res.get("exit")))
+        has("step 37: RuntimeError: CUDA error: %s" % REAL_ASSERT)
+        has("    (raised at loss.item(), long after the kernel that failed)")
+        has("    => the CUDA context is dead: nothing on the GPU can be read any more.")
+        has("    => the job ends here, after 37 of 60 steps.")
+        return
+    j.check("%s: %s: exit status 0" % (n, mode), res.get("exit") == 0, str(res.get("exit")))
+    fwd = [v for v in viol if v["direction"] == "forward"]
+    if mode == "mask":
+        has("finished: 60 of 60 steps trained, 0 skipped.")
+        j.check("%s: mask: no RuntimeError" % n, "RuntimeError" not in out, out[-500:])
+        j.check("%s: mask: one forward and one backward violation, masked" % n,
+                len(viol) == 2 and len(fwd) == 1 and all(v["outcome"] == "masked" for v in viol),
+                str([(v["kernel"], v["outcome"]) for v in viol]))
+        printed = None
+    else:
+        first = [l for l in lines if l.startswith("step 37: RuntimeError: ")]
+        j.check("%s: %s: step 37 raises labelguard's RuntimeError naming %s" % (n, mode, kernel),
+                len(first) == 1 and first[0].startswith("step 37: RuntimeError: CUDA error: labelguard: %s: bad label target[" % kernel),
+                str(first) or out[-500:])
+        if mode == "raise":
+            has("    (raised at the loss call, F.cross_entropy)")
+        has("    inspecting the batch: labels.cpu() works, the CUDA context is alive:")
+        has("finished: 59 of 60 steps trained, 1 skipped.")
+        printed = [(int(a), int(b)) for a, b in re.findall(r"^      labels\[(\d+)\] = (-?\d+)  \(n_classes = 10\)$", out, re.M)]
+        j.check("%s: %s: exactly one violation, forward, blocked" % (n, mode),
+                len(viol) == 1 and len(fwd) == 1 and (mode == "async" or fwd[0]["outcome"] == "blocked"),
+                str([(v["kernel"], v["outcome"]) for v in viol]))
+    for v in fwd[:1]:
+        b = v["bad"]
+        got = [(s["index"], s["value"]) for s in b["samples"]]
+        # 1-based labels: every bad one is 10, and the batch spans 1..10.
+        j.check("%s: %s: kernel %s, cause one_based, labels 1..10, every offending value 10" % (n, mode, kernel),
+                v["kernel"] == kernel and v["cause"] == "one_based" and (b["min"], b["max"]) == (1, 10)
+                and got and all(x == 10 for _, x in got) and v["target"]["n_classes"] == 10, json.dumps(b)[:300])
+        if printed is not None:
+            j.check("%s: %s: the offending pairs are those labels.cpu() shows, %s" % (n, mode, short(printed)),
+                    got == printed[:SAMPLES] and b["count"] == len(printed), "got %s count %d" % (short(got), b["count"]))
+        with open(cls.script) as f:
+            line = next(i for i, l in enumerate(f, 1) if "cross_entropy(logits_of(" in l)
+        frames = [(os.path.basename(f["file"]), f["line"]) for f in v["python_stack"]]
+        j.check("%s: %s: python_stack names demo_torch.py:%d (the loss call)" % (n, mode, line),
+                ("demo_torch.py", line) in frames, str(frames))
+
+
 def judge_report(j, mode, files):
     """`labelguard report --json` over the two ranks' logs: one problem seen on both."""
     p = subprocess.run([os.path.join(ROOT, "scripts", "labelguard"), "report", "--json"] + files,
@@ -474,9 +545,9 @@ def short(pairs):
     return "[%s%s]" % (s, ", ... %d in all" % len(pairs) if len(pairs) > 4 else "")
 
 
-def child_output(d, name):
+def child_output(d, name, n=1500):
     path = os.path.join(d, name + ".out")
-    return open(path, errors="replace").read()[-1500:] if os.path.exists(path) else "(none)"
+    return open(path, errors="replace").read()[-n:] if os.path.exists(path) else "(none)"
 
 
 def lib_loaded():
