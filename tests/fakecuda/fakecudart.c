@@ -17,6 +17,16 @@
  * cudaErrorInitializationError, as with the real driver (FAKECUDA_FORK_OK=1 lifts this).
  * FAKECUDA_TRACE=1 prints one stderr line per launch.
  *
+ * The same source is built twice: as libcudart.so.13 (FK_CUDA_MAJOR=13) and as
+ * build/fakecuda12/libcudart.so.12, where the functions whose CUDA 12 signature or struct layout
+ * differs (cudaGetDeviceProperties_v2, cudaStreamGetCaptureInfo and _v2/_v3,
+ * cudaGraphNodeGetDependencies) take CUDA 12's. Each build exports exactly what NVIDIA's runtime
+ * of that major exports (exports-<major>.txt), under its version node; what is not defined here
+ * is a generated weak stub answering cudaErrorNotSupported (gen_stubs.sh, fk_unsupported).
+ * Real PyTorch runs on it (tests/torch-fake/): registration is O(1) per kernel, the device is an
+ * H200, work completes as modelled below ("streams and capture state": cudaErrorNotReady for
+ * work in flight), and stream capture follows CUDA's rules for unsafe calls.
+ *
  * Called from any thread of the test program (16 threads on 16 streams in tests/progs/threads):
  * the registry, allocations and handle lists are behind one mutex each; kernels run on the
  * launching thread. Tested by tests/fakecuda/test_*.sh.

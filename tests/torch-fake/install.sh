@@ -6,8 +6,8 @@
 #   install.sh MAJOR --print-dir   print where it goes
 #   install.sh wrapper OUT FAKE13 FAKE12 DRIVER   install both, then write the wrapper OUT
 # Where: $LG_TORCH_HOME (default ~/.cache/labelguard/torch)/torch<ver>-cu<major>-py<ver>-<hash of
-# the pins>, outside the checkout, so `make clean` and other worktrees do not reinstall. pip's own
-# cache (PIP_CACHE_DIR, default ~/.cache/pip) keeps the wheels, so a reinstall does not download.
+# the pins>, outside the checkout, so `make clean` and other worktrees do not reinstall. The
+# wheels are kept in $LG_TORCH_HOME/wheels (pip download), so a reinstall does not download.
 # Layout of an install: site/ (pip --target: torch, its pure-Python deps, nvidia-* libraries),
 # lib/ (symlinks: the toolkit's CUDA libraries for CUDA 13, the nvidia-* ones, never a
 # libcudart), .installed (what, when, how long). A failed install is an error (exit 1) naming
@@ -29,8 +29,9 @@ dir_of() { # MAJOR -> install dir
 }
 
 install_one() { # MAJOR
-  local major="$1" dir pins="$here/pins-$1.txt" tmp start f rel missing
+  local major="$1" dir pins="$here/pins-$1.txt" tmp start f rel missing wheels
   dir="$(dir_of "$major")"
+  wheels="$(dirname "$dir")/wheels"
   [ -f "$dir/.installed" ] && return 0
   mkdir -p "$(dirname "$dir")"
   exec 9>"$(dirname "$dir")/.lock"
@@ -40,12 +41,17 @@ install_one() { # MAJOR
   tmp="$dir.tmp.$$"
   rm -rf "$tmp" "$dir"
   mkdir -p "$tmp/lib"
-  echo "torch-fake: installing $(sed -n 's/^torch==/torch /p' "$pins") for CUDA $major into $dir (pip; cached wheels are reused)" >&2
-  if ! "$PY" -m pip install --no-deps --no-compile --disable-pip-version-check --no-warn-script-location \
-        --no-input --target "$tmp/site" -r "$pins" >"$tmp/pip.log" 2>&1; then
+  echo "torch-fake: installing $(sed -n 's/^torch==/torch /p' "$pins") for CUDA $major into $dir (wheels kept in $wheels)" >&2
+  # Wheels are downloaded into a directory of our own and installed from there: pip's HTTP cache
+  # cannot be relied on (a proxy that strips Cache-Control and ETag, as this project's machines
+  # have, disables it), and `pip download` skips a wheel that is already in the directory.
+  if ! "$PY" -m pip download --no-deps --disable-pip-version-check --no-input --only-binary=:all: \
+        -d "$wheels" -r "$pins" >"$tmp/pip.log" 2>&1 ||
+     ! "$PY" -m pip install --no-deps --no-index --find-links "$wheels" --no-compile --disable-pip-version-check \
+        --no-warn-script-location --no-input --target "$tmp/site" -r "$pins" >>"$tmp/pip.log" 2>&1; then
     tail -n 25 "$tmp/pip.log" >&2
     rm -rf "$tmp"
-    die "pip install -r $pins failed (output above). PyPI must be reachable (or the wheels in pip's cache)."
+    die "pip download/install -r $pins failed (output above). PyPI must be reachable, or the wheels already in $wheels."
   fi
   # The double must be the only CUDA runtime torch can bind: none may come with the tree.
   find "$tmp/site" -name 'libcudart.so*' -exec rm -f {} +
