@@ -221,6 +221,19 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
     return lg_act_run_on_copy(in->info->spec, in->args, copy, *rewrite, *value, d) == 0;
 }
 
+/* An NLL forward with class weights and the mean reduction: what F.cross_entropy's
+ * label-smoothing path follows with weight.gather(0, target) (opaque.c). */
+static bool weighted_mean(const lg_act_input_t *in)
+{
+    const lg_spec_t *s = in->info->spec;
+    int64_t w = 0, mean = 1;
+    if (!s || !in->args || s->weight.param < 0 || lg_decode_field(s, in->args, &s->weight, &w) != 0 || w == 0)
+        return false;
+    if (s->size_average.param >= 0 && lg_decode_field(s, in->args, &s->size_average, &mean) != 0)
+        return false;
+    return mean != 0;
+}
+
 void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
 {
     lg_violation_t *v = violation_acquire();
@@ -241,6 +254,13 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     if (p.note)
         snprintf(v->note, sizeof v->note, p.note, why);
     v->outcome = lg_act_outcome_name(p.outcome);
+    if (p.outcome == LG_OUTCOME_MASKED && weighted_mean(in)) {
+        lg_opaque_arm(v);
+        if (!v->note[0])
+            snprintf(v->note, sizeof v->note,
+                     "class weights with a mean: if label_smoothing follows, its gather of weight[target] (with the "
+                     "original labels) is blocked as with raise");
+    }
 
     lg_report_violation(v, p.flush);
     if (p.hold)

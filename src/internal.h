@@ -595,7 +595,13 @@ LG_HIDDEN long lg_names_registered(void); /* registered names currently held */
 LG_HIDDEN const char *lg_names_lookup(const void *func);
 /* Per-handle cache slot for launch.c: the matched spec (or NULL) once classified. `state` is
  * written last (release) so a reader that sees WATCHED also sees `spec`. */
-enum { LG_KSTATE_UNKNOWN = 0, LG_KSTATE_UNWATCHED = 1, LG_KSTATE_WATCHED = 2, LG_KSTATE_BAD_LAYOUT = 3 };
+enum {
+    LG_KSTATE_UNKNOWN = 0,
+    LG_KSTATE_UNWATCHED = 1,
+    LG_KSTATE_WATCHED = 2,
+    LG_KSTATE_BAD_LAYOUT = 3,
+    LG_KSTATE_GATHER = 4, /* PyTorch's TensorIterator gather: known by name only (opaque.c) */
+};
 /* What classify.c learns once per watched kernel. */
 typedef struct lg_kernel_facts {
     lg_dtype_t dtype;     /* label type */
@@ -782,6 +788,22 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+
+/* ---------------------------------------------------------------- opaque.c */
+
+/* The state for a kernel no spec matched: LG_KSTATE_GATHER for PyTorch's TensorIterator gather,
+ * else LG_KSTATE_UNWATCHED; a compiled (Triton) loss gets its one unchecked_loss_kernel warning
+ * here. Once per kernel handle (classify.c). */
+LG_HIDDEN int lg_opaque_classify(const char *mangled);
+/* After a masked NLL forward with class weights and a mean: this thread's next gather within a
+ * few launches is blocked (label smoothing gathers weight[target] with the original labels). */
+struct lg_violation;
+LG_HIDDEN void lg_opaque_arm(const struct lg_violation *v);
+/* The loss's backward came: no smoothing gather follows any more. */
+LG_HIDDEN void lg_opaque_disarm(void);
+/* A launch of the gather kernel: blocked (d: SKIP, the pending error says why) when armed. */
+LG_HIDDEN void lg_opaque_gather(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info,
+                                lg_decision_t *d);
 
 /* ---------------------------------------------------------------- hold.c */
 

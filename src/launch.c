@@ -164,8 +164,14 @@ void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_
         info = lg_classify(rt, l, info);
         state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
     }
+    if (state == LG_KSTATE_GATHER) {
+        lg_opaque_gather(rt, l, info, d);
+        return;
+    }
     if (state != LG_KSTATE_WATCHED)
         return;
+    if (info->spec->direction == LG_DIR_BACKWARD)
+        lg_opaque_disarm();
 
     atomic_fetch_add(&watched, 1);
     lg_target_t t;
