@@ -11,6 +11,11 @@ CASES
   neg_index   x[idx] on rows of 1 KiB: -1 and -10 are allowed (wrapped), -11 is not
   nll_logits  F.nll_loss on raw logits from two call sites, three times each: one
               nll_input_not_log_probs warning per site; F.nll_loss on log_softmax: none
+  smooth_weights  F.cross_entropy(weight=w, label_smoothing=0.1) with a bad label under mask:
+              the loss runs masked and announces the gather guard; no device assert. (On a GPU
+              the gather of weight[target] that follows is blocked; on the double the
+              masked_select before it already fails, its count kernel being a no-op here,
+              so the gather itself is tested by tests/e2e/test_opaque.sh.)
 """
 import glob
 import json
@@ -120,6 +125,23 @@ elif CASE == "nll_logits":
           sorted(int(w["detail"].split("beyond_cases.py:")[1].split(" ")[0]) for w in lp if "beyond_cases.py:" in w["detail"])
           == lines, [w["detail"] for w in lp])
     check("%s: no violation" % MODE, len(V) == 0, V)
+elif CASE == "smooth_weights":
+    import torch.nn.functional as F
+    x = torch.randn(8, 10).cuda()
+    t = torch.randint(0, 10, (8,))
+    t[3] = 10
+    t = t.cuda()
+    w = torch.linspace(0.5, 2.0, 10).cuda()
+    out, exc = run(lambda: F.cross_entropy(x, t, weight=w, label_smoothing=0.1).cpu())
+    check("%s: no device-side assert" % MODE, exc is None or "device-side assert triggered" not in str(exc), exc)
+    V, _ = events()
+    fwd = [v for v in V if v["kernel"] == "nll_loss_forward_reduce_cuda_kernel_2d"]
+    check("%s: the loss ran masked and its note announces the gather guard" % MODE,
+          len(fwd) == 1 and fwd[0]["outcome"] == "masked" and "label_smoothing" in fwd[0]["note"], V)
+    gather = [v for v in V if v["family"] == "gather"]
+    check("%s: a gather that follows is blocked, never run on the bad label" % MODE,
+          all(v["outcome"] == "blocked" for v in gather), gather)
+    check("%s: the context is alive" % MODE, t.cpu()[3].item() == 10)
 else:
     print("unknown case " + CASE)
     sys.exit(2)

@@ -5,7 +5,8 @@
 # under raise it is a RuntimeError naming the kernel and ids[i] = 10 with the JSONL event, the
 # context alive; under mask (with or without padding_idx) it falls back to raise and says why;
 # x[idx]'s allowed negative ids pass, one past -rows is blocked. The raw-logits check: one
-# warning per F.nll_loss call site fed logits. The checks are in beyond_cases.py; one process per case and mode, since a device assert poisons the process.
+# warning per F.nll_loss call site fed logits. Mask with class weights and label smoothing: no
+# device assert (the gather guard itself: tests/e2e/test_opaque.sh). The checks are in beyond_cases.py; one process per case and mode, since a device assert poisons the process.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 LG_BUILD="${LG_BUILD:-build}"
@@ -19,7 +20,7 @@ unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_K
 rc=0
 for wheel in 13 12; do
   for c in "emb_small plain" "emb_small raise" "emb_large plain" "emb_large raise" "emb_small mask" "emb_pad mask" \
-           "neg_index plain" "neg_index raise" "nll_logits raise"; do
+           "neg_index plain" "neg_index raise" "nll_logits raise" "smooth_weights mask"; do
     read -r case mode <<<"$c"
     out="$T/$wheel-$case-$mode"
     mkdir -p "$out"
