@@ -163,11 +163,11 @@ typedef struct lg_spec {
     int target_ndim;         /* 0: plain pointer; 1..3: accessor with sizes/strides */
     int target_sizes_offset; /* byte offset of sizes_[0] inside the accessor param */
     int target_strides_offset;
-    int target_index_width;   /* 8 (PackedTensorAccessor64) or 4 (THCDeviceTensor) */
-    lg_dtype_t dtype;         /* fixed dtype, unless dtype_from_template */
-    bool dtype_from_template; /* a template argument of the mangled name: l / h / i */
-    int dtype_template_arg;   /* which one, 1-based; 0: the last */
-    bool ids;                 /* target_kind=ids: embedding/index ids, n_classes is the row count */
+    int target_index_width;    /* 8 (PackedTensorAccessor64) or 4 (THCDeviceTensor) */
+    lg_dtype_t dtype;          /* fixed dtype, unless dtype_from_template */
+    bool dtype_from_template;  /* a template argument of the mangled name: l / h / i */
+    int dtype_template_arg;    /* which one, 1-based; 0: the last */
+    bool ids;                  /* target_kind=ids: embedding/index ids, n_classes is the row count */
     lg_field_t allow_negative; /* ids: nonzero when the kernel wraps negative ids; param -1: never */
     lg_field_t weight;         /* class-weight pointer (mask safety); param -1: none */
     lg_field_t size_average;   /* reduction is mean; param -1: not a parameter */

@@ -102,7 +102,8 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     int64_t value;
     bool rewrite;
     char why[512] = "";
-    bool have_value = info->spec->ids ? (rewrite = false, lg_act_mask_id(t, &value)) : lg_act_mask_value(t, &value, &rewrite);
+    bool have_value =
+        info->spec->ids ? (rewrite = false, lg_act_mask_id(t, &value)) : lg_act_mask_value(t, &value, &rewrite);
     if (have_value) {
         uint64_t copy = 0;
         lg_in_library++;

@@ -22,10 +22,10 @@
 #include "internal.h"
 
 /* log_softmax of float inputs can round to a hair above 0; raw logits are far above that. */
-#define LG_LOGPROBS_TOLERANCE 1e-4
+#define LG_LOGPROBS_TOLERANCE  1e-4
 /* 16 KiB of float per launch: the first rows decide, and the cost stays that of one small copy. */
 #define LG_LOGPROBS_MAX_VALUES 4096
-#define MAX_SITES 256
+#define MAX_SITES              256
 
 static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t sites[MAX_SITES];
@@ -71,8 +71,7 @@ static void call_site(char *site, size_t len)
     free(py);
 }
 
-void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info,
-                       const lg_target_t *t)
+void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info, const lg_target_t *t)
 {
     const lg_spec_t *s = info->spec;
     if (!lg_cfg.logprob_check || lg_cfg.mode != LG_MODE_SYNC || s->input.param < 0 || s->direction != LG_DIR_FORWARD)
@@ -92,8 +91,8 @@ void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_ke
         return;
     lg_in_library++;
     int saved = lg_runtime_save_error(rt);
-    int rc = rt->memcpy_async(buf, (const void *)(uintptr_t)ptr, (size_t)n * esz, 2 /* cudaMemcpyDeviceToHost */,
-                              l->stream);
+    int rc =
+        rt->memcpy_async(buf, (const void *)(uintptr_t)ptr, (size_t)n * esz, 2 /* cudaMemcpyDeviceToHost */, l->stream);
     if (rc == 0)
         rc = rt->stream_synchronize(l->stream);
     lg_runtime_restore_error(rt, saved);

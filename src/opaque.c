@@ -158,8 +158,9 @@ void lg_opaque_gather(const lg_runtime_t *rt, const lg_launch_t *l, const lg_ker
         return;
     char msg[1024], where[96] = "";
     if (v->verdict.n_samples > 0)
-        snprintf(where, sizeof where, " (target[%lld] = %lld, outside [0, %lld))", (long long)v->verdict.samples[0].index,
-                 (long long)v->verdict.samples[0].value, (long long)v->target.n_classes);
+        snprintf(where, sizeof where, " (target[%lld] = %lld, outside [0, %lld))",
+                 (long long)v->verdict.samples[0].index, (long long)v->verdict.samples[0].value,
+                 (long long)v->target.n_classes);
     snprintf(msg, sizeof msg,
              "labelguard: mask cannot cover this step: %s ran on masked labels, but F.cross_entropy with weight= and "
              "label_smoothing= then gathers weight[target] with the original labels%s; that gather was blocked "

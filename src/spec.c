@@ -43,27 +43,13 @@ static int bad(const ctx_t *c, const char *key, const char *fmt, ...)
 }
 
 static const char *const known_keys[] = {
-    "versions",
-    "match",
-    "family",
-    "direction",
-    "params",
-    "target",
-    "target_accessor",
-    "dtype",
-    "count",
-    "count_field",
-    "map_nelem",
-    "blocks_per_sample",
-    "n_classes",
-    "ignore_index",
-    "truncate_to_int32",
-    "target_kind",
-    "allow_negative",
-    "weight",
-    "size_average",
-    "input",
-    NULL,
+    "versions",        "match",          "family",
+    "direction",       "params",         "target",
+    "target_accessor", "dtype",          "count",
+    "count_field",     "map_nelem",      "blocks_per_sample",
+    "n_classes",       "ignore_index",   "truncate_to_int32",
+    "target_kind",     "allow_negative", "weight",
+    "size_average",    "input",          NULL,
 };
 
 /* Returns a trimmed copy of the value (g_free), or NULL with err set when missing/required. */

@@ -168,8 +168,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         APPEND("\n");
     }
     if (ids(v)) {
-        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " rows", vd->bad_count,
-               t->count, low_bound(t), t->n_classes, t->n_classes);
+        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " rows",
+               vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes);
         if (t->has_ignore_index)
             APPEND(", padding_idx = %" PRId64 ")", t->ignore_index);
         else
