@@ -3,8 +3,9 @@
  * (lg_act_policy) that is the same in sync and async mode:
  *   raise  blocked, the framework sees LG_RAISE_ERROR with our message at its next check;
  *   hold   the thread waits for SIGUSR1 (hold.c), then as raise;
- *   mask   the kernel runs on a copy whose bad labels are ignore_index; no free value or no
- *          copy: raise where the launch can be skipped, else it runs as it is;
+ *   mask   the kernel runs on a copy whose bad labels are ignore_index (bad ids: padding_idx);
+ *          no free value or no copy: raise where the launch can be skipped, else it runs as it
+ *          is; a masked loss with class weights and the mean arms the gather guard (opaque.c);
  *   log    the launch runs as it would have;
  *   abort  everything written and flushed (summary included), then abort().
  * What differs between the modes is only when the verdict is known: before the launch (sync;

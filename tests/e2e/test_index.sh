@@ -5,8 +5,8 @@
 # violation event names the kernel, family index_select, target {dtype, count, bound} and the
 # offending (position, id) pairs with the likely cause; raise blocks (error 800, context
 # alive, rows of a clean launch right after); mask has no padding_idx to use and falls back to
-# raise, saying so; log lets the kernel run into its assert; abort dumps core with the event
-# on disk. Controls: negative ids the op allows (allow_neg_indices) and clean launches (output
+# raise, saying so; hold waits for SIGUSR1, then raises; log lets the kernel run into its
+# assert; abort dumps core with the event on disk. Controls: negative ids the op allows (allow_neg_indices) and clean launches (output
 # identical to a run without the library, no event).
 . "$(dirname "$0")/lib.sh"
 
@@ -47,6 +47,16 @@ for k in vgather small large large64; do
     check "$id log: the kernel asserts" grep -q 'result launch_err=0 sync_err=710' "$T/$id-log.out"
     check "$id log: its assert line" grep -q "$short: block: .* Assertion" "$T/$id-log.err"
 
+    rm -rf "$T/$id-hold.logs"
+    LABELGUARD_ACTION=hold LABELGUARD_LOG="$T/$id-hold.logs" LD_PRELOAD="$LG_PRELOAD" "${base[@]}" 0 8 1 >"$T/$id-hold.out" 2>"$T/$id-hold.err" &
+    pid=$!
+    for _ in $(seq 100); do grep -q HOLDING "$T/$id-hold.err" 2>/dev/null && break; sleep 0.05; done
+    check "$id hold: the thread waits, the message names the pid" grep -q "HOLDING thread .* of process $pid" "$T/$id-hold.err"
+    kill -USR1 $pid
+    wait $pid
+    check "$id hold: released by SIGUSR1, then raise" grep -q 'launch_error_text=.*bad id ids\[1\] = 8' "$T/$id-hold.out"
+    events "$id-hold" && check "$id hold: event held" qtrue "$id-hold" "len(V) == 1 and V[0]['outcome'] == 'held'"
+
     (run_lg "$id-abort" env LABELGUARD_ACTION=abort "${base[@]}" 0 8 1) 2>/dev/null
     check "$id abort: SIGABRT" [ "$(rc_of "$id-abort")" = 134 ]
     events "$id-abort" && check "$id abort: event on disk" qtrue "$id-abort" "len(V) == 1 and V[0]['outcome'] == 'aborted'"
@@ -58,6 +68,12 @@ for k in vgather small large large64; do
     events "$id-clean" && check "$id: clean run validated, no violation" qtrue "$id-clean" "len(V) == 0 and S and S[0]['validated'] >= 2"
   done
 done
+
+# labelguard report reads the ids' events in their own words.
+"$LG_ROOT/scripts/labelguard" report "$T/small-int64.logs" >"$T/report.txt" 2>&1
+check "report: ids, bound and the first ids" grep -q 'ids:        2 bad ids in 1 launch; values 0..9, bound 8, padding_idx None, dtype int64' "$T/report.txt"
+check "report: first ids[2] = 8" grep -q 'first:      ids\[2\] = 8, ids\[4\] = 9' "$T/report.txt"
+check "report: the cause" grep -q 'indexSelectSmallIndex (forward): vocab_too_small' "$T/report.txt"
 
 # The ops that allow negative ids (x[idx]: allow_neg_indices) wrap them: no violation, and the
 # rows are those of the wrapped ids. Past -bound they are bad, with the range in the report.
