@@ -106,7 +106,9 @@ LG_EXPORT cudaError_t cudaGetLastError(void)
     cudaGetLastError_fn real = get_cudaGetLastError();
     hook_point();
     cudaError_t e = real ? real() : cudaErrorInitializationError;
-    if (LG_UNLIKELY(lg_runtime_pending)) {
+    /* cudaErrorNotReady is a status that PyTorch reads and discards ((void)cudaGetLastError()
+     * after querying work in flight): our error waits for the next check instead of vanishing. */
+    if (LG_UNLIKELY(lg_runtime_pending) && e != cudaErrorNotReady) {
         if (e == cudaSuccess)
             e = (cudaError_t)lg_runtime_pending;
         lg_runtime_pending = 0;
@@ -144,9 +146,12 @@ void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn,
         real(fh, hf, df, dn, tl, ti, bi, bd, gd, ws);
 }
 
-/* The image's names (kept by pointer, names.c) are about to go away with it. */
+/* The image's names (kept by pointer, names.c) are about to go away with it. Async verdicts
+ * still outstanding name kernels of this image (their spec and name are dropped with it), so
+ * they are collected first: at exit, nvcc's atexit handler runs this before our destructor. */
 void __cudaUnregisterFatBinary(void **fh)
 {
+    hook_point();
     lg_names_drop_module(fh);
     __cudaUnregisterFatBinary_fn real = get___cudaUnregisterFatBinary();
     if (real)

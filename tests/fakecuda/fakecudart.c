@@ -233,7 +233,7 @@ struct CUkern_st {
     void **module;                 /* NULL once the module is unregistered */
     struct CUkern_st *next_in_module;
     fk_sig_t *_Atomic sig;         /* read from the name at first need; NULL until then */
-    int emu;                       /* built-in emulator index, -1 none, -2 not chosen yet */
+    _Atomic int emu;               /* built-in emulator index, -1 none, -2 not chosen yet */
     _Atomic unsigned long launches, emulated;
 };
 #define KERN_MAGIC 0x6b65726eu
@@ -337,7 +337,7 @@ void __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun,
     k->stub = hostFun;
     k->name = deviceName ? deviceName : deviceFun;
     k->module = handle;
-    k->emu = -2;
+    atomic_init(&k->emu, -2);
     pthread_mutex_lock(&reg_lock);
     if (n_kernels == cap_kernels) {
         size_t cap = cap_kernels ? cap_kernels * 2 : 1024;
@@ -1474,10 +1474,10 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
         return user(k->name, grid, block, args, shm, stream);
     }
     const fk_sig_t *sig = kernel_sig(k);
-    if (__atomic_load_n(&k->emu, __ATOMIC_ACQUIRE) == -2) {
+    int emu = atomic_load_explicit(&k->emu, memory_order_relaxed);
+    if (emu == -2) {
         /* Chosen once per kernel: a name match whose parameter list differs is remembered as
-         * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike;
-         * atomic, so that ThreadSanitizer (tests/e2e/test_tsan.sh) sees no race in the double. */
+         * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike. */
         int chosen = -1;
         const char *named = NULL;
         for (int t = 0; chosen < 0 && emulator_tables[t]; t++)
@@ -1492,9 +1492,9 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
             }
         if (chosen < 0 && named)
             trace("[fakecuda] kernel %s: name matches %s but the parameter list differs: no-op", k->name, named);
-        __atomic_store_n(&k->emu, chosen, __ATOMIC_RELEASE);
+        atomic_store_explicit(&k->emu, chosen, memory_order_relaxed);
+        emu = chosen;
     }
-    int emu = __atomic_load_n(&k->emu, __ATOMIC_ACQUIRE);
     if (emu >= 0) {
         const fk_emulator_t *em = &emulator_tables[emu / EMU_TABLE_STRIDE][emu % EMU_TABLE_STRIDE];
         fk_launch_t l = { k->name, sig, grid, block, args, shm, stream };
@@ -1696,7 +1696,9 @@ static cudaError_t graph_launch(cudaGraphExec_t x, cudaStream_t s)
     if (!found) return ret(cudaErrorInvalidResourceHandle);
     if (capturing(st)) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
     if ((e = legacy_use(st))) return e;
+    pthread_mutex_lock(&obj_lock);
     x->replays++;
+    pthread_mutex_unlock(&obj_lock);
     submit(st);
     for (node_t *n = x->head; n; n = n->next) {
         if (atomic_load(&pending_err)) break;
