@@ -106,10 +106,8 @@ const char *lg_text_safe(const char *in, char *out, size_t len)
 /* A Python file that belongs to an installed package or the standard library. */
 static bool library_frame(const char *file)
 {
-    /* torch's own Python counts wherever it is installed (pip --target, a source checkout):
-     * torch/nn/functional.py is never the line the user wrote. */
     return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3") ||
-           strstr(file, "/torch/") || file[0] == '<';
+           file[0] == '<';
 }
 
 int lg_text_user_frame(const lg_py_stack_t *py)
