@@ -86,6 +86,11 @@ for dt in int64 int32; do
   events "$id-bad" && check "$id: -9 and 8 are outside [-8, 8)" qtrue "$id-bad" "len(V) == 1 and V[0]['target']['allow_negative'] and V[0]['bad']['samples'] == [{'index': 1, 'value': -9}, {'index': 2, 'value': 8}] and V[0]['cause'] == 'other'"
   check "$id: text gives the wrapped range" grep -q 'ids outside \[-8, 8)' "$T/$id-bad.err"
 done
+# Async mode: no id can sanitize a copy (no padding_idx), so the launch gets a synchronous check
+# and raise still blocks it before it runs.
+run_lg async env LABELGUARD_MODE=async "$PROGS/gather" vgather --rows 8 1 8
+events async && check "async: checked synchronously, blocked" qtrue async "len(V) == 1 and V[0]['outcome'] == 'blocked'"
+check "async: never launched" grep -qx 'result launch_err=800 sync_err=0 last_err=0' "$T/async.out"
 # The other entry points, on the vectorized gather.
 for launch in legacy handle exc; do
   run_lg "vgather-$launch" "$PROGS/gather" vgather --launch $launch --rows 8 1 8
