@@ -332,6 +332,8 @@ LG_HIDDEN uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, i
 LG_HIDDEN uint64_t lg_validate_ns_total(void);
 /* Checks the host backend took over from an active GPU backend (scratch memory refused). */
 LG_HIDDEN uint64_t lg_validate_gpu_host_fallbacks(void);
+/* Why checks went to the host backend: returned once (then NULL), for the caller to report. */
+LG_HIDDEN const char *lg_validate_gpu_take_fallback_note(void);
 /* Which validator image the driver loaded ("fatbin: sm_90 code, PTX ISA 6.5", "ptx: ..."),
  * NULL while none has loaded. */
 LG_HIDDEN const char *lg_validate_module_image(void);

@@ -77,6 +77,14 @@ void lg_launch_poll_async(const lg_runtime_t *rt)
 
 /* ------------------------------------------------------------------ the stages */
 
+/* The GPU backend's first hand-over to the host backend, said once. */
+static void report_fallback(void)
+{
+    const char *note = lg_validate_gpu_take_fallback_note();
+    if (LG_UNLIKELY(note != NULL))
+        lg_report_warning_once("scratch_fallback", note);
+}
+
 static void warn_unchecked(const char *what, const lg_kernel_info_t *info, const char *fmt, const char *why)
 {
     char detail[900];
@@ -114,6 +122,7 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
         lg_in_library++;
         int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, &copy, why, sizeof why);
         lg_in_library--;
+        report_fallback();
         if (rc == 0 && lg_act_run_on_copy(info->spec, l->args, copy, rewrite, value, d) == 0) {
             atomic_fetch_add(&validated, 1);
             return true;
@@ -140,6 +149,7 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     lg_in_library++;
     int rc = lg_validate_sync(t, l->stream, lg_cfg.samples, verdict, why, sizeof why);
     lg_in_library--;
+    report_fallback();
     if (rc != 0) {
         warn_unchecked("validate_failed", info, "labels not checked: %s", why);
     } else {

@@ -207,17 +207,35 @@ static int grow_copy(scratch_t *s, size_t bytes, char *why, size_t why_len)
     return 0;
 }
 
-/* A check the GPU backend could not take for want of memory goes to the host backend; said once. */
+/* Why the first check went to the host backend, for launch.c to report once (this file does
+ * not report: the GPU tests link it without the report module). 0 none, 1 set, 2 taken. */
+static char fallback_note[700];
+static int fallback_state; /* __atomic */
+
+/* A check the GPU backend could not take for want of memory goes to the host backend. */
 static void to_host(bool *use_host, const char *why)
 {
     *use_host = true;
     __atomic_fetch_add(&host_fallbacks, 1, __ATOMIC_RELAXED);
-    char detail[700];
-    snprintf(detail, sizeof detail,
-             "%.500s: this check and others like it run on the host backend (a copy and a stream sync per "
-             "launch) until GPU memory is granted again; the summary counts them (host_fallbacks)",
-             why);
-    lg_report_warning_once("scratch_fallback", detail);
+    if (__atomic_load_n(&fallback_state, __ATOMIC_ACQUIRE) != 0)
+        return;
+    pthread_mutex_lock(&lock);
+    if (fallback_state == 0) {
+        snprintf(fallback_note, sizeof fallback_note,
+                 "%.500s: this check and others like it run on the host backend (a copy and a stream sync "
+                 "per launch) until GPU memory is granted again; the summary counts them (host_fallbacks)",
+                 why);
+        __atomic_store_n(&fallback_state, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+const char *lg_validate_gpu_take_fallback_note(void)
+{
+    int expected = 1;
+    return __atomic_compare_exchange_n(&fallback_state, &expected, 2, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+               ? fallback_note
+               : NULL;
 }
 
 static int kernel_index(const lg_target_t *t, uint64_t copy)
@@ -401,7 +419,8 @@ static void preallocate(void)
         return;
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     lg_drv.exchange_capture_mode(&mode);
-    scratch_t *s = scratch_for(m, NULL, false, lg_cfg.samples, why, sizeof why);
+    /* One sample per block: the first check grows the candidate area to LABELGUARD_SAMPLES. */
+    scratch_t *s = scratch_for(m, NULL, false, 1, why, sizeof why);
     if (s && s->copy_bytes < PREALLOC_COPY)
         (void)grow_copy(s, PREALLOC_COPY, why, sizeof why);
     lg_drv.exchange_capture_mode(&mode);

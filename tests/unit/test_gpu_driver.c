@@ -237,6 +237,11 @@ static void test_scratch_refused(void)
     g_assert_cmpint(tried_at[3], ==, 8);
     g_assert_cmpuint(lg_validate_gpu_host_fallbacks() - before, ==, 9);
     g_assert_cmpint(kernel_launches, ==, 0);
+    /* The reason is handed over once, for launch.c's scratch_fallback warning. */
+    const char *note = lg_validate_gpu_take_fallback_note();
+    g_assert_nonnull(note);
+    g_assert_nonnull(strstr(note, "out of memory"));
+    g_assert_null(lg_validate_gpu_take_fallback_note());
     /* Memory again: the next try that the backoff allows succeeds and the GPU scans again. */
     alloc_fails = false;
     int rc = -1;
