@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """demo_torch.py: the real-GPU half of `labelguard demo` (scripts/lg_demo.sh runs it).
 
-A tiny classifier trained for 60 steps on batches of 64 labels of 10 classes with PyTorch on
+A tiny classifier (nearest prototype) trained for 60 steps on batches of 64 labels of 10 classes with PyTorch on
 the GPU; step 37's batch comes from a 1-based label file (labels 1..10). On a RuntimeError it tries to read the batch's
 labels back (labels.cpu()), which shows whether the CUDA context survived, then skips the batch
 as `except RuntimeError: continue` would, or stops when the context is dead. The same story and
 the same output lines as scripts/demo/demo_train.cu, the GPU-free version.
-Run only when torch and a GPU are present; tested on a GPU by tests/cli/test_demo.sh's GPU half
-(skips without one).
+Run by lg_demo.sh only when torch and a GPU are present; tested on a GPU by tests/cli/test_demo.sh's
+GPU half (skips without one), and GPU-free with real torch on the runtime test double by
+tests/torch-fake/test_*.sh (cases.py runs it as its `demo` case).
 """
 import sys
 
@@ -30,21 +31,29 @@ def inspect(labels):
     return True
 
 
+def logits_of(prototypes, x):
+    """A nearest-prototype classifier: elementwise ops and a reduction only, no matmul, so the
+    script also runs on the runtime test double (tests/torch-fake), which has no cuBLAS."""
+    return -((x[:, None, :] - prototypes[None, :, :]) ** 2).sum(-1)
+
+
 def main():
     torch.manual_seed(0)
     dev = torch.device("cuda")
-    model = torch.nn.Linear(32, CLASSES).to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    centers = torch.randn(CLASSES, 32, device=dev)
+    prototypes = torch.nn.Parameter(torch.randn(CLASSES, 32).to(dev))
+    opt = torch.optim.SGD([prototypes], lr=0.01)
+    # The data is made on the CPU and copied, as a data loader's batches are.
+    centers = torch.randn(CLASSES, 32)
     done = skipped = 0
     for step in range(STEPS):
-        labels = torch.randint(0, CLASSES, (BATCH,), device=dev)
-        x = centers[labels] + 0.5 * torch.randn(BATCH, 32, device=dev)
+        labels = torch.randint(0, CLASSES, (BATCH,))
+        x = (centers[labels] + 0.5 * torch.randn(BATCH, 32)).to(dev)
         if step == BAD_STEP:
             labels = labels + 1                  # a batch read with 1-based labels: 1..10
+        labels = labels.to(dev)
         where = "at the loss call, F.cross_entropy"
         try:
-            loss = torch.nn.functional.cross_entropy(model(x), labels)
+            loss = torch.nn.functional.cross_entropy(logits_of(prototypes, x), labels)
             where = "at loss.item(), long after the kernel that failed"
             value = loss.item()
             opt.zero_grad()

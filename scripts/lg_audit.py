@@ -28,10 +28,12 @@ regenerating the tables:
 Nothing is kept from a wheel but the table. Decompression uses liblz4 / libzstd through ctypes
 when the system has them; otherwise the `lz4` / `zstandard` packages are installed with pip into
 ${XDG_CACHE_HOME:-~/.cache}/labelguard/py (never into the checkout). Demangling uses c++filt
-(binutils) when present. Tested by tests/cli/test_audit.sh (bad inputs, a table round trip on a
-synthetic library) and, through the tables it writes, by tests/unit/test_wheels.c.
+(binutils) when present. Tested by tests/cli/test_audit.sh (bad inputs; an nvcc-built library
+read as a library, a torch directory and a wheel; an installed torch) and, through the tables
+it writes, by tests/unit/test_wheels.c.
 
-Exit status: 0 ok, 2 bad input or missing tool (the message says what to do).
+Exit status: 0 ok, 1 (--coverage) some loss kernel is not covered, 2 bad input or missing tool
+(the message says what to do).
 """
 import argparse
 import ctypes

@@ -157,14 +157,20 @@ static long known_class_size(const desc_t *d)
         return d->nargs == 0 ? 2 : -1;
     if (IS("GenericPackedTensorAccessor") || IS("PackedTensorAccessor") || IS("PackedTensorAccessor64") ||
         IS("PackedTensorAccessor32")) {
-        if (d->nargs < 2 || !d->args[1].is_literal || d->args[1].literal < 1 || d->args[1].literal > 64)
+        /* <T, N, PtrTraits, index_t>; since PyTorch 2.10 torch::headeronly::detail's
+         * <TensorAccessorT, IndexBoundsCheck<N, index_t>, T, N, PtrTraits, index_t>, whose two
+         * leading policy types hold no data (the wheels' KPARAM_INFO: still 8 + 2 * 8 * N). */
+        int n_at = 1, idx_at = 3;
+        if (d->nargs == 6 && !d->args[1].is_literal && d->args[3].is_literal)
+            n_at = 3, idx_at = 5;
+        if (d->nargs <= n_at || !d->args[n_at].is_literal || d->args[n_at].literal < 1 || d->args[n_at].literal > 64)
             return -1;
         long idx = IS("PackedTensorAccessor32") ? 4 : 8;
-        if (d->nargs >= 4) {
-            char b = d->args[3].builtin;
+        if (d->nargs > idx_at) {
+            char b = d->args[idx_at].builtin;
             idx = (b == 'i' || b == 'j') ? 4 : (b == 'l' || b == 'm' || b == 'x' || b == 'y') ? 8 : -1;
         }
-        return idx < 0 ? -1 : 8 + 2 * idx * d->args[1].literal;
+        return idx < 0 ? -1 : 8 + 2 * idx * d->args[n_at].literal;
     }
     if (IS("THCDeviceTensor")) {
         if (d->nargs < 2 || !d->args[1].is_literal || d->args[1].literal < 1 || d->args[1].literal > 64)

@@ -214,7 +214,7 @@ FK_EXPORT int fakecudart_context_active(void) { return atomic_load(&ctx_used); }
  * as in the real runtime. Never freed: a handle stays comparable after unregistration.
  * Registration has to be cheap: PyTorch registers over 100k kernels while `import torch` runs,
  * so the name is the registering image's own string (copied only when its module goes away) and
- * the parameter list is read from it at the first launch or query (sig_state). */
+ * the parameter list is read from it at the first launch or query (sig). */
 struct CUkern_st {
     unsigned magic;
     const void *stub;
@@ -222,8 +222,7 @@ struct CUkern_st {
     int name_owned;                /* name is our copy (after unregistration) */
     void **module;                 /* NULL once the module is unregistered */
     struct CUkern_st *next_in_module;
-    _Atomic int sig_state;         /* 0: not read yet, 1: sig is valid (sig.ok may still be 0) */
-    fk_sig_t sig;
+    fk_sig_t *_Atomic sig;         /* read from the name at first need; NULL until then */
     int emu;                       /* built-in emulator index, -1 none, -2 not chosen yet */
     _Atomic unsigned long launches, emulated;
 };
@@ -386,15 +385,17 @@ static struct CUkern_st *find_kernel(const void *func)
 /* The kernel's parameter list, read from its name the first time it is needed. */
 static const fk_sig_t *kernel_sig(struct CUkern_st *k)
 {
-    if (!atomic_load_explicit(&k->sig_state, memory_order_acquire)) {
-        pthread_mutex_lock(&reg_lock);
-        if (!atomic_load_explicit(&k->sig_state, memory_order_relaxed)) {
-            fk_sig_parse(k->name, &k->sig);
-            atomic_store_explicit(&k->sig_state, 1, memory_order_release);
-        }
-        pthread_mutex_unlock(&reg_lock);
+    static const fk_sig_t unreadable;  /* ok == 0: what a failed allocation looks like */
+    fk_sig_t *s = atomic_load_explicit(&k->sig, memory_order_acquire);
+    if (s) return s;
+    pthread_mutex_lock(&reg_lock);
+    s = atomic_load_explicit(&k->sig, memory_order_relaxed);
+    if (!s && (s = calloc(1, sizeof *s)) != NULL) {
+        fk_sig_parse(k->name, s);
+        atomic_store_explicit(&k->sig, s, memory_order_release);
     }
-    return &k->sig;
+    pthread_mutex_unlock(&reg_lock);
+    return s ? s : &unreadable;
 }
 
 cudaError_t __cudaGetKernel(cudaKernel_t *out, const void *stub)

@@ -15,7 +15,6 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-FAKE_FOR_CHECK=""   # the double whose exports count as defined (install.sh wrapper sets it per major)
 PY="${LG_TORCH_PYTHON:-python3}"
 die() { echo "torch-fake install: $*" >&2; exit 1; }
 
@@ -73,9 +72,11 @@ install_one() { # MAJOR
   # ... and every function they import must be defined by something on that path (Python loads
   # extension modules with RTLD_NOW): a toolkit library older than the wheel's shows up here.
   missing="$(export LC_ALL=C
-    { for f in "$tmp"/lib/*.so* "$tmp"/site/torch/lib/*.so* "$FAKE_FOR_CHECK"; do
-        [ -e "$f" ] && nm -D --defined-only "$f" 2>/dev/null | awk '{ sub(/@.*/, "", $3); print $3 }'
-      done; } | sort -u > "$tmp/defined.txt"
+    { for f in "$tmp"/lib/*.so* "$tmp"/site/torch/lib/*.so*; do
+        nm -D --defined-only "$f" 2>/dev/null | awk '{ sub(/@.*/, "", $3); print $3 }'
+      done
+      awk '!/^#/ { print $1 }' "$here/../fakecuda/exports-$major.txt"   # what the double exports
+    } | sort -u > "$tmp/defined.txt"
     for f in "$tmp"/site/torch/lib/libtorch*.so "$tmp"/site/torch/lib/libc10*.so; do
       nm -D --undefined-only "$f" | awk '$1 == "U" && $2 !~ /@(GLIBC|GLIBCXX|CXXABI|GCC|OMP|GOMP)/ { sub(/@.*/, "", $2); print $2 }'
     done | grep -vE '^(_Z|Py|_Py|__cxa_|__gxx_|_Unwind_|__gmon|_ITM)' | sort -u | comm -23 - "$tmp/defined.txt" | head -n 20)"
@@ -94,8 +95,8 @@ case "${1:-}" in
   if [ "${2:-}" = --print-dir ]; then dir_of "$1"; else install_one "$1"; fi ;;
 wrapper)
   [ $# -eq 5 ] || die "usage: install.sh wrapper OUT FAKE13 FAKE12 DRIVER"
-  FAKE_FOR_CHECK="$3" install_one 13
-  FAKE_FOR_CHECK="$4" install_one 12
+  install_one 13
+  install_one 12
   mkdir -p "$(dirname "$2")"
   sed -e "s|@DIR13@|$(dir_of 13)|; s|@DIR12@|$(dir_of 12)|; s|@FAKE13@|$3|; s|@FAKE12@|$4|; s|@DRIVERDIR@|$(dirname "$5")|; s|@PYTHON@|$(command -v "$PY")|" \
     "$here/torch-python.in" > "$2.tmp"

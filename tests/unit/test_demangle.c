@@ -78,6 +78,16 @@ static const vec_t vectors[] = {
     {"_Z1kIfEvN2at27GenericPackedTensorAccessorIT_Lm3ENS0_16DefaultPtrTraitsEiEE", "k", 'f', 1, {32}},
     /* an unknown class by value cannot be sized */
     {"_Z1kIfEv6Opaquel", "k", 'f', -1, {0}},
+    /* 2.10 and later (names from the 2.15.0 wheel): torch::headeronly accessors,
+     * <TensorAccessorT, IndexBoundsCheck<N, long>, T, N, PtrTraits, long> */
+    {"_ZN2at6native39_GLOBAL__N__6bd09d29_7_Loss_cu_5b0651e138nll_loss_forward_no_reduce_cuda_kernelIflEEvlN5torch10headeronly6detail27GenericPackedTensorAccessorINS5_14TensorAccessorIN3c108ArrayRefIlEET_Lm1ENS4_16DefaultPtrTraitsElEENS_6detail16IndexBoundsCheckILm2ElEESB_Lm2ESC_lEEPKT0_PSB_PKSB_ll",
+     "nll_loss_forward_no_reduce_cuda_kernel", 'l', 7, {8, 40, 8, 8, 8, 8, 8}},
+    {"_ZN2at6native39_GLOBAL__N__6bd09d29_7_Loss_cu_5b0651e139nll_loss_backward_no_reduce_cuda_kernelIflEEviPKT0_N5torch10headeronly6detail27GenericPackedTensorAccessorINS8_14TensorAccessorIN3c108ArrayRefIlEEKT_Lm0ENS7_16DefaultPtrTraitsElEENS_6detail16IndexBoundsCheckILm1ElEESF_Lm1ESG_lEENS9_INSA_ISD_SE_Lm1ESG_lEENSJ_ILm2ElEESE_Lm2ESG_lEEPSF_ll",
+     "nll_loss_backward_no_reduce_cuda_kernel", 'l', 7, {4, 8, 24, 40, 8, 8, 8}},
+    {"_ZN2at6native45_GLOBAL__N__b215459d_12_NLLLoss2d_cu_e9278b4635nll_loss2d_forward_no_reduce_kernelIfEEvlN5torch10headeronly6detail27GenericPackedTensorAccessorINS5_14TensorAccessorIN3c108ArrayRefIlEET_Lm3ENS4_16DefaultPtrTraitsElEENS_6detail16IndexBoundsCheckILm4ElEESB_Lm4ESC_lEENS6_INS7_ISA_lLm2ESC_lEENSF_ILm3ElEElLm3ESC_lEENS6_INS7_ISA_SB_Lm2ESC_lEESJ_SB_Lm3ESC_lEEPKSB_l",
+     "nll_loss2d_forward_no_reduce_kernel", 'f', 6, {8, 72, 56, 56, 8, 8}},
+    {"_ZN2at6native45_GLOBAL__N__b215459d_12_NLLLoss2d_cu_e9278b4636nll_loss2d_backward_no_reduce_kernelIfEEvlN5torch10headeronly6detail27GenericPackedTensorAccessorINS5_14TensorAccessorIN3c108ArrayRefIlEElLm2ENS4_16DefaultPtrTraitsElEENS_6detail16IndexBoundsCheckILm3ElEElLm3ESB_lEENS6_INS7_ISA_T_Lm2ESB_lEESF_SH_Lm3ESB_lEENS6_INS7_ISA_SH_Lm3ESB_lEENSE_ILm4ElEESH_Lm4ESB_lEEPKSH_l",
+     "nll_loss2d_backward_no_reduce_kernel", 'f', 6, {8, 56, 56, 72, 8, 8}},
 };
 
 static void test_vectors(void)
