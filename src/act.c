@@ -60,7 +60,7 @@ int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool r
     return 0;
 }
 
-#define ASYNC_NOTE "async mode: the launch ran on a sanitized copy; the verdict was read at the next hook point"
+#define ASYNC_NOTE "async check (async mode or a CUDA graph replay): the launch ran on a sanitized copy; the verdict was read after it"
 
 lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_state_t mask)
 {
@@ -69,6 +69,13 @@ lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_stat
         p.outcome = LG_OUTCOME_ABORTED;
         p.flush = p.abort = true;
         p.note = when == LG_ACT_AFTER ? ASYNC_NOTE : NULL;
+        return p;
+    }
+    if (when == LG_ACT_AFTER && action == LG_ACTION_LOG) {
+        /* A graph replay in log mode: its kernel read the labels as they were. */
+        p.outcome = LG_OUTCOME_LAUNCHED;
+        p.flush = true;
+        p.note = "the launch was captured into a CUDA graph; this replay's verdict was read after it ran";
         return p;
     }
     if (when == LG_ACT_AFTER) {
@@ -151,6 +158,8 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     snprintf(v->short_name, sizeof v->short_name, "%s", info->short_name);
     v->launch_seq = atomic_fetch_add(&launch_seq, 1) + 1;
     v->stream = in->stream;
+    v->graph_id = in->graph_id;
+    v->replay = in->replay;
     if (rt && rt->get_device) {
         lg_in_library++;
         rt->get_device(&v->device);
@@ -214,7 +223,7 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     if (p.raise) {
         char msg[1024];
         lg_report_error_message(v, msg, sizeof msg);
-        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg);
+        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, in->when == LG_ACT_AFTER);
     }
     if (p.skip && d) {
         d->kind = LG_VERDICT_SKIP;

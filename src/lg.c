@@ -90,6 +90,7 @@ static void atfork_child(void)
     lg_runtime_atfork_child();
     lg_hold_atfork_child();
     lg_validate_after_fork_child();
+    lg_graphs_after_fork();
     lg_report_after_fork_child();
     /* No start is under way here (the fork waited for it) unless this thread forked from inside
      * it. A parent that never started leaves CUPTI to its children (fork-then-CUDA workers). */
@@ -172,8 +173,6 @@ static void describe_environment(const lg_runtime_t *rt)
             env.device_name = device_name;
         }
     }
-    if (rt->get_last_error)
-        rt->get_last_error();
     if (torch_version(torch, sizeof torch))
         env.torch = torch;
     lg_report_set_environment(&env);
@@ -185,11 +184,14 @@ static void start(void)
     start_owner = true;
     lg_in_library++;
     const lg_runtime_t *rt = lg_runtime_get();
+    /* The first hook of the process may come with an error of the application pending. */
+    int saved = lg_runtime_save_error(rt);
     lg_registry_init(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
     lg_validate_init(rt);
     if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
         lg_cupti_start();
     describe_environment(rt);
+    lg_runtime_restore_error(rt, saved);
     lg_report_start();
     lg_cupti_report_status();
     atomic_store(&started, 1);
@@ -205,8 +207,8 @@ __attribute__((destructor)) static void lg_destructor(void)
     if (!atomic_load(&started))
         return;
     lg_in_library++;
-    if (lg_verdicts_pending())
-        lg_launch_poll_async(lg_runtime_get());
+    if (lg_verdicts_pending() || lg_verdicts_orphaned())
+        lg_launch_poll(lg_runtime_get(), LG_COLLECT_SYNC_ALL, NULL);
     lg_counters_t c;
     lg_launch_counters(&c);
     lg_report_summary(&c);

@@ -49,7 +49,28 @@ LG_TLS int lg_preload_in_launch;
     X(__cudaGetKernel, cudaError_t, (cudaKernel_t *k, const void *f), (k, f))                                    \
     X(cudaGetLastError, cudaError_t, (void), ())                                                                  \
     X(cudaPeekAtLastError, cudaError_t, (void), ())                                                               \
-    X(cudaGetErrorString, const char *, (cudaError_t e), (e))
+    X(cudaGetErrorString, const char *, (cudaError_t e), (e))                                                     \
+    X(cudaStreamSynchronize, cudaError_t, (cudaStream_t s), (s))                                                  \
+    X(cudaStreamSynchronize_ptsz, cudaError_t, (cudaStream_t s), (s))                                             \
+    X(cudaEventSynchronize, cudaError_t, (cudaEvent_t ev), (ev))                                                  \
+    X(cudaDeviceSynchronize, cudaError_t, (void), ())                                                             \
+    X(cudaMemcpy, cudaError_t, (void *d, const void *s, size_t n, enum cudaMemcpyKind k), (d, s, n, k))           \
+    X(cudaMemcpy_ptds, cudaError_t, (void *d, const void *s, size_t n, enum cudaMemcpyKind k), (d, s, n, k))      \
+    X(cudaMemcpy2D, cudaError_t,                                                                                  \
+      (void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k),                  \
+      (d, dp, s, sp, w, h, k))                                                                                    \
+    X(cudaMemcpy2D_ptds, cudaError_t,                                                                             \
+      (void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k),                  \
+      (d, dp, s, sp, w, h, k))                                                                                    \
+    X(cudaGraphLaunch, cudaError_t, (cudaGraphExec_t x, cudaStream_t s), (x, s))                                  \
+    X(cudaGraphLaunch_ptsz, cudaError_t, (cudaGraphExec_t x, cudaStream_t s), (x, s))                             \
+    X(cudaStreamEndCapture, cudaError_t, (cudaStream_t s, cudaGraph_t *g), (s, g))                                \
+    X(cudaStreamEndCapture_ptsz, cudaError_t, (cudaStream_t s, cudaGraph_t *g), (s, g))                           \
+    X(cudaGraphInstantiateWithFlags, cudaError_t, (cudaGraphExec_t *x, cudaGraph_t g, unsigned long long f),      \
+      (x, g, f))                                                                                                  \
+    X(cudaGraphInstantiateWithParams, cudaError_t,                                                                \
+      (cudaGraphExec_t *x, cudaGraph_t g, cudaGraphInstantiateParams *p), (x, g, p))                              \
+    X(cudaGraphExecDestroy, cudaError_t, (cudaGraphExec_t x), (x))
 // clang-format on
 
 /* Prototypes for the internal registration/launch entry points, which only C++ headers declare. */
@@ -60,6 +81,12 @@ cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_
 LG_EXPORT void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi,
                                       dim3 *bd, dim3 *gd, int *ws);
 cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f);
+/* The per-thread-default-stream twins, which the headers declare only under that build mode. */
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);
+cudaError_t cudaMemcpy_ptds(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
+cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k);
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s);
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g);
 
 #define DECLARE_REAL(name, ret, params, args)                        \
     typedef ret(*name##_fn) params;                                  \
@@ -76,8 +103,17 @@ cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f);
     }
 LG_HOOKS(DECLARE_REAL)
 
+/* cudaGraphInstantiate took five parameters before CUDA 12 (error node, log buffer and its
+ * size) and takes three since: the hook takes five and passes them all on, which is right for
+ * both (the extra ones are ignored by a CUDA 12 runtime). So its C name is not the header's. */
+cudaError_t lg_preload_graph_instantiate(cudaGraphExec_t *x, cudaGraph_t g, void *a3, void *a4, size_t a5) __asm__(
+    "cudaGraphInstantiate");
+typedef cudaError_t (*graph_instantiate_fn)(cudaGraphExec_t *, cudaGraph_t, void *, void *, size_t);
+static void *real_cudaGraphInstantiate;
+
 #define HOOK_ENTRY(name, ret, params, args) {#name, (void *)name, &real_##name},
-static const lg_hook_t hook_table[] = {LG_HOOKS(HOOK_ENTRY)};
+static const lg_hook_t hook_table[] = {
+    LG_HOOKS(HOOK_ENTRY){"cudaGraphInstantiate", (void *)lg_preload_graph_instantiate, &real_cudaGraphInstantiate}};
 
 const lg_hook_t *lg_preload_hooks(int *count)
 {
@@ -85,15 +121,16 @@ const lg_hook_t *lg_preload_hooks(int *count)
     return hook_table;
 }
 
-/* ------------------------------------------------------------------ error injection (raise) */
+/* ------------------------------------------------------------------ error delivery */
 
-/* Async verdicts are read at every hook point; the pending error of a blocked launch is
- * returned by the first error query on the thread it belongs to. */
+/* Every hook point collects the calling thread's own async verdicts (nothing else: another
+ * thread's error is that thread's); a blocked launch's pending error is returned by the first
+ * error query on its thread. With nothing outstanding: one thread-local read. */
 static inline void hook_point(void)
 {
     if (LG_UNLIKELY(lg_verdicts_pending()) && !lg_in_library) {
         lg_ensure_started();
-        lg_launch_poll_async(lg_runtime_get());
+        lg_launch_poll(lg_runtime_get(), LG_COLLECT_MINE, NULL);
     }
 }
 
@@ -108,6 +145,7 @@ LG_EXPORT cudaError_t cudaGetLastError(void)
         if (e == cudaSuccess)
             e = (cudaError_t)lg_runtime_pending;
         lg_runtime_pending = 0;
+        lg_runtime_pending_sync = 0;
     }
     return e;
 }
@@ -119,6 +157,179 @@ LG_EXPORT cudaError_t cudaPeekAtLastError(void)
     cudaError_t e = real ? real() : cudaErrorInitializationError;
     if (LG_UNLIKELY(lg_runtime_pending) && e == cudaSuccess)
         e = (cudaError_t)lg_runtime_pending;
+    return e;
+}
+
+/* ------------------------------------------------------------------ synchronizing calls */
+
+/* Where PyTorch waits for the GPU (.item(), .cpu(), torch.cuda.synchronize) and checks the
+ * result with AT_CUDA_CHECK: an async verdict that says raise is returned here, as CUDA
+ * returns an asynchronous error at the next synchronization. With nothing outstanding the
+ * cost is two thread-local reads and one relaxed load, after the real call. */
+static inline bool sync_due(void) { return (lg_verdicts_mine | lg_runtime_pending_sync) || lg_verdicts_orphaned(); }
+
+static __attribute__((noinline)) cudaError_t after_sync(cudaError_t e, lg_collect_t scope, void *stream)
+{
+    if (lg_in_library)
+        return e;
+    if (lg_verdicts_pending() || lg_verdicts_orphaned()) {
+        lg_ensure_started();
+        lg_launch_poll(lg_runtime_get(), scope, stream);
+    }
+    if (lg_runtime_pending_sync) {
+        if (e == cudaSuccess)
+            e = (cudaError_t)lg_runtime_pending;
+        lg_runtime_pending = 0;
+        lg_runtime_pending_sync = 0;
+    }
+    return e;
+}
+
+/* A stream's synchronization covers its own orphans; the legacy stream's covers every
+ * blocking stream, so all of them. */
+static inline cudaError_t synced_stream(cudaError_t e, cudaStream_t s, bool per_thread)
+{
+    if (LG_LIKELY(!sync_due()))
+        return e;
+    void *st = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
+    return after_sync(e, st && st != (void *)cudaStreamLegacy ? LG_COLLECT_SYNC_STREAM : LG_COLLECT_SYNC_ALL, st);
+}
+
+static inline cudaError_t synced_all(cudaError_t e)
+{
+    return LG_LIKELY(!sync_due()) ? e : after_sync(e, LG_COLLECT_SYNC_ALL, NULL);
+}
+
+#define REAL_OR_INIT(name, args) (get_##name() ? get_##name() args : cudaErrorInitializationError)
+
+LG_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    return synced_stream(REAL_OR_INIT(cudaStreamSynchronize, (s)), s, false);
+}
+
+LG_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s)
+{
+    return synced_stream(REAL_OR_INIT(cudaStreamSynchronize_ptsz, (s)), s, true);
+}
+
+LG_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t ev) { return synced_all(REAL_OR_INIT(cudaEventSynchronize, (ev))); }
+
+LG_EXPORT cudaError_t cudaDeviceSynchronize(void) { return synced_all(REAL_OR_INIT(cudaDeviceSynchronize, ())); }
+
+LG_EXPORT cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k)
+{
+    return synced_all(REAL_OR_INIT(cudaMemcpy, (d, s, n, k)));
+}
+
+LG_EXPORT cudaError_t cudaMemcpy_ptds(void *d, const void *s, size_t n, enum cudaMemcpyKind k)
+{
+    return synced_all(REAL_OR_INIT(cudaMemcpy_ptds, (d, s, n, k)));
+}
+
+LG_EXPORT cudaError_t cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
+                                   enum cudaMemcpyKind k)
+{
+    return synced_all(REAL_OR_INIT(cudaMemcpy2D, (d, dp, s, sp, w, h, k)));
+}
+
+LG_EXPORT cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
+                                        enum cudaMemcpyKind k)
+{
+    return synced_all(REAL_OR_INIT(cudaMemcpy2D_ptds, (d, dp, s, sp, w, h, k)));
+}
+
+/* ------------------------------------------------------------------ graphs */
+
+/* A replay of an exec with checks queues one verdict per check for this thread (graphs.c);
+ * the replay itself is a hook point. Without checked graphs: one relaxed load. */
+static inline cudaError_t graph_launch(cudaGraphLaunch_fn real, cudaGraphExec_t x, cudaStream_t s, bool per_thread)
+{
+    if (LG_UNLIKELY(!real))
+        return cudaErrorInitializationError;
+    hook_point();
+    cudaError_t e = real(x, s);
+    if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_in_library) {
+        lg_ensure_started();
+        if (lg_graphs_launched(x, (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s))
+            lg_report_warning_once("graph_unchecked",
+                                   "a CUDA graph instantiated before labelguard armed is replayed: its loss launches "
+                                   "are not checked (capture it again after arming)");
+    }
+    return e;
+}
+
+LG_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
+{
+    return graph_launch(get_cudaGraphLaunch(), x, s, false);
+}
+
+LG_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s)
+{
+    return graph_launch((cudaGraphLaunch_fn)get_cudaGraphLaunch_ptsz(), x, s, true);
+}
+
+/* The capture's id is asked before the real call ends it, only while some capture holds a
+ * check. */
+static inline cudaError_t end_capture(cudaStreamEndCapture_fn real, cudaStream_t s, cudaGraph_t *g, bool per_thread)
+{
+    if (LG_UNLIKELY(!real))
+        return cudaErrorInitializationError;
+    unsigned long long id = 0;
+    bool track = lg_graphs_capturing() && !lg_in_library;
+    if (LG_UNLIKELY(track))
+        lg_runtime_capture_status(lg_runtime_get(), (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s,
+                                  &id);
+    cudaError_t e = real(s, g);
+    if (LG_UNLIKELY(track) && id)
+        lg_graphs_end_capture(id, e == cudaSuccess && g ? (const void *)*g : NULL);
+    return e;
+}
+
+LG_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    return end_capture(get_cudaStreamEndCapture(), s, g, false);
+}
+
+LG_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g)
+{
+    return end_capture((cudaStreamEndCapture_fn)get_cudaStreamEndCapture_ptsz(), s, g, true);
+}
+
+static inline cudaError_t instantiated(cudaError_t e, cudaGraphExec_t *x, cudaGraph_t g)
+{
+    if (e == cudaSuccess && x && !lg_in_library)
+        lg_graphs_instantiated(*x, g);
+    return e;
+}
+
+LG_EXPORT cudaError_t lg_preload_graph_instantiate(cudaGraphExec_t *x, cudaGraph_t g, void *a3, void *a4, size_t a5)
+{
+    graph_instantiate_fn real = __atomic_load_n(&real_cudaGraphInstantiate, __ATOMIC_ACQUIRE);
+    if (LG_UNLIKELY(!real)) {
+        real = (graph_instantiate_fn)lg_runtime_resolve("cudaGraphInstantiate",
+                                                        (const void *)lg_preload_graph_instantiate);
+        if (!real)
+            return cudaErrorInitializationError;
+        __atomic_store_n(&real_cudaGraphInstantiate, (void *)real, __ATOMIC_RELEASE);
+    }
+    return instantiated(real(x, g, a3, a4, a5), x, g);
+}
+
+LG_EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long f)
+{
+    return instantiated(REAL_OR_INIT(cudaGraphInstantiateWithFlags, (x, g, f)), x, g);
+}
+
+LG_EXPORT cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *x, cudaGraph_t g, cudaGraphInstantiateParams *p)
+{
+    return instantiated(REAL_OR_INIT(cudaGraphInstantiateWithParams, (x, g, p)), x, g);
+}
+
+LG_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+    cudaError_t e = REAL_OR_INIT(cudaGraphExecDestroy, (x));
+    if (e == cudaSuccess && !lg_in_library)
+        lg_graphs_exec_destroyed(x);
     return e;
 }
 
@@ -156,14 +367,16 @@ LG_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f)
 /* ------------------------------------------------------------------ launches */
 
 /* The whole cost of an unwatched launch: one inline lookup of the kernel's cached state, the
- * per-thread counter, and a check for async verdicts waiting to be read. */
+ * per-thread counter, and a thread-local check for this thread's async verdicts waiting to be
+ * read or our error text to retire. */
 static inline __attribute__((always_inline)) bool unwatched(const void *f)
 {
     lg_kernel_info_t *info = lg_names_info(f);
     if (LG_UNLIKELY(!info))
         return false;
     int st = __atomic_load_n((int *)&info->state, __ATOMIC_ACQUIRE);
-    if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) || LG_UNLIKELY(lg_verdicts_pending()))
+    if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) ||
+        LG_UNLIKELY(lg_verdicts_mine | lg_runtime_message_live))
         return false;
     lg_launch_count();
     return true;
@@ -179,6 +392,8 @@ static __attribute__((noinline)) void **decide(lg_entry_t entry, const void *f, 
 {
     lg_ensure_started();
     d->kind = LG_VERDICT_RUN;
+    if (!lg_in_library)
+        lg_runtime_forget_message(); /* the thread's next launch: our text is no longer current */
     *marked = !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
     if (LG_UNLIKELY(!*marked))
         return a;

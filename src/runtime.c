@@ -32,6 +32,8 @@
 
 LG_TLS int lg_in_library;
 LG_TLS int lg_runtime_pending;
+LG_TLS int lg_runtime_pending_sync;
+LG_TLS int lg_runtime_message_live;
 
 /* ------------------------------------------------------------------ finding libcudart */
 
@@ -160,6 +162,9 @@ static void resolve_runtime(void)
     RT_RESOLVE(get_error_string, "cudaGetErrorString");
     RT_RESOLVE(runtime_get_version, "cudaRuntimeGetVersion");
     RT_RESOLVE(driver_get_version, "cudaDriverGetVersion");
+    RT_RESOLVE(exchange_capture_mode, "cudaThreadExchangeStreamCaptureMode");
+    RT_RESOLVE(launch_host_func, "cudaLaunchHostFunc");
+    RT_RESOLVE(stream_get_capture_info, "cudaStreamGetCaptureInfo");
 }
 
 const lg_runtime_t *lg_runtime_get(void)
@@ -170,32 +175,31 @@ const lg_runtime_t *lg_runtime_get(void)
 
 /* ------------------------------------------------------------------ the pending error */
 
-/* The message is kept per thread (the thread whose launch was blocked reads it) and once per
- * process, for a framework that formats the error on another thread than the one that got it. */
+/* Our text is per thread: PyTorch reads cudaGetLastError and then cudaGetErrorString on the
+ * thread that made the failing call. It means LG_RAISE_ERROR only while message_live is set
+ * (until the thread's next launch), so an unrelated cudaErrorNotPermitted later gets CUDA's
+ * own text. Large, touched only on the report path: not initial-exec TLS. */
 static __thread char thread_message[1024];
-static char shared_message[1024];
-static pthread_mutex_t message_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void lg_runtime_set_pending_error(int code, const char *message)
+void lg_runtime_set_pending_error(int code, const char *message, bool at_sync)
 {
+    /* Several bad launches read at one hook point (a graph's forward and backward): the first
+     * is the one to show, the others are in the log. */
+    if (message && lg_runtime_pending == code && lg_runtime_message_live)
+        return;
     lg_runtime_pending = code;
+    lg_runtime_pending_sync = at_sync && code != 0;
     if (!message)
         return;
     snprintf(thread_message, sizeof thread_message, "%s", message);
-    pthread_mutex_lock(&message_lock);
-    snprintf(shared_message, sizeof shared_message, "%s", message);
-    pthread_mutex_unlock(&message_lock);
+    lg_runtime_message_live = 1;
 }
 
 const char *lg_runtime_error_message(int code)
 {
-    if (code != LG_RAISE_ERROR)
+    if (code != LG_RAISE_ERROR || !lg_runtime_message_live || !thread_message[0])
         return NULL;
-    if (thread_message[0])
-        return thread_message;
-    if (__atomic_load_n(&shared_message[0], __ATOMIC_ACQUIRE))
-        return shared_message;
-    return NULL;
+    return thread_message;
 }
 
 int lg_runtime_save_error(const lg_runtime_t *rt) { return rt && rt->get_last_error ? rt->get_last_error() : 0; }
@@ -203,15 +207,51 @@ int lg_runtime_save_error(const lg_runtime_t *rt) { return rt && rt->get_last_er
 void lg_runtime_restore_error(const lg_runtime_t *rt, int saved)
 {
     if (rt && rt->get_last_error)
-        rt->get_last_error();
-    if (saved)
-        lg_runtime_set_pending_error(saved, NULL);
+        rt->get_last_error(); /* whatever our own calls left */
+    if (saved && !lg_runtime_pending) {
+        lg_runtime_pending = saved;
+        lg_runtime_pending_sync = 0;
+    }
+}
+
+int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned long long *id)
+{
+    *id = 0;
+    if (!rt || !rt->stream_is_capturing)
+        return 0;
+    int saved = lg_runtime_save_error(rt);
+    int status = 0;
+    int rc = rt->stream_is_capturing(stream, &status);
+    if (rc != 0) {
+        status = -1;
+    } else if (status != 0 && rt->stream_get_capture_info) {
+        int st2 = 0;
+        unsigned long long cid = 0;
+        if (rt->stream_get_capture_info(stream, &st2, &cid, NULL, NULL, NULL, NULL) == 0)
+            *id = cid;
+    }
+    lg_runtime_restore_error(rt, saved);
+    return status;
+}
+
+int lg_runtime_relax_capture(const lg_runtime_t *rt)
+{
+    int mode = 2; /* cudaStreamCaptureModeRelaxed */
+    if (!rt || !rt->exchange_capture_mode || rt->exchange_capture_mode(&mode) != 0)
+        return -1;
+    return mode;
+}
+
+void lg_runtime_restore_capture(const lg_runtime_t *rt, int old)
+{
+    if (old >= 0 && rt && rt->exchange_capture_mode)
+        rt->exchange_capture_mode(&old);
 }
 
 void lg_runtime_atfork_child(void)
 {
     lg_runtime_pending = 0;
-    pthread_mutex_init(&message_lock, NULL);
+    lg_runtime_pending_sync = 0;
 }
 
 _Static_assert(LG_RAISE_ERROR == (int)cudaErrorNotPermitted, "LG_RAISE_ERROR is cudaErrorNotPermitted");
