@@ -9,8 +9,11 @@
 //   SCENARIO  replay    capture, then one replay per letter of --batches
 //             side      while this thread captures (in --capture mode), a second thread
 //                       launches the loss kernel outside the capture (--batches[0]) and waits
-//             poller    --batches replayed in async style while a second thread polls
-//                       cudaGetLastError (as c10's allocator and NCCL watchdog do)
+//             poller    --batches replayed while a second thread polls cudaGetLastError (as
+//                       c10's caching allocator and the NCCL watchdog do); --eager: the step is
+//                       launched directly instead of replayed (async mode's verdicts)
+//             stale     a bad step's error, then a clean step: cudaGetErrorString of
+//                       cudaErrorNotPermitted must be CUDA's own text again
 //             apperror  the application's own pending error (a failed cudaMalloc) before a
 //                       captured loss launch, and before one whose labels cannot be checked
 //             exitthread  a second thread replays a bad batch and exits without checking;
@@ -57,6 +60,7 @@ struct opts {
     std::string batches = "gbg";
     std::string wait = "stream";
     bool plain_instantiate = false;
+    bool eager = false;
 };
 
 [[noreturn]] void usage(const char *why)
@@ -83,6 +87,7 @@ void parse(int argc, char **argv, opts &o)
         else if (a == "--batches") o.batches = val();
         else if (a == "--wait") o.wait = val();
         else if (a == "--instantiate") o.plain_instantiate = std::string(val()) == "plain";
+        else if (a == "--eager") o.eager = true;
         else if (a[0] == '-') usage("unknown option");
         else o.scenario = a;
     }
@@ -263,13 +268,16 @@ int run_poller(const opts &o)
 {
     step st(o);
     cudaStreamCreate(&st.s);
-    cudaGraphExec_t x = capture(st);
+    cudaGraphExec_t x = o.eager ? nullptr : capture(st);
     pthread_t th;
     pthread_create(&th, nullptr, poll_thread, nullptr);
-    for (size_t k = 0; x && k < o.batches.size(); k++) {
+    for (size_t k = 0; (x || o.eager) && k < o.batches.size(); k++) {
         // Give the poller every chance to get there first.
         cudaMemcpyAsync(st.target, st.of(o.batches[k]), N * sizeof(int64_t), cudaMemcpyDeviceToDevice, st.s);
-        cudaError_t l = cudaGraphLaunch(x, st.s);
+        cudaError_t l = o.eager ? lg_launch(LG_LEGACY, at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, int64_t>,
+                                            dim3(1), dim3(32), 0, st.s, st.out, st.tw, (const float *)st.in,
+                                            (const int64_t *)st.target, (const float *)nullptr, true, N, C, C, IGNORE)
+                                : cudaGraphLaunch(x, st.s);
         for (int i = 0; i < 2000; i++) sched_yield();
         cudaError_t w = cudaStreamSynchronize(st.s);
         cudaError_t last = cudaGetLastError();
@@ -278,6 +286,21 @@ int run_poller(const opts &o)
     stop_polling = 1;
     pthread_join(th, nullptr);
     printf("poller stolen=%d\n", (int)stolen);
+    return 0;
+}
+
+// --- stale: our text is the meaning of cudaErrorNotPermitted only until the next launch
+int run_stale(const opts &o)
+{
+    step st(o);
+    cudaStreamCreate(&st.s);
+    cudaError_t l1 = st.launch(st.s, st.of('b')); // blocked (sync mode) or raised at the sync (async)
+    cudaError_t w1 = cudaStreamSynchronize(st.s);
+    cudaError_t e1 = l1 != cudaSuccess ? l1 : w1;
+    printf("stale bad launch=%d wait=%d text=\"%.11s\"\n", (int)l1, (int)w1, cudaGetErrorString(e1));
+    cudaError_t l = st.launch(st.s, st.of('g'));
+    cudaError_t w = cudaStreamSynchronize(st.s);
+    printf("stale launch=%d wait=%d after_launch=\"%s\"\n", (int)l, (int)w, cudaGetErrorString(cudaErrorNotPermitted));
     return 0;
 }
 
@@ -349,6 +372,7 @@ int main(int argc, char **argv)
     if (o.scenario == "side") return run_side(o);
     if (o.scenario == "poller") return run_poller(o);
     if (o.scenario == "exitthread") return run_exitthread(o);
+    if (o.scenario == "stale") return run_stale(o);
     if (o.scenario == "apperror") return run_apperror(o);
     usage("unknown scenario");
 }
