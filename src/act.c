@@ -155,7 +155,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     memset(v, 0, offsetof(lg_violation_t, verdict));
     v->mangled = info->mangled;
     v->spec = info->spec;
-    snprintf(v->short_name, sizeof v->short_name, "%s", info->short_name);
+    snprintf(v->short_name, sizeof v->short_name, "%s", info->short_name ? info->short_name : "");
     v->launch_seq = atomic_fetch_add(&launch_seq, 1) + 1;
     v->stream = in->stream;
     v->graph_id = in->graph_id;
@@ -168,7 +168,10 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->target = *in->target;
     memcpy(&v->verdict, in->verdict, sizeof *in->verdict);
     v->action = lg_cfg.action;
-    bool dense = in->target->ndim >= 2 || strstr(info->spec->family, "2d") != NULL;
+    v->outcome = "launched";
+    v->note[0] = '\0';
+    /* spec is NULL only when the kernel's image was unloaded before its async verdict came. */
+    bool dense = in->target->ndim >= 2 || (info->spec && strstr(info->spec->family, "2d") != NULL);
     v->cause = lg_cause_classify(in->target, in->verdict, dense);
     lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     v->native.n = 0;

@@ -435,6 +435,19 @@ static long builtin_size(char c)
 }
 
 /* <type>; fills d with the type's size and what a template argument needs to know. */
+/* The template arguments that follow a name, applied to d (its size, as a known class
+ * template). false when they could not be parsed. */
+static bool with_template_args(parser_t *p, desc_t *d)
+{
+    desc_t args[MAX_TARGS];
+    int n = 0;
+    template_args(p, args, &n);
+    if (p->fail)
+        return false;
+    apply_targs(d, args, n);
+    return true;
+}
+
 static void type(parser_t *p, desc_t *d)
 {
     desc_unknown(d);
@@ -528,12 +541,8 @@ static void type(parser_t *p, desc_t *d)
         if (peek(p) == 'I') {
             if (is_std_name)
                 add_sub(p, d);
-            desc_t args[MAX_TARGS];
-            int n = 0;
-            template_args(p, args, &n);
-            if (p->fail)
+            if (!with_template_args(p, d))
                 break;
-            apply_targs(d, args, n);
             add_sub(p, d);
         } else if (is_std_name) {
             d->size = -1;
@@ -562,12 +571,8 @@ static void type(parser_t *p, desc_t *d)
                 break;
             if (peek(p) == 'I') {
                 add_sub(p, d);
-                desc_t args[MAX_TARGS];
-                int n = 0;
-                template_args(p, args, &n);
-                if (p->fail)
+                if (!with_template_args(p, d))
                     break;
-                apply_targs(d, args, n);
             } else {
                 d->size = known_class_size(d);
             }

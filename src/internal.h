@@ -650,9 +650,12 @@ LG_HIDDEN void lg_log_after_fork_child(void);
 
 /* ---------------------------------------------------------------- names.c */
 
-/* handle/stub -> mangled name, recorded at registration; lock-free reads. */
-LG_HIDDEN void lg_names_record_function(const void *host_stub, const char *mangled);
+/* handle/stub -> mangled name, recorded at registration; lock-free reads. A registered name
+ * points into the registering image and is dropped when its fatbin is unregistered. */
+LG_HIDDEN void lg_names_record_function(void **fatbin, const void *host_stub, const char *mangled);
 LG_HIDDEN void lg_names_record_kernel(const void *handle, const void *host_stub);
+LG_HIDDEN void lg_names_drop_module(void **fatbin);
+LG_HIDDEN long lg_names_registered(void); /* registered names currently held */
 LG_HIDDEN const char *lg_names_lookup(const void *func);
 /* Per-handle cache slot for launch.c: the matched spec (or NULL) once classified. `state` is
  * written last (release) so a reader that sees WATCHED also sees `spec`. */
@@ -664,12 +667,17 @@ typedef struct lg_kernel_facts {
 } lg_kernel_facts_t;
 typedef struct lg_kernel_info {
     const void *func;
-    const char *mangled;   /* copied; NULL until known */
-    const lg_spec_t *spec; /* NULL: not watched */
-    lg_dtype_t dtype;      /* set with spec */
-    char short_name[128];  /* set with spec */
+    const char *mangled;    /* NULL until known; in the image (registered) or a copy */
+    const lg_spec_t *spec;  /* NULL: not watched */
+    lg_dtype_t dtype;       /* set with spec */
+    const char *short_name; /* set with spec (malloc'd: only watched kernels have one) */
     _Atomic int state;
+    unsigned char image_name;              /* LG_NAME_*: where mangled points */
+    struct lg_kernel_info *next_in_module; /* names.c: the entries of one registered image */
 } lg_kernel_info_t;
+/* image_name: a copy (or no name); the registered image's own string (the entry is on its
+ * module's chain); a kernel handle named after such a host stub (on the same chain). */
+enum { LG_NAME_NONE = 0, LG_NAME_REGISTERED = 1, LG_NAME_FROM_STUB = 2 };
 /* The table lives in names.c; the lookup is inline because it is the whole cost of an
  * unwatched launch (preload.c's fast path). Open addressing on the pointer value; a slot's key is
  * published with release ordering after its entry is complete. */

@@ -10,8 +10,16 @@
  *
  * Open addressing on the pointer value; a slot's key is published with release ordering after
  * its entry is complete, so a reader that sees the key sees a complete entry. Entries are never
- * removed: a module unloaded by dlclose leaves its entries behind (names are copied, so they
- * stay valid), which costs a little memory and nothing else.
+ * removed (a lock-free reader may hold one).
+ *
+ * Names are not copied: PyTorch registers some 24k kernels at import (2.10 and 2.15), and
+ * copies of their names cost ~12 MB of RSS in every process (bench/torch_bench.py). A registered name is the image's own string literal, valid while the
+ * image is loaded; __cudaUnregisterFatBinary, which nvcc's code calls from the image's atexit
+ * handler before dlclose unmaps it (and at exit), drops the names of that fatbin: each module
+ * keeps its entries on a chain, and a dropped entry returns to "unknown", so a kernel that a
+ * later image registers at the same address is named and classified afresh. Names learnt at a
+ * launch (CUPTI, cudaFuncGetName) have no such guarantee and are copied.
+ * Entries come from a slab: no malloc header for each of those 24k.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,6 +37,56 @@ static unsigned table_fill;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 #define hash_ptr lg_names_hash
 
+/* Registered modules (one per fatbin, a few thousand for PyTorch) and their entry chains.
+ * Registration of one fatbin is consecutive, and unregistration mostly runs in reverse order,
+ * so `last` and a search from the end find the module at once. All under table_lock. */
+typedef struct module {
+    void **fatbin;
+    lg_kernel_info_t *head;
+} module_t;
+static module_t *modules;
+static size_t n_modules, cap_modules, last_module;
+static long n_registered;
+
+#define SLAB_ENTRIES 1024
+static lg_kernel_info_t *slab;
+static size_t slab_used = SLAB_ENTRIES;
+
+/* Caller holds table_lock. A zeroed entry; never freed. */
+static lg_kernel_info_t *new_info_locked(void)
+{
+    if (slab_used == SLAB_ENTRIES) {
+        lg_kernel_info_t *s = calloc(SLAB_ENTRIES, sizeof *s);
+        if (!s)
+            return NULL;
+        slab = s;
+        slab_used = 0;
+    }
+    return &slab[slab_used++];
+}
+
+/* Caller holds table_lock. The module of `fatbin`, added when new; NULL without memory. */
+static module_t *module_locked(void **fatbin, bool add)
+{
+    if (last_module < n_modules && modules[last_module].fatbin == fatbin)
+        return &modules[last_module];
+    for (size_t i = n_modules; i-- > 0;)
+        if (modules[i].fatbin == fatbin)
+            return &modules[last_module = i];
+    if (!add)
+        return NULL;
+    if (n_modules == cap_modules) {
+        size_t cap = cap_modules ? 2 * cap_modules : 256;
+        module_t *m = realloc(modules, cap * sizeof *m);
+        if (!m)
+            return NULL;
+        modules = m;
+        cap_modules = cap;
+    }
+    modules[n_modules] = (module_t){fatbin, NULL};
+    return &modules[last_module = n_modules++];
+}
+
 /* Caller holds table_lock. Returns the existing or a new entry; NULL when the table is full
  * or out of memory (the kernel then goes through the slow path on each launch, still correct). */
 static lg_kernel_info_t *insert_locked(const void *func)
@@ -44,7 +102,7 @@ static lg_kernel_info_t *insert_locked(const void *func)
     }
     if (table_fill >= TABLE_MAX_FILL)
         return NULL;
-    lg_kernel_info_t *info = calloc(1, sizeof *info);
+    lg_kernel_info_t *info = new_info_locked();
     if (!info)
         return NULL;
     info->func = func;
@@ -62,7 +120,7 @@ lg_kernel_info_t *lg_names_info_insert(const void *func)
     return info;
 }
 
-/* Names are copied: the registering module may be unloaded while its entry stays. */
+/* A name learnt at a launch: copied, because nothing says how long it stays valid. */
 static void set_name_locked(lg_kernel_info_t *info, const char *mangled)
 {
     if (!info || !mangled || info->mangled)
@@ -70,12 +128,34 @@ static void set_name_locked(lg_kernel_info_t *info, const char *mangled)
     info->mangled = strdup(mangled);
 }
 
-void lg_names_record_function(const void *host_stub, const char *mangled)
+/* Caller holds table_lock. `mangled` lives in the image of `m` (or of the entry `after`,
+ * which is on m's chain): info joins that chain. */
+static void set_image_name_locked(lg_kernel_info_t *info, const char *mangled, module_t *m, lg_kernel_info_t *after)
+{
+    if (!info || !mangled || info->mangled)
+        return;
+    info->mangled = mangled;
+    info->image_name = after ? LG_NAME_FROM_STUB : LG_NAME_REGISTERED;
+    if (after) {
+        info->next_in_module = after->next_in_module;
+        after->next_in_module = info;
+    } else {
+        info->next_in_module = m->head;
+        m->head = info;
+    }
+}
+
+void lg_names_record_function(void **fatbin, const void *host_stub, const char *mangled)
 {
     if (!host_stub || !mangled)
         return;
     pthread_mutex_lock(&table_lock);
-    set_name_locked(insert_locked(host_stub), mangled);
+    lg_kernel_info_t *info = insert_locked(host_stub);
+    module_t *m = info && !info->mangled ? module_locked(fatbin, true) : NULL;
+    if (m) {
+        set_image_name_locked(info, mangled, m, NULL);
+        n_registered++;
+    }
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -86,9 +166,45 @@ void lg_names_record_kernel(const void *handle, const void *host_stub)
     pthread_mutex_lock(&table_lock);
     lg_kernel_info_t *stub = insert_locked(host_stub);
     lg_kernel_info_t *h = insert_locked(handle);
-    if (stub && h && stub->mangled)
-        set_name_locked(h, stub->mangled);
+    if (stub && h && stub->mangled) {
+        if (stub->image_name != LG_NAME_NONE)
+            set_image_name_locked(h, stub->mangled, NULL, stub); /* dropped with the stub */
+        else
+            set_name_locked(h, stub->mangled);
+    }
     pthread_mutex_unlock(&table_lock);
+}
+
+/* The image behind `fatbin` is going away: its names stop being valid, so its entries forget
+ * name and classification (a launch through them now takes the slow path and finds no name).
+ * The entries stay in the table: a lock-free reader may be looking at one. */
+void lg_names_drop_module(void **fatbin)
+{
+    pthread_mutex_lock(&table_lock);
+    module_t *m = module_locked(fatbin, false);
+    if (m) {
+        for (lg_kernel_info_t *e = m->head, *next; e; e = next) {
+            next = e->next_in_module;
+            atomic_store_explicit(&e->state, LG_KSTATE_UNKNOWN, memory_order_release);
+            e->spec = NULL;
+            e->mangled = NULL;
+            e->next_in_module = NULL;
+            if (e->image_name == LG_NAME_REGISTERED)
+                n_registered--;
+            e->image_name = LG_NAME_NONE;
+        }
+        *m = modules[--n_modules];
+        last_module = 0;
+    }
+    pthread_mutex_unlock(&table_lock);
+}
+
+long lg_names_registered(void)
+{
+    pthread_mutex_lock(&table_lock);
+    long n = n_registered;
+    pthread_mutex_unlock(&table_lock);
+    return n;
 }
 
 void lg_names_set_name(lg_kernel_info_t *info, const char *mangled)
@@ -107,7 +223,12 @@ void lg_names_publish(lg_kernel_info_t *info, const lg_spec_t *spec, const lg_ke
     if (atomic_load_explicit(&info->state, memory_order_relaxed) == LG_KSTATE_UNKNOWN) {
         info->spec = spec;
         info->dtype = facts->dtype;
-        memcpy(info->short_name, facts->short_name, sizeof info->short_name);
+        if (spec) {
+            /* Only watched kernels carry a short name: entries are many (PyTorch: 24k). The
+             * string is never freed, a reader (an async check's verdict) may hold it. */
+            char *name = strdup(facts->short_name);
+            info->short_name = name ? name : spec->name;
+        }
         atomic_store_explicit(&info->state, state, memory_order_release);
     }
     pthread_mutex_unlock(&table_lock);

@@ -47,6 +47,7 @@ LG_TLS int lg_preload_in_launch;
        int *ws),                                                                                                  \
       (fh, hf, df, dn, tl, ti, bi, bd, gd, ws))                                                                   \
     X(__cudaGetKernel, cudaError_t, (cudaKernel_t *k, const void *f), (k, f))                                    \
+    X(__cudaUnregisterFatBinary, void, (void **fh), (fh))                                                         \
     X(cudaGetLastError, cudaError_t, (void), ())                                                                  \
     X(cudaPeekAtLastError, cudaError_t, (void), ())                                                               \
     X(cudaGetErrorString, const char *, (cudaError_t e), (e))                                                     \
@@ -87,6 +88,7 @@ cudaError_t cudaMemcpy_ptds(void *d, const void *s, size_t n, enum cudaMemcpyKin
 cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s);
 cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g);
+LG_EXPORT void __cudaUnregisterFatBinary(void **fh);
 
 #define DECLARE_REAL(name, ret, params, args)                        \
     typedef ret(*name##_fn) params;                                  \
@@ -347,10 +349,19 @@ LG_EXPORT const char *cudaGetErrorString(cudaError_t e)
 void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn, int tl, uint3 *ti, uint3 *bi, dim3 *bd,
                             dim3 *gd, int *ws)
 {
-    lg_names_record_function(hf, df ? df : dn);
+    lg_names_record_function(fh, hf, df ? df : dn);
     __cudaRegisterFunction_fn real = get___cudaRegisterFunction();
     if (real)
         real(fh, hf, df, dn, tl, ti, bi, bd, gd, ws);
+}
+
+/* The image's names (kept by pointer, names.c) are about to go away with it. */
+void __cudaUnregisterFatBinary(void **fh)
+{
+    lg_names_drop_module(fh);
+    __cudaUnregisterFatBinary_fn real = get___cudaUnregisterFatBinary();
+    if (real)
+        real(fh);
 }
 
 LG_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *k, const void *f)
@@ -387,8 +398,8 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
  * launches (the guard) and LABELGUARD_HOOKS=cupti pass straight through, unmarked, so that
  * the CUPTI layer still sees them; otherwise *marked is set and the caller unmarks after the
  * real call. */
-static __attribute__((noinline)) void **decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm,
-                                               cudaStream_t s, bool per_thread, lg_decision_t *d, bool *marked)
+static inline void **decide(lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s,
+                            bool per_thread, lg_decision_t *d, bool *marked)
 {
     lg_ensure_started();
     d->kind = LG_VERDICT_RUN;
@@ -418,25 +429,33 @@ static __attribute__((noinline)) void **decide(lg_entry_t entry, const void *f, 
 
 typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 
-static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
-                                                                dim3 b, void **a, size_t sm, cudaStream_t s,
-                                                                bool per_thread)
+/* Each launch shape's slow path only calls its real function with what decide() says: out of
+ * line, so that the decision's 4 KiB of argument storage is no part of the fast path's frame. */
+static __attribute__((noinline)) cudaError_t launch_slow(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
+                                                         dim3 b, void **a, size_t sm, cudaStream_t s, bool per_thread)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
-    if (LG_LIKELY(unwatched(f))) {
-        /* Marked in progress so the CUPTI layer, which sees the same launch, skips it. */
-        lg_preload_in_launch++;
-        cudaError_t r = real(f, g, b, a, sm, s);
-        lg_preload_in_launch--;
-        return r;
-    }
     lg_decision_t d;
     bool marked;
     void **args = decide(entry, f, g, b, a, sm, s, per_thread, &d, &marked);
     cudaError_t r = args ? real(f, g, b, args, sm, s) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
     return r;
+}
+
+static inline __attribute__((always_inline)) cudaError_t launch(lg_entry_t entry, launch_fn real, const void *f, dim3 g,
+                                                                dim3 b, void **a, size_t sm, cudaStream_t s,
+                                                                bool per_thread)
+{
+    if (LG_LIKELY(real != NULL) && LG_LIKELY(unwatched(f))) {
+        /* Marked in progress so the CUPTI layer, which sees the same launch, skips it. */
+        lg_preload_in_launch++;
+        cudaError_t r = real(f, g, b, a, sm, s);
+        lg_preload_in_launch--;
+        return r;
+    }
+    return launch_slow(entry, real, f, g, b, a, sm, s, per_thread);
 }
 
 LG_EXPORT cudaError_t __cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s)
@@ -461,6 +480,18 @@ LG_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void 
 
 typedef cudaError_t (*launch_ex_fn)(const cudaLaunchConfig_t *c, const void *f, void **a);
 
+static __attribute__((noinline)) cudaError_t launch_ex_slow(lg_entry_t entry, launch_ex_fn real,
+                                                            const cudaLaunchConfig_t *c, const void *f, void **a,
+                                                            bool per_thread)
+{
+    lg_decision_t d;
+    bool marked;
+    void **args = decide(entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d, &marked);
+    cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
+    lg_preload_in_launch -= marked;
+    return r;
+}
+
 static inline __attribute__((always_inline)) cudaError_t
 launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaunchConfig_t *c, const void *f, void **a, bool per_thread)
 {
@@ -474,12 +505,7 @@ launch_ex(lg_entry_t entry, launch_ex_fn real, const cudaLaunchConfig_t *c, cons
     }
     if (LG_UNLIKELY(!c))
         return real(c, f, a); /* the runtime reports the missing configuration */
-    lg_decision_t d;
-    bool marked;
-    void **args = decide(entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d, &marked);
-    cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
-    lg_preload_in_launch -= marked;
-    return r;
+    return launch_ex_slow(entry, real, c, f, a, per_thread);
 }
 
 LG_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **a)

@@ -59,8 +59,8 @@ static ssize_t read_spec_file(const char *path, char **out, char *err, size_t er
         return -1;
     }
     if (st.st_size > SPEC_FILE_MAX) {
-        lg_spec_error(err, err_len, "%s:0: file: %lld bytes, larger than %d: not a spec file?", path, (long long)st.st_size,
-               SPEC_FILE_MAX);
+        lg_spec_error(err, err_len, "%s:0: file: %lld bytes, larger than %d: not a spec file?", path,
+                      (long long)st.st_size, SPEC_FILE_MAX);
         close(fd);
         return -1;
     }

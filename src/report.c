@@ -207,6 +207,8 @@ void lg_report_start(void)
         lg_json_end_object(&j);
     } else
         lg_json_null(&j, "torch");
+    /* Kernels whose names the process registered so far (PyTorch: all of its kernels, at import). */
+    lg_json_int(&j, "registered_kernels", lg_names_registered());
     finish_and_emit(&j, false);
     pthread_mutex_unlock(&lock);
 }

@@ -12,6 +12,7 @@ trap 'rm -rf "$T"' EXIT
 unset LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_LOG LABELGUARD_HOOKS LABELGUARD_KERNELS \
       LABELGUARD_BACKTRACE LABELGUARD_SAMPLES LABELGUARD_QUIET LABELGUARD_LIB LD_PRELOAD
 
+# shellcheck source=tests/lib.sh
 . "$LG_ROOT/tests/lib.sh"
 lg_checks_init "$T"
 
@@ -36,6 +37,8 @@ make_dummy_lib() { # path
 # checkout itself may lie under a directory nobody cannot enter (a mode-0700 home). Prints the
 # copy's labelguard.
 world_cli() {
-  mkdir -p "$T/cli" && cp -r "$LG_ROOT/scripts/." "$T/cli/" && chmod -R a+rX "$T/cli" || fail "cannot copy the CLI"
+  if ! { mkdir -p "$T/cli" && cp -r "$LG_ROOT/scripts/." "$T/cli/" && chmod -R a+rX "$T/cli"; }; then
+    fail "cannot copy the CLI"
+  fi
   printf '%s\n' "$T/cli/labelguard"
 }

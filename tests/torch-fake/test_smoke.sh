@@ -13,6 +13,8 @@ SMOKE="$LG_ROOT/tests/torch-fake/smoke.py"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# A sanitizer build's double needs its runtime preloaded first, which Python does not have.
+[ -z "${LG_SANITIZER:-}" ] || { echo "real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
 [ -x "$TP" ] || { echo "FAIL: $TP missing: run make build/torch-python"; exit 1; }
 
 run() { # NAME ENV... -- ARGS: runs smoke.py; stdout in $TMP/NAME.out, stderr in .err

@@ -1,0 +1,90 @@
+/* test_names.c: unit tests of src/names.c, the kernel name and classification cache.
+ * Registered names are kept by pointer (the registering image's own strings), so they must be
+ * dropped when that image's fatbin is unregistered, and an image registered later at the same
+ * addresses must get its own names and a fresh classification. Kernel handles named after a
+ * host stub go with it; names learnt at a launch are copies and stay. Also the registered count
+ * the start event reports.
+ * Run: make build/tests/unit/test_names && build/tests/unit/test_names
+ */
+#include <glib.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Stand-ins for two images' host stubs, kernel handles and fatbin handles: only addresses. */
+static char stubs[4], handles[4];
+static void *fatbin_a[1], *fatbin_b[1];
+
+static void test_pointer_not_copy(void)
+{
+    static const char name[] = "_Z6kernelPl";
+    long before = lg_names_registered();
+    lg_names_record_function(fatbin_a, &stubs[0], name);
+    g_assert_true(lg_names_lookup(&stubs[0]) == name); /* the image's string itself */
+    g_assert_cmpint(lg_names_registered(), ==, before + 1);
+    /* A second registration of the same stub keeps the first name and is not counted. */
+    lg_names_record_function(fatbin_a, &stubs[0], "_Z5otherv");
+    g_assert_true(lg_names_lookup(&stubs[0]) == name);
+    g_assert_cmpint(lg_names_registered(), ==, before + 1);
+    lg_names_drop_module(fatbin_a);
+    g_assert_cmpint(lg_names_registered(), ==, before);
+}
+
+static void test_drop_and_reregister(void)
+{
+    static const char a0[] = "_Z2a0Pl", a1[] = "_Z2a1Pl", b0[] = "_Z2b0Pl";
+    lg_names_record_function(fatbin_a, &stubs[1], a0);
+    lg_names_record_function(fatbin_a, &stubs[2], a1);
+    lg_names_record_function(fatbin_b, &stubs[3], b0);
+    lg_names_record_kernel(&handles[1], &stubs[1]);
+    g_assert_true(lg_names_lookup(&handles[1]) == a0);
+    lg_kernel_info_t *info = lg_names_info(&stubs[1]);
+    g_assert_nonnull(info);
+    lg_names_publish(info, NULL, &(lg_kernel_facts_t){0}, LG_KSTATE_UNWATCHED);
+    g_assert_cmpint(atomic_load(&info->state), ==, LG_KSTATE_UNWATCHED);
+    long before = lg_names_registered();
+
+    /* Image A goes: its names, its handle's name and its classification go with it. */
+    lg_names_drop_module(fatbin_a);
+    g_assert_null(lg_names_lookup(&stubs[1]));
+    g_assert_null(lg_names_lookup(&stubs[2]));
+    g_assert_null(lg_names_lookup(&handles[1]));
+    g_assert_cmpint(atomic_load(&info->state), ==, LG_KSTATE_UNKNOWN);
+    g_assert_true(lg_names_info(&stubs[1]) == info); /* the entry itself stays */
+    g_assert_cmpint(lg_names_registered(), ==, before - 2);
+    /* Image B is untouched. */
+    g_assert_true(lg_names_lookup(&stubs[3]) == b0);
+
+    /* A new image at A's addresses: its own names, classified afresh. */
+    static const char c0[] = "_Z2c0Pl";
+    lg_names_record_function(fatbin_a, &stubs[1], c0);
+    g_assert_true(lg_names_lookup(&stubs[1]) == c0);
+    lg_names_publish(info, NULL, &(lg_kernel_facts_t){0}, LG_KSTATE_WATCHED);
+    g_assert_cmpint(atomic_load(&info->state), ==, LG_KSTATE_WATCHED);
+    lg_names_drop_module(fatbin_a);
+    lg_names_drop_module(fatbin_b);
+    g_assert_null(lg_names_lookup(&stubs[3]));
+    lg_names_drop_module(fatbin_b); /* unknown fatbin: nothing happens */
+}
+
+static void test_launch_names_are_copies(void)
+{
+    char name[] = "_Z4seenv";
+    lg_kernel_info_t *info = lg_names_info_insert(&handles[2]);
+    g_assert_nonnull(info);
+    lg_names_set_name(info, name);
+    name[3] = 'X'; /* the caller's buffer changes: the cache kept its own copy */
+    g_assert_cmpstr(lg_names_lookup(&handles[2]), ==, "_Z4seenv");
+    lg_names_drop_module(fatbin_a);
+    g_assert_cmpstr(lg_names_lookup(&handles[2]), ==, "_Z4seenv");
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/names/pointer_not_copy", test_pointer_not_copy);
+    g_test_add_func("/names/drop_and_reregister", test_drop_and_reregister);
+    g_test_add_func("/names/launch_names_are_copies", test_launch_names_are_copies);
+    return g_test_run();
+}
