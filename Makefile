@@ -324,7 +324,7 @@ $(BUILD)/bench/launch_loop: bench/launch_loop.cu
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $<
-bench: $(BUILD)/bench/launch_loop
+bench: $(BUILD)/bench/launch_loop $(TORCH_PY)
 # C++ exceptions with and without the library (bench/throw_loop.cpp): its unwinder stays ours.
 $(BUILD)/bench/throw_loop: bench/throw_loop.cpp
 	$(call say,CXX,$@)

@@ -16,6 +16,9 @@ LD_PRELOAD=BUILD/liblabelguard.so:
   host_validate  added time per WATCHED launch on the host backend (build/progs/nll fwd_2d,
               64 labels, --repeat R1 vs R2, interleaved, medians): what the test double's
               copy-and-scan costs; informative only (the GPU backend is measured by gpu-check).
+  torch     real PyTorch on the double (BUILD/torch-python, bench/torch_bench.py): `import torch`
+              + first CUDA tensor (wall and CPU time, peak RSS), the library's registered_kernels
+              from its start event, and ms per step of a small training loop; with/without ratios.
 Prints a table and writes BUILD/bench.json. Figures are reported, never asserted: the exit
 status is 0 when every measurement could be taken, 1 otherwise.
 """
@@ -198,6 +201,12 @@ def exceptions(build, quick):
     return {"ns_per_throw_without": without, "ns_per_throw_with": with_, "ratio": with_ / without, "reps": reps}
 
 
+def torch_real(build, quick):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_bench
+    return torch_bench.measure(build, quick)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
@@ -209,8 +218,8 @@ def main():
            "runtime": "test double (build/fakecuda)"}
     errors = []
     for key, fn, need in (("fast_path", fast_path, "valgrind"), ("per_call", per_call, "valgrind"),
-                          ("startup", startup, None),
-                          ("host_validate", host_validate, None), ("exceptions", exceptions, None)):
+                          ("startup", startup, None), ("host_validate", host_validate, None),
+                          ("exceptions", exceptions, None), ("torch", torch_real, None)):
         if need and not shutil.which(need):
             out[key] = {"error": "%s not installed (Debian package %s)" % (need, need)}
             errors.append(key)
@@ -249,6 +258,18 @@ def main():
     ex = out["exceptions"]
     print("%-52s %14s %10s" % ("C++ throw/catch, with/without ratio", g(ex, "ratio", "%.3f"), "~1"))
     print("%-52s %14s %10s" % ("  ns per throw without / with", "%s / %s" % (g(ex, "ns_per_throw_without", "%.0f"), g(ex, "ns_per_throw_with", "%.0f")), ""))
+    tr = out["torch"] if isinstance(out.get("torch"), dict) else {}
+    ts, tt = tr.get("startup", {}), tr.get("steps", {})
+    print("real torch (%s) on the double:" % tr.get("wheel", "n/a"))
+    print("%-52s %14s %10s" % ("  import torch + first CUDA tensor, CPU time ratio", g(ts, "cpu_ratio", "%.3f"), "< 1.03"))
+    print("%-52s %14s %10s" % ("    CPU s without / with", "%s / %s" % (g(ts, "cpu_s_without", "%.2f"), g(ts, "cpu_s_with", "%.2f")), ""))
+    print("%-52s %14s %10s" % ("  the same, wall time ratio (medians)", g(ts, "wall_ratio", "%.3f"), "< 1.03"))
+    print("%-52s %14s %10s" % ("  peak RSS added (MB)", g(ts, "added_rss_mb", "%.1f"), "< 2"))
+    print("%-52s %14s %10s" % ("    peak RSS MB without / with", "%s / %s" % (g(ts, "peak_rss_mb_without", "%.1f"), g(ts, "peak_rss_mb_with", "%.1f")), ""))
+    print("%-52s %14s %10s" % ("  registered kernels (start event)", g(tr, "registered_kernels", "%s"), "info"))
+    print("%-52s %14s %10s" % ("  training step, CPU time ratio", g(tt, "cpu_ratio", "%.3f"), "info"))
+    print("%-52s %14s %10s" % ("    CPU ms per step without / with", "%s / %s" % (g(tt, "cpu_ms_per_step_without", "%.3f"), g(tt, "cpu_ms_per_step_with", "%.3f")), ""))
+    print("%-52s %14s %10s" % ("  training step, wall time ratio", g(tt, "ratio", "%.3f"), "info"))
     for k in errors:
         print("%s: %s" % (k, out[k]["error"]))
     print("written: %s" % os.path.join(build, "bench.json"))

@@ -2,8 +2,10 @@
 # bench/run.sh: `make bench` (LG_BUILD set by the Makefile). GPU-free benchmarks under the
 # runtime test double: instructions and wall time labelguard adds to an unwatched launch
 # (bench/launch_loop.cu under callgrind), start-up cost in processes that never launch, and the
-# host backend's cost per watched launch, and C++ throw/catch with and without the library. The work is in bench/bench.py; this wrapper checks
-# what it needs. Prints a table and writes $LG_BUILD/bench.json. LG_BENCH_QUICK=1: fewer
+# host backend's cost per watched launch, C++ throw/catch with and without the library, and real
+# torch's import, memory and step cost with the library (bench/torch_bench.py, through
+# build/torch-python). The work is in bench/bench.py; this wrapper checks what it needs.
+# Prints a table and writes $LG_BUILD/bench.json. LG_BENCH_QUICK=1: fewer
 # launches and repetitions. Figures are reported, never asserted (GPU figures: scripts/gpu-check.sh).
 set -u
 cd "$(dirname "$0")/.." || exit 1

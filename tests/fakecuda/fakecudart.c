@@ -17,6 +17,16 @@
  * cudaErrorInitializationError, as with the real driver (FAKECUDA_FORK_OK=1 lifts this).
  * FAKECUDA_TRACE=1 prints one stderr line per launch.
  *
+ * The same source is built twice: as libcudart.so.13 (FK_CUDA_MAJOR=13) and as
+ * build/fakecuda12/libcudart.so.12, where the functions whose CUDA 12 signature or struct layout
+ * differs (cudaGetDeviceProperties_v2, cudaStreamGetCaptureInfo and _v2/_v3,
+ * cudaGraphNodeGetDependencies) take CUDA 12's. Each build exports exactly what NVIDIA's runtime
+ * of that major exports (exports-<major>.txt), under its version node; what is not defined here
+ * is a generated weak stub answering cudaErrorNotSupported (gen_stubs.sh, fk_unsupported).
+ * Real PyTorch runs on it (tests/torch-fake/): registration is O(1) per kernel, the device is an
+ * H200, work completes as modelled below ("streams and capture state": cudaErrorNotReady for
+ * work in flight), and stream capture follows CUDA's rules for unsafe calls.
+ *
  * Called from any thread of the test program (16 threads on 16 streams in tests/progs/threads):
  * the registry, allocations and handle lists are behind one mutex each; kernels run on the
  * launching thread. Tested by tests/fakecuda/test_*.sh.
@@ -223,7 +233,7 @@ struct CUkern_st {
     void **module;                 /* NULL once the module is unregistered */
     struct CUkern_st *next_in_module;
     fk_sig_t *_Atomic sig;         /* read from the name at first need; NULL until then */
-    int emu;                       /* built-in emulator index, -1 none, -2 not chosen yet */
+    _Atomic int emu;               /* built-in emulator index, -1 none, -2 not chosen yet */
     _Atomic unsigned long launches, emulated;
 };
 #define KERN_MAGIC 0x6b65726eu
@@ -327,7 +337,7 @@ void __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun,
     k->stub = hostFun;
     k->name = deviceName ? deviceName : deviceFun;
     k->module = handle;
-    k->emu = -2;
+    atomic_init(&k->emu, -2);
     pthread_mutex_lock(&reg_lock);
     if (n_kernels == cap_kernels) {
         size_t cap = cap_kernels ? cap_kernels * 2 : 1024;
@@ -1471,7 +1481,8 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
         return user(k->name, grid, block, args, shm, stream);
     }
     const fk_sig_t *sig = kernel_sig(k);
-    if (__atomic_load_n(&k->emu, __ATOMIC_ACQUIRE) == -2) {
+    int emu = atomic_load_explicit(&k->emu, memory_order_relaxed);
+    if (emu == -2) {
         /* Chosen once per kernel: a name match whose parameter list differs is remembered as
          * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike;
          * atomic, so that ThreadSanitizer (tests/e2e/test_tsan.sh) sees no race in the double. */
@@ -1488,9 +1499,9 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
                 chosen = i;
             break;
         }
-        __atomic_store_n(&k->emu, chosen, __ATOMIC_RELEASE);
+        atomic_store_explicit(&k->emu, chosen, memory_order_relaxed);
+        emu = chosen;
     }
-    int emu = __atomic_load_n(&k->emu, __ATOMIC_ACQUIRE);
     if (emu >= 0) {
         const fk_emulator_t *em = &fk_nll_emulators[emu];
         fk_launch_t l = { k->name, sig, grid, block, args, shm, stream };
@@ -1692,7 +1703,9 @@ static cudaError_t graph_launch(cudaGraphExec_t x, cudaStream_t s)
     if (!found) return ret(cudaErrorInvalidResourceHandle);
     if (capturing(st)) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
     if ((e = legacy_use(st))) return e;
+    pthread_mutex_lock(&obj_lock);
     x->replays++;
+    pthread_mutex_unlock(&obj_lock);
     submit(st);
     for (node_t *n = x->head; n; n = n->next) {
         if (atomic_load(&pending_err)) break;

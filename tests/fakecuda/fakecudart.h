@@ -4,7 +4,8 @@
  * so nvcc-built test programs (tests/progs/) run, and labelguard can be tested, on machines
  * without a GPU. fakecudart.c is the runtime (registration, launches, memory, streams, errors),
  * sig.c reads parameter sizes from a mangled kernel name, nll.c emulates PyTorch's NLL kernels.
- * Internal names are fk_*; exported names are the CUDA ones plus fakecudart_* (libcudart.map).
+ * Internal names are fk_*; exported names are the real runtime's (exports-<major>.txt, through the
+ * version script gen_stubs.sh writes) plus fakecudart_*.
  * Tested by tests/fakecuda/test_*.sh.
  */
 #ifndef FAKECUDART_H

@@ -6,9 +6,10 @@
 #   install.sh MAJOR --print-dir   print where it goes
 #   install.sh wrapper OUT FAKE13 FAKE12 DRIVER   install both, then write the wrapper OUT
 # Where: $LG_TORCH_HOME (default ~/.cache/labelguard/torch)/torch<ver>-cu<major>-py<ver>-<hash of
-# the pins>, outside the checkout, so `make clean` and other worktrees do not reinstall. pip's own
-# cache (PIP_CACHE_DIR, default ~/.cache/pip) keeps the wheels, so a reinstall does not download.
-# Layout of an install: site/ (pip --target: torch, its pure-Python deps, nvidia-* libraries),
+# the pins>, outside the checkout, so `make clean` and other worktrees do not reinstall. The
+# wheels are kept in $LG_TORCH_HOME/wheels (pip download), so a reinstall does not download.
+# Layout of an install: site-packages/ (pip --target: torch, its pure-Python deps, nvidia-*
+# libraries; named as in a real environment, which labelguard's reports recognise as library code),
 # lib/ (symlinks: the toolkit's CUDA libraries for CUDA 13, the nvidia-* ones, never a
 # libcudart), .installed (what, when, how long). A failed install is an error (exit 1) naming
 # what failed; nothing half-installed is left where the wrapper looks.
@@ -17,6 +18,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 PY="${LG_TORCH_PYTHON:-python3}"
 die() { echo "torch-fake install: $*" >&2; exit 1; }
+LAYOUT=2   # part of the install's key: bump when what an install holds changes
 
 dir_of() { # MAJOR -> install dir
   local pins="$here/pins-$1.txt" pyver ver key
@@ -24,13 +26,14 @@ dir_of() { # MAJOR -> install dir
   pyver="$("$PY" -c 'import sys; print("%d%d" % sys.version_info[:2])')" || die "$PY does not run"
   [ "$pyver" = 311 ] || die "$PY is Python ${pyver:0:1}.${pyver:1}; the pinned wheels are for CPython 3.11 (set LG_TORCH_PYTHON)"
   ver="$(sed -n 's/^torch==//p' "$pins")"
-  key="$(grep -v '^#' "$pins" | sha256sum | cut -c1-12)"
+  key="$({ echo "layout=$LAYOUT"; grep -v '^#' "$pins"; } | sha256sum | cut -c1-12)"
   echo "${LG_TORCH_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/labelguard/torch}/torch$ver-cu$1-py$pyver-$key"
 }
 
 install_one() { # MAJOR
-  local major="$1" dir pins="$here/pins-$1.txt" tmp start f rel missing
+  local major="$1" dir pins="$here/pins-$1.txt" tmp start f rel missing wheels
   dir="$(dir_of "$major")"
+  wheels="$(dirname "$dir")/wheels"
   [ -f "$dir/.installed" ] && return 0
   mkdir -p "$(dirname "$dir")"
   exec 9>"$(dirname "$dir")/.lock"
@@ -40,16 +43,21 @@ install_one() { # MAJOR
   tmp="$dir.tmp.$$"
   rm -rf "$tmp" "$dir"
   mkdir -p "$tmp/lib"
-  echo "torch-fake: installing $(sed -n 's/^torch==/torch /p' "$pins") for CUDA $major into $dir (pip; cached wheels are reused)" >&2
-  if ! "$PY" -m pip install --no-deps --no-compile --disable-pip-version-check --no-warn-script-location \
-        --no-input --target "$tmp/site" -r "$pins" >"$tmp/pip.log" 2>&1; then
+  echo "torch-fake: installing $(sed -n 's/^torch==/torch /p' "$pins") for CUDA $major into $dir (wheels kept in $wheels)" >&2
+  # Wheels are downloaded into a directory of our own and installed from there: pip's HTTP cache
+  # cannot be relied on (a proxy that strips Cache-Control and ETag, as this project's machines
+  # have, disables it), and `pip download` skips a wheel that is already in the directory.
+  if ! "$PY" -m pip download --no-deps --disable-pip-version-check --no-input --only-binary=:all: \
+        -d "$wheels" -r "$pins" >"$tmp/pip.log" 2>&1 ||
+     ! "$PY" -m pip install --no-deps --no-index --find-links "$wheels" --no-compile --disable-pip-version-check \
+        --no-warn-script-location --no-input --target "$tmp/site-packages" -r "$pins" >>"$tmp/pip.log" 2>&1; then
     tail -n 25 "$tmp/pip.log" >&2
     rm -rf "$tmp"
-    die "pip install -r $pins failed (output above). PyPI must be reachable (or the wheels in pip's cache)."
+    die "pip download/install -r $pins failed (output above). PyPI must be reachable, or the wheels already in $wheels."
   fi
   # The double must be the only CUDA runtime torch can bind: none may come with the tree.
-  find "$tmp/site" -name 'libcudart.so*' -exec rm -f {} +
-  [ -z "$(find "$tmp/site" -name 'libcudart.so*')" ] || die "could not remove a libcudart from $tmp/site"
+  find "$tmp/site-packages" -name 'libcudart.so*' -exec rm -f {} +
+  [ -z "$(find "$tmp/site-packages" -name 'libcudart.so*')" ] || die "could not remove a libcudart from $tmp/site-packages"
   if [ "$major" = 13 ]; then
     for f in "$CUDA_HOME"/lib64/lib*.so.*; do
       case "$(basename "$f")" in libcudart*) continue ;; esac
@@ -59,11 +67,11 @@ install_one() { # MAJOR
   while IFS= read -r f; do
     rel="${f#"$tmp"/}"
     ln -sf "../$rel" "$tmp/lib/$(basename "$f")"
-  done < <(find "$tmp/site/nvidia" -path '*/lib/lib*.so*' \( -type f -o -type l \) 2>/dev/null)
+  done < <(find "$tmp/site-packages/nvidia" -path '*/lib/lib*.so*' \( -type f -o -type l \) 2>/dev/null)
   # Every library torch's binaries NEED must resolve, except the runtime (the double, preloaded)
   # and libcuda.so.1 (only the lazily loaded NVRTC shim needs it; there is no driver).
-  missing="$(for f in "$tmp"/site/torch/lib/*.so* "$tmp"/site/torch/_C*.so; do
-      LD_LIBRARY_PATH="$tmp/lib:$tmp/site/torch/lib" ldd "$f" 2>/dev/null | awk '/not found/ { print $1 }'
+  missing="$(for f in "$tmp"/site-packages/torch/lib/*.so* "$tmp"/site-packages/torch/_C*.so; do
+      LD_LIBRARY_PATH="$tmp/lib:$tmp/site-packages/torch/lib" ldd "$f" 2>/dev/null | awk '/not found/ { print $1 }'
     done | sort -u | grep -vE '^lib(cudart\.so\.[0-9]+|cuda\.so\.1)$' || true)"
   if [ -n "$missing" ]; then
     rm -rf "$tmp"
@@ -72,12 +80,12 @@ install_one() { # MAJOR
   # ... and every function they import must be defined by something on that path (Python loads
   # extension modules with RTLD_NOW): a toolkit library older than the wheel's shows up here.
   missing="$(export LC_ALL=C
-    { for f in "$tmp"/lib/*.so* "$tmp"/site/torch/lib/*.so*; do
+    { for f in "$tmp"/lib/*.so* "$tmp"/site-packages/torch/lib/*.so*; do
         nm -D --defined-only "$f" 2>/dev/null | awk '{ sub(/@.*/, "", $3); print $3 }'
       done
       awk '!/^#/ { print $1 }' "$here/../fakecuda/exports-$major.txt"   # what the double exports
     } | sort -u > "$tmp/defined.txt"
-    for f in "$tmp"/site/torch/lib/libtorch*.so "$tmp"/site/torch/lib/libc10*.so; do
+    for f in "$tmp"/site-packages/torch/lib/libtorch*.so "$tmp"/site-packages/torch/lib/libc10*.so; do
       nm -D --undefined-only "$f" | awk '$1 == "U" && $2 !~ /@(GLIBC|GLIBCXX|CXXABI|GCC|OMP|GOMP)/ { sub(/@.*/, "", $2); print $2 }'
     done | grep -vE '^(_Z|Py|_Py|__cxa_|__gxx_|_Unwind_|__gmon|_ITM)' | sort -u | comm -23 - "$tmp/defined.txt" | head -n 20)"
   if [ -n "$missing" ]; then

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""torch_bench.py: what labelguard costs real PyTorch on the runtime test double (`make bench`).
+
+Used by bench/bench.py (section `torch`), which calls measure(build, quick); also runnable by
+hand: `python3 bench/torch_bench.py --build build [--quick]` prints the JSON. Runs
+BUILD/torch-python (real torch, CUDA 13 wheel, on the double), with and without
+LD_PRELOAD=BUILD/liblabelguard.so, interleaved so that a loaded machine slows both alike:
+  startup   `import torch` and the first CUDA tensor: wall time of the whole process and its
+            peak RSS (VmHWM), medians; the ratio and the megabytes the library adds
+            (goals: < 3 % and < 2 MB)
+  kernels   the library's own count of registered kernels, from its `start` event
+  steps     ms per step of a small training loop (elementwise model, CrossEntropy with its
+            forward and backward NLL launches checked by the host backend), timed inside the
+            process after a warm-up, wall and CPU time; the with/without ratios
+Wall figures are medians of interleaved runs; CPU time (user + system of the process) is
+given beside them because other jobs on a shared machine blur it least.
+Figures are reported, never asserted. The worker side is this file run as `--worker KIND`.
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def worker(kind, steps):
+    t0 = time.perf_counter()
+    import torch
+    import torch.nn.functional as F
+    x = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    out = {"import_first_tensor_s": time.perf_counter() - t0}
+    if kind == "steps":
+        w = torch.nn.Parameter(torch.ones(10, device="cuda"))
+        opt = torch.optim.SGD([w], lr=0.1)
+        g = torch.Generator().manual_seed(0)
+
+        def step():
+            x = torch.randn(64, 10, generator=g).to("cuda")
+            t = torch.randint(0, 10, (64,), generator=g).to("cuda")
+            loss = F.cross_entropy(x * w, t)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.detach().cpu()
+        for _ in range(20):
+            step()
+        t1, c1 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step()
+        out["ms_per_step"] = (time.perf_counter() - t1) / steps * 1e3
+        # CPU time of the whole process (all its threads): what a machine shared with other
+        # jobs blurs least.
+        out["cpu_ms_per_step"] = (time.process_time() - c1) / steps * 1e3
+    del x
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                out["peak_rss_kb"] = int(line.split()[1])
+    print("TORCH_BENCH " + json.dumps(out), flush=True)
+    if kind == "startup" and "liblabelguard" in os.environ.get("LD_PRELOAD", ""):
+        # After the figures: one bad label, so that the library writes its log, whose start
+        # event carries registered_kernels (the log is created at the first event only).
+        try:
+            F.nll_loss(torch.zeros(2, 3).cuda(), torch.tensor([0, 7]).cuda())
+        except RuntimeError:
+            pass
+
+
+def run(build, kind, preload, logdir, steps):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABELGUARD_") and k != "LD_PRELOAD"}
+    env["TORCH_CUDA"] = "13"
+    if preload:
+        env["LD_PRELOAD"] = os.path.join(build, "liblabelguard.so")
+        env["LABELGUARD_LOG"] = logdir
+    with tempfile.TemporaryFile("w+") as so, tempfile.TemporaryFile("w+") as se:
+        t0 = time.perf_counter()
+        p = subprocess.Popen([os.path.join(build, "torch-python"), "-W", "ignore", os.path.abspath(__file__),
+                              "--worker", kind, "--steps", str(steps)], env=env, stdout=so, stderr=se)
+        _, status, ru = os.wait4(p.pid, 0)   # the wrapper execs python: same process
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        so.seek(0)
+        se.seek(0)
+        out, err = so.read(), se.read()
+    line = [l for l in out.splitlines() if l.startswith("TORCH_BENCH ")]
+    if p.returncode != 0 or not line:
+        raise RuntimeError("torch-python %s failed (%d): %s" % (kind, p.returncode, (out + err)[-500:]))
+    r = json.loads(line[0][len("TORCH_BENCH "):])
+    r["wall_s"] = wall
+    r["cpu_s"] = ru.ru_utime + ru.ru_stime
+    return r
+
+
+def start_event(logdir):
+    for fn in sorted(glob.glob(os.path.join(logdir, "*.jsonl"))):
+        with open(fn) as f:
+            for line in f:
+                e = json.loads(line)
+                if e.get("event") == "start":
+                    return e
+    return None
+
+
+def measure(build, quick):
+    build = os.path.abspath(build)
+    if not os.access(os.path.join(build, "torch-python"), os.X_OK):
+        raise RuntimeError("%s/torch-python is missing: run 'make %s/torch-python'" % (build, os.path.basename(build)))
+    reps = 3 if quick else 7
+    steps = 100 if quick else 400
+    res = {"wheel": "CUDA 13", "reps": reps, "steps": steps}
+    with tempfile.TemporaryDirectory() as d:
+        runs = {False: [], True: []}
+        for i in range(reps):
+            for pre in ((False, True) if i % 2 == 0 else (True, False)):
+                runs[pre].append(run(build, "startup", pre, os.path.join(d, "s%d" % i), 0))
+        med = {pre: {k: statistics.median(r[k] for r in runs[pre]) for k in runs[pre][0]} for pre in runs}
+        res["startup"] = {
+            "wall_s_without": med[False]["wall_s"], "wall_s_with": med[True]["wall_s"],
+            "wall_ratio": med[True]["wall_s"] / med[False]["wall_s"],
+            "cpu_s_without": med[False]["cpu_s"], "cpu_s_with": med[True]["cpu_s"],
+            "cpu_ratio": med[True]["cpu_s"] / med[False]["cpu_s"],
+            "inner_s_without": med[False]["import_first_tensor_s"], "inner_s_with": med[True]["import_first_tensor_s"],
+            "peak_rss_mb_without": med[False]["peak_rss_kb"] / 1024, "peak_rss_mb_with": med[True]["peak_rss_kb"] / 1024,
+            "added_rss_mb": (med[True]["peak_rss_kb"] - med[False]["peak_rss_kb"]) / 1024}
+        st = start_event(os.path.join(d, "s0"))
+        res["registered_kernels"] = st.get("registered_kernels") if st else None
+        res["start_event_found"] = st is not None
+        runs = {False: [], True: []}
+        for i in range(2 if quick else 3):
+            for pre in ((False, True) if i % 2 == 0 else (True, False)):
+                runs[pre].append(run(build, "steps", pre, os.path.join(d, "t%d%d" % (i, pre)), steps))
+        med = {pre: {k: statistics.median(r[k] for r in runs[pre]) for k in ("ms_per_step", "cpu_ms_per_step")}
+               for pre in runs}
+        res["steps"] = {"ms_per_step_without": med[False]["ms_per_step"], "ms_per_step_with": med[True]["ms_per_step"],
+                        "ratio": med[True]["ms_per_step"] / med[False]["ms_per_step"],
+                        "cpu_ms_per_step_without": med[False]["cpu_ms_per_step"],
+                        "cpu_ms_per_step_with": med[True]["cpu_ms_per_step"],
+                        "cpu_ratio": med[True]["cpu_ms_per_step"] / med[False]["cpu_ms_per_step"]}
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--worker", choices=("startup", "steps"))
+    ap.add_argument("--steps", type=int, default=0)
+    a = ap.parse_args()
+    if a.worker:
+        worker(a.worker, a.steps)
+        return 0
+    print(json.dumps(measure(a.build, a.quick), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
