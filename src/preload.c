@@ -357,11 +357,12 @@ void __cudaRegisterFunction(void **fh, const char *hf, char *df, const char *dn,
 
 /* The image's names (kept by pointer, names.c) are about to go away with it. Async verdicts
  * still outstanding name kernels of this image (their spec and name are dropped with it), so
- * they are collected first: at exit, nvcc's atexit handler runs this before our destructor. */
+ * this thread's and exited threads' are collected first: at exit, nvcc's atexit handler runs
+ * this before our destructor. */
 void __cudaUnregisterFatBinary(void **fh)
 {
-    if (LG_UNLIKELY(lg_launch_async_pending()) && !lg_in_library)
-        lg_launch_poll_async();
+    if (LG_UNLIKELY(lg_verdicts_pending() || lg_verdicts_orphaned()) && !lg_in_library)
+        lg_launch_poll(lg_runtime_get(), LG_COLLECT_SYNC_ALL, NULL);
     lg_names_drop_module(fh);
     __cudaUnregisterFatBinary_fn real = get___cudaUnregisterFatBinary();
     if (real)
