@@ -12,8 +12,10 @@
  * on the sanitized copy (async, LG_ACT_AFTER: the outcome is "masked", raise and hold deliver
  * the error at the next check, since nothing is left to block or hold).
  *
- * Called by launch.c on the launching thread (sync) or on the thread that reached the hook
- * point where an async verdict was collected. Tested directly, without LD_PRELOAD, by
+ * Called by launch.c on the launching thread: before the launch (sync), or at that thread's
+ * hook point or synchronizing call where the verdict was collected (async, graph replays: the
+ * thread that made the launch or called cudaGraphLaunch; an exited thread's, by whichever thread
+ * synchronizes its stream). Tested directly, without LD_PRELOAD, by
  * tests/unit/test_act.c (the policy table, the mask fallbacks, the pending error).
  */
 #include <pthread.h>

@@ -6,7 +6,12 @@
  * (lg_launch_decide) and carry out its decision (run, run with rewritten arguments, or return
  * the error). Registration entry points record kernel names (names.c); cudaGetLastError,
  * cudaPeekAtLastError and cudaGetErrorString deliver the pending error (runtime.c) of a
- * launch the core blocked, and are hook points where async verdicts are collected.
+ * launch the core blocked, and are hook points where the calling thread's async verdicts are
+ * collected. The synchronizing calls (stream, event and device synchronization, blocking
+ * copies) collect them too, after the real call, and return a raise verdict's error, as CUDA
+ * returns an asynchronous error there. The graph entry points (cudaStreamEndCapture,
+ * cudaGraphInstantiate*, cudaGraphExecDestroy, cudaGraphLaunch) tell graphs.c which graphs
+ * hold checked launches and queue each replay's verdicts.
  * Runs on whatever thread calls the runtime, possibly inside another library's constructor
  * before ours (a CUDA extension registering its kernels): nothing here may depend on our
  * constructor.
@@ -14,7 +19,8 @@
  * Real functions come from runtime.c (dlsym(RTLD_NEXT), then the loaded libcudart). The
  * exported names are unversioned on purpose: an unversioned definition in the preload wins
  * over `cudaLaunchKernel@libcudart.so.13`. Tested end to end by tests/e2e/ and tests/fakecuda/
- * under the runtime test double; the fast path's cost by `make bench`.
+ * under the runtime test double (test_graphs.sh, test_delivery.sh for graphs and delivery);
+ * the fast path's and a synchronizing call's cost by `make bench`.
  */
 #include <dlfcn.h>
 #include <link.h>

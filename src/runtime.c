@@ -1,7 +1,10 @@
 /* runtime.c: the CUDA bindings, in one place: which libcudart objects the process holds (one
  * per soname: a CUDA 12 and a CUDA 13 runtime can live side by side, e.g. torch's wheel and a
  * custom extension), the libcuda handle, the runtime functions the core calls (lg_runtime_t),
- * and the per-thread pending error that a blocked launch leaves for cudaGetLastError.
+ * the per-thread pending error that a blocked launch leaves for cudaGetLastError (with our
+ * text for it, valid until the thread's next launch), the save and restore of the
+ * application's own error around our calls, and the capture queries and capture-mode switch
+ * our calls need to stay within CUDA's capture rules.
  *
  * Who calls it: the hook layer (preload.c resolves its real functions here and reads the
  * pending error on every cudaGetLastError; cupti.c and arm.c ask where libcudart lives) and
@@ -15,8 +18,9 @@
  * through dlopen and RTLD_NEXT does not see it. Never dlopen'd without NOLOAD: a process that
  * has no runtime must not get one from us.
  *
- * Tested through every hook test (tests/e2e, tests/fakecuda) and tests/unit/test_act.c, which
- * checks the pending-error state directly.
+ * Tested through every hook test (tests/e2e, tests/fakecuda; test_delivery.sh for the error's
+ * thread, text and the application's own error) and tests/unit/test_act.c, which checks the
+ * pending-error state directly.
  */
 #include <dlfcn.h>
 #include <limits.h>

@@ -3,7 +3,10 @@
  * is not or when it hands the call back (no current context on this thread, no module in this
  * context). Any other failure of either is the caller's: it warns and lets the launch run.
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
- * whose verdict verdicts.c collects later.
+ * whose verdict verdicts.c collects later; inside a graph capture the async check is captured
+ * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
+ * The host backend runs in relaxed capture mode, so that none of its calls invalidates a
+ * capture the application runs on another stream or thread.
  *
  * Called by launch.c and act.c on the launching thread, only for watched launches, with the
  * re-entry guard held, so our own CUDA calls are never judged again. All three take the
