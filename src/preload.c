@@ -149,7 +149,9 @@ LG_EXPORT cudaError_t cudaGetLastError(void)
     cudaGetLastError_fn real = get_cudaGetLastError();
     hook_point();
     cudaError_t e = real ? real() : cudaErrorInitializationError;
-    if (LG_UNLIKELY(lg_runtime_pending)) {
+    /* cudaErrorNotReady is a status that PyTorch reads and discards ((void)cudaGetLastError()
+     * after querying work in flight): our error waits for the next check instead of vanishing. */
+    if (LG_UNLIKELY(lg_runtime_pending) && e != cudaErrorNotReady) {
         if (e == cudaSuccess)
             e = (cudaError_t)lg_runtime_pending;
         lg_runtime_pending = 0;

@@ -1484,8 +1484,7 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
     int emu = atomic_load_explicit(&k->emu, memory_order_relaxed);
     if (emu == -2) {
         /* Chosen once per kernel: a name match whose parameter list differs is remembered as
-         * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike;
-         * atomic, so that ThreadSanitizer (tests/e2e/test_tsan.sh) sees no race in the double. */
+         * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike. */
         int chosen = -1;
         for (int i = 0; fk_nll_emulators[i].substring; i++) {
             const fk_emulator_t *em = &fk_nll_emulators[i];

@@ -448,6 +448,9 @@ def judge_case(j, cls, mode, res, rc, events, d):
             frames = [(os.path.basename(f["file"]), f["line"]) for f in v["python_stack"]]
             j.check("%s: %s: python_stack names cases.py:%d (the loss call)" % (n, mode, line),
                     ("cases.py", line) in frames, str(v["python_stack"])[:600])
+            at = "  at %s:%d in loss_fn   (python)" % (os.path.abspath(__file__), line)
+            j.check("%s: %s: the stderr report says %r" % (n, mode, at.strip()),
+                    at in child_output(d, n, 1 << 20).splitlines(), child_output(d, n)[-600:])
 
 
 def judge_script(j, cls, mode, res, events, out):
@@ -527,9 +530,9 @@ def judge_report(j, mode, files):
             j.check("report %s: ranks [0, 1], 2 processes, 2 events, values 10 x2, 11 x1" % k,
                     q["ranks"] == [0, 1] and len(q["processes"]) == 2 and q["events"] == 2 and q["values"] == values,
                     json.dumps({x: q.get(x) for x in ("ranks", "processes", "events", "values")}))
-        frames = [(os.path.basename(f["file"]), f["line"]) for f in probs[fwd].get("python_stack", [])]
-        j.check("report: its python_stack names cases.py:%d" % loss_line(), ("cases.py", loss_line()) in frames,
-                str(frames))
+        site = probs[fwd].get("call_site") or {}
+        j.check("report: the call site is cases.py:%d, the user's line (torch's own frames skipped)" % loss_line(),
+                site.get("file") == os.path.abspath(__file__) and site.get("line") == loss_line(), str(site))
 
 
 def abs_max(x):

@@ -12,6 +12,8 @@ mode=$1 only=${2:-}
 LG_BUILD="${LG_BUILD:-build}"
 LG_PRELOAD="${LG_PRELOAD:-$PWD/$LG_BUILD/liblabelguard.so}"
 TP="$LG_BUILD/torch-python"
+# A sanitizer build's double needs its runtime preloaded first, which Python does not have.
+[ -z "${LG_SANITIZER:-}" ] || { echo "real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
 [ -x "$TP" ] || { echo "FAIL: $TP is missing: run 'make $TP'"; exit 1; }
 T="$(mktemp -d "${TMPDIR:-/tmp}/lg-torchfake.XXXXXX")"
 trap 'rm -rf "$T"' EXIT

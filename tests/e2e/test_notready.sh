@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# test_notready.sh: a labelguard error must survive PyTorch's way of clearing cudaErrorNotReady.
+# After a query of work in flight answers NotReady, PyTorch's allocators call cudaGetLastError
+# and discard the result. In async mode the verdict of a bad launch arrives at such a hook
+# point; it must be returned by the next check (800, labelguard's raise), not vanish with the
+# NotReady status. In sync mode the launch is blocked, nothing is in flight, and the first check
+# gets the error. Under the runtime test double, which answers NotReady for work in flight.
+. "$(dirname "$0")/lib.sh"
+for v in notready notready_legacy; do
+  run_lg "$v-async" env LD_LIBRARY_PATH="$LG_FAKE_DIR" LABELGUARD_MODE=async LABELGUARD_QUIET=1 "$PROGS/$v"
+  require_fake "$v-async"
+  check "$v async: NotReady, cleared, then labelguard's error" grep -qx 'query=600 cleared=600 next=800 sync=0' "$T/$v-async.out"
+  run_lg "$v-sync" env LD_LIBRARY_PATH="$LG_FAKE_DIR" LABELGUARD_MODE=sync LABELGUARD_QUIET=1 "$PROGS/$v"
+  check "$v sync: the blocked launch's error at the first check" grep -qx 'query=0 cleared=800 next=0 sync=0' "$T/$v-sync.out"
+  run_plain "$v-plain" env LD_LIBRARY_PATH="$LG_FAKE_DIR" "$PROGS/$v"
+  check "$v plain: the device assert, sticky" grep -qx 'query=710 cleared=710 next=710 sync=710' "$T/$v-plain.out"
+done
+finish
