@@ -134,8 +134,14 @@ LG_HIDDEN const char *lg_runtime_error_message(int code);
 /* The thread's next launch: our text stops being the meaning of LG_RAISE_ERROR. */
 static inline void lg_runtime_forget_message(void) { lg_runtime_message_live = 0; }
 /* Around our own runtime calls: the application's pending error is taken before and handed
- * back (as this thread's pending error, unless one of ours took its place: CUDA keeps only
- * the newest) after, so that ours never reaches it and its own is never lost. Nests. */
+ * back after (lg_runtime_app_error, returned by the thread's next error query before any error
+ * of ours), so that ours never reaches it and its own is never lost. Nests. */
+extern LG_HIDDEN LG_TLS int lg_runtime_app_error;
+/* What cudaGetLastError returns, given what the real one returned (e), and consumes it: the
+ * application's saved error, else ours (unless e is an error of its own). Peek: the same,
+ * consuming nothing. */
+LG_HIDDEN int lg_runtime_take_error(int e);
+LG_HIDDEN int lg_runtime_peek_error(int e);
 LG_HIDDEN int lg_runtime_save_error(const lg_runtime_t *rt);
 LG_HIDDEN void lg_runtime_restore_error(const lg_runtime_t *rt, int saved);
 /* Capture state of `stream` (cudaStreamCaptureStatus: 0 none, 1 active, 2 invalidated; -1

@@ -149,14 +149,8 @@ LG_EXPORT cudaError_t cudaGetLastError(void)
     cudaGetLastError_fn real = get_cudaGetLastError();
     hook_point();
     cudaError_t e = real ? real() : cudaErrorInitializationError;
-    /* cudaErrorNotReady is a status that PyTorch reads and discards ((void)cudaGetLastError()
-     * after querying work in flight): our error waits for the next check instead of vanishing. */
-    if (LG_UNLIKELY(lg_runtime_pending) && e != cudaErrorNotReady) {
-        if (e == cudaSuccess)
-            e = (cudaError_t)lg_runtime_pending;
-        lg_runtime_pending = 0;
-        lg_runtime_pending_sync = 0;
-    }
+    if (LG_UNLIKELY(lg_runtime_pending | lg_runtime_app_error))
+        e = (cudaError_t)lg_runtime_take_error((int)e);
     return e;
 }
 
@@ -165,8 +159,8 @@ LG_EXPORT cudaError_t cudaPeekAtLastError(void)
     cudaPeekAtLastError_fn real = get_cudaPeekAtLastError();
     hook_point();
     cudaError_t e = real ? real() : cudaErrorInitializationError;
-    if (LG_UNLIKELY(lg_runtime_pending) && e == cudaSuccess)
-        e = (cudaError_t)lg_runtime_pending;
+    if (LG_UNLIKELY(lg_runtime_pending | lg_runtime_app_error))
+        e = (cudaError_t)lg_runtime_peek_error((int)e);
     return e;
 }
 

@@ -38,6 +38,7 @@ LG_TLS int lg_in_library;
 LG_TLS int lg_runtime_pending;
 LG_TLS int lg_runtime_pending_sync;
 LG_TLS int lg_runtime_message_live;
+LG_TLS int lg_runtime_app_error;
 
 /* ------------------------------------------------------------------ finding libcudart */
 
@@ -212,10 +213,35 @@ void lg_runtime_restore_error(const lg_runtime_t *rt, int saved)
 {
     if (rt && rt->get_last_error)
         rt->get_last_error(); /* whatever our own calls left */
-    if (saved && !lg_runtime_pending) {
-        lg_runtime_pending = saved;
+    if (saved)
+        lg_runtime_app_error = saved;
+}
+
+int lg_runtime_take_error(int e)
+{
+    if (lg_runtime_app_error) {
+        /* The application's own comes first (it is older than ours, which stays pending); a
+         * newer error of the runtime replaces it, as CUDA keeps only the last. */
+        int app = lg_runtime_app_error;
+        lg_runtime_app_error = 0;
+        return e ? e : app;
+    }
+    /* cudaErrorNotReady is a status that PyTorch reads and discards ((void)cudaGetLastError()
+     * after querying work in flight): our error waits for the next check instead of vanishing. */
+    if (lg_runtime_pending && e != 600 /* cudaErrorNotReady */) {
+        if (e == 0)
+            e = lg_runtime_pending;
+        lg_runtime_pending = 0;
         lg_runtime_pending_sync = 0;
     }
+    return e;
+}
+
+int lg_runtime_peek_error(int e)
+{
+    if (e)
+        return e;
+    return lg_runtime_app_error ? lg_runtime_app_error : lg_runtime_pending;
 }
 
 int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned long long *id)
@@ -256,6 +282,7 @@ void lg_runtime_atfork_child(void)
 {
     lg_runtime_pending = 0;
     lg_runtime_pending_sync = 0;
+    lg_runtime_app_error = 0;
 }
 
 _Static_assert(LG_RAISE_ERROR == (int)cudaErrorNotPermitted, "LG_RAISE_ERROR is cudaErrorNotPermitted");
