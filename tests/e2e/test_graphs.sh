@@ -12,7 +12,9 @@
 #     batch with the bad label ignored, without the library), backward grads likewise;
 #   - log: the replay asserts as it would have, and the event was written first;
 #   - capture in global, thread-local and relaxed mode leaves the capture valid, also while
-#     another thread checks a launch of its own outside the capture.
+#     another thread checks a launch of its own outside the capture;
+#   - armed late (dlopen + labelguard_arm, as `labelguard attach`): a graph instantiated before
+#     replays unchecked with one graph_unchecked warning, one captured after is checked.
 . "$(dirname "$0")/lib.sh"
 
 G="$PROGS/graphs"
@@ -95,4 +97,16 @@ for cm in global thread relaxed; do
       grep -q "capture begin=0 launch=0 end=0" "$T/side-$cm-$action.out"
   done
 done
+# late arming (no LD_PRELOAD: the program dlopens the library and arms it itself); a
+# sanitizer-built library cannot be dlopen'd into a process without the sanitizer runtime
+if [ -z "${LG_SANITIZER:-}" ]; then
+rm -rf "$T/late.logs"
+LABELGUARD_LOG="$T/late.logs" LABELGUARD_QUIET=1 LABELGUARD_ACTION=raise LG_LATE_LIB="$LG_PRELOAD" \
+  "$G" late >"$T/late.out" 2>"$T/late.err"
+check "late: armed" grep -q "late armed=1" "$T/late.out"
+check "late: the old graph replays as it is" has late 1 "wait=0 last=0"
+check "late: the new graph is checked" has late 2 "wait=800"
+events late && check "late: one graph_unchecked warning" \
+  qtrue late "len([w for w in W if w['what'] == 'graph_unchecked']) == 1 and len(V) == 1"
+fi
 finish

@@ -12,6 +12,10 @@
 //             poller    --batches replayed while a second thread polls cudaGetLastError (as
 //                       c10's caching allocator and the NCCL watchdog do); --eager: the step is
 //                       launched directly instead of replayed (async mode's verdicts)
+//             late      (run WITHOUT the library preloaded; LG_LATE_LIB names it) a graph captured
+//                       and instantiated, then the library dlopen'd and labelguard_arm() called
+//                       (what `labelguard attach` does), then a second graph captured: the
+//                       first replays unchecked (a graph_unchecked warning), the second checked
 //             stale     a bad step's error, then a clean step: cudaGetErrorString of
 //                       cudaErrorNotPermitted must be CUDA's own text again
 //             apperror  the application's own pending error (a failed cudaMalloc) before a
@@ -304,6 +308,23 @@ int run_stale(const opts &o)
     return 0;
 }
 
+// --- late: arming after a graph was instantiated
+int run_late(const opts &o)
+{
+    step st(o);
+    cudaStreamCreate(&st.s);
+    cudaGraphExec_t before = capture(st);
+    const char *lib = getenv("LG_LATE_LIB");
+    void *h = lib ? dlopen(lib, RTLD_NOW) : nullptr;
+    int (*arm)(void) = h ? (int (*)(void))dlsym(h, "labelguard_arm") : nullptr;
+    printf("late armed=%d\n", arm ? arm() > 0 : -1);
+    cudaGraphExec_t after = capture(st);
+    if (!before || !after) return 0;
+    replay(st, before, 1, 'g'); // unknown to the library: runs unchecked, said once
+    replay(st, after, 2, 'b');  // captured after arming: checked
+    return 0;
+}
+
 // --- exitthread: the replaying thread exits; its error goes to the stream's next sync
 struct exit_arg { step *st; cudaGraphExec_t x; };
 void *exit_thread(void *p)
@@ -373,6 +394,7 @@ int main(int argc, char **argv)
     if (o.scenario == "poller") return run_poller(o);
     if (o.scenario == "exitthread") return run_exitthread(o);
     if (o.scenario == "stale") return run_stale(o);
+    if (o.scenario == "late") return run_late(o);
     if (o.scenario == "apperror") return run_apperror(o);
     usage("unknown scenario");
 }
