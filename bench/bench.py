@@ -16,6 +16,8 @@ LD_PRELOAD=BUILD/liblabelguard.so:
   host_validate  added time per WATCHED launch on the host backend (build/progs/nll fwd_2d,
               64 labels, --repeat R1 vs R2, interleaved, medians): what the test double's
               copy-and-scan costs; informative only (the GPU backend is measured by gpu-check).
+  logprob_check  added time per watched NLL forward of the raw-logits check (nll_input_not_log_probs:
+              a copy of up to 4096 input values to the host and their scan), LABELGUARD_LOGPROB_CHECK=1 vs 0.
   torch     real PyTorch on the double (BUILD/torch-python, bench/torch_bench.py): `import torch`
               + first CUDA tensor (wall and CPU time, peak RSS), the library's registered_kernels
               from its start event, and ms per step of a small training loop; with/without ratios.
@@ -184,6 +186,32 @@ def host_validate(build, quick):
             "ns_per_launch_with": withl / (r2 - r1) * 1e9, "added_ns_per_watched_launch": (withl - base) / (r2 - r1) * 1e9}
 
 
+def logprob_check(build, quick):
+    """The raw-logits check's share of a watched NLL forward: 64 labels x 64 classes, so it
+    reads its cap of 4096 floats; with the library both times, LABELGUARD_LOGPROB_CHECK=1 vs 0."""
+    prog = os.path.join(build, "progs", "nll")
+    r1, r2 = 1, (2001 if quick else 10001)
+    reps = 3 if quick else 7
+    med = {}
+    for on in (False, True):
+        env = env_for(build, True)
+        env["LABELGUARD_LOGPROB_CHECK"] = "1" if on else "0"
+        for r in (r1, r2):
+            argv = [prog, "fwd_2d", "--classes", "64", "--repeat", str(r), "--no-follow", "good:64"]
+            ts = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+                ts.append(time.perf_counter() - t0)
+                if p.returncode != 0:
+                    raise RuntimeError("nll failed: %s" % p.stderr[-300:])
+            med[(on, r)] = statistics.median(ts)
+    off = (med[(False, r2)] - med[(False, r1)]) / (r2 - r1)
+    on = (med[(True, r2)] - med[(True, r1)]) / (r2 - r1)
+    return {"values_read": 4096, "launches": r2 - r1, "ns_per_launch_off": off * 1e9, "ns_per_launch_on": on * 1e9,
+            "added_ns_per_watched_forward": (on - off) * 1e9}
+
+
 def exceptions(build, quick):
     """C++ throw/catch per iteration, with / without the library: an unwinder of ours that
     exported _Unwind_* would take over the host's exceptions. Timed inside the process."""
@@ -219,6 +247,7 @@ def main():
     errors = []
     for key, fn, need in (("fast_path", fast_path, "valgrind"), ("per_call", per_call, "valgrind"),
                           ("startup", startup, None), ("host_validate", host_validate, None),
+                          ("logprob_check", logprob_check, None),
                           ("exceptions", exceptions, None), ("torch", torch_real, None)):
         if need and not shutil.which(need):
             out[key] = {"error": "%s not installed (Debian package %s)" % (need, need)}
@@ -255,6 +284,8 @@ def main():
         sk = st.get(k, {}) if isinstance(st, dict) else {}
         print("%-52s %14s %10s" % ("start-up instructions added, %s" % label, g(sk, "added_instructions", "%d"), ""))
     print("%-52s %14s %10s" % ("host backend: ns added per watched launch (64 labels)", g(hv, "added_ns_per_watched_launch", "%.0f"), "info"))
+    lp = out["logprob_check"]
+    print("%-52s %14s %10s" % ("raw-logits check: ns added per NLL forward (4096 values)", g(lp, "added_ns_per_watched_forward", "%.0f"), "info"))
     ex = out["exceptions"]
     print("%-52s %14s %10s" % ("C++ throw/catch, with/without ratio", g(ex, "ratio", "%.3f"), "~1"))
     print("%-52s %14s %10s" % ("  ns per throw without / with", "%s / %s" % (g(ex, "ns_per_throw_without", "%.0f"), g(ex, "ns_per_throw_with", "%.0f")), ""))

@@ -36,6 +36,8 @@ typedef struct lg_target {
     int64_t ignore_index;
     int has_ignore_index;  /* 0: the kernel has no ignore_index */
     int truncate_to_int32; /* the kernel compares (int)label: mirror it */
+    int allow_negative;    /* ids in [-n_classes, 0) are valid: the kernel wraps them (index kernels) */
+    int pad;               /* explicit: the layout nvcc and gcc see stays the same */
 } lg_target_t;
 
 typedef struct lg_sample {
@@ -92,11 +94,13 @@ LG_HD int lg_scan_is_ignored(const lg_target_t *t, int64_t v)
 }
 
 /* Outside [0, n_classes) after narrowing. n_classes <= 0 makes every label bad, which is what
- * the loss kernel's own `t >= 0 && t < n_classes` assert would say. */
+ * the loss kernel's own `t >= 0 && t < n_classes` assert would say. An index kernel that wraps
+ * negative ids (ind += size when ind < 0, then the same assert) accepts [-n_classes, n_classes). */
 LG_HD int lg_scan_is_bad(const lg_target_t *t, int64_t v)
 {
     int64_t e = lg_scan_effective(t, v);
-    return e < 0 || e >= t->n_classes;
+    int64_t lo = t->allow_negative ? -t->n_classes : 0;
+    return e < lo || e >= t->n_classes;
 }
 
 /* ---- target geometry: the same rules for the host backend, the GPU backend's launcher and

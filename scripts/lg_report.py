@@ -252,6 +252,7 @@ class Problem:
             "n_classes": n,
             "ignore_index": ignore,
             "dtype": tgt.get("dtype"),
+            "ids": tgt.get("kind") == "ids",
             "events": self.events,
             "bad_labels": self.bad_labels,
             "first_time": self.first,
@@ -380,12 +381,18 @@ def print_text(r, out):
                                  (" (%s)" % "/".join(p["directions"])) if p["directions"] else "",
                                  p["cause"]))
         w("    fix:        %s\n" % p["fix"])
-        w("    labels:     %s bad labels in %s; values %s..%s, n_classes %s, ignore_index %s%s\n" % (
-            p["bad_labels"], plural(p["events"], "launch"), p["min"], p["max"], p["n_classes"],
-            p["ignore_index"], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
+        if p.get("ids"):  # embedding / index ids: n_classes is the row count, ignore_index padding_idx
+            w("    ids:        %s bad ids in %s; values %s..%s, bound %s, padding_idx %s%s\n" % (
+                p["bad_labels"], plural(p["events"], "launch"), p["min"], p["max"], p["n_classes"],
+                p["ignore_index"], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
+        else:
+            w("    labels:     %s bad labels in %s; values %s..%s, n_classes %s, ignore_index %s%s\n" % (
+                p["bad_labels"], plural(p["events"], "launch"), p["min"], p["max"], p["n_classes"],
+                p["ignore_index"], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
         samples = p["first_event"]["samples"][:4]
         if samples:
-            w("    first:      %s\n" % ", ".join("target[%s] = %s" % (s.get("index"), s.get("value"))
+            w("    first:      %s\n" % ", ".join("%s[%s] = %s" % ("ids" if p.get("ids") else "target", s.get("index"),
+                                                                  s.get("value"))
                                                for s in samples if isinstance(s, dict)))
         w("    where:      %s\n" % (fmt_frame(p["call_site"]) if p["call_site"]
                                      else "no Python stack (not a Python process?); native stack:"))

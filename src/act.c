@@ -3,8 +3,9 @@
  * (lg_act_policy) that is the same in sync and async mode:
  *   raise  blocked, the framework sees LG_RAISE_ERROR with our message at its next check;
  *   hold   the thread waits for SIGUSR1 (hold.c), then as raise;
- *   mask   the kernel runs on a copy whose bad labels are ignore_index; no free value or no
- *          copy: raise where the launch can be skipped, else it runs as it is;
+ *   mask   the kernel runs on a copy whose bad labels are ignore_index (bad ids: padding_idx);
+ *          no free value or no copy: raise where the launch can be skipped, else it runs as it
+ *          is; a masked loss with class weights and the mean arms the gather guard (opaque.c);
  *   log    the launch runs as it would have;
  *   abort  everything written and flushed (summary included), then abort().
  * What differs between the modes is only when the verdict is known: before the launch (sync;
@@ -52,6 +53,14 @@ bool lg_act_mask_value(const lg_target_t *t, int64_t *value, bool *rewrite)
         return true;
     }
     return false;
+}
+
+bool lg_act_mask_id(const lg_target_t *t, int64_t *value)
+{
+    if (!t->has_ignore_index || t->ignore_index < 0 || t->ignore_index >= t->n_classes)
+        return false;
+    *value = t->ignore_index;
+    return true;
 }
 
 int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool rewrite, int64_t value, lg_decision_t *d)
@@ -173,9 +182,14 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->outcome = "launched";
     v->note[0] = '\0';
     /* spec is NULL only when the kernel's image was unloaded before its async verdict came. */
-    bool dense = in->target->ndim >= 2 || (info->spec && strstr(info->spec->family, "2d") != NULL);
-    v->cause = lg_cause_classify(in->target, in->verdict, dense);
-    lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    if (info->spec && info->spec->ids) {
+        v->cause = lg_cause_classify_ids(in->target, in->verdict);
+        lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    } else {
+        bool dense = in->target->ndim >= 2 || (info->spec && strstr(info->spec->family, "2d") != NULL);
+        v->cause = lg_cause_classify(in->target, in->verdict, dense);
+        lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    }
     v->native.n = 0;
     if (lg_cfg.backtrace_native)
         lg_stack_capture(&v->native);
@@ -189,6 +203,24 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
 static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite, int64_t *value, char *why,
                       size_t why_len)
 {
+    const lg_spec_t *spec = in->info->spec;
+    if (spec && spec->ids) {
+        /* A bad id can only become padding_idx, which the kernel skips; a kernel without one
+         * (index_select, the vectorized gather) has no id that leaves the output unchanged. */
+        if (!lg_act_mask_id(in->target, value)) {
+            snprintf(why, why_len, "%s",
+                     in->target->has_ignore_index
+                         ? "padding_idx is not a valid row, so no id can replace a bad one"
+                         : "this kernel has no padding_idx to put in place of a bad id (an embedding's "
+                           "forward runs as index_select, which has none)");
+            return false;
+        }
+        *rewrite = false;
+        lg_in_library++;
+        uint64_t copy = lg_validate_masked_copy(in->target, in->stream, *value, why, why_len);
+        lg_in_library--;
+        return lg_act_run_on_copy(spec, in->args, copy, false, *value, d) == 0;
+    }
     if (!lg_act_mask_value(in->target, value, rewrite)) {
         snprintf(why, why_len, "%s",
                  in->target->has_ignore_index ? "no free label value for this dtype"
@@ -199,6 +231,19 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
     uint64_t copy = lg_validate_masked_copy(in->target, in->stream, *value, why, why_len);
     lg_in_library--;
     return lg_act_run_on_copy(in->info->spec, in->args, copy, *rewrite, *value, d) == 0;
+}
+
+/* An NLL forward with class weights and the mean reduction: what F.cross_entropy's
+ * label-smoothing path follows with weight.gather(0, target) (opaque.c). */
+static bool weighted_mean(const lg_act_input_t *in)
+{
+    const lg_spec_t *s = in->info->spec;
+    int64_t w = 0, mean = 1;
+    if (!s || !in->args || s->weight.param < 0 || lg_decode_field(s, in->args, &s->weight, &w) != 0 || w == 0)
+        return false;
+    if (s->size_average.param >= 0 && lg_decode_field(s, in->args, &s->size_average, &mean) != 0)
+        return false;
+    return mean != 0;
 }
 
 void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
@@ -221,6 +266,13 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     if (p.note)
         snprintf(v->note, sizeof v->note, p.note, why);
     v->outcome = lg_act_outcome_name(p.outcome);
+    if (p.outcome == LG_OUTCOME_MASKED && weighted_mean(in)) {
+        lg_opaque_arm(v);
+        if (!v->note[0])
+            snprintf(v->note, sizeof v->note,
+                     "class weights with a mean: if label_smoothing follows, its gather of weight[target] (with the "
+                     "original labels) is blocked as with raise");
+    }
 
     lg_report_violation(v, p.flush);
     if (p.hold)

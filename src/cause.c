@@ -4,6 +4,10 @@
  * outputs) plus the two conventions behind most segmentation reports (255 = void, -1 =
  * unknown). DESIGN.md §4 names the causes; the names are part of the log schema.
  *
+ * Ids of embedding and index kernels (target_kind=ids) have causes of their own: a vocabulary
+ * larger than the embedding (special tokens added to a tokenizer without resizing the
+ * embedding) and -1 used as padding.
+ *
  * Called by act.c, once per violation, on the reporting thread; pure functions, no state,
  * no lock.
  * Tested by tests/unit/test_cause.c on the article's cases.
@@ -25,6 +29,8 @@ static const char *const names[] = {
     [LG_CAUSE_VOID_255] = "void_255",
     [LG_CAUSE_NEGATIVE_UNKNOWN] = "negative_unknown",
     [LG_CAUSE_HEAD_TOO_SMALL] = "head_too_small",
+    [LG_CAUSE_VOCAB_TOO_SMALL] = "vocab_too_small",
+    [LG_CAUSE_NEGATIVE_ID] = "negative_id",
     [LG_CAUSE_OTHER] = "other",
 };
 
@@ -34,6 +40,8 @@ static const char *const fixes[] = {
     [LG_CAUSE_VOID_255] = "set ignore_index=255",
     [LG_CAUSE_NEGATIVE_UNKNOWN] = "set ignore_index=-1",
     [LG_CAUSE_HEAD_TOO_SMALL] = "give the last layer more outputs",
+    [LG_CAUSE_VOCAB_TOO_SMALL] = "resize the embedding to the tokenizer (resize_token_embeddings)",
+    [LG_CAUSE_NEGATIVE_ID] = "use padding_idx or mask the -1 ids",
     [LG_CAUSE_OTHER] = "check the label mapping and num_classes",
 };
 
@@ -103,6 +111,22 @@ lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t *v, bool d
     return LG_CAUSE_OTHER;
 }
 
+lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v)
+{
+    int64_t n = t->n_classes;
+    if (n <= 0 || v->bad_count <= 0 || v->checked <= 0)
+        return LG_CAUSE_OTHER;
+    /* Only negatives are bad: padding written as -1 (or another negative) where the op takes
+     * no negative ids. */
+    if (v->min < 0 && v->max < n)
+        return LG_CAUSE_NEGATIVE_ID;
+    /* Only ids past the end, and not far past it: the same id space with a few more tokens
+     * than the embedding has rows. */
+    if (v->min >= 0 && v->max >= n && near_head(v->max, n))
+        return LG_CAUSE_VOCAB_TOO_SMALL;
+    return LG_CAUSE_OTHER;
+}
+
 void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)
 {
     int64_t n = t->n_classes;
@@ -142,6 +166,19 @@ void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v,
                  "layer at least %" PRId64 " outputs (check num_classes)",
                  v->min, v->max, n, v->max + 1);
         break;
+    case LG_CAUSE_VOCAB_TOO_SMALL:
+        snprintf(out, out_len,
+                 "ids span %" PRId64 "..%" PRId64 " but the embedding has %" PRId64 " rows: the tokenizer has more "
+                 "tokens than the embedding (special tokens added without resizing it?): give it at least %" PRId64
+                 " rows (model.resize_token_embeddings(len(tokenizer)))",
+                 v->min, v->max, n, v->max + 1);
+        break;
+    case LG_CAUSE_NEGATIVE_ID:
+        snprintf(out, out_len,
+                 "negative ids (min %" PRId64 ") where the op takes none: -1 used as padding? pass padding_idx to the "
+                 "embedding and pad with it, or mask those positions",
+                 v->min);
+        break;
     default:
         snprintf(out, out_len,
                  "labels outside [0, %" PRId64 ") (min %" PRId64 ", max %" PRId64 ") match no known pattern: "
@@ -149,4 +186,17 @@ void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v,
                  n, v->min, v->max);
         break;
     }
+}
+
+void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)
+{
+    if (c == LG_CAUSE_VOCAB_TOO_SMALL || c == LG_CAUSE_NEGATIVE_ID) {
+        lg_cause_explain(c, t, v, out, out_len);
+        return;
+    }
+    int64_t n = t->n_classes;
+    snprintf(out, out_len,
+             "ids outside [%" PRId64 ", %" PRId64 ") (min %" PRId64 ", max %" PRId64 ") match no known pattern: "
+             "check how the ids are built and the embedding's num_embeddings",
+             t->allow_negative ? -n : (int64_t)0, n, v->min, v->max);
 }

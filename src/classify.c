@@ -70,8 +70,10 @@ static void debug_kernel(const char *mangled, const lg_spec_t *spec, const size_
 static const lg_spec_t *find_spec(const lg_runtime_t *rt, const lg_launch_t *l, const char *mangled, int *state)
 {
     *state = LG_KSTATE_UNWATCHED;
-    if (!mangled || !lg_registry_maybe_watched(mangled))
+    if (!mangled || !lg_registry_maybe_watched(mangled)) {
+        *state = lg_opaque_classify(mangled);
         return NULL;
+    }
     size_t sizes[LG_MAX_PARAMS];
     char why[512] = "";
     int n = runtime_param_sizes(rt, l->func, sizes, LG_MAX_PARAMS);

@@ -26,6 +26,7 @@ lg_config_t lg_cfg = {
     .samples = 16,
     .quiet = false,
     .debug_kernels = false,
+    .logprob_check = true,
 };
 
 static const char *const action_names[] = {"raise", "hold", "mask", "log", "abort"};
@@ -154,6 +155,10 @@ int lg_config_parse(lg_config_t *cfg, const char *(*getenv_fn)(const char *), ch
     if (parse_enum(getenv_fn, "LABELGUARD_DEBUG_KERNELS", bool_names, 2, "0, 1", &e, err, err_len))
         return -1;
     c.debug_kernels = e;
+    e = c.logprob_check;
+    if (parse_enum(getenv_fn, "LABELGUARD_LOGPROB_CHECK", bool_names, 2, "0, 1", &e, err, err_len))
+        return -1;
+    c.logprob_check = e;
 
     *cfg = c;
     return 0;
@@ -170,5 +175,6 @@ lg_config_t lg_cfg_defaults(void)
     c.backtrace_native = true;
     c.backtrace_python = true;
     c.samples = 16;
+    c.logprob_check = true;
     return c;
 }

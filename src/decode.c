@@ -63,14 +63,15 @@ int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtyp
         *dtype = spec->dtype;
         return 0;
     }
-    char c = lg_demangle_last_template_arg(mangled);
+    char c = spec->dtype_template_arg > 0 ? lg_demangle_template_arg(mangled, spec->dtype_template_arg)
+                                          : lg_demangle_last_template_arg(mangled);
     switch (c) {
     case 'l':
     case 'x': *dtype = LG_DTYPE_INT64; return 0;
     case 'h': *dtype = LG_DTYPE_UINT8; return 0;
     case 'i': *dtype = LG_DTYPE_INT32; return 0;
     default:
-        snprintf(why, why_len, "[%s]: label type unknown (last template argument '%c' of %s)", spec->name, c ? c : '?',
+        snprintf(why, why_len, "[%s]: label type unknown (template argument '%c' of %s)", spec->name, c ? c : '?',
                  mangled ? mangled : "(no name)");
         return -1;
     }
@@ -208,9 +209,23 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
         out->has_ignore_index = 1;
     }
     out->truncate_to_int32 = spec->truncate_to_int32;
+    if (spec->ids && spec->allow_negative.param >= 0) {
+        int64_t neg;
+        if (field_value(spec, args, &spec->allow_negative, &neg, "allow_negative", why, why_len))
+            return -1;
+        out->allow_negative = neg != 0;
+    }
     if (nc <= 0)
         snprintf(why, why_len, "[%s]: n_classes is %lld: every label is out of range", spec->name, (long long)nc);
     return 0;
+}
+
+int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int64_t *out)
+{
+    char why[8];
+    if (!spec || !args || !f || f->param < 0)
+        return -1;
+    return field_value(spec, args, f, out, "field", why, sizeof why);
 }
 
 static void write_int(void *base, int offset, int width, int64_t v)

@@ -734,6 +734,16 @@ char lg_demangle_last_template_arg(const char *mangled)
     return a->is_literal ? 0 : a->builtin;
 }
 
+char lg_demangle_template_arg(const char *mangled, int pos)
+{
+    parser_t p;
+    int count;
+    if (pos < 1 || !parse_encoding(&p, mangled, false, NULL, 0, &count) || p.fail || p.nfargs < pos)
+        return 0;
+    const desc_t *a = &p.fargs[pos - 1];
+    return a->is_literal ? 0 : a->builtin;
+}
+
 int lg_demangle_param_sizes(const char *mangled, size_t *sizes, int cap)
 {
     parser_t p;

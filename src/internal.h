@@ -52,6 +52,7 @@ typedef struct lg_config {
     int samples; /* 1..LG_MAX_SAMPLES */
     bool quiet;
     bool debug_kernels; /* LABELGUARD_DEBUG_KERNELS=1: a kernel_seen warning per watched kernel */
+    bool logprob_check; /* LABELGUARD_LOGPROB_CHECK=0 turns off the raw-logits check of NLL inputs */
 } lg_config_t;
 
 /* Parses the LABELGUARD_* variables through `getenv_fn` (getenv in the library, a table in
@@ -193,9 +194,15 @@ typedef struct lg_spec {
     int target_ndim;         /* 0: plain pointer; 1..3: accessor with sizes/strides */
     int target_sizes_offset; /* byte offset of sizes_[0] inside the accessor param */
     int target_strides_offset;
-    int target_index_width;   /* 8 (PackedTensorAccessor64) or 4 (THCDeviceTensor) */
-    lg_dtype_t dtype;         /* fixed dtype, unless dtype_from_template */
-    bool dtype_from_template; /* last template argument of the mangled name: l / h */
+    int target_index_width;    /* 8 (PackedTensorAccessor64) or 4 (THCDeviceTensor) */
+    lg_dtype_t dtype;          /* fixed dtype, unless dtype_from_template */
+    bool dtype_from_template;  /* a template argument of the mangled name: l / h / i */
+    int dtype_template_arg;    /* which one, 1-based; 0: the last */
+    bool ids;                  /* target_kind=ids: embedding/index ids, n_classes is the row count */
+    lg_field_t allow_negative; /* ids: nonzero when the kernel wraps negative ids; param -1: never */
+    lg_field_t weight;         /* class-weight pointer (mask safety); param -1: none */
+    lg_field_t size_average;   /* reduction is mean; param -1: not a parameter */
+    lg_field_t input;          /* log-probability input (raw-logits check); param -1: not checked */
 
     lg_count_kind_t count_kind;
     lg_field_t count;
@@ -279,6 +286,8 @@ LG_HIDDEN bool lg_demangle_short(const char *mangled, char *out, size_t out_len)
 /* Last template argument's builtin type code: 'l' (long), 'h' (unsigned char), 'i' ...; 0 when
  * unknown. */
 LG_HIDDEN char lg_demangle_last_template_arg(const char *mangled);
+/* The same for the pos-th (1-based) template argument of the function; 0 when unknown. */
+LG_HIDDEN char lg_demangle_template_arg(const char *mangled, int pos);
 /* Parameter byte sizes from the mangled function signature (LP64). Returns the count, or -1
  * when the signature cannot be sized (then the caller relies on cudaFuncGetParamInfo). */
 LG_HIDDEN int lg_demangle_param_sizes(const char *mangled, size_t *sizes, int cap);
@@ -303,6 +312,9 @@ LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dty
  * contiguous (the masked copy is dense, row-major). `storage` holds the rewritten parameter
  * values and must outlive the launch; new_args has spec->n_params slots. Returns 0, or -1
  * when a rewritten parameter exceeds the storage or new_ignore does not fit its width. */
+/* One optional field of a launch (weight, size_average, input...): 0 with *out, -1 when the
+ * spec has none or its argument is missing. Bounded by the spec's sizes like lg_decode. */
+LG_HIDDEN int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int64_t *out);
 typedef struct lg_args_copy {
     void *args[LG_MAX_PARAMS];
     unsigned char storage[LG_MAX_PARAMS][128];
@@ -522,14 +534,21 @@ typedef enum {
     LG_CAUSE_VOID_255,
     LG_CAUSE_NEGATIVE_UNKNOWN,
     LG_CAUSE_HEAD_TOO_SMALL,
+    LG_CAUSE_VOCAB_TOO_SMALL, /* ids: dense up to K >= the row count */
+    LG_CAUSE_NEGATIVE_ID,     /* ids: -1 (or other negatives) used as padding */
     LG_CAUSE_OTHER
 } lg_cause_t;
+/* Ids of an embedding or index kernel (target_kind=ids) get their own causes. */
+LG_HIDDEN lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v);
 LG_HIDDEN lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t *v, bool dense_target);
 LG_HIDDEN const char *lg_cause_name(lg_cause_t c);
 /* The fix alone, a few words ("subtract 1"), for the one-line raise message. */
 LG_HIDDEN const char *lg_cause_fix(lg_cause_t c);
 /* One sentence: what the values look like and the fix. Writes into out. */
 LG_HIDDEN void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len);
+/* The sentence for ids (target_kind=ids): the two id causes, or "other" in words about ids. */
+LG_HIDDEN void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out,
+                                    size_t out_len);
 
 /* ---------------------------------------------------------------- stack.c */
 
@@ -632,6 +651,9 @@ LG_HIDDEN void lg_report_error_message(const lg_violation_t *v, char *out, size_
 LG_HIDDEN const char *lg_text_safe(const char *in, char *out, size_t len);
 /* "target[17]", or "target[0][3][7]" for a dense target: what a user types into a debugger. */
 LG_HIDDEN int lg_text_index(const lg_target_t *t, int64_t index, char *out, size_t len);
+/* The frame a user reads as "the call site": the innermost one outside installed packages and
+ * the standard library, else the innermost; -1 without frames. */
+LG_HIDDEN int lg_text_user_frame(const lg_py_stack_t *py);
 /* "forward"/"backward", NULL without a spec. */
 LG_HIDDEN const char *lg_text_direction(const lg_violation_t *v);
 /* The stderr block of one violation; returns its length (<= cap - 1). */
@@ -665,7 +687,13 @@ LG_HIDDEN long lg_names_registered(void); /* registered names currently held */
 LG_HIDDEN const char *lg_names_lookup(const void *func);
 /* Per-handle cache slot for launch.c: the matched spec (or NULL) once classified. `state` is
  * written last (release) so a reader that sees WATCHED also sees `spec`. */
-enum { LG_KSTATE_UNKNOWN = 0, LG_KSTATE_UNWATCHED = 1, LG_KSTATE_WATCHED = 2, LG_KSTATE_BAD_LAYOUT = 3 };
+enum {
+    LG_KSTATE_UNKNOWN = 0,
+    LG_KSTATE_UNWATCHED = 1,
+    LG_KSTATE_WATCHED = 2,
+    LG_KSTATE_BAD_LAYOUT = 3,
+    LG_KSTATE_GATHER = 4, /* PyTorch's TensorIterator gather: known by name only (opaque.c) */
+};
 /* What classify.c learns once per watched kernel. */
 typedef struct lg_kernel_facts {
     lg_dtype_t dtype;     /* label type */
@@ -788,6 +816,14 @@ static inline void lg_launch_count(void)
                      __ATOMIC_RELAXED);
 }
 
+/* ---------------------------------------------------------------- logprobs.c */
+
+/* The raw-logits check of a watched NLL forward (sync mode, spec key `input`): one
+ * nll_input_not_log_probs warning per kernel and call site when its input holds values above
+ * 0. Never blocks. */
+LG_HIDDEN void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info,
+                                 const lg_target_t *t);
+
 /* ---------------------------------------------------------------- classify.c */
 
 /* First launch of a handle: name, spec and layout check, dtype, short name, published in the
@@ -837,12 +873,31 @@ LG_HIDDEN void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decis
 /* The value a masked copy puts in place of a bad label, and whether the launch's ignore_index
  * must be rewritten to it (uint8 targets cannot hold -100). false: no value works. */
 LG_HIDDEN bool lg_act_mask_value(const lg_target_t *t, int64_t *value, bool *rewrite);
+/* For ids (target_kind=ids): the kernel's padding_idx (its ignore_index field) when it names a
+ * valid row; false otherwise: then mask falls back to raise. */
+LG_HIDDEN bool lg_act_mask_id(const lg_target_t *t, int64_t *value);
 /* d becomes RUN_WITH the launch's arguments pointing at `copy`. 0, or -1 (copy 0, or the
  * rewrite does not fit). */
 LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool rewrite, int64_t value,
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+
+/* ---------------------------------------------------------------- opaque.c */
+
+/* The state for a kernel no spec matched: LG_KSTATE_GATHER for PyTorch's TensorIterator gather,
+ * else LG_KSTATE_UNWATCHED; a compiled (Triton) loss gets its one unchecked_loss_kernel warning
+ * here. Once per kernel handle (classify.c). */
+LG_HIDDEN int lg_opaque_classify(const char *mangled);
+/* After a masked NLL forward with class weights and a mean: this thread's next gather within a
+ * few launches is blocked (label smoothing gathers weight[target] with the original labels). */
+struct lg_violation;
+LG_HIDDEN void lg_opaque_arm(const struct lg_violation *v);
+/* The loss's backward came: no smoothing gather follows any more. */
+LG_HIDDEN void lg_opaque_disarm(void);
+/* A launch of the gather kernel: blocked (d: SKIP, the pending error says why) when armed. */
+LG_HIDDEN void lg_opaque_gather(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info,
+                                lg_decision_t *d);
 
 /* ---------------------------------------------------------------- hold.c */
 

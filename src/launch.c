@@ -2,6 +2,7 @@
  *   classify (classify.c, first launch of a kernel only) -> decode (decode.c) ->
  *   validate (validate.c: sync verdict, or async sanitized copy + verdict later) ->
  *   act (act.c, only when a label is bad).
+ * A watched NLL forward's input also gets the raw-logits check (logprobs.c, sync mode).
  * Plus the launch counters of the summary event and the collection of async verdicts.
  *
  * Called by the hook layer (preload.c, cupti.c) on the launching thread with the runtime it
@@ -97,7 +98,9 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     int64_t value;
     bool rewrite;
     char why[512] = "";
-    if (lg_act_mask_value(t, &value, &rewrite)) {
+    bool have_value =
+        info->spec->ids ? (rewrite = false, lg_act_mask_id(t, &value)) : lg_act_mask_value(t, &value, &rewrite);
+    if (have_value) {
         uint64_t copy = 0;
         lg_in_library++;
         int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, capture, &copy, why, sizeof why);
@@ -174,6 +177,8 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
     }
     if (lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
         return;
+    if (info->spec->input.param >= 0)
+        lg_logprobs_check(rt, l, info, &t);
     validate_sync(rt, l, info, &t, d);
 }
 
@@ -191,8 +196,14 @@ void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_
         info = lg_classify(rt, l, info);
         state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
     }
+    if (state == LG_KSTATE_GATHER) {
+        lg_opaque_gather(rt, l, info, d);
+        return;
+    }
     if (state != LG_KSTATE_WATCHED)
         return;
+    if (info->spec->direction == LG_DIR_BACKWARD)
+        lg_opaque_disarm();
     /* Nothing of ours may reach the application's error state, nor take its own error. */
     int saved = lg_runtime_save_error(rt);
     check_launch(rt, l, info, d);

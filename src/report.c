@@ -164,6 +164,7 @@ void lg_report_start(void)
     lg_json_string(&j, "backtrace", bt);
     lg_json_int(&j, "samples", lg_cfg.samples);
     lg_json_bool(&j, "quiet", lg_cfg.quiet);
+    lg_json_bool(&j, "logprob_check", lg_cfg.logprob_check);
     lg_json_end_object(&j);
     /* Active layers as a list: "interpose,cupti" -> ["interpose", "cupti"]. */
     lg_json_begin_array(&j, "hooks");
@@ -315,6 +316,17 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
         lg_json_int(j, "ignore_index", t->ignore_index);
     else
         lg_json_null(j, "ignore_index");
+    if (v->spec && v->spec->ids) {
+        /* Ids of an index kernel: the same keys for tools that read labels, plus their names
+         * for ids (n_classes is the row count, ignore_index the padding_idx). */
+        lg_json_string(j, "kind", "ids");
+        lg_json_int(j, "bound", t->n_classes);
+        if (t->has_ignore_index)
+            lg_json_int(j, "padding_idx", t->ignore_index);
+        else
+            lg_json_null(j, "padding_idx");
+        lg_json_bool(j, "allow_negative", t->allow_negative != 0);
+    }
     if (t->ndim >= 2) {
         lg_json_begin_array(j, "shape");
         for (int d = 0; d < t->ndim && d < LG_MAX_TARGET_DIMS; d++)

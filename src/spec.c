@@ -43,22 +43,13 @@ static int bad(const ctx_t *c, const char *key, const char *fmt, ...)
 }
 
 static const char *const known_keys[] = {
-    "versions",
-    "match",
-    "family",
-    "direction",
-    "params",
-    "target",
-    "target_accessor",
-    "dtype",
-    "count",
-    "count_field",
-    "map_nelem",
-    "blocks_per_sample",
-    "n_classes",
-    "ignore_index",
-    "truncate_to_int32",
-    NULL,
+    "versions",        "match",          "family",
+    "direction",       "params",         "target",
+    "target_accessor", "dtype",          "count",
+    "count_field",     "map_nelem",      "blocks_per_sample",
+    "n_classes",       "ignore_index",   "truncate_to_int32",
+    "target_kind",     "allow_negative", "weight",
+    "size_average",    "input",          NULL,
 };
 
 /* Returns a trimmed copy of the value (g_free), or NULL with err set when missing/required. */
@@ -192,7 +183,7 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
             bad(c, *k,
                 "unknown key (known: versions, match, family, direction, params, target, target_accessor, "
                 "dtype, count, count_field, map_nelem, blocks_per_sample, n_classes, ignore_index, "
-                "truncate_to_int32)");
+                "truncate_to_int32, target_kind, allow_negative, weight, size_average, input)");
             g_strfreev(keys);
             return -1;
         }
@@ -287,13 +278,35 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
     if (rc)
         return -1;
 
-    static const char *const dtypes[] = {"int64", "uint8", "int32", "from_template", NULL};
-    static const lg_dtype_t dtype_of[] = {LG_DTYPE_INT64, LG_DTYPE_UINT8, LG_DTYPE_INT32, LG_DTYPE_INT64};
-    k = choice(c, "dtype", dtypes, "int64, uint8, int32 or from_template");
-    if (k < 0)
+    if (!(v = get(c, "dtype", true, &rc)))
         return -1;
-    s->dtype = dtype_of[k];
-    s->dtype_from_template = k == 3;
+    static const char *const dtypes[] = {"int64", "uint8", "int32", NULL};
+    static const lg_dtype_t dtype_of[] = {LG_DTYPE_INT64, LG_DTYPE_UINT8, LG_DTYPE_INT32};
+    k = -1;
+    for (int i = 0; dtypes[i]; i++)
+        if (strcmp(v, dtypes[i]) == 0)
+            k = i;
+    if (k >= 0) {
+        s->dtype = dtype_of[k];
+    } else if (strncmp(v, "from_template", 13) == 0) {
+        /* from_template: the last template argument; from_template:N the N-th (1-based), for
+         * kernels whose id type is not the last one (indexSelect<T, IndicesType, ...>). */
+        s->dtype = LG_DTYPE_INT64;
+        s->dtype_from_template = true;
+        char *end = NULL;
+        long pos = v[13] == ':' ? strtol(v + 14, &end, 10) : 0;
+        if (v[13] && (v[13] != ':' || !end || end == v + 14 || *end || pos < 1 || pos > 16)) {
+            bad(c, "dtype", "\"%s\": from_template:N needs N in 1..16", v);
+            g_free(v);
+            return -1;
+        }
+        s->dtype_template_arg = (int)pos;
+    } else {
+        bad(c, "dtype", "\"%s\": must be int64, uint8, int32, from_template or from_template:N", v);
+        g_free(v);
+        return -1;
+    }
+    g_free(v);
 
     static const char *const kinds[] = {"param", "one", "accessor", "grid_map", NULL};
     int kind = choice(c, "count", kinds, "param, one, accessor or grid_map");
@@ -322,6 +335,34 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
         return -1;
     if (field(c, s, "ignore_index", &s->ignore_index, true, &rc))
         return -1;
+
+    static const char *const kinds2[] = {"labels", "ids", NULL};
+    if (g_key_file_has_key(c->kf, c->group, "target_kind", NULL)) {
+        k = choice(c, "target_kind", kinds2, "labels or ids");
+        if (k < 0)
+            return -1;
+        s->ids = k == 1;
+    }
+    s->allow_negative.param = s->weight.param = s->size_average.param = s->input.param = -1;
+    if (g_key_file_has_key(c->kf, c->group, "allow_negative", NULL)) {
+        if (!s->ids)
+            return bad(c, "allow_negative", "only with target_kind=ids");
+        if (field(c, s, "allow_negative", &s->allow_negative, true, &rc))
+            return -1;
+    }
+    if (g_key_file_has_key(c->kf, c->group, "weight", NULL) && field(c, s, "weight", &s->weight, true, &rc))
+        return -1;
+    if (g_key_file_has_key(c->kf, c->group, "size_average", NULL) &&
+        field(c, s, "size_average", &s->size_average, true, &rc))
+        return -1;
+    if (g_key_file_has_key(c->kf, c->group, "input", NULL)) {
+        if (field(c, s, "input", &s->input, true, &rc))
+            return -1;
+        if (s->input.param >= 0 && s->input.width != 8)
+            return bad(c, "input", "the input is an 8-byte device pointer: width must be 8");
+    }
+    if (s->weight.param >= 0 && s->weight.width != 8)
+        return bad(c, "weight", "the weight is an 8-byte device pointer: width must be 8");
 
     if (g_key_file_has_key(c->kf, c->group, "truncate_to_int32", NULL)) {
         GError *e = NULL;

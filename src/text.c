@@ -40,6 +40,11 @@ const char *lg_text_direction(const lg_violation_t *v)
     return v->spec->direction == LG_DIR_BACKWARD ? "backward" : "forward";
 }
 
+static bool ids(const lg_violation_t *v) { return v->spec && v->spec->ids; }
+
+/* The valid range as the kernel sees it: [0, n) or, when it wraps negative ids, [-n, n). */
+static int64_t low_bound(const lg_target_t *t) { return t->allow_negative ? -t->n_classes : 0; }
+
 static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
 {
     const char *outcome = v->outcome ? v->outcome : "launched";
@@ -52,8 +57,9 @@ static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
                  "(kill -CONT %ld) to go on",
                  a, (long)syscall(SYS_gettid), (long)getpid(), (long)getpid());
     else if (!strcmp(outcome, "masked"))
-        snprintf(buf, len, "%s → %" PRId64 " bad label%s replaced by ignore_index in a copy; the kernel ran on it", a,
-                 v->verdict.bad_count, v->verdict.bad_count == 1 ? "" : "s");
+        snprintf(buf, len, "%s → %" PRId64 " bad %s%s replaced by %s in a copy; the kernel ran on it", a,
+                 v->verdict.bad_count, ids(v) ? "id" : "label", v->verdict.bad_count == 1 ? "" : "s",
+                 ids(v) ? "padding_idx" : "ignore_index");
     else if (!strcmp(outcome, "aborted"))
         snprintf(buf, len, "%s → aborting for a core dump", a);
     else if (!strcmp(outcome, "launched"))
@@ -104,6 +110,17 @@ static bool library_frame(const char *file)
            file[0] == '<';
 }
 
+int lg_text_user_frame(const lg_py_stack_t *py)
+{
+    int np = py->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : py->n;
+    if (np <= 0)
+        return -1;
+    int k = np - 1;
+    while (k > 0 && library_frame(py->frames[k].file))
+        k--;
+    return library_frame(py->frames[k].file) ? np - 1 : k;
+}
+
 #define APPEND(...)                                               \
     do {                                                          \
         if (n < (int)cap)                                         \
@@ -117,9 +134,11 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     int n = 0;
     const char *dir = lg_text_direction(v);
     char safe[512], safe2[256];
-    APPEND("labelguard: bad labels in %s",
+    APPEND("labelguard: bad %s in %s", ids(v) ? "ids" : "labels",
            v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
-    if (dir)
+    if (ids(v))
+        APPEND(" (%s)", v->spec->family);
+    else if (dir)
         APPEND(" (%s)", dir);
     APPEND("\n");
 
@@ -131,6 +150,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         for (int i = 0; i < shown; i++) {
             char idx[96], cell[160];
             lg_text_index(t, vd->samples[i].index, idx, sizeof(idx));
+            if (ids(v))
+                snprintf(idx, sizeof(idx), "ids[%" PRId64 "]", vd->samples[i].index);
             snprintf(cell, sizeof(cell), "%s = %" PRId64, idx, vd->samples[i].value);
             if (i > 0 && i % 3 == 0)
                 APPEND("\n ");
@@ -144,11 +165,20 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
             APPEND(" (first %d of %" PRId64 ")", shown, vd->bad_count);
         APPEND("\n");
     }
-    APPEND("  %" PRId64 " of %" PRId64 " labels outside [0, %" PRId64 ")", vd->bad_count, t->count, t->n_classes);
-    if (t->has_ignore_index)
-        APPEND("  (ignore_index = %" PRId64 ")", t->ignore_index);
-    else
-        APPEND("  (no ignore_index)");
+    if (ids(v)) {
+        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " rows",
+               vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes);
+        if (t->has_ignore_index)
+            APPEND(", padding_idx = %" PRId64 ")", t->ignore_index);
+        else
+            APPEND(", no padding_idx)");
+    } else {
+        APPEND("  %" PRId64 " of %" PRId64 " labels outside [0, %" PRId64 ")", vd->bad_count, t->count, t->n_classes);
+        if (t->has_ignore_index)
+            APPEND("  (ignore_index = %" PRId64 ")", t->ignore_index);
+        else
+            APPEND("  (no ignore_index)");
+    }
     if (vd->checked > 0)
         APPEND("  min %" PRId64 ", max %" PRId64, vd->min, vd->max);
     APPEND("\n");
@@ -161,11 +191,7 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         /* The user's line, not torch/nn/functional.py: the innermost frame outside installed
          * packages and the standard library, then the innermost one as "via". */
         int np = v->python.n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : v->python.n;
-        int k = np - 1;
-        while (k > 0 && library_frame(v->python.frames[k].file))
-            k--;
-        if (library_frame(v->python.frames[k].file))
-            k = np - 1;
+        int k = lg_text_user_frame(&v->python);
         const lg_py_frame_t *f = &v->python.frames[k];
         APPEND("  at %s:%d in %s   (python%s)\n", lg_text_safe(f->file, safe, sizeof(safe)), f->line,
                lg_text_safe(f->function, safe2, sizeof(safe2)),
@@ -207,25 +233,28 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
         lg_text_index(t, vd->samples[0].index, idx, sizeof(idx));
         value = vd->samples[0].value;
     }
-    char ign[48];
+    const char *noun = ids(v) ? "id" : "label";
+    if (ids(v) && vd->n_samples > 0)
+        snprintf(idx, sizeof(idx), "ids[%" PRId64 "]", vd->samples[0].index);
+    char ign[64];
     if (t->has_ignore_index)
-        snprintf(ign, sizeof(ign), "ignore_index %" PRId64, t->ignore_index);
+        snprintf(ign, sizeof(ign), "%s %" PRId64, ids(v) ? "padding_idx" : "ignore_index", t->ignore_index);
     else
-        snprintf(ign, sizeof(ign), "no ignore_index");
+        snprintf(ign, sizeof(ign), "no %s", ids(v) ? "padding_idx" : "ignore_index");
     char what[160];
     if (vd->n_samples > 0)
-        snprintf(what, sizeof(what), "bad label %s = %" PRId64, idx, value);
+        snprintf(what, sizeof(what), "bad %s %s = %" PRId64, noun, idx, value);
     else /* samples off: the range still says what is wrong */
-        snprintf(what, sizeof(what), "bad labels (min %" PRId64 ", max %" PRId64 ")", vd->min, vd->max);
+        snprintf(what, sizeof(what), "bad %ss (min %" PRId64 ", max %" PRId64 ")", noun, vd->min, vd->max);
     const char *path = log_path && log_path[0] ? log_path : "the log";
     /* PyTorch appends cudaErrorNotPermitted's documentation link and the CUDA_LAUNCH_BLOCKING
      * hint to this text; both point away from the labels, so the text says so first. */
     bool ran = v->outcome && !strcmp(v->outcome, "masked");
     snprintf(out, out_len,
-             "labelguard: bad labels, not a CUDA fault (ignore the cudaErrorNotPermitted and "
-             "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [0, %" PRId64 ") (%s; %" PRId64 " of %" PRId64
-             " labels bad); %s, the CUDA context is intact; likely cause: %s: %s; details in %s",
-             v->short_name[0] ? v->short_name : "kernel", what, t->n_classes, ign, vd->bad_count, t->count,
-             ran ? "the kernel ran with them masked (checked after launch)" : "launch blocked", lg_cause_name(cause),
-             lg_cause_fix(cause), path);
+             "labelguard: bad %ss, not a CUDA fault (ignore the cudaErrorNotPermitted and "
+             "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [%" PRId64 ", %" PRId64 ") (%s; %" PRId64 " of %" PRId64
+             " %ss bad); %s, the CUDA context is intact; likely cause: %s: %s; details in %s",
+             noun, v->short_name[0] ? v->short_name : "kernel", what, low_bound(t), t->n_classes, ign, vd->bad_count,
+             t->count, noun, ran ? "the kernel ran with them masked (checked after launch)" : "launch blocked",
+             lg_cause_name(cause), lg_cause_fix(cause), path);
 }

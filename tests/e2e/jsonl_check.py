@@ -61,7 +61,8 @@ def check_event(e, where):
             fail(where, "direction")
         if e["outcome"] not in ("blocked", "held", "masked", "launched", "aborted"):
             fail(where, f"outcome {e['outcome']}")
-        if e["cause"] not in ("one_based", "scaled_255", "void_255", "negative_unknown", "head_too_small", "other"):
+        if e["cause"] not in ("one_based", "scaled_255", "void_255", "negative_unknown", "head_too_small",
+                              "vocab_too_small", "negative_id", "other"):
             fail(where, f"cause {e['cause']}")
         need(e, "launch_seq", int, where)
         need(e, "device", int, where)

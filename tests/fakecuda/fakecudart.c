@@ -1464,6 +1464,12 @@ static int config_ok(dim3 g, dim3 b)
     return 1;
 }
 
+/* The built-in emulators: PyTorch's NLL kernels (nll.c) and its index kernels (gather.c). The
+ * first entry whose substring and layout both fit is used (one name may have several layouts);
+ * a kernel's choice is stored as table * EMU_TABLE_STRIDE + entry. */
+static const fk_emulator_t *const emulator_tables[] = { fk_nll_emulators, fk_index_emulators, NULL };
+#define EMU_TABLE_STRIDE 1000
+
 /* Runs the kernel's emulator (user-registered first, then built-in), on this thread.
  * Returns the error the kernel leaves in the context. */
 static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void **args, size_t shm, cudaStream_t stream)
@@ -1486,23 +1492,24 @@ static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void *
         /* Chosen once per kernel: a name match whose parameter list differs is remembered as
          * "no emulator" (a no-op, as an unknown kernel). Racing first launches choose alike. */
         int chosen = -1;
-        for (int i = 0; fk_nll_emulators[i].substring; i++) {
-            const fk_emulator_t *em = &fk_nll_emulators[i];
-            if (!strstr(k->name, em->substring)) continue;
-            int layout_ok = sig->ok && sig->n_params == em->n_params;
-            for (int j = 0; layout_ok && j < em->n_params; j++)
-                if (sig->size[j] != em->sizes[j]) layout_ok = 0;
-            if (!layout_ok)
-                trace("[fakecuda] kernel %s: name matches %s but the parameter list differs: no-op", k->name, em->substring);
-            else
-                chosen = i;
-            break;
-        }
+        const char *named = NULL;
+        for (int t = 0; chosen < 0 && emulator_tables[t]; t++)
+            for (int i = 0; chosen < 0 && emulator_tables[t][i].substring; i++) {
+                const fk_emulator_t *em = &emulator_tables[t][i];
+                if (!strstr(k->name, em->substring)) continue;
+                named = em->substring;
+                int layout_ok = sig->ok && sig->n_params == em->n_params;
+                for (int j = 0; layout_ok && j < em->n_params; j++)
+                    if (sig->size[j] != em->sizes[j]) layout_ok = 0;
+                if (layout_ok) chosen = t * EMU_TABLE_STRIDE + i;
+            }
+        if (chosen < 0 && named)
+            trace("[fakecuda] kernel %s: name matches %s but the parameter list differs: no-op", k->name, named);
         atomic_store_explicit(&k->emu, chosen, memory_order_relaxed);
         emu = chosen;
     }
     if (emu >= 0) {
-        const fk_emulator_t *em = &fk_nll_emulators[emu];
+        const fk_emulator_t *em = &emulator_tables[emu / EMU_TABLE_STRIDE][emu % EMU_TABLE_STRIDE];
         fk_launch_t l = { k->name, sig, grid, block, args, shm, stream };
         atomic_fetch_add(&k->emulated, 1);
         cudaError_t e = em->fn(&l);

@@ -3,7 +3,8 @@
  * The double is build/fakecuda/libcudart.so.13: a host-only stand-in for NVIDIA's runtime,
  * so nvcc-built test programs (tests/progs/) run, and labelguard can be tested, on machines
  * without a GPU. fakecudart.c is the runtime (registration, launches, memory, streams, errors),
- * sig.c reads parameter sizes from a mangled kernel name, nll.c emulates PyTorch's NLL kernels.
+ * sig.c reads parameter sizes from a mangled kernel name, nll.c emulates PyTorch's NLL kernels,
+ * gather.c its index kernels.
  * Internal names are fk_*; exported names are the real runtime's (exports-<major>.txt, through the
  * version script gen_stubs.sh writes) plus fakecudart_*.
  * Tested by tests/fakecuda/test_*.sh.
@@ -56,6 +57,8 @@ typedef struct fk_emulator {
 
 /* nll.c: the table of built-in emulators, NULL-terminated. */
 extern const fk_emulator_t fk_nll_emulators[];
+/* gather.c: PyTorch's index kernels (index_select, embedding, x[idx]), NULL-terminated. */
+extern const fk_emulator_t fk_index_emulators[];
 
 /* fakecudart.c, for the emulators. */
 /* [lo, hi) of the tracked allocation (device or pinned) holding p; 0 if none. Thread-safe. */

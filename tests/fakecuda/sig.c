@@ -6,7 +6,8 @@
  * PyTorch kernels use: builtin types, pointers, references, cv-qualifiers, template parameters,
  * substitutions, nested names, template arguments (types, integer literals) and the by-value
  * structs whose size is known: at::GenericPackedTensorAccessor<T, N, PtrTraits, index>
- * (8 + 2*N*sizeof(index) bytes; also torch::headeronly::detail's six-argument form) and c10::Half / c10::BFloat16 (2 bytes). Anything else makes
+ * (8 + 2*N*sizeof(index) bytes; also torch::headeronly::detail's six-argument form),
+ * at::cuda::detail::TensorInfo<T, IndexType> (216 / 416 bytes) and c10::Half / c10::BFloat16 (2 bytes). Anything else makes
  * the parse fail (sig->ok = 0), and the caller treats the kernel as one of unknown layout.
  * Called at registration (fakecudart.c), on the registering thread; pure function, no state.
  * Tested through cudaFuncGetParamInfo in tests/fakecuda/test_paraminfo.sh.
@@ -113,6 +114,14 @@ static void classify(ty_t *t, const ty_t *args, int nargs)
          * T, N, PtrTraits, index_t>, same data_, sizes_[N], strides_[N] members. */
         if (nargs == 6 && args[3].kind == K_LITERAL && args[5].kind == K_BUILTIN && args[5].size > 0) {
             t->size = 8 + 2 * args[3].literal * args[5].size;
+            t->align = 8;
+        }
+    } else if (!strcmp(t->ident, "TensorInfo")) {
+        /* at::cuda::detail::TensorInfo<T, IndexType>: T *data; IndexType sizes[25], strides[25];
+         * int dims; padded to the pointer's alignment (216 / 416 bytes). */
+        if (nargs == 2 && args[1].kind == K_BUILTIN && args[1].size > 0) {
+            long raw = 8 + 2 * 25 * args[1].size + 4;
+            t->size = (raw + 7) / 8 * 8;
             t->align = 8;
         }
     } else if (!strcmp(t->ident, "Half") || !strcmp(t->ident, "BFloat16")) {

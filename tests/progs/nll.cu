@@ -35,6 +35,7 @@
 //     --stream created|legacy|perthread    launch stream (default created)
 //     --repeat K               launch K times before synchronising (default 1)
 //     --no-follow              skip the follow-up launches
+//     --logits                 inputs are raw logits (k % 4) - 1.5 instead of log-probabilities
 // Inputs are log-probabilities x = -(flat_index + 1) / 4 (flat_index over [N, C] or
 // [N, C, H, W] contiguous), exact in float, so expected outputs can be computed by hand.
 // Backward kernels use grad_output = 1 (reduce; for mean with total_weight = the weight sum of
@@ -73,6 +74,7 @@ struct opts {
     std::string stream = "created";
     int repeat = 1;
     bool follow = true;
+    bool logits = false;
     std::vector<int64_t> labels;
 };
 
@@ -120,6 +122,7 @@ void parse(int argc, char **argv, opts &o)
         else if (a == "--stream") o.stream = val();
         else if (a == "--repeat") o.repeat = atoi(val());
         else if (a == "--no-follow") o.follow = false;
+        else if (a == "--logits") o.logits = true;
         else if (a.rfind("good:", 0) == 0) {
             int64_t n = strtoll(a.c_str() + 5, nullptr, 10);
             for (int64_t k = 0; k < n; k++) o.labels.push_back(k % o.classes);
@@ -208,6 +211,8 @@ int run(const opts &o)
     const int64_t in_count = is2d ? N * C * H * W : (o.kernel.find("1d") != std::string::npos ? C : nlab * C);
     std::vector<scalar_t> hin((size_t)in_count);
     for (int64_t k = 0; k < in_count; k++) hin[(size_t)k] = (scalar_t)(-(double)(k + 1) / 4.0);
+    if (o.logits) // raw logits: a model output without log_softmax, every other value above 0
+        for (int64_t k = 0; k < in_count; k++) hin[(size_t)k] = (scalar_t)((double)(k % 4) - 1.5);
     std::vector<scalar_t> hw;
     for (double w : o.weights) hw.push_back((scalar_t)w);
 

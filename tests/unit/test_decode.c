@@ -73,6 +73,9 @@ static const kcase_t cases[] = {
     {"cunn_SpatialClassNLLCriterion_updateGradInput_kernel", "8,8,8,8,8,4,4,4,4,4,8", 2, ACC_NONE, CNT_GRID, 0, 0, 8, 9, 7, 0, 4, 10, 8, false, true},
 };
 
+/* The index kernels (target_kind=ids), tested by test_ids_builtins below. */
+#define N_ID_SPECS 4
+
 typedef struct built {
     int n;
     int sizes[LG_MAX_PARAMS];
@@ -121,7 +124,7 @@ static const lg_spec_t *spec_named(const char *name)
 
 static void test_every_builtin(void)
 {
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases));
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -358,10 +361,81 @@ static void test_rewrite_limits(void)
     unbuild(&b);
 }
 
+/* The index kernels: positions from IndexKernelUtils.cu and Indexing.cu (TensorInfo<T, u32>:
+ * sizes[0] at 8, strides[0] at 108; <T, u64>: 8 and 208, pytorch-kernels.md §6.2). The id type
+ * is the last template argument of the vectorized gather, the second of indexSelect. */
+static void test_ids_builtins(void)
+{
+    static const struct {
+        const char *spec, *sizes, *m_long, *m_int;
+        int count_p;       /* -1: the TensorInfo's sizes[0] */
+        int info_w;        /* TensorInfo index width (4 or 8), 0 for a plain pointer */
+        int bound_p;
+        int neg_p;         /* allow_neg_indices (bool), -1 none */
+        bool truncate;
+    } k[N_ID_SPECS] = {
+        {"vectorized_gather_kernel", "8,8,8,4,8,8,8,8,1", "_ZN2at6native24vectorized_gather_kernelILi16ElEEvPcS2_PT0_illllb",
+         "_ZN2at6native24vectorized_gather_kernelILi16EiEEvPcS2_PT0_illllb", 3, 0, 5, 8, false},
+        {"indexSelectSmallIndex", "216,216,216,4,4,4,8", "_Z21indexSelectSmallIndexIfljLi2ELi2ELin2EEvv",
+         "_Z21indexSelectSmallIndexIfijLi2ELi2ELin2EEvv", -1, 4, 6, -1, true},
+        {"indexSelectLargeIndex", "216,216,216,4,4,4,4,8", "_Z21indexSelectLargeIndexIfljLi2ELi2ELin2ELb1EEvv",
+         "_Z21indexSelectLargeIndexIfijLi2ELi2ELin2ELb1EEvv", -1, 4, 7, -1, true},
+        {"indexSelectLargeIndex:index64", "416,416,416,4,4,8,8,8", "_Z21indexSelectLargeIndexIflmLin1ELin1ELin1ELb1EEvv",
+         "_Z21indexSelectLargeIndexIfimLin1ELin1ELin1ELb1EEvv", -1, 8, 7, -1, false},
+    };
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS);
+    for (int i = 0; i < N_ID_SPECS; i++) {
+        g_test_message("spec %s", k[i].spec);
+        const lg_spec_t *s = spec_named(k[i].spec);
+        g_assert_true(s->ids);
+        built_t b;
+        build(&b, k[i].sizes);
+        const uint64_t ptr = 0x7f0055550000ull + (uint64_t)i * 0x100;
+        put(&b, 2, 0, 8, (int64_t)ptr);
+        int64_t want_count = 37 + i, want_stride = 1;
+        if (k[i].count_p >= 0) {
+            put(&b, k[i].count_p, 0, 4, want_count);
+        } else {
+            want_stride = 3;
+            put(&b, 2, 8, k[i].info_w, want_count);
+            put(&b, 2, k[i].info_w == 4 ? 108 : 208, k[i].info_w, want_stride);
+        }
+        put(&b, k[i].bound_p, 0, 8, 50257);
+        if (k[i].neg_p >= 0)
+            memset(b.args[k[i].neg_p], 1, 1);
+        unsigned grid[3] = {1, 1, 1};
+        for (int variant = 0; variant < 2; variant++) {
+            lg_target_t t;
+            char why[256];
+            int rc = decode_named(s, variant ? k[i].m_int : k[i].m_long, b.args, grid, &t, why, sizeof why);
+            if (rc)
+                g_test_message("why: %s", why);
+            g_assert_cmpint(rc, ==, 0);
+            g_assert_cmpuint(t.data, ==, ptr);
+            g_assert_cmpint(t.dtype, ==, variant ? LG_DTYPE_INT32 : LG_DTYPE_INT64);
+            g_assert_cmpint(t.count, ==, want_count);
+            g_assert_cmpint(t.strides[0], ==, want_stride);
+            g_assert_cmpint(t.n_classes, ==, 50257);
+            g_assert_cmpint(t.has_ignore_index, ==, 0);
+            g_assert_cmpint(t.allow_negative, ==, k[i].neg_p >= 0);
+            g_assert_cmpint(t.truncate_to_int32, ==, k[i].truncate);
+        }
+        if (k[i].neg_p >= 0) { /* x[idx] wraps negatives; index_select passes false */
+            memset(b.args[k[i].neg_p], 0, 1);
+            lg_target_t t;
+            char why[256];
+            g_assert_cmpint(decode_named(s, k[i].m_long, b.args, grid, &t, why, sizeof why), ==, 0);
+            g_assert_cmpint(t.allow_negative, ==, 0);
+        }
+        unbuild(&b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/decode/every-builtin-spec", test_every_builtin);
+    g_test_add_func("/decode/index-kernels", test_ids_builtins);
     g_test_add_func("/decode/sanity-checks", test_sanity_checks);
     g_test_add_func("/decode/rewrite-limits", test_rewrite_limits);
     return g_test_run();

@@ -32,7 +32,7 @@ static void reset_warnings(void)
     n_warnings = 0;
 }
 
-#define BUILTIN_SPECS 27
+#define BUILTIN_SPECS 31
 
 static void test_builtin(void)
 {
@@ -41,7 +41,7 @@ static void test_builtin(void)
     g_assert_cmpint(n_warnings, ==, 0);
     g_assert_cmpint(n, ==, BUILTIN_SPECS);
     g_assert_cmpint(lg_registry_count(), ==, BUILTIN_SPECS);
-    int families[2] = {0, 0};
+    int families[3] = {0, 0, 0};
     for (int i = 0; i < n; i++) {
         const lg_spec_t *s = lg_registry_get(i);
         g_assert_nonnull(s);
@@ -50,12 +50,14 @@ static void test_builtin(void)
         g_assert_cmpint(s->param_sizes[s->target.param], >=, s->target.offset + 8);
         g_assert_cmpint(s->n_classes.param, >=, 0);
         g_assert_true(g_str_has_prefix(s->source, "builtin:"));
-        families[strcmp(s->family, "nll_loss2d") == 0]++;
+        families[s->ids ? 2 : strcmp(s->family, "nll_loss2d") == 0]++;
+        g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0);
         for (int j = 0; j < i; j++)
             g_assert_cmpstr(lg_registry_get(j)->name, !=, s->name);
     }
     g_assert_cmpint(families[0], ==, 6 + 6 + 6); /* Loss.cu >=1.13, 1.10-1.12, ClassNLLCriterion */
     g_assert_cmpint(families[1], ==, 5 + 4);     /* NLLLoss2d.cu (+ int64 index_t backward), SpatialClassNLLCriterion */
+    g_assert_cmpint(families[2], ==, 1 + 1 + 2); /* vectorized gather, indexSelect small, large (u32, u64) */
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
@@ -185,6 +187,15 @@ static const bad_case_t bad_cases[] = {
     {"duplicate key", "[k]\n" GOOD_BODY "family=again\n", 0, "t.conf:12: [k] family: key given twice (first at line 3)"},
     {"duplicate group", "[k]\n" GOOD_BODY "[k]\n" GOOD_BODY, 0, "t.conf:12: [k]: duplicate kernel spec (first defined at line 1)"},
     {"conflicting kernels", "[k]\n" GOOD_BODY "[k2]\n" GOOD_BODY, 0, "t.conf:13: [k2] match: conflicts with [k]"},
+    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels or ids"},
+    {"allow_negative on labels", "[k]\n" GOOD_BODY "allow_negative=2,0,4\n", 0, "t.conf:12: [k] allow_negative: only with target_kind=ids"},
+    {"allow_negative past its parameter", "[k]\n" GOOD_BODY "target_kind=ids\nallow_negative=2,2,4\n", 0, "[k] allow_negative: offset 2 + width 4 is beyond parameter 2"},
+    {"from_template:0", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\ndtype=from_template:0\n"
+                        "count=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0, "[k] dtype: \"from_template:0\": from_template:N needs N in 1..16"},
+    {"from_template:x", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\ndtype=from_templatex\n"
+                        "count=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0, "needs N in 1..16"},
+    {"input of 4 bytes", "[k]\n" GOOD_BODY "input=2,0,4\n", 0, "[k] input: the input is an 8-byte device pointer"},
+    {"weight of 4 bytes", "[k]\n" GOOD_BODY "weight=2,0,4\n", 0, "[k] weight: the weight is an 8-byte device pointer"},
     {"missing match", "[k]\nfamily=custom\n", 0, "t.conf:1: [k] match: required key is missing"},
     {"empty value", "[k]\nmatch=\n", 0, "t.conf:2: [k] match: empty value"},
     {"bad direction", "[k]\nmatch=x\nfamily=f\ndirection=sideways\n", 0, "t.conf:4: [k] direction: \"sideways\""},
@@ -234,6 +245,34 @@ static void test_malformed(void)
     }
 }
 
+/* An index kernel of one's own: ids of the second template argument, a wrap flag, a padding. */
+static void test_good_ids_spec(void)
+{
+    lg_spec_t out[2];
+    char err[512];
+    const char *text = "[emb]\nmatch=5myembI\nfamily=embedding\ndirection=forward\ntarget_kind=ids\nparams=8,8,4,8,1,8\n"
+                       "target=1\ndtype=from_template:2\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\n"
+                       "ignore_index=5,0,8\nallow_negative=4,0,1\ninput=0,0,8\nweight=0,0,8\nsize_average=4,0,1\n";
+    int n = lg_spec_parse(text, strlen(text), "e.conf", out, 2, err, sizeof err);
+    g_test_message("%s", err);
+    g_assert_cmpint(n, ==, 1);
+    g_assert_true(out[0].ids);
+    g_assert_true(out[0].dtype_from_template);
+    g_assert_cmpint(out[0].dtype_template_arg, ==, 2);
+    g_assert_cmpint(out[0].allow_negative.param, ==, 4);
+    g_assert_cmpint(out[0].allow_negative.width, ==, 1);
+    g_assert_cmpint(out[0].input.param, ==, 0);
+    g_assert_cmpint(out[0].weight.param, ==, 0);
+    g_assert_cmpint(out[0].size_average.param, ==, 4);
+    lg_dtype_t dt;
+    char why[256];
+    g_assert_cmpint(lg_decode_dtype(&out[0], "_Z5myembIfiEvv", &dt, why, sizeof why), ==, 0);
+    g_assert_cmpint(dt, ==, LG_DTYPE_INT32);
+    g_assert_cmpint(lg_decode_dtype(&out[0], "_Z5myembIflEvv", &dt, why, sizeof why), ==, 0);
+    g_assert_cmpint(dt, ==, LG_DTYPE_INT64);
+    g_assert_cmpint(lg_decode_dtype(&out[0], "_Z5myembIffEvv", &dt, why, sizeof why), ==, -1);
+}
+
 static void test_good_user_spec(void)
 {
     lg_spec_t out[4];
@@ -246,6 +285,9 @@ static void test_good_user_spec(void)
     int n = lg_spec_parse(text, strlen(text), "u.conf", out, 4, err, sizeof err);
     g_test_message("%s", err);
     g_assert_cmpint(n, ==, 3);
+    g_assert_false(out[0].ids);
+    g_assert_cmpint(out[0].allow_negative.param, ==, -1);
+    g_assert_cmpint(out[0].input.param, ==, -1);
     g_assert_cmpstr(out[0].name, ==, "k");
     g_assert_cmpstr(out[0].source, ==, "u.conf:2");
     g_assert_cmpstr(out[0].versions, ==, "any");
@@ -341,6 +383,7 @@ int main(int argc, char **argv)
     g_test_add_func("/registry/runtime-sizes", test_runtime_sizes);
     g_test_add_func("/registry/malformed", test_malformed);
     g_test_add_func("/registry/good-user-spec", test_good_user_spec);
+    g_test_add_func("/registry/good-ids-spec", test_good_ids_spec);
     g_test_add_func("/registry/user-files", test_user_files);
     return g_test_run();
 }

@@ -334,11 +334,34 @@ static void test_no_classes(void)
     check(&t, buf, 16);
 }
 
+/* Index kernels that wrap negative ids (allow_neg_indices) accept [-n, n); the others [0, n). */
+static void test_allow_negative(void)
+{
+    int64_t ids[] = {-9, -8, -1, 0, 7, 8};
+    int32_t ids32[] = {-9, -8, -1, 0, 7, 8};
+    for (int wide = 0; wide < 2; wide++) {
+        lg_target_t t = flat(wide ? LG_DTYPE_INT64 : LG_DTYPE_INT32, 6, 8, 0, false);
+        const void *buf = wide ? (const void *)ids : (const void *)ids32;
+        lg_verdict_t v;
+        t.allow_negative = 1;
+        lg_scan_host(&t, buf, 16, &v);
+        g_assert_cmpint(v.bad_count, ==, 2);
+        g_assert_cmpint(v.samples[0].index, ==, 0);
+        g_assert_cmpint(v.samples[0].value, ==, -9);
+        g_assert_cmpint(v.samples[1].index, ==, 5);
+        g_assert_cmpint(v.samples[1].value, ==, 8);
+        t.allow_negative = 0;
+        lg_scan_host(&t, buf, 16, &v);
+        g_assert_cmpint(v.bad_count, ==, 4);
+        check(&t, buf, 16);
+    }
+}
+
 static void test_abi_sizes(void)
 {
     /* The kernel reads these through a by-value parameter and mapped memory: the host side
      * must see the layout nvcc sees (all 8-byte aligned, no implicit padding). */
-    g_assert_cmpuint(sizeof(lg_target_t), ==, 8 + 4 + 4 + 24 + 24 + 8 + 8 + 8 + 4 + 4);
+    g_assert_cmpuint(sizeof(lg_target_t), ==, 8 + 4 + 4 + 24 + 24 + 8 + 8 + 8 + 4 + 4 + 4 + 4);
     g_assert_cmpuint(sizeof(lg_scan_params_t) % 8, ==, 0);
     g_assert_cmpuint(sizeof(lg_scan_params_t), <=, 4096);
     g_assert_cmpuint(sizeof(lg_sample_t), ==, 16);
@@ -515,6 +538,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/scan/random", test_random);
+    g_test_add_func("/scan/allow_negative", test_allow_negative);
     g_test_add_func("/scan/empty", test_empty);
     g_test_add_func("/scan/all_ignored", test_all_ignored);
     g_test_add_func("/scan/all_bad_and_sample_cap", test_all_bad_and_sample_cap);

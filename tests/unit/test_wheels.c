@@ -1,9 +1,10 @@
 /* test_wheels.c: the built-in spec table (specs/pytorch.conf) against the kernels of real
  * PyTorch wheels. Every table tests/wheels/<version>+cu<NNN>.tsv was read out of a wheel's
  * cubins by scripts/lg_audit.py (parameter sizes from EIATTR_KPARAM_INFO); this test checks
- * that every loss-kernel row (family nll_loss, nll_loss2d, cross_entropy) is matched by exactly
+ * that every loss-kernel row (family nll_loss, nll_loss2d, cross_entropy) and every gather-style
+ * row (index_select, gather, scatter_gather, embedding, embedding_bag) is matched by exactly
  * one built-in spec whose name and layout (count and sizes) fit, through the same
- * lg_registry_find the library uses at a launch. A row no spec can cover must be listed in
+ * lg_registry_find the library uses at a launch (an index row by a target_kind=ids spec). A row no spec can cover must be listed in
  * tests/wheels/known-gaps.tsv with a reason; a listed gap that no row needs, or that a spec
  * covers after all, fails too, so the list cannot go stale. A failure names the wheel, the
  * kernel and the first differing parameter.
@@ -54,6 +55,14 @@ typedef struct gap {
 static bool is_loss(const char *family)
 {
     return !strcmp(family, "nll_loss") || !strcmp(family, "nll_loss2d") || !strcmp(family, "cross_entropy");
+}
+
+/* The gather-style kernels the index guard is about: each row is covered by one target_kind=ids
+ * spec or is a known gap, exactly as the loss rows. */
+static bool is_index(const char *family)
+{
+    return !strcmp(family, "index_select") || !strcmp(family, "gather") || !strcmp(family, "scatter_gather") ||
+           !strcmp(family, "embedding") || !strcmp(family, "embedding_bag");
 }
 
 /* The registry's match rule (every ';'-separated part occurs); registry.c keeps its own copy
@@ -322,27 +331,40 @@ static void test_tables(void)
             g_error("%s", err);
         cu12 += strstr(name, "+cu12") != NULL;
         cu13 += strstr(name, "+cu13") != NULL;
-        int loss = 0, covered = 0, gapped = 0;
+        int loss = 0, covered = 0, gapped = 0, index = 0, icovered = 0, igapped = 0;
         for (int k = 0; k < t.n_rows; k++) {
             row_t *r = &t.rows[k];
-            if (!is_loss(r->family))
+            bool ix = is_index(r->family);
+            if (!is_loss(r->family) && !ix)
                 continue;
-            loss++;
+            (ix ? &index : &loss)[0]++;
             const lg_spec_t *s;
             gap_t *g;
             char *msg;
             switch (judge(&t, r, gaps, &s, &g, &msg)) {
-            case V_COVERED: covered++; break;
-            case V_GAP: gapped++; g->used++; break;
+            case V_COVERED:
+                (ix ? &icovered : &covered)[0]++;
+                if (s->ids != ix) { /* a loss spec on an index row, or the reverse */
+                    if (failures++ < 20)
+                        g_string_append_printf(fail, "  %s:%d: %s row covered by [%s], a %s spec\n", t.name, r->line,
+                                               r->family, s->name, s->ids ? "target_kind=ids" : "label");
+                }
+                break;
+            case V_GAP:
+                (ix ? &igapped : &gapped)[0]++;
+                g->used++;
+                break;
             default:
                 if (failures++ < 20)
                     g_string_append_printf(fail, "  %s\n", msg);
                 g_free(msg);
             }
         }
-        g_test_message("%s: %d loss kernels, %d covered, %d known gaps", t.build, loss, covered, gapped);
-        if (loss == 0) {
-            g_string_append_printf(fail, "  %s: no loss kernel at all: the table or its reader is broken\n", name);
+        g_test_message("%s: %d loss kernels, %d covered, %d known gaps; %d gather-style kernels, %d covered, %d known "
+                       "gaps", t.build, loss, covered, gapped, index, icovered, igapped);
+        if (loss == 0 || icovered == 0) {
+            g_string_append_printf(fail, "  %s: no %s kernel at all: the table or its reader is broken\n", name,
+                                   loss == 0 ? "loss" : "covered index");
             failures++;
         }
         table_free(&t);
@@ -389,7 +411,7 @@ static void test_mangled_sizes(void)
         int declined = 0;
         for (int k = 0; k < t.n_rows; k++) {
             row_t *r = &t.rows[k];
-            if (!is_loss(r->family) || r->n < 0)
+            if ((!is_loss(r->family) && !is_index(r->family)) || r->n < 0)
                 continue;
             size_t s[LG_MAX_PARAMS];
             int m = lg_demangle_param_sizes(r->symbol, s, LG_MAX_PARAMS);
@@ -405,7 +427,7 @@ static void test_mangled_sizes(void)
                                              "first difference at parameter %d\n", n, r->line, r->symbol, m, r->n, i);
         }
         if (declined)
-            g_test_message("%s: the mangled signature cannot be sized for %d loss kernels (runtime sizes needed)",
+            g_test_message("%s: the mangled signature cannot be sized for %d loss and gather-style kernels (runtime sizes needed)",
                            t.build, declined);
         table_free(&t);
         g_free(path);
