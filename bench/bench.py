@@ -114,6 +114,23 @@ def fast_path(build, quick):
     return res
 
 
+def per_call(build, quick):
+    """Instructions labelguard adds to one call that is not a launch, the same way as
+    fast_path (two loop lengths, with and without): a synchronizing call with nothing
+    outstanding (cudaStreamSynchronize), and cudaGetLastError once a loss kernel has been
+    captured into a graph and replayed (its verdict collected): both must stay lock-free."""
+    prog = os.path.join(build, "bench", "launch_loop")
+    n1, n2 = 1000, (21000 if quick else 101000)
+    res = {}
+    for mode in ("sync", "lasterr_graph"):
+        ir = {(pre, n): callgrind_ir([prog, str(n), mode], env_for(build, pre)) for pre in (False, True) for n in (n1, n2)}
+        base = ir[(False, n2)] - ir[(False, n1)]
+        withl = ir[(True, n2)] - ir[(True, n1)]
+        res[mode] = {"ir_per_call_without": base / (n2 - n1), "ir_per_call_with": withl / (n2 - n1),
+                     "added_ir_per_call": (withl - base) / (n2 - n1)}
+    return res
+
+
 def timed_runs(argv, env_a, env_b, reps, raw=None):
     a, b = [], []
     for _ in range(reps):
@@ -228,8 +245,9 @@ def main():
            "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
            "runtime": "test double (build/fakecuda)"}
     errors = []
-    for key, fn, need in (("fast_path", fast_path, "valgrind"), ("startup", startup, None),
-                          ("host_validate", host_validate, None), ("logprob_check", logprob_check, None),
+    for key, fn, need in (("fast_path", fast_path, "valgrind"), ("per_call", per_call, "valgrind"),
+                          ("startup", startup, None), ("host_validate", host_validate, None),
+                          ("logprob_check", logprob_check, None),
                           ("exceptions", exceptions, None), ("torch", torch_real, None)):
         if need and not shutil.which(need):
             out[key] = {"error": "%s not installed (Debian package %s)" % (need, need)}
@@ -252,6 +270,10 @@ def main():
     print("%-52s %14s %10s" % ("  instructions per launch without / with", "%s / %s" % (g(fp, "ir_per_launch_without", "%.0f"), g(fp, "ir_per_launch_with", "%.0f")), ""))
     for fn, v in (fp.get("top_functions_ir_per_launch") or {}).items() if isinstance(fp, dict) else ():
         print("%-52s %14s %10s" % ("    " + fn[:48], "%.1f" % v, ""))
+    pc = out["per_call"] if isinstance(out["per_call"], dict) else {}
+    for k, label in (("sync", "per cudaStreamSynchronize, nothing outstanding"),
+                     ("lasterr_graph", "per cudaGetLastError after a checked graph ran")):
+        print("%-52s %14s %10s" % ("instructions added " + label, g(pc.get(k, {}), "added_ir_per_call", "%.1f"), ""))
     print("%-52s %14s %10s" % ("wall time per unwatched launch, with/without ratio", g(fp, "wall_ratio", "%.4f"), ""))
     print("%-52s %14s %10s" % ("  ns per launch without / with", "%s / %s" % (g(fp, "ns_per_launch_without", "%.1f"), g(fp, "ns_per_launch_with", "%.1f")), ""))
     for k, label in (("true", "/bin/true"), ("python_import_json", "python3 -c 'import json'")):

@@ -4,14 +4,19 @@
 // instruction counts under callgrind, and wall-clock time of the loop alone (start-up excluded).
 // Runs under the runtime test double (build/fakecuda) or a real runtime alike.
 //
-// usage: launch_loop [N] [chevron|legacy]   (default 100000, chevron)
+// usage: launch_loop [N] [chevron|legacy|sync|lasterr_graph]   (default 100000, chevron)
 //   chevron: kernel<<<>>> (nvcc 13: __cudaLaunchKernel); legacy: cudaLaunchKernel with the stub
+//   sync: N cudaStreamSynchronize calls with nothing outstanding (a synchronizing call's cost)
+//   lasterr_graph: a loss kernel captured into a graph and replayed once (clean labels), then
+//            N cudaGetLastError calls (what polling costs once a checked graph exists)
 // output: "launches=N mode=M loop_ns=T ns_per_launch=T/N"; exit 0, 1 on a CUDA error, 2 on usage.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <cuda_runtime.h>
+
+#include "torch_kernels.cuh"
 
 __global__ void bench_unwatched_kernel(int *out, int n)
 {
@@ -29,9 +34,10 @@ static long long now_ns()
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? strtol(argv[1], nullptr, 10) : 100000;
-    bool legacy = argc > 2 && !strcmp(argv[2], "legacy");
-    if (n < 0 || (argc > 2 && !legacy && strcmp(argv[2], "chevron"))) {
-        fprintf(stderr, "usage: launch_loop [N] [chevron|legacy]\n");
+    const char *mode = argc > 2 ? argv[2] : "chevron";
+    bool legacy = !strcmp(mode, "legacy"), sync = !strcmp(mode, "sync"), graph = !strcmp(mode, "lasterr_graph");
+    if (n < 0 || (!legacy && !sync && !graph && strcmp(mode, "chevron"))) {
+        fprintf(stderr, "usage: launch_loop [N] [chevron|legacy|sync|lasterr_graph]\n");
         return 2;
     }
     int *buf = nullptr;
@@ -43,19 +49,44 @@ int main(int argc, char **argv)
     // the per-launch cost being measured.
     bench_unwatched_kernel<<<1, 1>>>(buf, -1);
     cudaDeviceSynchronize();
+    cudaStream_t s = nullptr;
+    if (graph) {
+        // One forward loss launch with 4 good labels, captured and replayed once.
+        float *in, *out;
+        int64_t *target, h[4] = {0, 1, 2, 0};
+        cudaMalloc(&in, 16 * sizeof(float));
+        cudaMalloc(&out, 2 * sizeof(float));
+        cudaMalloc(&target, sizeof h);
+        cudaMemcpy(target, h, sizeof h, cudaMemcpyHostToDevice);
+        cudaStreamCreate(&s);
+        cudaGraph_t g;
+        cudaGraphExec_t x;
+        cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+        at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, int64_t><<<1, 32, 0, s>>>(
+            out, out + 1, in, target, nullptr, true, 4, 4, 4, -100);
+        cudaStreamEndCapture(s, &g);
+        cudaGraphInstantiateWithFlags(&x, g, 0);
+        cudaGraphLaunch(x, s);
+        cudaStreamSynchronize(s);
+        cudaGetLastError();
+    }
     int k = 0;
     void *args[] = {&buf, &k};
     long long t0 = now_ns();
     for (long i = 0; i < n; i++) {
         k = (int)i;
-        if (legacy)
+        if (sync)
+            cudaStreamSynchronize(nullptr);
+        else if (graph)
+            cudaGetLastError();
+        else if (legacy)
             cudaLaunchKernel((const void *)bench_unwatched_kernel, dim3(1), dim3(1), args, 0, nullptr);
         else
             bench_unwatched_kernel<<<1, 1>>>(buf, k);
     }
     long long t1 = now_ns();
     cudaError_t e = cudaDeviceSynchronize();
-    printf("launches=%ld mode=%s loop_ns=%lld ns_per_launch=%.2f\n", n, legacy ? "legacy" : "chevron",
+    printf("launches=%ld mode=%s loop_ns=%lld ns_per_launch=%.2f\n", n, mode,
            t1 - t0, n ? (double)(t1 - t0) / (double)n : 0.0);
     cudaFree(buf);
     return e == cudaSuccess ? 0 : 1;

@@ -13,8 +13,10 @@
  * on the sanitized copy (async, LG_ACT_AFTER: the outcome is "masked", raise and hold deliver
  * the error at the next check, since nothing is left to block or hold).
  *
- * Called by launch.c on the launching thread (sync) or on the thread that reached the hook
- * point where an async verdict was collected. Tested directly, without LD_PRELOAD, by
+ * Called by launch.c on the launching thread: before the launch (sync), or at that thread's
+ * hook point or synchronizing call where the verdict was collected (async, graph replays: the
+ * thread that made the launch or called cudaGraphLaunch; an exited thread's, by whichever thread
+ * synchronizes its stream). Tested directly, without LD_PRELOAD, by
  * tests/unit/test_act.c (the policy table, the mask fallbacks, the pending error).
  */
 #include <pthread.h>
@@ -69,7 +71,7 @@ int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t copy, bool r
     return 0;
 }
 
-#define ASYNC_NOTE "async mode: the launch ran on a sanitized copy; the verdict was read at the next hook point"
+#define ASYNC_NOTE "async check (async mode or a CUDA graph replay): the launch ran on a sanitized copy; the verdict was read after it"
 
 lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_state_t mask)
 {
@@ -78,6 +80,13 @@ lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_stat
         p.outcome = LG_OUTCOME_ABORTED;
         p.flush = p.abort = true;
         p.note = when == LG_ACT_AFTER ? ASYNC_NOTE : NULL;
+        return p;
+    }
+    if (when == LG_ACT_AFTER && action == LG_ACTION_LOG) {
+        /* A graph replay in log mode: its kernel read the labels as they were. */
+        p.outcome = LG_OUTCOME_LAUNCHED;
+        p.flush = true;
+        p.note = "the launch was captured into a CUDA graph; this replay's verdict was read after it ran";
         return p;
     }
     if (when == LG_ACT_AFTER) {
@@ -160,6 +169,8 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     snprintf(v->short_name, sizeof v->short_name, "%s", info->short_name ? info->short_name : "");
     v->launch_seq = atomic_fetch_add(&launch_seq, 1) + 1;
     v->stream = in->stream;
+    v->graph_id = in->graph_id;
+    v->replay = in->replay;
     if (rt && rt->get_device) {
         lg_in_library++;
         rt->get_device(&v->device);
@@ -269,7 +280,7 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     if (p.raise) {
         char msg[1024];
         lg_report_error_message(v, msg, sizeof msg);
-        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg);
+        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, in->when == LG_ACT_AFTER);
     }
     if (p.skip && d) {
         d->kind = LG_VERDICT_SKIP;

@@ -288,6 +288,8 @@ LG_EXPORT int labelguard_arm(void)
         lg_hook_t hooks[64];
         n = table ? own_definitions(table, n, hooks, 64) : 0;
         armed = lg_arm_patch(hooks, n, &objects);
+        if (armed > 0)
+            lg_graphs_armed_late(); /* graphs instantiated before now were not seen */
     }
     if (!lg_cfg.quiet) {
         char line[160];

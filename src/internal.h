@@ -88,6 +88,12 @@ typedef struct lg_runtime {
     const char *(*get_error_string)(int code);
     int (*runtime_get_version)(int *v);
     int (*driver_get_version)(int *v);
+    int (*exchange_capture_mode)(int *mode);
+    int (*launch_host_func)(void *stream, void (*fn)(void *), void *user);
+    /* cudaStreamGetCaptureInfo: called with the first three arguments only (the rest NULL),
+     * which every version of it, 3 to 7 parameters, accepts. */
+    int (*stream_get_capture_info)(void *stream, int *status, unsigned long long *id, void *graph, void *deps,
+                                   void *edges, void *n_deps);
 } lg_runtime_t;
 
 /* The process's runtime table, resolved once (pthread_once). Never NULL; members may be. */
@@ -119,15 +125,40 @@ LG_HIDDEN void *lg_runtime_libcuda(void);
 /* The error the next cudaGetLastError/PeekAtLastError of this thread reports (0: none); the
  * hooks read it on every such call, so it is a plain thread-local. */
 extern LG_HIDDEN LG_TLS int lg_runtime_pending;
-/* Sets this thread's pending error, and (message != NULL) the text cudaGetErrorString gives
- * for LG_RAISE_ERROR. */
-LG_HIDDEN void lg_runtime_set_pending_error(int code, const char *message);
-/* Our text for `code`, or NULL when it is not ours. */
+/* Set when lg_runtime_pending comes from a verdict read after its launch (async, graph
+ * replay): the next synchronizing call of this thread returns it, as CUDA returns an
+ * asynchronous error there. */
+extern LG_HIDDEN LG_TLS int lg_runtime_pending_sync;
+/* Set while our text for LG_RAISE_ERROR is this thread's: from the blocked launch (or the
+ * verdict that raised) until the thread's next launch. */
+extern LG_HIDDEN LG_TLS int lg_runtime_message_live;
+/* Sets this thread's pending error and our text for it (message != NULL; the text is then what
+ * cudaGetErrorString(LG_RAISE_ERROR) gives on this thread until its next launch). `at_sync`:
+ * see lg_runtime_pending_sync. */
+LG_HIDDEN void lg_runtime_set_pending_error(int code, const char *message, bool at_sync);
+/* Our text for `code` on this thread, or NULL when it is not ours. */
 LG_HIDDEN const char *lg_runtime_error_message(int code);
-/* Around our own runtime queries: the application's pending error is taken before and handed
- * back (as this thread's pending error) after, so that ours never reaches it. */
+/* The thread's next launch: our text stops being the meaning of LG_RAISE_ERROR. */
+static inline void lg_runtime_forget_message(void) { lg_runtime_message_live = 0; }
+/* Around our own runtime calls: the application's pending error is taken before and handed
+ * back after (lg_runtime_app_error, returned by the thread's next error query before any error
+ * of ours), so that ours never reaches it and its own is never lost. Nests. */
+extern LG_HIDDEN LG_TLS int lg_runtime_app_error;
+/* What cudaGetLastError returns, given what the real one returned (e), and consumes it: the
+ * application's saved error, else ours (unless e is an error of its own). Peek: the same,
+ * consuming nothing. */
+LG_HIDDEN int lg_runtime_take_error(int e);
+LG_HIDDEN int lg_runtime_peek_error(int e);
 LG_HIDDEN int lg_runtime_save_error(const lg_runtime_t *rt);
 LG_HIDDEN void lg_runtime_restore_error(const lg_runtime_t *rt, int saved);
+/* Capture state of `stream` (cudaStreamCaptureStatus: 0 none, 1 active, 2 invalidated; -1
+ * when the runtime refused to say, e.g. cudaErrorStreamCaptureImplicit for the legacy stream
+ * while a blocking stream captures) and, when capturing, its capture id. Leaves no error. */
+LG_HIDDEN int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned long long *id);
+/* This thread's capture mode becomes relaxed (returns the old one to hand back), so that our
+ * allocations and copies never invalidate a capture the application runs. -1: no such call. */
+LG_HIDDEN int lg_runtime_relax_capture(const lg_runtime_t *rt);
+LG_HIDDEN void lg_runtime_restore_capture(const lg_runtime_t *rt, int old);
 LG_HIDDEN void lg_runtime_atfork_child(void);
 /* Thread-local re-entry guard, set around our own CUDA calls, logging and unwinding: a hook
  * that finds it set passes straight through. */
@@ -299,6 +330,8 @@ LG_HIDDEN int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new
 
 /* ---------------------------------------------------------------- validate.c */
 
+struct lg_scan_ring; /* cuda/lg_validate.h: a verdict ring, GPU- or host-written */
+
 typedef enum { LG_BACKEND_HOST, LG_BACKEND_GPU } lg_backend_t;
 
 /* Picks the backend: GPU when libcuda.so.1 opens, the embedded validator module loads and a
@@ -337,16 +370,23 @@ LG_HIDDEN const char *lg_validate_gpu_take_fallback_note(void);
 /* Which validator image the driver loaded ("fatbin: sm_90 code, PTX ISA 6.5", "ptx: ..."),
  * NULL while none has loaded. */
 LG_HIDDEN const char *lg_validate_module_image(void);
+/* A launch being captured into a CUDA graph, as the check sees it. */
+typedef struct lg_capture {
+    unsigned long long id; /* the capture's id (cudaStreamGetCaptureInfo); 0 when unknown */
+    bool sanitize;         /* the launch will read the sanitized copy (not in log mode) */
+} lg_capture_t;
 /* Async mode: enqueue validate+sanitize on `stream` with no stream synchronisation;
  * *sanitized gets the address of the sanitized copy the loss kernel must use (bad labels
  * replaced by `replacement`). `cookie` is returned with the verdict (verdicts.c). Returns 0 or
  * -1 with why. GPU backend: one launch writes the copy and publishes the verdict in mapped
- * pinned memory. Inside graph capture the check stays queued for the graph's lifetime and
- * every replay yields one more report. Host backend: the scan runs before this returns (not
- * possible inside a capture: -1), and when no label is bad *sanitized is t->data itself. */
+ * pinned memory. Host backend: the scan runs before this returns, and when no label is bad
+ * *sanitized is t->data itself. capture != NULL: the stream is capturing; the check becomes
+ * part of the graph (validator kernel, or validate_node.c's host node) and is handed to
+ * graphs.c, which queues one verdict per replay. */
 struct lg_kernel_info;
 LG_HIDDEN int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, int samples,
-                                struct lg_kernel_info *cookie, uint64_t *sanitized, char *why, size_t why_len);
+                                struct lg_kernel_info *cookie, const lg_capture_t *capture, uint64_t *sanitized,
+                                char *why, size_t why_len);
 
 /* ---------------------------------------------------------------- validate_host.c */
 
@@ -360,6 +400,22 @@ LG_HIDDEN int lg_validate_host_sanitize(const lg_runtime_t *rt, const lg_target_
                                         int64_t replacement, int samples, bool always_copy, lg_verdict_t *v,
                                         uint64_t *copy_out, char *why, size_t why_len);
 LG_HIDDEN void lg_validate_host_after_fork(void);
+/* Is ptr memory the device can read: 0 with the cudaMemcpyKind to copy it to the host with
+ * (kind), or -1 with why. */
+LG_HIDDEN int lg_validate_host_pointer(const lg_runtime_t *rt, const void *ptr, int *kind, char *why, size_t why_len);
+/* In a host copy laid out like t (element offsets from logical element 0), each bad label
+ * becomes `replacement`. */
+LG_HIDDEN void lg_validate_host_replace(const lg_target_t *t, void *buf, int64_t replacement);
+
+/* ---------------------------------------------------------------- validate_node.c */
+
+/* The host backend inside a CUDA graph capture on `stream`: captures a copy of the labels to
+ * pinned host memory, a host node that scans it (and, when sanitize, replaces the bad labels
+ * and a copy back into a device buffer, *copy_out), so that every replay checks the labels the
+ * replay reads. Replay k publishes its verdict as run k of *ring. 0, or -1 with why. */
+LG_HIDDEN int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span,
+                                       bool sanitize, int64_t replacement, int samples, uint64_t *copy_out,
+                                       const struct lg_scan_ring **ring, char *why, size_t why_len);
 
 /* ---------------------------------------------------------------- validate_gpu.c */
 
@@ -367,7 +423,8 @@ typedef struct lg_scratch lg_scratch_t; /* per (context, stream) memory of the G
 /* One enqueued run of the validator. */
 typedef struct lg_gpu_run {
     const lg_scratch_t *s;
-    uint64_t seq;  /* the run's sequence number in s's ring (not meaningful when captured) */
+    uint64_t seq;  /* the run's sequence number in s's ring (captured: replay k publishes k) */
+    const struct lg_scan_ring *ring; /* s's ring, host view */
     uint64_t copy; /* sanitized copy, address of logical element 0 */
     bool captured;
 } lg_gpu_run_t;
@@ -384,20 +441,21 @@ LG_HIDDEN int lg_validate_gpu_launch(const lg_runtime_t *rt, const lg_target_t *
 LG_HIDDEN int lg_validate_gpu_wait(void *stream, char *why, size_t why_len);
 /* Run `seq` of s's ring: 1 read into v, 0 not yet written, -1 already overwritten. */
 LG_HIDDEN int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t *v);
-/* The newest run s's ring holds. */
-LG_HIDDEN uint64_t lg_validate_gpu_ring_latest(const lg_scratch_t *s);
 LG_HIDDEN void lg_validate_gpu_after_fork(void);
 
 /* ---------------------------------------------------------------- verdicts.c */
 
-/* One async check not collected yet. */
+struct lg_scan_ring;
+/* One check whose verdict is read after its launch. */
 typedef struct lg_pending {
     struct lg_kernel_info *cookie;
     void *stream;
     lg_target_t target;
-    const lg_scratch_t *s; /* NULL: host backend, verdict already final */
-    uint64_t seq;          /* run to read next */
-    bool repeating;        /* captured into a graph: every replay is one more run */
+    const struct lg_scan_ring *ring; /* where run `seq` publishes; NULL: `verdict` is final */
+    uint64_t seq;
+    uint64_t graph_id; /* a graph replay: the graph's id (its capture's); 0 otherwise */
+    uint64_t replay;   /* a graph replay: which replay of that launch, from 1 */
+    uint64_t owner;    /* the thread that added it (lg_verdicts_add sets it); 0: exited */
     lg_verdict_t verdict;
 } lg_pending_t;
 /* What a collected check says. */
@@ -406,20 +464,53 @@ typedef struct lg_async_report {
     void *stream;
     lg_target_t target;
     lg_verdict_t verdict;
+    uint64_t graph_id, replay;
 } lg_async_report_t;
-/* Queues p (malloc'd; the queue frees it). 0, or -1 when out of memory. */
+/* Queues p (malloc'd; the queue frees it), owned by the calling thread. 0, or -1 when out of
+ * memory. */
 LG_HIDDEN int lg_verdicts_add(lg_pending_t *p);
+/* Which checks a collection may take besides the calling thread's own: none (a launch or an
+ * error query), the orphans of one stream (its synchronization), or every orphan. */
+typedef enum { LG_COLLECT_MINE, LG_COLLECT_SYNC_STREAM, LG_COLLECT_SYNC_ALL } lg_collect_t;
 /* True and r filled for each finished check (clean ones included), oldest first; false when
- * none is ready. A verdict overwritten by LG_RING_SLOTS later checks on the same stream before
- * it was read is reported clean with checked = -1. Thread-safe. */
-LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r);
+ * none is ready. Thread-safe. */
+LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream);
+/* Run `seq` of a verdict ring (GPU: mapped pinned memory; graph host nodes: host memory):
+ * 1 read into v, 0 not yet written, -1 already overwritten. Lock-free, any thread. */
+LG_HIDDEN int lg_verdicts_ring_read(const struct lg_scan_ring *ring, uint64_t seq, lg_verdict_t *v);
 LG_HIDDEN void lg_verdicts_after_fork(void);
-/* Checks queued; read by every hook, so inline. */
-extern LG_HIDDEN _Atomic int lg_verdicts_outstanding;
-static inline bool lg_verdicts_pending(void)
+/* The calling thread's checks not collected yet, and the orphans of exited threads. */
+extern LG_HIDDEN LG_TLS int lg_verdicts_mine;
+extern LG_HIDDEN _Atomic int lg_verdicts_orphans;
+static inline bool lg_verdicts_pending(void) { return lg_verdicts_mine != 0; }
+static inline bool lg_verdicts_orphaned(void)
 {
-    return __atomic_load_n((int *)&lg_verdicts_outstanding, __ATOMIC_RELAXED) != 0;
+    return __atomic_load_n((int *)&lg_verdicts_orphans, __ATOMIC_RELAXED) != 0;
 }
+
+/* ---------------------------------------------------------------- graphs.c */
+
+/* A loss launch captured into capture `capture_id` whose check publishes run k of `ring` at
+ * the graph's k-th execution. 0, or -1 with why. */
+LG_HIDDEN int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
+                                  const lg_target_t *t, const struct lg_scan_ring *ring, char *why, size_t why_len);
+/* The hooks of cudaStreamEndCapture (the capture's id, asked before the real call, and the
+ * graph it made), cudaGraphInstantiate*, cudaGraphExecDestroy and cudaGraphLaunch (after it
+ * succeeded: queues one verdict per check for the calling thread; true when the exec was
+ * instantiated before the library armed, so its launches are not checked). */
+LG_HIDDEN void lg_graphs_end_capture(unsigned long long capture_id, const void *graph);
+LG_HIDDEN void lg_graphs_instantiated(const void *exec, const void *graph);
+LG_HIDDEN void lg_graphs_exec_destroyed(const void *exec);
+LG_HIDDEN bool lg_graphs_launched(const void *exec, void *stream); /* true: an exec made before arming */
+/* labelguard_arm: execs made before now are unknown, and their replays say so once. */
+LG_HIDDEN void lg_graphs_armed_late(void);
+LG_HIDDEN void lg_graphs_after_fork(void);
+/* Checks in captures not ended yet; execs with checks (plus one after a late arming). The
+ * hooks test these first (one relaxed load each). */
+extern LG_HIDDEN _Atomic int lg_graphs_open;
+extern LG_HIDDEN _Atomic int lg_graphs_watched;
+static inline bool lg_graphs_capturing(void) { return __atomic_load_n((int *)&lg_graphs_open, __ATOMIC_RELAXED) != 0; }
+static inline bool lg_graphs_watching(void) { return __atomic_load_n((int *)&lg_graphs_watched, __ATOMIC_RELAXED) != 0; }
 
 /* ---------------------------------------------------------------- json.c */
 
@@ -522,6 +613,7 @@ typedef struct lg_violation {
     char short_name[128];
     uint64_t launch_seq;
     void *stream;
+    uint64_t graph_id, replay; /* a CUDA graph replay: the graph's id and which replay (from 1) */
     int device;
     lg_target_t target;
     lg_verdict_t verdict;
@@ -727,8 +819,9 @@ typedef struct lg_decision {
  * validate, act. `rt` is the runtime the hook resolved. */
 LG_HIDDEN void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d);
 LG_HIDDEN void lg_launch_counters(lg_counters_t *out);
-/* Collects the async verdicts that are ready and acts on the bad ones (any hook point). */
-LG_HIDDEN void lg_launch_poll_async(const lg_runtime_t *rt);
+/* Collects the calling thread's async verdicts that are ready (and, at a synchronizing call,
+ * the orphans `scope` names) and acts on the bad ones. */
+LG_HIDDEN void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream);
 /* Per-thread launch counter slot (launch.c); the first launch of a thread assigns it. */
 typedef struct lg_counter_slot {
     _Atomic uint64_t launches;
@@ -797,6 +890,7 @@ typedef struct lg_act_input {
     void **args; /* the launch's own; NULL after it ran */
     const lg_target_t *target;
     const lg_verdict_t *verdict;
+    uint64_t graph_id, replay; /* a graph replay's (graphs.c); 0 otherwise */
 } lg_act_input_t;
 /* Reports the violation and carries out LABELGUARD_ACTION; d (NULL for LG_ACT_AFTER) gets
  * what the hook must do. May not return (abort) or return after a hold. */

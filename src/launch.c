@@ -6,7 +6,8 @@
  * Plus the launch counters of the summary event and the collection of async verdicts.
  *
  * Called by the hook layer (preload.c, cupti.c) on the launching thread with the runtime it
- * resolved, after it started the library; lg_launch_poll_async from every hook point. An
+ * resolved, after it started the library; lg_launch_poll from every hook point (the calling
+ * thread's own checks) and synchronizing call (also orphans of exited threads). An
  * unwatched kernel never gets here from preload.c (its fast path reads the cached state
  * itself); from CUPTI it costs the same lookup here.
  *
@@ -57,11 +58,12 @@ void lg_launch_counters(lg_counters_t *out)
 
 /* ------------------------------------------------------------------ async verdicts */
 
-void lg_launch_poll_async(const lg_runtime_t *rt)
+void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
 {
     lg_async_report_t r;
     lg_in_library++;
-    while (lg_verdicts_collect(&r)) {
+    int saved = lg_runtime_save_error(rt);
+    while (lg_verdicts_collect(&r, scope, stream)) {
         if (r.verdict.bad_count == 0)
             continue;
         lg_act_input_t in = {.when = LG_ACT_AFTER,
@@ -69,9 +71,12 @@ void lg_launch_poll_async(const lg_runtime_t *rt)
                              .stream = r.stream,
                              .args = NULL,
                              .target = &r.target,
-                             .verdict = &r.verdict};
+                             .verdict = &r.verdict,
+                             .graph_id = r.graph_id,
+                             .replay = r.replay};
         lg_act(rt, &in, NULL);
     }
+    lg_runtime_restore_error(rt, saved);
     lg_in_library--;
 }
 
@@ -95,22 +100,13 @@ static void warn_unchecked(const char *what, const lg_kernel_info_t *info, const
     lg_report_warning_once(what, detail);
 }
 
-static bool capturing(const lg_runtime_t *rt, void *stream)
-{
-    int status = 0;
-    if (!rt || !rt->stream_is_capturing)
-        return false;
-    lg_in_library++;
-    bool c = rt->stream_is_capturing(stream, &status) == 0 && status == 1;
-    lg_in_library--;
-    return c;
-}
-
 /* Async mode and graph capture: the validator writes a sanitized copy that the kernel reads,
- * and the verdict is collected later. Returns true when the launch is taken care of (run on
- * the copy, or left unchecked inside a capture); false to fall back to a sync check. */
-static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t, bool captured,
-                           lg_decision_t *d)
+ * and the verdict is collected later (captured: at every replay). Returns true when the
+ * launch is taken care of (run on the copy, or left unchecked inside a capture); false to fall
+ * back to a sync check. In log mode a captured launch keeps its own labels (it asserts, as it
+ * would have) and its check only reports. */
+static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t,
+                           const lg_capture_t *capture, lg_decision_t *d)
 {
     int64_t value;
     bool rewrite;
@@ -120,15 +116,19 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     if (have_value) {
         uint64_t copy = 0;
         lg_in_library++;
-        int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, &copy, why, sizeof why);
+        int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, capture, &copy, why, sizeof why);
         lg_in_library--;
         report_fallback();
+        if (rc == 0 && capture && !capture->sanitize) {
+            atomic_fetch_add(&validated, 1);
+            return true;
+        }
         if (rc == 0 && lg_act_run_on_copy(info->spec, l->args, copy, rewrite, value, d) == 0) {
             atomic_fetch_add(&validated, 1);
             return true;
         }
     }
-    if (!captured)
+    if (!capture)
         return false; /* no sanitizing value for this kernel: a synchronous check instead */
     warn_unchecked("capture_unchecked", info,
                    "cannot validate inside CUDA graph capture (%s); the launch runs unchecked",
@@ -167,15 +167,43 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     free(verdict);
 }
 
-static void decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d)
+/* Decode, then the check the mode and the stream's capture state call for. */
+static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
 {
-    lg_launch_count();
-    lg_kernel_info_t *info = lg_names_info(l->func);
-    int state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
-    if (LG_LIKELY(state == LG_KSTATE_UNWATCHED || state == LG_KSTATE_BAD_LAYOUT) && !lg_verdicts_pending())
+    atomic_fetch_add(&watched, 1);
+    lg_target_t t;
+    char why[512] = "";
+    if (lg_decode(info->spec, info->dtype, l->args, l->grid, &t, why, sizeof why) != 0) {
+        warn_unchecked("decode_failed", info, "%s; the launch runs unchecked", why);
         return;
+    }
+    if (t.count == 0)
+        return;
+    lg_capture_t cap = {.sanitize = lg_cfg.action != LG_ACTION_LOG};
+    int status = lg_runtime_capture_status(rt, l->stream, &cap.id);
+    if (status < 0) {
+        /* The legacy stream while a blocking stream captures: the launch itself fails with
+         * cudaErrorStreamCaptureImplicit, and any call of ours there would invalidate the
+         * application's capture. */
+        return;
+    }
+    if (status > 0) {
+        validate_async(l, info, &t, &cap, d);
+        return;
+    }
+    if (lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
+        return;
+    if (info->spec->input.param >= 0)
+        lg_logprobs_check(rt, l, info, &t);
+    validate_sync(rt, l, info, &t, d);
+}
+
+/* A launch past the fast path: collect what is outstanding, classify, check. */
+static void decide_slow(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int state,
+                        lg_decision_t *d)
+{
     if (LG_UNLIKELY(lg_verdicts_pending()))
-        lg_launch_poll_async(rt);
+        lg_launch_poll(rt, LG_COLLECT_MINE, NULL);
     if (state == LG_KSTATE_UNKNOWN) {
         info = lg_classify(rt, l, info);
         state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
@@ -188,30 +216,22 @@ static void decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *
         return;
     if (info->spec->direction == LG_DIR_BACKWARD)
         lg_opaque_disarm();
-
-    atomic_fetch_add(&watched, 1);
-    lg_target_t t;
-    char why[512] = "";
-    if (lg_decode(info->spec, info->dtype, l->args, l->grid, &t, why, sizeof why) != 0) {
-        warn_unchecked("decode_failed", info, "%s; the launch runs unchecked", why);
-        return;
-    }
-    if (t.count == 0)
-        return;
-    bool captured = capturing(rt, l->stream);
-    if ((lg_cfg.mode == LG_MODE_ASYNC || captured) && lg_cfg.action != LG_ACTION_LOG &&
-        validate_async(l, info, &t, captured, d))
-        return;
-    if (!captured && info->spec->input.param >= 0)
-        lg_logprobs_check(rt, l, info, &t);
-    validate_sync(rt, l, info, &t, d);
+    /* Nothing of ours may reach the application's error state, nor take its own error. */
+    int saved = lg_runtime_save_error(rt);
+    check_launch(rt, l, info, d);
+    lg_runtime_restore_error(rt, saved);
 }
 
 void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d)
 {
     d->kind = LG_VERDICT_RUN;
+    lg_launch_count();
+    lg_kernel_info_t *info = lg_names_info(l->func);
+    int state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
+    if (LG_LIKELY(state == LG_KSTATE_UNWATCHED || state == LG_KSTATE_BAD_LAYOUT) && !lg_verdicts_pending())
+        return;
     /* The checks read the labels through the launching caller's own runtime. */
     const lg_runtime_t *prev = lg_validate_use_runtime(rt);
-    decide(rt, l, d);
+    decide_slow(rt, l, info, state, d);
     lg_validate_use_runtime(prev);
 }

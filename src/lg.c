@@ -91,6 +91,7 @@ static void atfork_child(void)
     lg_runtime_atfork_child();
     lg_hold_atfork_child();
     lg_validate_after_fork_child();
+    lg_graphs_after_fork();
     lg_report_after_fork_child();
     /* No start is under way here (the fork waited for it) unless this thread forked from inside
      * it. A parent that never started leaves CUPTI to its children (fork-then-CUDA workers). */
@@ -178,8 +179,6 @@ static void describe_environment(const lg_runtime_t *rt, bool interposed, const 
             env.device_name = device_name;
         }
     }
-    if (rt->get_last_error)
-        rt->get_last_error();
     if (torch_version(torch, sizeof torch))
         env.torch = torch;
     lg_report_set_environment(&env);
@@ -191,6 +190,8 @@ static void start(void)
     start_owner = true;
     lg_in_library++;
     const lg_runtime_t *rt = lg_runtime_get();
+    /* The first hook of the process may come with an error of the application pending. */
+    int saved = lg_runtime_save_error(rt);
     lg_registry_init(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
     lg_validate_init(rt);
     /* Interposition is a layer only where there is a shared runtime to interpose. */
@@ -199,6 +200,7 @@ static void start(void)
     if (lg_cupti_slot_wanted(lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL, attaching, why, sizeof why))
         lg_cupti_start();
     describe_environment(rt, interposed, why);
+    lg_runtime_restore_error(rt, saved);
     lg_report_start();
     lg_cupti_report_status();
     if (lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD) {
@@ -226,8 +228,8 @@ __attribute__((destructor)) static void lg_destructor(void)
     if (!atomic_load(&started))
         return;
     lg_in_library++;
-    if (lg_verdicts_pending())
-        lg_launch_poll_async(lg_runtime_get());
+    if (lg_verdicts_pending() || lg_verdicts_orphaned())
+        lg_launch_poll(lg_runtime_get(), LG_COLLECT_SYNC_ALL, NULL);
     lg_counters_t c;
     lg_launch_counters(&c);
     lg_report_summary(&c);

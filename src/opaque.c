@@ -166,7 +166,7 @@ void lg_opaque_gather(const lg_runtime_t *rt, const lg_launch_t *l, const lg_ker
              "label_smoothing= then gathers weight[target] with the original labels%s; that gather was blocked "
              "instead of hitting a device-side assert, the CUDA context is intact; details in %s",
              loss, where, lg_report_log_path()[0] ? lg_report_log_path() : "the log");
-    lg_runtime_set_pending_error(LG_RAISE_ERROR, msg);
+    lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, false);
     d->kind = LG_VERDICT_SKIP;
     d->error = LG_RAISE_ERROR;
     (void)rt;

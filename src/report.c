@@ -306,6 +306,12 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
     snprintf(stream, sizeof(stream), "0x%" PRIxPTR, (uintptr_t)v->stream);
     lg_json_string(j, "stream", stream);
     lg_json_int(j, "device", v->device);
+    if (v->graph_id) {
+        lg_json_begin_object(j, "graph");
+        lg_json_uint(j, "id", v->graph_id);
+        lg_json_uint(j, "replay", v->replay);
+        lg_json_end_object(j);
+    }
 
     const lg_target_t *t = &v->target;
     lg_json_begin_object(j, "target");

@@ -1,7 +1,10 @@
 /* runtime.c: the CUDA bindings, in one place: which libcudart objects the process holds (one
  * per soname: a CUDA 12 and a CUDA 13 runtime can live side by side, e.g. torch's wheel and a
  * custom extension), the libcuda handle, the runtime functions the core calls (lg_runtime_t),
- * and the per-thread pending error that a blocked launch leaves for cudaGetLastError.
+ * the per-thread pending error that a blocked launch leaves for cudaGetLastError (with our
+ * text for it, valid until the thread's next launch), the save and restore of the
+ * application's own error around our calls, and the capture queries and capture-mode switch
+ * our calls need to stay within CUDA's capture rules.
  *
  * Who calls it: the hook layer (preload.c resolves its real functions here and reads the
  * pending error on every cudaGetLastError; cupti.c and arm.c ask where libcudart lives) and
@@ -20,9 +23,10 @@
  * (lg_runtime_resolve_version), and the core gets that runtime's table (lg_runtime_for), so
  * that each launch, its registration and its label checks go to the caller's own runtime.
  *
- * Tested through every hook test (tests/e2e, tests/fakecuda), tests/e2e/test_mixed_runtimes.sh
- * (a CUDA 13 program and a CUDA 12 library in one process) and tests/unit/test_act.c, which
- * checks the pending-error state directly.
+ * Tested through every hook test (tests/e2e, tests/fakecuda; test_delivery.sh for the error's
+ * thread, text and the application's own error), tests/e2e/test_mixed_runtimes.sh (a CUDA 13
+ * program and a CUDA 12 library in one process) and tests/unit/test_act.c, which checks the
+ * pending-error state directly.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -38,6 +42,9 @@
 
 LG_TLS int lg_in_library;
 LG_TLS int lg_runtime_pending;
+LG_TLS int lg_runtime_pending_sync;
+LG_TLS int lg_runtime_message_live;
+LG_TLS int lg_runtime_app_error;
 
 /* ------------------------------------------------------------------ finding libcudart */
 
@@ -175,26 +182,34 @@ void *lg_runtime_libcuda(void)
 static lg_runtime_t runtime;
 static pthread_once_t runtime_once = PTHREAD_ONCE_INIT;
 
-#define RT_RESOLVE(field, name) runtime.field = (__typeof__(runtime.field))lg_runtime_resolve(name, NULL)
+/* The runtime functions the core calls, by field and name: one list for the process-wide table
+ * and the per-version ones. */
+#define RT_FIELDS(X)                                                  \
+    X(memcpy_async, "cudaMemcpyAsync")                                \
+    X(stream_synchronize, "cudaStreamSynchronize")                    \
+    X(malloc_device, "cudaMalloc")                                    \
+    X(free_device, "cudaFree")                                        \
+    X(malloc_host, "cudaMallocHost")                                  \
+    X(free_host, "cudaFreeHost")                                      \
+    X(pointer_attributes, "cudaPointerGetAttributes")                 \
+    X(stream_is_capturing, "cudaStreamIsCapturing")                   \
+    X(get_device, "cudaGetDevice")                                    \
+    X(get_device_properties, "cudaGetDeviceProperties")               \
+    X(get_last_error, "cudaGetLastError")                             \
+    X(func_get_name, "cudaFuncGetName")                               \
+    X(func_get_param_info, "cudaFuncGetParamInfo")                    \
+    X(get_error_string, "cudaGetErrorString")                         \
+    X(runtime_get_version, "cudaRuntimeGetVersion")                   \
+    X(driver_get_version, "cudaDriverGetVersion")                     \
+    X(exchange_capture_mode, "cudaThreadExchangeStreamCaptureMode")   \
+    X(launch_host_func, "cudaLaunchHostFunc")                         \
+    X(stream_get_capture_info, "cudaStreamGetCaptureInfo")
 
 static void resolve_runtime(void)
 {
-    RT_RESOLVE(memcpy_async, "cudaMemcpyAsync");
-    RT_RESOLVE(stream_synchronize, "cudaStreamSynchronize");
-    RT_RESOLVE(malloc_device, "cudaMalloc");
-    RT_RESOLVE(free_device, "cudaFree");
-    RT_RESOLVE(malloc_host, "cudaMallocHost");
-    RT_RESOLVE(free_host, "cudaFreeHost");
-    RT_RESOLVE(pointer_attributes, "cudaPointerGetAttributes");
-    RT_RESOLVE(stream_is_capturing, "cudaStreamIsCapturing");
-    RT_RESOLVE(get_device, "cudaGetDevice");
-    RT_RESOLVE(get_device_properties, "cudaGetDeviceProperties");
-    RT_RESOLVE(get_last_error, "cudaGetLastError");
-    RT_RESOLVE(func_get_name, "cudaFuncGetName");
-    RT_RESOLVE(func_get_param_info, "cudaFuncGetParamInfo");
-    RT_RESOLVE(get_error_string, "cudaGetErrorString");
-    RT_RESOLVE(runtime_get_version, "cudaRuntimeGetVersion");
-    RT_RESOLVE(driver_get_version, "cudaDriverGetVersion");
+#define RT_RESOLVE(field, name) *(void **)&runtime.field = lg_runtime_resolve(name, NULL);
+    RT_FIELDS(RT_RESOLVE)
+#undef RT_RESOLVE
 }
 
 const lg_runtime_t *lg_runtime_get(void)
@@ -214,23 +229,8 @@ static void resolve_version(lg_runtime_t *t, void *h, const char *version)
     do {                                                          \
         void *f = dlvsym(h, name, version);                       \
         *(void **)&t->field = f ? f : dlsym(h, name);             \
-    } while (0)
-    RV(memcpy_async, "cudaMemcpyAsync");
-    RV(stream_synchronize, "cudaStreamSynchronize");
-    RV(malloc_device, "cudaMalloc");
-    RV(free_device, "cudaFree");
-    RV(malloc_host, "cudaMallocHost");
-    RV(free_host, "cudaFreeHost");
-    RV(pointer_attributes, "cudaPointerGetAttributes");
-    RV(stream_is_capturing, "cudaStreamIsCapturing");
-    RV(get_device, "cudaGetDevice");
-    RV(get_device_properties, "cudaGetDeviceProperties");
-    RV(get_last_error, "cudaGetLastError");
-    RV(func_get_name, "cudaFuncGetName");
-    RV(func_get_param_info, "cudaFuncGetParamInfo");
-    RV(get_error_string, "cudaGetErrorString");
-    RV(runtime_get_version, "cudaRuntimeGetVersion");
-    RV(driver_get_version, "cudaDriverGetVersion");
+    } while (0);
+    RT_FIELDS(RV)
 #undef RV
 }
 
@@ -259,32 +259,31 @@ const lg_runtime_t *lg_runtime_for(int major, const char *version)
 
 /* ------------------------------------------------------------------ the pending error */
 
-/* The message is kept per thread (the thread whose launch was blocked reads it) and once per
- * process, for a framework that formats the error on another thread than the one that got it. */
+/* Our text is per thread: PyTorch reads cudaGetLastError and then cudaGetErrorString on the
+ * thread that made the failing call. It means LG_RAISE_ERROR only while message_live is set
+ * (until the thread's next launch), so an unrelated cudaErrorNotPermitted later gets CUDA's
+ * own text. Large, touched only on the report path: not initial-exec TLS. */
 static __thread char thread_message[1024];
-static char shared_message[1024];
-static pthread_mutex_t message_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void lg_runtime_set_pending_error(int code, const char *message)
+void lg_runtime_set_pending_error(int code, const char *message, bool at_sync)
 {
+    /* Several bad launches read at one hook point (a graph's forward and backward): the first
+     * is the one to show, the others are in the log. */
+    if (message && lg_runtime_pending == code && lg_runtime_message_live)
+        return;
     lg_runtime_pending = code;
+    lg_runtime_pending_sync = at_sync && code != 0;
     if (!message)
         return;
     snprintf(thread_message, sizeof thread_message, "%s", message);
-    pthread_mutex_lock(&message_lock);
-    snprintf(shared_message, sizeof shared_message, "%s", message);
-    pthread_mutex_unlock(&message_lock);
+    lg_runtime_message_live = 1;
 }
 
 const char *lg_runtime_error_message(int code)
 {
-    if (code != LG_RAISE_ERROR)
+    if (code != LG_RAISE_ERROR || !lg_runtime_message_live || !thread_message[0])
         return NULL;
-    if (thread_message[0])
-        return thread_message;
-    if (__atomic_load_n(&shared_message[0], __ATOMIC_ACQUIRE))
-        return shared_message;
-    return NULL;
+    return thread_message;
 }
 
 int lg_runtime_save_error(const lg_runtime_t *rt) { return rt && rt->get_last_error ? rt->get_last_error() : 0; }
@@ -292,15 +291,77 @@ int lg_runtime_save_error(const lg_runtime_t *rt) { return rt && rt->get_last_er
 void lg_runtime_restore_error(const lg_runtime_t *rt, int saved)
 {
     if (rt && rt->get_last_error)
-        rt->get_last_error();
+        rt->get_last_error(); /* whatever our own calls left */
     if (saved)
-        lg_runtime_set_pending_error(saved, NULL);
+        lg_runtime_app_error = saved;
+}
+
+int lg_runtime_take_error(int e)
+{
+    if (lg_runtime_app_error) {
+        /* The application's own comes first (it is older than ours, which stays pending); a
+         * newer error of the runtime replaces it, as CUDA keeps only the last. */
+        int app = lg_runtime_app_error;
+        lg_runtime_app_error = 0;
+        return e ? e : app;
+    }
+    /* cudaErrorNotReady is a status that PyTorch reads and discards ((void)cudaGetLastError()
+     * after querying work in flight): our error waits for the next check instead of vanishing. */
+    if (lg_runtime_pending && e != 600 /* cudaErrorNotReady */) {
+        if (e == 0)
+            e = lg_runtime_pending;
+        lg_runtime_pending = 0;
+        lg_runtime_pending_sync = 0;
+    }
+    return e;
+}
+
+int lg_runtime_peek_error(int e)
+{
+    if (e)
+        return e;
+    return lg_runtime_app_error ? lg_runtime_app_error : lg_runtime_pending;
+}
+
+int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned long long *id)
+{
+    *id = 0;
+    if (!rt || !rt->stream_is_capturing)
+        return 0;
+    int saved = lg_runtime_save_error(rt);
+    int status = 0;
+    int rc = rt->stream_is_capturing(stream, &status);
+    if (rc != 0) {
+        status = -1;
+    } else if (status != 0 && rt->stream_get_capture_info) {
+        int st2 = 0;
+        unsigned long long cid = 0;
+        if (rt->stream_get_capture_info(stream, &st2, &cid, NULL, NULL, NULL, NULL) == 0)
+            *id = cid;
+    }
+    lg_runtime_restore_error(rt, saved);
+    return status;
+}
+
+int lg_runtime_relax_capture(const lg_runtime_t *rt)
+{
+    int mode = 2; /* cudaStreamCaptureModeRelaxed */
+    if (!rt || !rt->exchange_capture_mode || rt->exchange_capture_mode(&mode) != 0)
+        return -1;
+    return mode;
+}
+
+void lg_runtime_restore_capture(const lg_runtime_t *rt, int old)
+{
+    if (old >= 0 && rt && rt->exchange_capture_mode)
+        rt->exchange_capture_mode(&old);
 }
 
 void lg_runtime_atfork_child(void)
 {
     lg_runtime_pending = 0;
-    pthread_mutex_init(&message_lock, NULL);
+    lg_runtime_pending_sync = 0;
+    lg_runtime_app_error = 0;
 }
 
 _Static_assert(LG_RAISE_ERROR == (int)cudaErrorNotPermitted, "LG_RAISE_ERROR is cudaErrorNotPermitted");

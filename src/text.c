@@ -271,9 +271,14 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
     else /* samples off: the range still says what is wrong */
         snprintf(what, sizeof(what), "bad %ss (min %" PRId64 ", max %" PRId64 ")", noun, vd->min, vd->max);
     const char *path = log_path && log_path[0] ? log_path : "the log";
+    /* PyTorch appends cudaErrorNotPermitted's documentation link and the CUDA_LAUNCH_BLOCKING
+     * hint to this text; both point away from the labels, so the text says so first. */
+    bool ran = v->outcome && !strcmp(v->outcome, "masked");
     snprintf(out, out_len,
-             "labelguard: %s: %s, outside [%" PRId64 ", %" PRId64 ") (%s; %" PRId64 " of %" PRId64
-             " %ss bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
-             v->short_name[0] ? v->short_name : "kernel", what, low_bound(t), t->n_classes, ign, vd->bad_count,
-             t->count, noun, lg_cause_name(cause), lg_cause_fix(cause), path);
+             "labelguard: bad %ss, not a CUDA fault (ignore the cudaErrorNotPermitted and "
+             "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [%" PRId64 ", %" PRId64 ") (%s; %" PRId64 " of %" PRId64
+             " %ss bad); %s, the CUDA context is intact; likely cause: %s: %s; details in %s",
+             noun, v->short_name[0] ? v->short_name : "kernel", what, low_bound(t), t->n_classes, ign, vd->bad_count,
+             t->count, noun, ran ? "the kernel ran with them masked (checked after launch)" : "launch blocked",
+             lg_cause_name(cause), lg_cause_fix(cause), path);
 }

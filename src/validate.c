@@ -3,7 +3,10 @@
  * is not or when it hands the call back (no current context on this thread, no module in this
  * context). Any other failure of either is the caller's: it warns and lets the launch run.
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
- * whose verdict verdicts.c collects later.
+ * whose verdict verdicts.c collects later; inside a graph capture the async check is captured
+ * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
+ * The host backend runs in relaxed capture mode, so that none of its calls invalidates a
+ * capture the application runs on another stream or thread.
  *
  * Called by launch.c and act.c on the launching thread, only for watched launches, with the
  * re-entry guard held, so our own CUDA calls are never judged again. All three take the
@@ -80,11 +83,15 @@ typedef struct call {
     bool want_copy;     /* a sanitized copy, bad labels replaced by `replacement` */
     bool always_copy;   /* host backend: copy even when no label is bad */
     bool allow_capture; /* the stream may be capturing a graph (async only) */
+    bool captured;      /* it is: the host backend captures its check (validate_node.c) */
+    bool sanitize;      /* captured: the launch will read the copy */
     int64_t replacement;
     lg_verdict_t *v;  /* host backend's verdict */
     uint64_t copy;    /* host backend's copy */
     lg_gpu_run_t run; /* GPU backend's enqueued run */
 } call_t;
+
+static int host_call(const lg_runtime_t *r, call_t *c, int64_t span, char *why, size_t why_len);
 
 /* The fallback rule. Returns 1 when the GPU backend took the call (c->run), 0 when the host
  * backend did (c->v, c->copy), -1 with why on failure. */
@@ -101,6 +108,25 @@ static int dispatch(call_t *c, char *why, size_t why_len)
             return 1;
         if (!use_host)
             return -1;
+    }
+    /* The host backend's allocations, copies and waits are "unsafe" calls while any global-mode
+     * capture runs in the process: in relaxed mode they leave the application's capture valid. */
+    int mode = lg_runtime_relax_capture(r);
+    int rc = host_call(r, c, span, why, why_len);
+    lg_runtime_restore_capture(r, mode);
+    return rc;
+}
+
+static int host_call(const lg_runtime_t *r, call_t *c, int64_t span, char *why, size_t why_len)
+{
+    if (c->captured) {
+        const struct lg_scan_ring *ring = NULL;
+        if (lg_validate_node_capture(r, c->t, c->stream, span, c->sanitize, c->replacement, c->samples, &c->copy, &ring,
+                                     why, why_len) != 0)
+            return -1;
+        c->run.ring = ring;
+        c->run.captured = true;
+        return 0;
     }
     if (!c->want_copy)
         return lg_validate_host_scan(r, c->t, c->stream, span, c->samples, c->v, why, why_len);
@@ -153,47 +179,64 @@ uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, int64_t rep
 }
 
 int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, int samples,
-                      struct lg_kernel_info *cookie, uint64_t *sanitized, char *why, size_t why_len)
+                      struct lg_kernel_info *cookie, const lg_capture_t *capture, uint64_t *sanitized, char *why,
+                      size_t why_len)
 {
     uint64_t t0 = lg_now_ns();
     int rc = -1;
-    lg_pending_t *p = calloc(1, sizeof *p);
-    if (!p) {
+    lg_pending_t *p = NULL;
+    *sanitized = t->data;
+    if (t->count <= 0) {
+        rc = capture ? -1 : 0; /* nothing to check; a capture keeps no entry for it */
+        if (capture)
+            snprintf(why, why_len, "no labels");
+        goto out;
+    }
+    if (!capture && !(p = calloc(1, sizeof *p))) {
         snprintf(why, why_len, "out of memory");
+        goto out;
+    }
+    call_t c = {.t = t,
+                .stream = stream,
+                .samples = samples,
+                .want_copy = true,
+                .allow_capture = capture != NULL,
+                .captured = capture != NULL,
+                .sanitize = !capture || capture->sanitize,
+                .replacement = replacement,
+                .v = p ? &p->verdict : NULL}; /* captured: each replay publishes its own */
+    rc = dispatch(&c, why, why_len);
+    if (rc < 0)
+        goto out;
+    uint64_t copy = rc == 1 ? c.run.copy : c.copy;
+    if (capture) {
+        if (rc == 1 && !c.run.captured) {
+            snprintf(why, why_len, "the stream stopped capturing");
+            rc = -1;
+            goto out;
+        }
+        rc = lg_graphs_add_check(capture->id, cookie, stream, t, c.run.ring, why, why_len);
+        if (rc == 0 && capture->sanitize)
+            *sanitized = copy;
         goto out;
     }
     p->cookie = cookie;
     p->stream = stream;
     p->target = *t;
-    if (t->count <= 0) {
-        *sanitized = t->data;
-        rc = 0;
-    } else {
-        call_t c = {.t = t,
-                    .stream = stream,
-                    .samples = samples,
-                    .want_copy = true,
-                    .allow_capture = true,
-                    .replacement = replacement,
-                    .v = &p->verdict};
-        rc = dispatch(&c, why, why_len);
-        if (rc == 1) {
-            *sanitized = c.run.copy;
-            p->s = c.run.s;
-            p->repeating = c.run.captured;
-            p->seq = c.run.captured ? 1 : c.run.seq; /* a graph's first replay publishes run 1 */
-            rc = 0;
-        } else if (rc == 0) {
-            *sanitized = c.copy; /* host backend: the verdict is known already */
-        }
+    if (rc == 1) {
+        p->ring = c.run.ring;
+        p->seq = c.run.seq;
     }
-    if (rc == 0 && lg_verdicts_add(p) != 0) {
+    *sanitized = copy; /* host backend, nothing bad: the labels themselves */
+    rc = 0;
+    if (lg_verdicts_add(p) != 0) {
         snprintf(why, why_len, "out of memory");
         rc = -1; /* the copy was made, but the caller must not count on a verdict */
+    } else {
+        p = NULL;
     }
-    if (rc != 0)
-        free(p);
 out:
+    free(p);
     account(t0);
     return rc;
 }

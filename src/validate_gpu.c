@@ -362,6 +362,7 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     }
     out->s = s;
     out->seq = ++s->launched;
+    out->ring = s->ring;
     out->copy = copy;
     out->captured = captured;
     pthread_mutex_unlock(&lock);
@@ -383,26 +384,9 @@ int lg_validate_gpu_launch(const lg_runtime_t *rt, const lg_target_t *tin, void 
     return rc;
 }
 
-/* Reads run `seq` from the ring. 1: read, 0: not yet written, -1: already overwritten. */
 int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t *v)
 {
-    const lg_scan_ring_entry_t *e = &s->ring->entries[seq % LG_RING_SLOTS];
-    uint64_t got = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
-    if (got < seq)
-        return 0;
-    if (got > seq)
-        return -1;
-    v->bad_count = e->verdict.bad_count;
-    v->checked = e->verdict.checked;
-    v->min = e->verdict.min;
-    v->max = e->verdict.max;
-    int n = e->verdict.n_samples;
-    n = n < 0 ? 0 : n > LG_MAX_SAMPLES ? LG_MAX_SAMPLES : n;
-    memcpy(v->samples, (const void *)e->verdict.samples, (size_t)n * sizeof(lg_sample_t));
-    v->n_samples = n;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    /* A later run may have reused the slot while we copied. */
-    return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) == seq ? 1 : -1;
+    return lg_verdicts_ring_read(s->ring, seq, v);
 }
 
 /* At start, while the GPU is still empty: the scratch of the legacy default stream (where
@@ -435,11 +419,6 @@ bool lg_validate_gpu_init(void)
     bool active = gpu_active;
     pthread_mutex_unlock(&lock);
     return active;
-}
-
-uint64_t lg_validate_gpu_ring_latest(const lg_scratch_t *s)
-{
-    return __atomic_load_n(&s->ring->latest, __ATOMIC_ACQUIRE);
 }
 
 /* The wait runs in relaxed capture mode too, like everything in lg_validate_gpu_launch. */

@@ -33,9 +33,9 @@ static host_slot_t host_slots[64];
 static int n_host_slots;
 
 /* Is `ptr` memory the device can read? Uses the runtime, so it also works under the test
- * double. A failed query leaves a sticky "last error" in the runtime that the application
- * would see at its next cudaGetLastError: we consume it (it is ours). */
-static int host_check_pointer(const lg_runtime_t *rt, const void *ptr, int *kind, char *why, size_t why_len)
+ * double. A failed query leaves a "last error" in the runtime: we consume it (it is ours; the
+ * application's own was saved by the core's entry, lg_runtime_save_error). */
+int lg_validate_host_pointer(const lg_runtime_t *rt, const void *ptr, int *kind, char *why, size_t why_len)
 {
     *kind = KIND_D2H;
     if (!rt->pointer_attributes)
@@ -84,7 +84,7 @@ static void *host_fetch(const lg_runtime_t *rt, const lg_target_t *t, void *stre
         return NULL;
     }
     int kind;
-    if (host_check_pointer(rt, (const void *)(uintptr_t)t->data, &kind, why, why_len) != 0)
+    if (lg_validate_host_pointer(rt, (const void *)(uintptr_t)t->data, &kind, why, why_len) != 0)
         return NULL;
     if (rt->stream_is_capturing) {
         int st = 0;
@@ -172,6 +172,21 @@ static void *host_scratch(const lg_runtime_t *rt, void *stream, size_t bytes, ch
     return out;
 }
 
+void lg_validate_host_replace(const lg_target_t *t, void *buf, int64_t replacement)
+{
+    for (int64_t i = 0; i < t->count; i++) {
+        int64_t val = lg_scan_load(t, buf, i);
+        if (lg_scan_is_ignored(t, val) || !lg_scan_is_bad(t, val))
+            continue;
+        int64_t off = lg_scan_offset(t, i);
+        switch (t->dtype) {
+        case LG_DTYPE_UINT8: ((uint8_t *)buf)[off] = (uint8_t)replacement; break;
+        case LG_DTYPE_INT32: ((int32_t *)buf)[off] = (int32_t)replacement; break;
+        default: ((int64_t *)buf)[off] = replacement; break;
+        }
+    }
+}
+
 /* Scan on the host and, when any label is bad, upload a copy with each bad one replaced.
  * *copy_out is the copy's address of logical element 0, or t->data when nothing was bad and
  * `always_copy` is false. */
@@ -187,17 +202,7 @@ int lg_validate_host_sanitize(const lg_runtime_t *rt, const lg_target_t *t, void
         *copy_out = t->data;
         return 0;
     }
-    for (int64_t i = 0; i < t->count; i++) {
-        int64_t val = lg_scan_load(t, buf, i);
-        if (lg_scan_is_ignored(t, val) || !lg_scan_is_bad(t, val))
-            continue;
-        int64_t off = lg_scan_offset(t, i);
-        switch (t->dtype) {
-        case LG_DTYPE_UINT8: ((uint8_t *)buf)[off] = (uint8_t)replacement; break;
-        case LG_DTYPE_INT32: ((int32_t *)buf)[off] = (int32_t)replacement; break;
-        default: ((int64_t *)buf)[off] = replacement; break;
-        }
-    }
+    lg_validate_host_replace(t, buf, replacement);
     size_t bytes = (size_t)span * lg_scan_elem_size(t->dtype);
     void *dev = host_scratch(rt, stream, bytes, why, why_len);
     int rc = -1;

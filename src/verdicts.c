@@ -1,12 +1,18 @@
-/* verdicts.c: the queue of async checks whose verdict has not been read yet. validate.c adds
- * one per async launch (lg_verdicts_add); launch.c collects them at every hook point
- * (lg_verdicts_collect), oldest first, clean ones included so they leave the queue. A check
- * captured into a CUDA graph never leaves: every replay publishes one more verdict, read from
- * the GPU backend's ring. The count of queued checks is what the hooks test on every call
- * (lg_verdicts_pending, inline), so a captured loss kernel keeps them polling.
+/* verdicts.c: the checks whose verdict is read after their launch: async-mode checks, and the
+ * replays of loss launches captured into a CUDA graph (one entry per replay, added by
+ * graphs.c at cudaGraphLaunch). Each belongs to the thread that made the launch (or the graph
+ * launch): only that thread collects it, so its error reaches the thread whose CUDA calls
+ * PyTorch checks, not a thread that happens to poll cudaGetLastError (the caching allocator,
+ * the NCCL watchdog). When that thread has exited, its checks are orphans, collected at the
+ * next synchronizing call on their stream by any thread.
  *
- * Any thread; one mutex. Fork: the child drops the parent's checks (lg_verdicts_after_fork).
- * Tested by tests/unit/test_scan.c (host backend) and tests/gpu/test_validator.cu (the ring).
+ * The hooks test `lg_verdicts_mine` (a thread-local count of the calling thread's checks) on
+ * every launch and error query, and `lg_verdicts_orphans` (one relaxed load) at synchronizing
+ * calls: with nothing outstanding neither takes a lock. The queue itself has one mutex.
+ *
+ * Called by validate.c and graphs.c (add) and launch.c (collect), on application threads.
+ * Fork: the child drops the parent's checks. Tested by tests/unit/test_scan.c (the queue,
+ * ownership) and tests/e2e/test_delivery.sh, test_graphs.sh (end to end).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,21 +21,53 @@
 #include "../cuda/lg_validate.h"
 #include "internal.h"
 
-_Atomic int lg_verdicts_outstanding;
+LG_TLS int lg_verdicts_mine;
+_Atomic int lg_verdicts_orphans;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int n_pendings;
+static lg_pending_t **pendings;
+static int n_pendings, cap_pendings;
 
-typedef lg_pending_t pending_t;
+/* Threads are told apart by a serial number, not a pthread_t or tid, which a later thread
+ * may reuse. The key's destructor tells the queue when a thread with checks exits. */
+static _Atomic uint64_t next_owner;
+static LG_TLS uint64_t my_owner;
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static bool key_ok;
 
-static pending_t **pendings;
-static int cap_pendings;
-
-int lg_verdicts_add(pending_t *p)
+static void thread_gone(void *value)
 {
+    uint64_t id = (uint64_t)(uintptr_t)value;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_pendings; i++)
+        if (pendings[i]->owner == id) {
+            pendings[i]->owner = 0;
+            __atomic_fetch_add(&lg_verdicts_orphans, 1, __ATOMIC_RELAXED);
+        }
+    pthread_mutex_unlock(&lock);
+}
+
+static void make_key(void) { key_ok = pthread_key_create(&exit_key, thread_gone) == 0; }
+
+static uint64_t owner_id(void)
+{
+    if (LG_LIKELY(my_owner))
+        return my_owner;
+    my_owner = __atomic_add_fetch(&next_owner, 1, __ATOMIC_RELAXED);
+    pthread_once(&key_once, make_key);
+    if (key_ok)
+        pthread_setspecific(exit_key, (void *)(uintptr_t)my_owner);
+    return my_owner;
+}
+
+int lg_verdicts_add(lg_pending_t *p)
+{
+    p->owner = owner_id();
     pthread_mutex_lock(&lock);
     if (n_pendings == cap_pendings) {
         int nc = cap_pendings ? cap_pendings * 2 : 16;
-        pending_t **n = realloc(pendings, (size_t)nc * sizeof *n);
+        lg_pending_t **n = realloc(pendings, (size_t)nc * sizeof *n);
         if (!n) {
             pthread_mutex_unlock(&lock);
             return -1;
@@ -38,70 +76,81 @@ int lg_verdicts_add(pending_t *p)
         cap_pendings = nc;
     }
     pendings[n_pendings++] = p;
-    __atomic_store_n(&lg_verdicts_outstanding, n_pendings, __ATOMIC_RELAXED);
+    lg_verdicts_mine++;
     pthread_mutex_unlock(&lock);
     return 0;
 }
 
-/* What pending check p says now: 1 and r filled when a report is due, 0 when not yet;
- * *done when p is finished for good. Caller holds `lock`. */
-static int pending_poll(pending_t *p, lg_async_report_t *r, bool *done)
+int lg_verdicts_ring_read(const lg_scan_ring_t *ring, uint64_t seq, lg_verdict_t *v)
 {
-    *done = false;
+    const lg_scan_ring_entry_t *e = &ring->entries[seq % LG_RING_SLOTS];
+    uint64_t got = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+    if (got < seq)
+        return 0;
+    if (got > seq)
+        return -1;
+    v->bad_count = e->verdict.bad_count;
+    v->checked = e->verdict.checked;
+    v->min = e->verdict.min;
+    v->max = e->verdict.max;
+    int n = e->verdict.n_samples;
+    n = n < 0 ? 0 : n > LG_MAX_SAMPLES ? LG_MAX_SAMPLES : n;
+    memcpy(v->samples, (const void *)e->verdict.samples, (size_t)n * sizeof(lg_sample_t));
+    v->n_samples = n;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* A later run may have reused the slot while we copied. */
+    return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) == seq ? 1 : -1;
+}
+
+/* Is p this collector's to take? */
+static bool takes(const lg_pending_t *p, uint64_t me, lg_collect_t scope, void *stream)
+{
+    if (p->owner)
+        return p->owner == me;
+    return scope == LG_COLLECT_SYNC_ALL || (scope == LG_COLLECT_SYNC_STREAM && p->stream == stream);
+}
+
+/* 1 and r filled when p's verdict is there (a run overwritten before it was read is reported
+ * clean with checked = -1); 0 when not yet. Caller holds `lock`. */
+static int pending_poll(const lg_pending_t *p, lg_async_report_t *r)
+{
     r->info = p->cookie;
     r->stream = p->stream;
     r->target = p->target;
-    if (!p->s) {
+    r->graph_id = p->graph_id;
+    r->replay = p->replay;
+    if (!p->ring) {
         r->verdict = p->verdict;
-        *done = true;
         return 1;
     }
-    if (!p->repeating) {
-        int got = lg_validate_gpu_ring_read(p->s, p->seq, &r->verdict);
-        if (got == 0)
-            return 0;
-        if (got < 0) {
-            lg_scan_clear(&r->verdict);
-            r->verdict.checked = -1;
-        }
-        *done = true;
-        return 1;
-    }
-    /* Captured launch: report the first bad replay not reported yet, or one clean report for
-     * all new clean replays. Replays older than the ring are gone. */
-    uint64_t latest = lg_validate_gpu_ring_latest(p->s);
-    if (latest < p->seq)
+    int got = lg_verdicts_ring_read(p->ring, p->seq, &r->verdict);
+    if (got == 0)
         return 0;
-    uint64_t first = p->seq;
-    if (latest >= LG_RING_SLOTS && first < latest - LG_RING_SLOTS + 1)
-        first = latest - LG_RING_SLOTS + 1;
-    for (uint64_t k = first; k <= latest; k++) {
-        if (lg_validate_gpu_ring_read(p->s, k, &r->verdict) == 1 && r->verdict.bad_count) {
-            p->seq = k + 1;
-            return 1;
-        }
+    if (got < 0) {
+        lg_scan_clear(&r->verdict);
+        r->verdict.checked = -1;
     }
-    p->seq = latest + 1;
-    lg_scan_clear(&r->verdict);
     return 1;
 }
 
-bool lg_verdicts_collect(lg_async_report_t *r)
+bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream)
 {
     bool found = false;
+    uint64_t me = my_owner;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < n_pendings && !found; i++) {
-        bool done;
-        if (pending_poll(pendings[i], r, &done) != 1)
+        lg_pending_t *p = pendings[i];
+        if (!takes(p, me, scope, stream) || pending_poll(p, r) != 1)
             continue;
         found = true;
-        if (done) {
-            free(pendings[i]);
-            /* Keep launch order: the oldest checks are looked at first. */
-            memmove(&pendings[i], &pendings[i + 1], (size_t)(n_pendings - i - 1) * sizeof pendings[0]);
-            n_pendings--;
-            __atomic_store_n(&lg_verdicts_outstanding, n_pendings, __ATOMIC_RELAXED);
-        }
+        if (p->owner)
+            lg_verdicts_mine--;
+        else
+            __atomic_fetch_sub(&lg_verdicts_orphans, 1, __ATOMIC_RELAXED);
+        free(p);
+        /* Keep launch order: the oldest checks are looked at first. */
+        memmove(&pendings[i], &pendings[i + 1], (size_t)(n_pendings - i - 1) * sizeof pendings[0]);
+        n_pendings--;
     }
     pthread_mutex_unlock(&lock);
     return found;
@@ -111,5 +160,6 @@ void lg_verdicts_after_fork(void)
 {
     pthread_mutex_init(&lock, NULL);
     n_pendings = 0;
-    __atomic_store_n(&lg_verdicts_outstanding, 0, __ATOMIC_RELAXED);
+    lg_verdicts_mine = 0;
+    __atomic_store_n(&lg_verdicts_orphans, 0, __ATOMIC_RELAXED);
 }

@@ -96,7 +96,7 @@ for py in "${pythons[@]}"; do
   check "$id raise: stderr names the call site" \
     grep -qxF "  at $script:$L_FWD in train_step   (python)" "$T/$id-raise.err"
   check "$id raise: Python sees the kernel and the label" \
-    grep -q '^step 2 raised: CUDA error: labelguard: nll_loss_forward_reduce_cuda_kernel_2d: bad label target\[5\] = 10, outside \[0, 10)' "$T/$id-raise.out"
+    grep -q '^step 2 raised: CUDA error: labelguard: bad labels, not a CUDA fault .*hints below): nll_loss_forward_reduce_cuda_kernel_2d: bad label target\[5\] = 10, outside \[0, 10)' "$T/$id-raise.out"
   check "$id raise: the error string says where the details are" \
     grep -q "^step 2 raised: .*details in $T/$id-raise.logs/.*\.jsonl" "$T/$id-raise.out"
   check "$id raise: memory round-trips after the error (context alive)" grep -qx 'step 2 memcheck=0' "$T/$id-raise.out"
@@ -112,7 +112,7 @@ for py in "${pythons[@]}"; do
   check "$id thread: stderr names the call site and says it is the main thread's" \
     grep -qxF "  at $script:$L_BWD in train_step   (python, main thread: the launching thread runs no Python)" "$T/$id-thread.err"
   check "$id thread: Python sees the backward kernel's error" \
-    grep -q '^step 3 raised: CUDA error: labelguard: nll_loss_backward_reduce_cuda_kernel_2d: bad label target\[5\] = 10' "$T/$id-thread.out"
+    grep -q '^step 3 raised: CUDA error: labelguard: bad labels, not a CUDA fault .*hints below): nll_loss_backward_reduce_cuda_kernel_2d: bad label target\[5\] = 10' "$T/$id-thread.out"
   check "$id thread: context alive" grep -qx 'step 3 memcheck=0' "$T/$id-thread.out"
 
   # 3. mask, both directions: training goes on, two events with their own threads' view.

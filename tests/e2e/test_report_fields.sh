@@ -49,7 +49,7 @@ vcase() {
   check "$id: block is 7 lines + samples" [ "$(block "$id" | wc -l)" = $((6 + $(echo "$samples" | tr '|' '\n' | wc -l))) ]
   check "$id: closing summary line" grep -qxF "labelguard: 1 launch with bad labels out of 2 watched; log: $lf" "$T/$id.err"
   check "$id: the program's CUDA error names the label and the log" \
-    grep -qF "launch_error_text=\"labelguard: $(echo "$header" | sed -E 's/^labelguard: bad labels in ([^ ]+) .*/\1/'): bad label " "$T/$id.out"
+    grep -qF "launch_error_text=\"labelguard: bad labels, not a CUDA fault (ignore the cudaErrorNotPermitted and CUDA_LAUNCH_BLOCKING hints below): $(echo "$header" | sed -E 's/^labelguard: bad labels in ([^ ]+) .*/\1/'): bad label " "$T/$id.out"
   check "$id: error text points at the log" grep -qF "details in $lf\"" "$T/$id.out"
   check "$id: context alive" grep -q 'after memcpy_err=0 clean_launch_err=0' "$T/$id.out"
   events "$id" || { fail "$id: schema"; return; }

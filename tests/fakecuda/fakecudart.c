@@ -758,6 +758,16 @@ static cudaError_t legacy_use(struct CUstream_st *st)
     return hit ? ret(cudaErrorStreamCaptureImplicit) : cudaSuccess;
 }
 
+static int blocking_capture_active(void)
+{
+    int hit = 0;
+    pthread_mutex_lock(&obj_lock);
+    for (struct CUstream_st *s = live_streams; s; s = s->next_live)
+        if (s->capture == cudaStreamCaptureStatusActive && !(s->flags & cudaStreamNonBlocking)) hit = 1;
+    pthread_mutex_unlock(&obj_lock);
+    return hit;
+}
+
 static int capturing(const struct CUstream_st *st)
 {
     return st && st->capture != cudaStreamCaptureStatusNone;
@@ -1281,6 +1291,9 @@ static cudaError_t is_capturing(cudaStream_t s, enum cudaStreamCaptureStatus *st
     struct CUstream_st *st;
     if (!status) return ret(cudaErrorInvalidValue);
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    /* The legacy stream while a blocking stream captures: CUDA answers
+     * cudaErrorStreamCaptureImplicit (left as the last error) and leaves the capture alone. */
+    if (!st && s != cudaStreamPerThread && blocking_capture_active()) return ret(cudaErrorStreamCaptureImplicit);
     *status = st ? st->capture : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }

@@ -219,15 +219,15 @@ static void run_case(std::mt19937_64 &g, lg_target_t t, pattern p, int samples, 
         }
         // The fused async kernel: copy and verdict from one launch, collected after a sync.
         lg_async_report_t *r = (lg_async_report_t *)calloc(1, sizeof *r);
-        while (lg_verdicts_collect(r))
+        while (lg_verdicts_collect(r, LG_COLLECT_MINE, NULL))
             ;
         uint64_t san = 0;
         struct lg_kernel_info *cookie = (struct lg_kernel_info *)(uintptr_t)0xc0ffee;
-        rc = lg_validate_async(&t, s, repl, samples, cookie, &san, why, sizeof why);
+        rc = lg_validate_async(&t, s, repl, samples, cookie, NULL, &san, why, sizeof why);
         CHECK(rc == 0 && san != 0, "%s: async: %s", what, why);
         if (rc == 0) {
             CUDA_OK(cudaStreamSynchronize(s));
-            CHECK(lg_verdicts_collect(r), "%s: async verdict not ready after a stream sync", what);
+            CHECK(lg_verdicts_collect(r, LG_COLLECT_MINE, NULL), "%s: async verdict not ready after a stream sync", what);
             CHECK(r->info == cookie && r->stream == (void *)s, "%s: async report mixed up", what);
             same(r->verdict, cv, "async");
             CUDA_OK(cudaMemcpy(got.data(), (void *)(uintptr_t)san, bytes, cudaMemcpyDeviceToHost));
@@ -238,7 +238,7 @@ static void run_case(std::mt19937_64 &g, lg_target_t t, pattern p, int samples, 
                     break;
                 }
             }
-            CHECK(!lg_verdicts_collect(r), "%s: a second report for one async check", what);
+            CHECK(!lg_verdicts_collect(r, LG_COLLECT_MINE, NULL), "%s: a second report for one async check", what);
         }
         free(r);
     }
@@ -256,20 +256,27 @@ static void test_graph(cudaStream_t s)
     CUDA_OK(cudaMemcpy(dev, h.data(), n * 8, cudaMemcpyHostToDevice));
     t.data = (uint64_t)(uintptr_t)dev;
     lg_async_report_t *r = (lg_async_report_t *)calloc(1, sizeof *r);
-    while (lg_verdicts_collect(r))
+    while (lg_verdicts_collect(r, LG_COLLECT_MINE, NULL))
         ;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     char why[512] = "";
     uint64_t san = 0;
+    // What the hooks do (preload.c): the capture's id, then the graph and exec it became.
     CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    int rc = lg_validate_async(&t, s, -100, 16, NULL, &san, why, sizeof why);
+    cudaStreamCaptureStatus cst;
+    unsigned long long cid = 0;
+    CUDA_OK(cudaStreamGetCaptureInfo(s, &cst, &cid));
+    lg_capture_t cap = {cid, true};
+    int rc = lg_validate_async(&t, s, -100, 16, NULL, &cap, &san, why, sizeof why);
     CUDA_OK(cudaStreamEndCapture(s, &graph));
+    lg_graphs_end_capture(cid, graph);
     CHECK(rc == 0, "graph: async inside capture: %s", why);
     if (rc != 0)
         return;
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    CHECK(!lg_verdicts_collect(r), "graph: a report before any replay");
+    lg_graphs_instantiated(exec, graph);
+    CHECK(!lg_verdicts_collect(r, LG_COLLECT_MINE, NULL), "graph: a report before any replay");
     for (int rep = 0; rep < 3; rep++) {
         h.assign(n, 3);
         if (rep == 1) {
@@ -278,8 +285,9 @@ static void test_graph(cudaStream_t s)
         }
         CUDA_OK(cudaMemcpy(dev, h.data(), n * 8, cudaMemcpyHostToDevice));
         CUDA_OK(cudaGraphLaunch(exec, s));
+        lg_graphs_launched(exec, s);
         CUDA_OK(cudaStreamSynchronize(s));
-        CHECK(lg_verdicts_collect(r), "graph: replay %d not reported", rep);
+        CHECK(lg_verdicts_collect(r, LG_COLLECT_MINE, NULL), "graph: replay %d not reported", rep);
         CHECK(r->verdict.bad_count == (rep == 1 ? 2 : 0), "graph: replay %d bad=%lld", rep, (long long)r->verdict.bad_count);
         if (rep == 1) {
             CHECK(r->verdict.n_samples == 2 && r->verdict.samples[0].index == 17 && r->verdict.samples[1].index == n - 1,
@@ -288,7 +296,7 @@ static void test_graph(cudaStream_t s)
             CUDA_OK(cudaMemcpy(got.data(), (void *)(uintptr_t)san, n * 8, cudaMemcpyDeviceToHost));
             CHECK(got[17] == -100 && got[n - 1] == -100 && got[0] == 3, "graph: sanitized copy wrong");
         }
-        CHECK(!lg_verdicts_collect(r), "graph: more than one report for replay %d", rep);
+        CHECK(!lg_verdicts_collect(r, LG_COLLECT_MINE, NULL), "graph: more than one report for replay %d", rep);
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);

@@ -480,7 +480,7 @@ def judge_script(j, cls, mode, res, events, out):
     else:
         first = [l for l in lines if l.startswith("step 37: RuntimeError: ")]
         j.check("%s: %s: step 37 raises labelguard's RuntimeError naming %s" % (n, mode, kernel),
-                len(first) == 1 and first[0].startswith("step 37: RuntimeError: CUDA error: labelguard: %s: bad label target[" % kernel),
+                len(first) == 1 and first[0].startswith("step 37: RuntimeError: CUDA error: labelguard: bad labels, not a CUDA fault (ignore the cudaErrorNotPermitted and CUDA_LAUNCH_BLOCKING hints below): %s: bad label target[" % kernel),
                 str(first) or out[-500:])
         if mode == "raise":
             has("    (raised at the loss call, F.cross_entropy)")

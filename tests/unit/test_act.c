@@ -52,7 +52,8 @@ static const row_t table[] = {
     {LG_ACTION_RAISE, A, LG_MASK_UNTRIED, LG_OUTCOME_MASKED, 0, 0, 1, 0, 0, 0, "raised as the next CUDA error"},
     {LG_ACTION_HOLD, A, LG_MASK_UNTRIED, LG_OUTCOME_MASKED, 0, 0, 1, 0, 0, 1, "too late to hold"},
     {LG_ACTION_MASK, A, LG_MASK_UNTRIED, LG_OUTCOME_MASKED, 0, 0, 0, 0, 0, 1, "async mode"},
-    {LG_ACTION_LOG, A, LG_MASK_UNTRIED, LG_OUTCOME_MASKED, 0, 0, 0, 0, 0, 1, "async mode"},
+    /* log after the launch only happens for a graph replay, which read its own labels */
+    {LG_ACTION_LOG, A, LG_MASK_UNTRIED, LG_OUTCOME_LAUNCHED, 0, 0, 0, 0, 0, 1, "captured into a CUDA graph"},
     {LG_ACTION_ABORT, A, LG_MASK_UNTRIED, LG_OUTCOME_ABORTED, 0, 0, 0, 0, 1, 1, "async mode"},
 };
 
@@ -270,6 +271,33 @@ static void test_act_async(void)
     g_assert_cmpint(lg_runtime_pending, ==, LG_RAISE_ERROR);
     act(LG_ACTION_MASK, LG_ACT_AFTER, &l, NULL);
     g_assert_cmpint(lg_runtime_pending, ==, 0);
+    /* log after the launch (a graph replay in log mode): it ran on its own labels */
+    act(LG_ACTION_LOG, LG_ACT_AFTER, &l, NULL);
+    g_assert_cmpint(lg_runtime_pending, ==, 0);
+    e = last_event();
+    g_assert_nonnull(strstr(e, "\"outcome\":\"launched\""));
+    g_assert_nonnull(strstr(e, "captured into a CUDA graph"));
+    g_free(e);
+}
+
+/* Our text means cudaErrorNotPermitted only from the raise until the thread's next launch; a
+ * second raise before it is delivered keeps the first one's text. */
+static void test_act_message_lifetime(void)
+{
+    launch_t l;
+    lg_decision_t d;
+    make_launch(&l, true);
+    act(LG_ACTION_RAISE, LG_ACT_BEFORE, &l, &d);
+    const char *msg = lg_runtime_error_message(LG_RAISE_ERROR);
+    g_assert_nonnull(msg);
+    g_assert_true(g_str_has_prefix(msg, "labelguard: bad labels, not a CUDA fault (ignore the cudaErrorNotPermitted"));
+    g_assert_false(lg_runtime_pending_sync); /* a blocked launch: returned by the launch itself */
+    lg_runtime_forget_message();
+    g_assert_null(lg_runtime_error_message(LG_RAISE_ERROR));
+    /* async: delivered at the next synchronizing call too */
+    act(LG_ACTION_RAISE, LG_ACT_AFTER, &l, NULL);
+    g_assert_true(lg_runtime_pending_sync);
+    lg_runtime_forget_message();
 }
 
 static void test_act_log(void)
@@ -336,6 +364,7 @@ int main(int argc, char **argv)
     g_test_add_func("/act/raise", test_act_raise);
     g_test_add_func("/act/mask", test_act_mask);
     g_test_add_func("/act/mask_falls_back", test_act_mask_falls_back);
+    g_test_add_func("/act/message_lifetime", test_act_message_lifetime);
     g_test_add_func("/act/async", test_act_async);
     g_test_add_func("/act/log", test_act_log);
     g_test_add_func("/act/abort", test_act_abort);

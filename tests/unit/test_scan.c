@@ -495,7 +495,7 @@ static void test_host_async(void)
 {
     init_host_backend();
     lg_async_report_t *r = g_new0(lg_async_report_t, 1);
-    while (lg_verdicts_collect(r)) /* drain anything earlier tests left */
+    while (lg_verdicts_collect(r, LG_COLLECT_MINE, NULL)) /* drain anything earlier tests left */
         ;
     int64_t bad[] = {1, 2, 77, 4};
     int64_t good[] = {1, 2, 3, 4};
@@ -505,32 +505,32 @@ static void test_host_async(void)
     uint64_t sb = 0, sg = 0;
     char why[256] = "";
     struct lg_kernel_info *k1 = (struct lg_kernel_info *)(uintptr_t)0x100, *k2 = (struct lg_kernel_info *)(uintptr_t)0x200;
-    g_assert_cmpint(lg_validate_async(&tb, (void *)0x11, -100, 8, k1, &sb, why, sizeof why), ==, 0);
-    g_assert_cmpint(lg_validate_async(&tg, (void *)0x22, -100, 8, k2, &sg, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_validate_async(&tb, (void *)0x11, -100, 8, k1, NULL, &sb, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_validate_async(&tg, (void *)0x22, -100, 8, k2, NULL, &sg, why, sizeof why), ==, 0);
     g_assert_cmpuint(sg, ==, tg.data); /* clean: the launch may read the original */
     g_assert_cmpuint(sb, !=, tb.data);
     const int64_t want[] = {1, 2, -100, 4};
     g_assert_cmpmem((void *)(uintptr_t)sb, sizeof want, want, sizeof want);
 
-    g_assert_true(lg_verdicts_collect(r)); /* in launch order */
+    g_assert_true(lg_verdicts_collect(r, LG_COLLECT_MINE, NULL)); /* in launch order */
     g_assert_true(r->info == k1);
     g_assert_true(r->stream == (void *)0x11);
     g_assert_cmpint(r->verdict.bad_count, ==, 1);
     g_assert_cmpint(r->verdict.samples[0].index, ==, 2);
     g_assert_cmpint(r->verdict.samples[0].value, ==, 77);
     g_assert_cmpuint(r->target.data, ==, tb.data);
-    g_assert_true(lg_verdicts_collect(r));
+    g_assert_true(lg_verdicts_collect(r, LG_COLLECT_MINE, NULL));
     g_assert_true(r->info == k2);
     g_assert_cmpint(r->verdict.bad_count, ==, 0);
     g_assert_cmpint(r->verdict.checked, ==, 4);
-    g_assert_false(lg_verdicts_collect(r));
+    g_assert_false(lg_verdicts_collect(r, LG_COLLECT_MINE, NULL));
 
     /* an error is reported at once, and leaves nothing to collect */
     int64_t host[2] = {0, 0};
     lg_target_t th = flat(LG_DTYPE_INT64, 2, 10, -100, true);
     th.data = (uint64_t)(uintptr_t)host;
-    g_assert_cmpint(lg_validate_async(&th, NULL, -100, 8, k1, &sb, why, sizeof why), ==, -1);
-    g_assert_false(lg_verdicts_collect(r));
+    g_assert_cmpint(lg_validate_async(&th, NULL, -100, 8, k1, NULL, &sb, why, sizeof why), ==, -1);
+    g_assert_false(lg_verdicts_collect(r, LG_COLLECT_MINE, NULL));
     g_free(r);
 }
 

@@ -1,0 +1,196 @@
+/* graphs.c: which CUDA graphs hold checked loss launches, and one verdict per replay. A loss
+ * launch captured into a graph gets its check captured with it (validator kernel or host
+ * node, validate.c), which publishes run k of its ring at the k-th execution. Here:
+ *   capture id -> checks          (lg_graphs_add_check, while the capture runs)
+ *   graph      -> capture id      (cudaStreamEndCapture; a failed capture drops its checks)
+ *   exec       -> capture id      (cudaGraphInstantiate*: an exec replays its graph's checks)
+ * and at each cudaGraphLaunch of an exec with checks, one entry per check is queued in
+ * verdicts.c for the launching thread: {ring, run k, graph id, replay k}. The verdict is then
+ * read at that thread's next hook point or synchronizing call, like an async check's.
+ *
+ * The graph's id in events is its capture id, unique in the process. An exec that was
+ * instantiated before the library armed (labelguard attach) is unknown here: the hook says
+ * so once (`graph_unchecked`). Graphs built node by node (cudaGraphAddKernelNode)
+ * are not seen at all; the README says so.
+ *
+ * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
+ * lg_graphs_watching() first, one relaxed load, so a process without checked graphs pays
+ * nothing more. Tested by tests/e2e/test_graphs.sh under the test double.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct check {
+    unsigned long long capture_id;
+    struct lg_kernel_info *info;
+    void *stream; /* the stream it was captured on, for the event */
+    lg_target_t target;
+    const struct lg_scan_ring *ring;
+    uint64_t launched; /* executions queued so far: the next one publishes launched + 1 */
+} check_t;
+
+typedef struct mapping {
+    const void *key; /* a cudaGraph_t or cudaGraphExec_t */
+    unsigned long long capture_id;
+} mapping_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static check_t *checks;
+static int n_checks, cap_checks;
+static mapping_t *graphs, *execs;
+static int n_graphs, cap_graphs, n_execs, cap_execs;
+_Atomic int lg_graphs_open;    /* checks whose capture has not ended */
+_Atomic int lg_graphs_watched; /* execs with checks, plus one after a late arming */
+static bool armed_late;
+
+static int grow(void **arr, int *cap, int n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    int nc = *cap ? *cap * 2 : 16;
+    void *p = realloc(*arr, (size_t)nc * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static mapping_t *find(mapping_t *arr, int n, const void *key)
+{
+    for (int i = 0; i < n; i++)
+        if (arr[i].key == key)
+            return &arr[i];
+    return NULL;
+}
+
+static int count_checks(unsigned long long id)
+{
+    int k = 0;
+    for (int i = 0; i < n_checks; i++)
+        k += checks[i].capture_id == id;
+    return k;
+}
+
+int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
+                        const lg_target_t *t, const struct lg_scan_ring *ring, char *why, size_t why_len)
+{
+    if (!capture_id) {
+        snprintf(why, why_len, "the runtime does not say which capture the stream belongs to");
+        return -1;
+    }
+    pthread_mutex_lock(&lock);
+    int rc = grow((void **)&checks, &cap_checks, n_checks, sizeof *checks);
+    if (rc == 0) {
+        checks[n_checks++] = (check_t){
+            .capture_id = capture_id, .info = info, .stream = stream, .target = *t, .ring = ring};
+        __atomic_fetch_add(&lg_graphs_open, 1, __ATOMIC_RELAXED);
+    } else {
+        snprintf(why, why_len, "out of memory for the graph's check table");
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+void lg_graphs_end_capture(unsigned long long capture_id, const void *graph)
+{
+    pthread_mutex_lock(&lock);
+    int k = count_checks(capture_id);
+    if (k > 0 && graph && grow((void **)&graphs, &cap_graphs, n_graphs, sizeof *graphs) == 0) {
+        mapping_t *m = find(graphs, n_graphs, graph);
+        if (!m)
+            m = &graphs[n_graphs++];
+        *m = (mapping_t){.key = graph, .capture_id = capture_id};
+    } else if (k > 0 && !graph) {
+        /* The capture failed: its checks will never run. */
+        int j = 0;
+        for (int i = 0; i < n_checks; i++)
+            if (checks[i].capture_id != capture_id)
+                checks[j++] = checks[i];
+        n_checks = j;
+    }
+    __atomic_fetch_sub(&lg_graphs_open, k, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lock);
+}
+
+/* Every exec is remembered, checked or not, so that an unknown one means "made before we
+ * armed". capture_id 0: a graph without checks. */
+void lg_graphs_instantiated(const void *exec, const void *graph)
+{
+    pthread_mutex_lock(&lock);
+    mapping_t *g = find(graphs, n_graphs, graph);
+    unsigned long long id = g ? g->capture_id : 0;
+    mapping_t *m = find(execs, n_execs, exec);
+    if (!m && grow((void **)&execs, &cap_execs, n_execs, sizeof *execs) == 0)
+        m = &execs[n_execs++];
+    if (m) {
+        if (m->capture_id)
+            __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+        *m = (mapping_t){.key = exec, .capture_id = id};
+        if (id)
+            __atomic_fetch_add(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void lg_graphs_exec_destroyed(const void *exec)
+{
+    pthread_mutex_lock(&lock);
+    mapping_t *m = find(execs, n_execs, exec);
+    if (m) {
+        if (m->capture_id)
+            __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+        *m = execs[--n_execs];
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void lg_graphs_armed_late(void)
+{
+    pthread_mutex_lock(&lock);
+    if (!armed_late) {
+        armed_late = true;
+        __atomic_fetch_add(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+bool lg_graphs_launched(const void *exec, void *stream)
+{
+    bool unknown = false;
+    pthread_mutex_lock(&lock);
+    mapping_t *m = find(execs, n_execs, exec);
+    unknown = !m && armed_late;
+    unsigned long long id = m ? m->capture_id : 0;
+    for (int i = 0; id && i < n_checks; i++) {
+        check_t *c = &checks[i];
+        if (c->capture_id != id)
+            continue;
+        lg_pending_t *p = calloc(1, sizeof *p);
+        if (!p)
+            break; /* this replay's verdicts are not read; the next ones are */
+        p->cookie = c->info;
+        p->stream = stream;
+        p->target = c->target;
+        p->ring = c->ring;
+        p->seq = ++c->launched;
+        p->graph_id = id;
+        p->replay = p->seq;
+        if (lg_verdicts_add(p) != 0)
+            free(p);
+    }
+    pthread_mutex_unlock(&lock);
+    return unknown;
+}
+
+void lg_graphs_after_fork(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    n_checks = n_graphs = n_execs = 0;
+    __atomic_store_n(&lg_graphs_open, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&lg_graphs_watched, armed_late ? 1 : 0, __ATOMIC_RELAXED);
+}

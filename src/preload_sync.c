@@ -1,0 +1,194 @@
+/* preload_sync.c: the interposed synchronizing and CUDA graph entry points (LD_PRELOAD layer),
+ * a thin translation; preload.c holds the launches, registration and error queries.
+ *
+ * The synchronizing calls (stream, event and device synchronization, blocking copies) collect
+ * the calling thread's async verdicts after the real call, and return a raise verdict's error,
+ * as CUDA returns an asynchronous error there. The graph entry points (cudaStreamEndCapture,
+ * cudaGraphInstantiate*, cudaGraphExecDestroy, cudaGraphLaunch) tell graphs.c which graphs
+ * hold checked launches and queue each replay's verdicts. Defined once per libcudart version
+ * node like every hook (preload.h). Runs on whatever thread calls the runtime.
+ *
+ * Tested end to end under the runtime test double: tests/e2e/test_graphs.sh (capture, replay,
+ * late arming), test_delivery.sh (an error returned at the launching thread's sync point) and
+ * the real-torch cases; the cost of a synchronizing call by `make bench`.
+ */
+#include "preload.h"
+
+/* ------------------------------------------------------------------ synchronizing calls */
+
+/* Where PyTorch waits for the GPU (.item(), .cpu(), torch.cuda.synchronize) and checks the
+ * result with AT_CUDA_CHECK: an async verdict that says raise is returned here, as CUDA
+ * returns an asynchronous error at the next synchronization. With nothing outstanding the
+ * cost is two thread-local reads and one relaxed load, after the real call. */
+static inline bool sync_due(void) { return (lg_verdicts_mine | lg_runtime_pending_sync) || lg_verdicts_orphaned(); }
+
+static __attribute__((noinline)) cudaError_t after_sync(lg_preload_binding_t *b, cudaError_t e, lg_collect_t scope,
+                                                        void *stream)
+{
+    if (lg_in_library)
+        return e;
+    if (lg_verdicts_pending() || lg_verdicts_orphaned()) {
+        lg_ensure_started();
+        lg_launch_poll(lg_preload_runtime(b), scope, stream);
+    }
+    if (lg_runtime_pending_sync) {
+        if (e == cudaSuccess)
+            e = (cudaError_t)lg_runtime_pending;
+        lg_runtime_pending = 0;
+        lg_runtime_pending_sync = 0;
+    }
+    return e;
+}
+
+/* A stream's synchronization covers its own orphans; the legacy stream's covers every
+ * blocking stream, so all of them. */
+static inline cudaError_t synced_stream(lg_preload_binding_t *b, cudaError_t e, cudaStream_t s, bool per_thread)
+{
+    if (LG_LIKELY(!sync_due()))
+        return e;
+    void *st = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
+    return after_sync(b, e, st && st != (void *)cudaStreamLegacy ? LG_COLLECT_SYNC_STREAM : LG_COLLECT_SYNC_ALL, st);
+}
+
+static inline cudaError_t synced_all(lg_preload_binding_t *b, cudaError_t e)
+{
+    return LG_LIKELY(!sync_due()) ? e : after_sync(b, e, LG_COLLECT_SYNC_ALL, NULL);
+}
+
+BODY cudaError_t body_cudaStreamSynchronize(lg_preload_binding_t *b, cudaStream_t s)
+{
+    return synced_stream(b, REAL_OR_INIT(b, cudaStreamSynchronize, (s)), s, false);
+}
+
+BODY cudaError_t body_cudaStreamSynchronize_ptsz(lg_preload_binding_t *b, cudaStream_t s)
+{
+    return synced_stream(b, REAL_OR_INIT(b, cudaStreamSynchronize_ptsz, (s)), s, true);
+}
+
+BODY cudaError_t body_cudaEventSynchronize(lg_preload_binding_t *b, cudaEvent_t ev)
+{
+    return synced_all(b, REAL_OR_INIT(b, cudaEventSynchronize, (ev)));
+}
+
+BODY cudaError_t body_cudaDeviceSynchronize(lg_preload_binding_t *b)
+{
+    return synced_all(b, REAL_OR_INIT(b, cudaDeviceSynchronize, ()));
+}
+
+BODY cudaError_t body_cudaMemcpy(lg_preload_binding_t *b, void *d, const void *s, size_t n, enum cudaMemcpyKind k)
+{
+    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy, (d, s, n, k)));
+}
+
+BODY cudaError_t body_cudaMemcpy_ptds(lg_preload_binding_t *b, void *d, const void *s, size_t n, enum cudaMemcpyKind k)
+{
+    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy_ptds, (d, s, n, k)));
+}
+
+BODY cudaError_t body_cudaMemcpy2D(lg_preload_binding_t *b, void *d, size_t dp, const void *s, size_t sp, size_t w,
+                                   size_t h, enum cudaMemcpyKind k)
+{
+    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy2D, (d, dp, s, sp, w, h, k)));
+}
+
+BODY cudaError_t body_cudaMemcpy2D_ptds(lg_preload_binding_t *b, void *d, size_t dp, const void *s, size_t sp,
+                                        size_t w, size_t h, enum cudaMemcpyKind k)
+{
+    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy2D_ptds, (d, dp, s, sp, w, h, k)));
+}
+
+/* ------------------------------------------------------------------ graphs */
+
+/* A replay of an exec with checks queues one verdict per check for this thread (graphs.c);
+ * the replay itself is a hook point. Without checked graphs: one relaxed load. */
+static inline cudaError_t graph_launch(lg_preload_binding_t *b, cudaGraphLaunch_fn real, cudaGraphExec_t x,
+                                       cudaStream_t s, bool per_thread)
+{
+    if (LG_UNLIKELY(!real))
+        return cudaErrorInitializationError;
+    lg_preload_hook_point(b);
+    cudaError_t e = real(x, s);
+    if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_in_library) {
+        lg_ensure_started();
+        if (lg_graphs_launched(x, (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s))
+            lg_report_warning_once("graph_unchecked",
+                                   "a CUDA graph instantiated before labelguard armed is replayed: its loss launches "
+                                   "are not checked (capture it again after arming)");
+    }
+    return e;
+}
+
+BODY cudaError_t body_cudaGraphLaunch(lg_preload_binding_t *b, cudaGraphExec_t x, cudaStream_t s)
+{
+    return graph_launch(b, REAL(b, cudaGraphLaunch), x, s, false);
+}
+
+BODY cudaError_t body_cudaGraphLaunch_ptsz(lg_preload_binding_t *b, cudaGraphExec_t x, cudaStream_t s)
+{
+    return graph_launch(b, (cudaGraphLaunch_fn)REAL(b, cudaGraphLaunch_ptsz), x, s, true);
+}
+
+/* The capture's id is asked before the real call ends it, only while some capture holds a
+ * check. */
+static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapture_fn real, cudaStream_t s,
+                                      cudaGraph_t *g, bool per_thread)
+{
+    if (LG_UNLIKELY(!real))
+        return cudaErrorInitializationError;
+    unsigned long long id = 0;
+    bool track = lg_graphs_capturing() && !lg_in_library;
+    if (LG_UNLIKELY(track))
+        lg_runtime_capture_status(lg_preload_runtime(b),
+                                  (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s, &id);
+    cudaError_t e = real(s, g);
+    if (LG_UNLIKELY(track) && id)
+        lg_graphs_end_capture(id, e == cudaSuccess && g ? (const void *)*g : NULL);
+    return e;
+}
+
+BODY cudaError_t body_cudaStreamEndCapture(lg_preload_binding_t *b, cudaStream_t s, cudaGraph_t *g)
+{
+    return end_capture(b, REAL(b, cudaStreamEndCapture), s, g, false);
+}
+
+BODY cudaError_t body_cudaStreamEndCapture_ptsz(lg_preload_binding_t *b, cudaStream_t s, cudaGraph_t *g)
+{
+    return end_capture(b, (cudaStreamEndCapture_fn)REAL(b, cudaStreamEndCapture_ptsz), s, g, true);
+}
+
+static inline cudaError_t instantiated(cudaError_t e, cudaGraphExec_t *x, cudaGraph_t g)
+{
+    if (e == cudaSuccess && x && !lg_in_library)
+        lg_graphs_instantiated(*x, g);
+    return e;
+}
+
+BODY cudaError_t body_cudaGraphInstantiate(lg_preload_binding_t *b, cudaGraphExec_t *x, cudaGraph_t g, void *a3,
+                                           void *a4, size_t a5)
+{
+    return instantiated(REAL_OR_INIT(b, cudaGraphInstantiate, (x, g, a3, a4, a5)), x, g);
+}
+
+BODY cudaError_t body_cudaGraphInstantiateWithFlags(lg_preload_binding_t *b, cudaGraphExec_t *x, cudaGraph_t g,
+                                                    unsigned long long f)
+{
+    return instantiated(REAL_OR_INIT(b, cudaGraphInstantiateWithFlags, (x, g, f)), x, g);
+}
+
+BODY cudaError_t body_cudaGraphInstantiateWithParams(lg_preload_binding_t *b, cudaGraphExec_t *x, cudaGraph_t g,
+                                                     cudaGraphInstantiateParams *p)
+{
+    return instantiated(REAL_OR_INIT(b, cudaGraphInstantiateWithParams, (x, g, p)), x, g);
+}
+
+BODY cudaError_t body_cudaGraphExecDestroy(lg_preload_binding_t *b, cudaGraphExec_t x)
+{
+    cudaError_t e = REAL_OR_INIT(b, cudaGraphExecDestroy, (x));
+    if (e == cudaSuccess && !lg_in_library)
+        lg_graphs_exec_destroyed(x);
+    return e;
+}
+
+/* ------------------------------------------------------------------ the exported definitions */
+
+LG_DEFINE_VERSIONS(LG_HOOKS_SYNC)
