@@ -20,9 +20,11 @@
 /* cudaMemcpyKind values (driver_types.h), spelled out for the runtime table's int argument. */
 enum { KIND_H2D = 1, KIND_D2H = 2, KIND_DEFAULT = 4 };
 
-/* Device buffers for masked copies, per stream. Grown buffers are not freed: the previous loss
- * kernel on the stream may still read the old one. */
+/* Device buffers for masked copies, per stream and runtime (a process holding two runtimes
+ * uploads each copy through the launching caller's own, into memory it allocated). Grown
+ * buffers are not freed: the previous loss kernel on the stream may still read the old one. */
 typedef struct host_slot {
+    const lg_runtime_t *rt;
     void *stream;
     void *dev;
     size_t bytes;
@@ -141,10 +143,11 @@ static void *host_scratch(const lg_runtime_t *rt, void *stream, size_t bytes, ch
     pthread_mutex_lock(&lock);
     host_slot_t *s = NULL;
     for (int i = 0; i < n_host_slots; i++)
-        if (host_slots[i].stream == stream)
+        if (host_slots[i].stream == stream && host_slots[i].rt == rt)
             s = &host_slots[i];
     if (!s && n_host_slots < (int)(sizeof host_slots / sizeof host_slots[0])) {
         s = &host_slots[n_host_slots++];
+        s->rt = rt;
         s->stream = stream;
     }
     void *out = NULL;

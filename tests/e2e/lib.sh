@@ -18,6 +18,8 @@ export LABELGUARD_LOG="$T/logs"
 . "$LG_ROOT/tests/lib.sh"
 lg_checks_init "$T"
 
+# need FILE...: each built file the test runs, else one line naming what to build and exit 1
+need() { local f; for f; do [ -e "$f" ] || { echo "missing $f: run make test-programs"; exit 1; }; done; }
 # run_plain NAME PROG ARGS...: without the library; stdout/stderr/rc in $T/NAME.{out,err,rc}
 run_plain() { local n=$1; shift; "$@" >"$T/$n.out" 2>"$T/$n.err"; echo $? >"$T/$n.rc"; }
 # run_lg NAME PROG ARGS...: the same with LD_PRELOAD of the library and a fresh log dir $T/NAME.logs

@@ -13,9 +13,7 @@
 . "$(dirname "$0")/lib.sh"
 PROG="$LG_ROOT/$LG_BUILD/e2e/kineto_like"
 CUPTI_DIR="$LG_ROOT/$LG_BUILD/fakecupti"
-for f in "$PROG" "$CUPTI_DIR/libcupti.so.13"; do
-  [ -e "$f" ] || { echo "missing $f: run make test-programs"; exit 1; }
-done
+need "$PROG" "$CUPTI_DIR/libcupti.so.13"
 export LD_LIBRARY_PATH="$LG_FAKE_DIR:$CUPTI_DIR"
 
 # subscribed NAME: the profiler's cuptiSubscribe returned CUPTI_SUCCESS

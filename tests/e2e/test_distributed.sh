@@ -14,7 +14,7 @@
 # Called by tests/run.sh; alone: bash tests/e2e/test_distributed.sh
 . "$(dirname "$0")/lib.sh"
 PROG="$LG_ROOT/$LG_BUILD/e2e/attach_target"
-[ -e "$PROG" ] || { echo "missing $PROG: run make test-programs"; exit 1; }
+need "$PROG"
 command -v python3 >/dev/null || { echo "python3 not found"; exit 77; }
 
 # job NAME ACTION: both ranks under the launcher; logs in $T/NAME.logs, rank R's stderr in

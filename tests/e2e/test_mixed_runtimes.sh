@@ -11,15 +11,15 @@
 #   log   -> two violations (outcome launched), each runtime's sync reports its own assert (710),
 #            the CUDA 12 registration reached libcudart.so.12, no validate_failed;
 #   raise -> two violations (blocked), each launch returns 800 on its own runtime, syncs 0;
+#   async raise -> both launches run on a masked copy made through their own runtime, and
+#            each caller's next cudaGetLastError returns 800;
 #   good labels -> no violation, syncs 0.
 # Called by tests/run.sh; alone: bash tests/e2e/test_mixed_runtimes.sh
 . "$(dirname "$0")/lib.sh"
 PROG="$LG_ROOT/$LG_BUILD/e2e/mixed_main"
 LIB12="$LG_ROOT/$LG_BUILD/e2e/libmix12.so"
 FAKE12="$LG_ROOT/$LG_BUILD/fakecuda12"
-for f in "$PROG" "$LIB12" "$FAKE12/libcudart.so.12"; do
-  [ -e "$f" ] || { echo "missing $f: run make test-programs"; exit 1; }
-done
+need "$PROG" "$LIB12" "$FAKE12/libcudart.so.12"
 export LD_LIBRARY_PATH="$LG_FAKE_DIR:$FAKE12"
 export LABELGUARD_QUIET=1
 
@@ -46,6 +46,16 @@ check "raise: the CUDA 13 launch blocked" bash -c "grep -qx 'main launch: 800' '
 check "raise: the CUDA 12 launch blocked" bash -c "grep -qx 'mix12 launch: 800' '$T/raise.out' && grep -qx 'mix12 sync: 0' '$T/raise.out'"
 events raise || fail "raise: log schema"
 check "raise: two violations, both blocked" qtrue raise '[v["outcome"] for v in V] == ["blocked", "blocked"]'
+
+# Async mode: each check runs on its caller's runtime (the masked copy uploaded through it,
+# into its memory), and each verdict reaches the launching caller's next error check.
+LABELGUARD_ACTION=raise LABELGUARD_MODE=async run_lg async "$PROG" "$LIB12" bad
+cat "$T/async.out"
+check "async: the CUDA 13 verdict at its next check" bash -c "grep -qx 'main launch: 800' '$T/async.out' && grep -qx 'main sync: 0' '$T/async.out'"
+check "async: the CUDA 12 verdict at its next check" bash -c "grep -qx 'mix12 launch: 800' '$T/async.out' && grep -qx 'mix12 sync: 0' '$T/async.out'"
+events async || fail "async: log schema"
+check "async: both launches ran on a masked copy" qtrue async '[v["outcome"] for v in V] == ["masked", "masked"]'
+check "async: no warning" qtrue async 'not W'
 
 run_lg good "$PROG" "$LIB12" good
 check "good labels: both syncs 0" bash -c "grep -qx 'main sync: 0' '$T/good.out' && grep -qx 'mix12 sync: 0' '$T/good.out' && grep -qx 'mix12 registered: 0' '$T/good.out'"
