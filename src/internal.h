@@ -732,11 +732,15 @@ typedef struct lg_kernel_info {
     const char *short_name; /* set with spec (malloc'd: only watched kernels have one) */
     _Atomic int state;
     unsigned char image_name;              /* LG_NAME_*: where mangled points */
+    _Atomic unsigned char warned;          /* launch.c: LG_WARNED_* said for this kernel */
     struct lg_kernel_info *next_in_module; /* names.c: the entries of one registered image */
 } lg_kernel_info_t;
 /* image_name: a copy (or no name); the registered image's own string (the entry is on its
  * module's chain); a kernel handle named after such a host stub (on the same chain). */
 enum { LG_NAME_NONE = 0, LG_NAME_REGISTERED = 1, LG_NAME_FROM_STUB = 2 };
+/* Why a watched kernel's launch ran unchecked, each said once per kernel (the summary counts
+ * every such launch). */
+enum { LG_WARNED_DECODE = 1, LG_WARNED_VALIDATE = 2, LG_WARNED_CAPTURE = 4 };
 /* The table lives in names.c; the lookup is inline because it is the whole cost of an
  * unwatched launch (preload.c's fast path). Open addressing on the pointer value; a slot's key is
  * published with release ordering after its entry is complete. */

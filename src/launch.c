@@ -90,14 +90,19 @@ static void report_fallback(void)
         lg_report_warning_once("scratch_fallback", note);
 }
 
-static void warn_unchecked(const char *what, const lg_kernel_info_t *info, const char *fmt, const char *why)
+/* A watched launch that runs unchecked: counted every time, said once per kernel and reason
+ * (two kernels unchecked for the same reason are two warnings; the report caps the terminal's
+ * copies of one kind, the log gets each). */
+static void warn_unchecked(const char *what, int bit, lg_kernel_info_t *info, const char *fmt, const char *why)
 {
-    char detail[900];
     atomic_fetch_add(&unchecked, 1);
+    if (atomic_fetch_or(&info->warned, (unsigned char)bit) & bit)
+        return;
+    char detail[900];
     snprintf(detail, sizeof detail, "%s: ", info->mangled);
     size_t n = strlen(detail);
     snprintf(detail + n, sizeof detail - n, fmt, why);
-    lg_report_warning_once(what, detail);
+    lg_report_warning(what, detail);
 }
 
 /* Async mode and graph capture: the validator writes a sanitized copy that the kernel reads,
@@ -130,7 +135,7 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     }
     if (!capture)
         return false; /* no sanitizing value for this kernel: a synchronous check instead */
-    warn_unchecked("capture_unchecked", info,
+    warn_unchecked("capture_unchecked", LG_WARNED_CAPTURE, info,
                    "cannot validate inside CUDA graph capture (%s); the launch runs unchecked",
                    why[0] ? why : "no ignore_index to sanitize with");
     return true;
@@ -151,7 +156,7 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     lg_in_library--;
     report_fallback();
     if (rc != 0) {
-        warn_unchecked("validate_failed", info, "labels not checked: %s", why);
+        warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "labels not checked: %s", why);
     } else {
         atomic_fetch_add(&validated, 1);
         if (verdict->bad_count > 0) {
@@ -174,7 +179,7 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
     lg_target_t t;
     char why[512] = "";
     if (lg_decode(info->spec, info->dtype, l->args, l->grid, &t, why, sizeof why) != 0) {
-        warn_unchecked("decode_failed", info, "%s; the launch runs unchecked", why);
+        warn_unchecked("decode_failed", LG_WARNED_DECODE, info, "%s; the launch runs unchecked", why);
         return;
     }
     if (t.count == 0)

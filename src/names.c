@@ -189,6 +189,7 @@ void lg_names_drop_module(void **fatbin)
             e->spec = NULL;
             e->mangled = NULL;
             e->next_in_module = NULL;
+            atomic_store_explicit(&e->warned, 0, memory_order_relaxed); /* a later kernel here is new */
             if (e->image_name == LG_NAME_REGISTERED)
                 n_registered--;
             e->image_name = LG_NAME_NONE;

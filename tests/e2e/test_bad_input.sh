@@ -226,7 +226,7 @@ umount "$FULL" 2>/dev/null
 # ---- 4. label buffers --------------------------------------------------------------------------
 BB="$LG_ROOT/$LG_BUILD/e2e/bad_buffers"
 AFTER_OK='after memcpy_err=0 clean_launch_err=0 clean_sync_err=0 add_one_err=0'
-for c in null host zero classes0 classes_neg mismatch; do
+for c in null host count_repeat zero classes0 classes_neg mismatch; do
   run_plain "bb-$c-plain" "$BB" $c
   run_lg "bb-$c" "$BB" $c
   check "buffers $c: no crash (exit 0, the program finished)" \
@@ -244,6 +244,12 @@ check "buffers host: warning says the labels are host memory" \
 check "buffers null and host: the summary counts each unchecked launch" \
   eval 'qtrue bb-null "S[0][\"unchecked\"] >= 1 and S[0][\"host_fallbacks\"] == 0" && qtrue bb-host "S[0][\"unchecked\"] >= 1"'
 check "buffers zero: nothing unchecked" qtrue bb-zero 'S[0]["unchecked"] == 0'
+# Said once per kernel, counted every time: two launches of one kernel and one of another.
+check "buffers count_repeat: one warning per kernel (two), three launches unchecked" \
+  qtrue bb-count_repeat "len({w['detail'] for w in W if w['what'] == 'decode_failed'}) == len([w for w in W if w['what'] == 'decode_failed']) == 2 and S[0]['unchecked'] == 3"
+check "buffers count_repeat: each launch ran, context alive" \
+  grep -q "^case=count_repeat launch_err=0 sync_err=0" "$T/bb-count_repeat.out"
+check "buffers count_repeat: ... and afterwards" grep -q "$AFTER_OK" "$T/bb-count_repeat.out"
 check "buffers host: same outcome as without the library" \
   [ "$(grep '^case' "$T/bb-host.out")" = "$(grep '^case' "$T/bb-host-plain.out")" ]
 check "buffers zero: nothing to check, nothing said, context alive" \

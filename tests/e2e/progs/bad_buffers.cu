@@ -7,6 +7,8 @@
 // usage: bad_buffers CASE
 //   null        target pointer NULL, 4 labels
 //   host        target in ordinary host memory (malloc, not device memory), labels 0 1 2 1
+//   count_repeat nframe = -5 (no label count makes sense), twice, then once through the int32
+//               kernel (another kernel)
 //   zero        0 labels (nframe = 0)
 //   classes0    n_classes = 0, labels 0 0 0 0 (every label is out of range)
 //   classes_neg n_classes = -3, labels 0 0 0 0
@@ -63,6 +65,10 @@ int main(int argc, char **argv)
         le = launch((const int64_t *)h, 4, 3, d_out, d_tw, d_in);
         cudaDeviceSynchronize();
         free(h);
+    } else if (!strcmp(c, "count_repeat")) {
+        le = launch((const int64_t *)d_t, -5, 3, d_out, d_tw, d_in);
+        if (!le) le = launch((const int64_t *)d_t, -5, 3, d_out, d_tw, d_in);
+        if (!le) le = launch((const int32_t *)d_t, -5, 3, d_out, d_tw, d_in);
     } else if (!strcmp(c, "zero")) {
         le = launch((const int64_t *)d_t, 0, 3, d_out, d_tw, d_in);
     } else if (!strcmp(c, "classes0")) {
