@@ -743,33 +743,43 @@ enum { LG_NAME_NONE = 0, LG_NAME_REGISTERED = 1, LG_NAME_FROM_STUB = 2 };
 enum { LG_WARNED_DECODE = 1, LG_WARNED_VALIDATE = 2, LG_WARNED_CAPTURE = 4 };
 /* The table lives in names.c; the lookup is inline because it is the whole cost of an
  * unwatched launch (preload.c's fast path). Open addressing on the pointer value; a slot's key is
- * published with release ordering after its entry is complete. */
-#define LG_NAMES_BITS 18 /* 262144 slots, 4 MiB of BSS touched only where used */
-#define LG_NAMES_SIZE (1u << LG_NAMES_BITS)
+ * published with release ordering after its entry is complete. The table grows by generations
+ * (4096 slots in BSS, then mapped ones four times larger each), so a process that registers a
+ * few kernels touches 64 KiB and PyTorch's 24k registrations 1 MiB. A generation, once
+ * published, never changes its slots pointer or mask; an outgrown one keeps its mapping but
+ * not its memory, so a reader still probing it reads empty slots (NULL: the slow path, which
+ * looks again in the current one). */
 typedef struct lg_names_slot {
     _Atomic(const void *) key;
     _Atomic(lg_kernel_info_t *) info;
 } lg_names_slot_t;
-extern LG_HIDDEN lg_names_slot_t lg_names_table[LG_NAMES_SIZE];
+typedef struct lg_names_gen {
+    lg_names_slot_t *slots;
+    uint32_t mask;
+} lg_names_gen_t;
+extern LG_HIDDEN const lg_names_gen_t *lg_names_current;
 static inline uint32_t lg_names_hash(const void *p)
 {
     uint64_t x = (uint64_t)(uintptr_t)p;
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
-    return (uint32_t)x & (LG_NAMES_SIZE - 1);
+    return (uint32_t)x;
 }
 /* Lock-free; NULL if absent. */
 static inline lg_kernel_info_t *lg_names_info(const void *func)
 {
-    uint32_t i = lg_names_hash(func);
+    const lg_names_gen_t *g = __atomic_load_n(&lg_names_current, __ATOMIC_ACQUIRE);
+    lg_names_slot_t *slots = g->slots;
+    uint32_t mask = g->mask;
+    uint32_t i = lg_names_hash(func) & mask;
     for (;;) {
-        const void *k = __atomic_load_n((const void **)&lg_names_table[i].key, __ATOMIC_ACQUIRE);
+        const void *k = __atomic_load_n((const void **)&slots[i].key, __ATOMIC_ACQUIRE);
         if (k == func)
-            return __atomic_load_n((lg_kernel_info_t **)&lg_names_table[i].info, __ATOMIC_RELAXED);
+            return __atomic_load_n((lg_kernel_info_t **)&slots[i].info, __ATOMIC_RELAXED);
         if (!k)
             return NULL;
-        i = (i + 1) & (LG_NAMES_SIZE - 1);
+        i = (i + 1) & mask;
     }
 }
 LG_HIDDEN lg_kernel_info_t *lg_names_info_insert(const void *func); /* locks; NULL if table full */

@@ -1,8 +1,8 @@
 /* names.c: kernel handle / host stub -> mangled name and per-kernel classification cache.
  *
  * Written from __cudaRegisterFunction and __cudaGetKernel (preload.c), which run inside other
- * libraries' constructors, before our own constructor: so the table is plain zeroed static
- * memory plus a statically initialised mutex, usable with no initialisation at all.
+ * libraries' constructors, before our own constructor: so its first generation is plain
+ * zeroed static memory plus a statically initialised mutex, usable with no initialisation.
  * Read on every kernel launch (preload.c, launch.c) from any thread, without a lock;
  * classify.c publishes what it learned once per kernel (lg_names_publish): that lookup is the
  * whole cost of an unwatched launch (preload.c's fast path). Tested through tests/fakecuda/
@@ -10,7 +10,8 @@
  *
  * Open addressing on the pointer value; a slot's key is published with release ordering after
  * its entry is complete, so a reader that sees the key sees a complete entry. Entries are never
- * removed (a lock-free reader may hold one).
+ * removed (a lock-free reader may hold one). The table starts in BSS and grows by generations
+ * (internal.h): tests/unit/test_names.c grows it while a reader thread looks up.
  *
  * Names are not copied: PyTorch registers some 24k kernels at import (2.10 and 2.15), and
  * copies of their names cost ~12 MB of RSS in every process (bench/torch_bench.py). A registered name is the image's own string literal, valid while the
@@ -25,17 +26,21 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
-#define TABLE_SIZE     LG_NAMES_SIZE
-#define TABLE_MAX_FILL (TABLE_SIZE / 4 * 3)
-
-lg_names_slot_t lg_names_table[LG_NAMES_SIZE];
-#define table lg_names_table
+/* Generation 0 is static (usable before any constructor, costs nothing until touched); each
+ * later one is mapped, four times the size of the one before. Entries move to a new generation
+ * when one is half full. */
+#define GEN0_SLOTS 4096u
+#define MAX_GENS   8 /* up to 4096 * 4^7 = 67M slots */
+static lg_names_slot_t gen0_slots[GEN0_SLOTS];
+static lg_names_gen_t gens[MAX_GENS] = {{gen0_slots, GEN0_SLOTS - 1}};
+const lg_names_gen_t *lg_names_current = &gens[0];
+static int n_gens = 1;
 static unsigned table_fill;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-#define hash_ptr lg_names_hash
 
 /* Registered modules (one per fatbin, a few thousand for PyTorch) and their entry chains.
  * Registration of one fatbin is consecutive, and unregistration mostly runs in reverse order,
@@ -87,27 +92,71 @@ static module_t *module_locked(void **fatbin, bool add)
     return &modules[last_module = n_modules++];
 }
 
+/* The slot of `func` in generation g: its own, or the empty one where it belongs. */
+static lg_names_slot_t *probe(const lg_names_gen_t *g, const void *func)
+{
+    uint32_t i = lg_names_hash(func) & g->mask;
+    for (;;) {
+        const void *k = atomic_load_explicit(&g->slots[i].key, memory_order_relaxed);
+        if (k == func || !k)
+            return &g->slots[i];
+        i = (i + 1) & g->mask;
+    }
+}
+
+/* Caller holds table_lock. Copies every entry into a generation four times the size, publishes
+ * it, and gives the outgrown slots' memory back to the kernel (MADV_DONTNEED: still mapped, and
+ * read as zeros by a reader that was probing them). False when no larger one can be had. */
+static bool grow_locked(void)
+{
+    if (n_gens == MAX_GENS)
+        return false;
+    const lg_names_gen_t *old = &gens[n_gens - 1];
+    size_t n = ((size_t)old->mask + 1) * 4;
+    void *m = mmap(NULL, n * sizeof(lg_names_slot_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return false;
+    lg_names_gen_t *g = &gens[n_gens];
+    g->slots = m;
+    g->mask = (uint32_t)(n - 1);
+    for (size_t j = 0; j <= old->mask; j++) {
+        const void *k = atomic_load_explicit(&old->slots[j].key, memory_order_relaxed);
+        if (!k)
+            continue;
+        lg_names_slot_t *s = probe(g, k);
+        atomic_store_explicit(&s->info, atomic_load_explicit(&old->slots[j].info, memory_order_relaxed),
+                              memory_order_relaxed);
+        atomic_store_explicit(&s->key, k, memory_order_relaxed);
+    }
+    n_gens++;
+    __atomic_store_n(&lg_names_current, g, __ATOMIC_RELEASE);
+    if (old->slots != gen0_slots)
+        madvise(old->slots, ((size_t)old->mask + 1) * sizeof(lg_names_slot_t), MADV_DONTNEED);
+    return true;
+}
+
 /* Caller holds table_lock. Returns the existing or a new entry; NULL when the table is full
  * or out of memory (the kernel then goes through the slow path on each launch, still correct). */
 static lg_kernel_info_t *insert_locked(const void *func)
 {
-    uint32_t i = hash_ptr(func);
-    for (;;) {
-        const void *k = atomic_load_explicit(&table[i].key, memory_order_relaxed);
-        if (k == func)
-            return atomic_load_explicit(&table[i].info, memory_order_relaxed);
-        if (!k)
-            break;
-        i = (i + 1) & (TABLE_SIZE - 1);
+    const lg_names_gen_t *g = lg_names_current;
+    lg_names_slot_t *s = probe(g, func);
+    if (atomic_load_explicit(&s->key, memory_order_relaxed) == func)
+        return atomic_load_explicit(&s->info, memory_order_relaxed);
+    size_t size = (size_t)g->mask + 1;
+    if (table_fill + 1 > size / 2 && grow_locked()) {
+        g = lg_names_current;
+        s = probe(g, func);
+        size = (size_t)g->mask + 1;
     }
-    if (table_fill >= TABLE_MAX_FILL)
+    if (table_fill + 1 > size / 4 * 3)
         return NULL;
     lg_kernel_info_t *info = new_info_locked();
     if (!info)
         return NULL;
     info->func = func;
-    atomic_store_explicit(&table[i].info, info, memory_order_relaxed);
-    atomic_store_explicit(&table[i].key, func, memory_order_release);
+    atomic_store_explicit(&s->info, info, memory_order_relaxed);
+    atomic_store_explicit(&s->key, func, memory_order_release);
     table_fill++;
     return info;
 }

@@ -3,10 +3,13 @@
  * dropped when that image's fatbin is unregistered, and an image registered later at the same
  * addresses must get its own names and a fresh classification. Kernel handles named after a
  * host stub go with it; names learnt at a launch are copies and stay. Also the registered count
- * the start event reports.
+ * the start event reports. The table's growth (generations, internal.h): 200k kernels, the
+ * size of several large CUDA libraries together, while another thread looks up the first ones
+ * (each lookup finds its own entry or, while a generation is outgrown, nothing; never another's).
  * Run: make build/tests/unit/test_names && build/tests/unit/test_names
  */
 #include <glib.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -80,11 +83,62 @@ static void test_launch_names_are_copies(void)
     g_assert_cmpstr(lg_names_lookup(&handles[2]), ==, "_Z4seenv");
 }
 
+#define GROW_KEYS 200000
+#define READ_KEYS 1000
+static char grow_keys[GROW_KEYS];
+static lg_kernel_info_t *grow_infos[READ_KEYS];
+static atomic_int grow_done;
+static atomic_long grow_misses, grow_wrong;
+
+static void *grow_reader(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&grow_done))
+        for (int i = 0; i < READ_KEYS; i++) {
+            lg_kernel_info_t *e = lg_names_info(&grow_keys[i]);
+            if (!e)
+                atomic_fetch_add(&grow_misses, 1);
+            else if (e != grow_infos[i])
+                atomic_fetch_add(&grow_wrong, 1);
+        }
+    return NULL;
+}
+
+static void test_growth(void)
+{
+    const lg_names_gen_t *first = lg_names_current;
+    for (int i = 0; i < READ_KEYS; i++)
+        g_assert_nonnull(grow_infos[i] = lg_names_info_insert(&grow_keys[i]));
+    pthread_t reader;
+    g_assert_cmpint(pthread_create(&reader, NULL, grow_reader, NULL), ==, 0);
+    for (int i = READ_KEYS; i < GROW_KEYS; i++) {
+        lg_kernel_info_t *e = lg_names_info_insert(&grow_keys[i]);
+        g_assert_nonnull(e);
+        g_assert_true(e->func == &grow_keys[i]);
+    }
+    atomic_store(&grow_done, 1);
+    pthread_join(reader, NULL);
+    g_assert_cmpint(atomic_load(&grow_wrong), ==, 0);
+    g_assert_true(lg_names_current != first);
+    g_assert_cmpuint(lg_names_current->mask + 1, >=, 2 * GROW_KEYS); /* at most half full */
+    for (int i = 0; i < GROW_KEYS; i++) {
+        lg_kernel_info_t *e = lg_names_info(&grow_keys[i]);
+        g_assert_nonnull(e);
+        g_assert_true(e->func == &grow_keys[i]);
+        if (i < READ_KEYS)
+            g_assert_true(e == grow_infos[i]);
+    }
+    g_assert_null(lg_names_info(&grow_keys[GROW_KEYS - 1] + 1)); /* never inserted */
+    g_assert_true(lg_names_info_insert(&grow_keys[5]) == grow_infos[5]); /* no second entry */
+    g_test_message("lookups that found nothing while a generation was outgrown: %ld", atomic_load(&grow_misses));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/names/pointer_not_copy", test_pointer_not_copy);
     g_test_add_func("/names/drop_and_reregister", test_drop_and_reregister);
     g_test_add_func("/names/launch_names_are_copies", test_launch_names_are_copies);
+    g_test_add_func("/names/growth", test_growth);
     return g_test_run();
 }
