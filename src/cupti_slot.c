@@ -93,7 +93,8 @@ int lg_cupti_slot_take(void *cupti, void *callback, void **handle, char *how, si
             .allowMultipleSubscribers = 1,
         };
         r = v2(out, cb, NULL, (CUpti_SubscriberParams *)&p);
-        snprintf(how, how_len, "cuptiSubscribe_v2, multiple subscribers allowed");
+        /* Requested: a CUPTI before 13.2 may take the larger struct and ignore the field. */
+        snprintf(how, how_len, "cuptiSubscribe_v2, multiple subscribers requested");
         if (r == CUPTI_ERROR_INVALID_PARAMETER) {
             p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
             r = v2(out, cb, NULL, (CUpti_SubscriberParams *)&p);
