@@ -133,8 +133,16 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
             return true;
         }
     }
-    if (!capture)
-        return false; /* no sanitizing value for this kernel: a synchronous check instead */
+    if (!capture) {
+        /* A synchronous check instead: none is wanted without a sanitizing value, but a copy
+         * that could not be made is said (in the log: async mode is then slower, not blind). */
+        if (why[0]) {
+            char detail[900];
+            snprintf(detail, sizeof detail, "%s: %s; checked synchronously instead", info->mangled, why);
+            lg_report_note_once("async_check_failed", detail);
+        }
+        return false;
+    }
     warn_unchecked("capture_unchecked", LG_WARNED_CAPTURE, info,
                    "cannot validate inside CUDA graph capture (%s); the launch runs unchecked",
                    why[0] ? why : "no ignore_index to sanitize with");
