@@ -63,6 +63,18 @@ extern const fk_emulator_t fk_index_emulators[];
 /* fakecudart.c, for the emulators. */
 /* [lo, hi) of the tracked allocation (device or pinned) holding p; 0 if none. Thread-safe. */
 int fk_mem_range(const void *p, const char **lo, const char **hi);
+/* The allocation holding p, for bounds checks of what an emulated kernel reads. */
+typedef struct fk_region { const char *lo, *hi; } fk_region_t;
+static inline void fk_region(const void *p, fk_region_t *r)
+{
+    r->lo = r->hi = NULL;
+    if (p) fk_mem_range(p, &r->lo, &r->hi);
+}
+static inline int fk_inside(const fk_region_t *r, const void *p, size_t n)
+{
+    const char *c = (const char *)p;
+    return r->lo && c >= r->lo && c + n <= r->hi;
+}
 /* Queues a device-assert line, printed to stderr when the error surfaces (as the device's printf
  * buffer is flushed at the next synchronisation). */
 void fk_device_assert(const char *file, unsigned line, const char *func, const unsigned block[3], const unsigned thread[3], const char *expr);

@@ -19,20 +19,6 @@
 #define INDEXING_CU "/pytorch/aten/src/ATen/native/cuda/Indexing.cu"
 #define INDEX_UTILS_CU "/pytorch/aten/src/ATen/native/cuda/IndexKernelUtils.cu"
 
-typedef struct region { const char *lo, *hi; } region_t;
-
-static void region(const void *p, region_t *r)
-{
-    r->lo = r->hi = NULL;
-    if (p) fk_mem_range(p, &r->lo, &r->hi);
-}
-
-static int inside(const region_t *r, const void *p, size_t n)
-{
-    const char *c = p;
-    return r->lo && c >= r->lo && c + n <= r->hi;
-}
-
 /* Size of a builtin type code of the name's template arguments; 0 when not known. */
 static size_t code_size(const char *c)
 {
@@ -44,10 +30,10 @@ static size_t code_size(const char *c)
 }
 
 /* An id as the kernel reads it: int32 or int64, sign-extended. */
-static int read_id(const void *base, int64_t elem, int is64, const region_t *r, int64_t *out)
+static int read_id(const void *base, int64_t elem, int is64, const fk_region_t *r, int64_t *out)
 {
     const char *p = (const char *)base + elem * (is64 ? 8 : 4);
-    if (!inside(r, p, is64 ? 8 : 4)) return -1;
+    if (!fk_inside(r, p, is64 ? 8 : 4)) return -1;
     if (is64) {
         memcpy(out, p, 8);
     } else {
@@ -81,10 +67,10 @@ static cudaError_t emu_vectorized_gather(const fk_launch_t *l)
     memcpy(&inp_stride, l->args[6], 8);
     memcpy(&out_stride, l->args[7], 8);
     memcpy(&neg, l->args[8], 1);
-    region_t ri, rin, rout;
-    region(idx, &ri);
-    region(inp, &rin);
-    region(out, &rout);
+    fk_region_t ri, rin, rout;
+    fk_region(idx, &ri);
+    fk_region(inp, &rin);
+    fk_region(out, &rout);
     int failed = 0;
     for (unsigned b = 0; b < l->grid.x; b++) {
         int64_t ind;
@@ -100,7 +86,7 @@ static cudaError_t emu_vectorized_gather(const fk_launch_t *l)
         if (failed || slice <= 0) continue;
         const char *from = inp + ind * inp_stride;
         char *to = out + (int64_t)b * out_stride;
-        if (!inside(&rin, from, (size_t)slice) || !inside(&rout, to, (size_t)slice)) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rin, from, (size_t)slice) || !fk_inside(&rout, to, (size_t)slice)) return cudaErrorIllegalAddress;
         memmove(to, from, (size_t)slice);
     }
     (void)num_ind;
@@ -157,7 +143,7 @@ typedef struct isel {
     int64_t select_size;
     int wide, is64;
     size_t elem; /* 0: element type unknown, ids checked only */
-    region_t rd, rs, ri;
+    fk_region_t rd, rs, ri;
 } isel_t;
 
 /* Reads the common arguments; 0 when the launch is not one this file emulates. */
@@ -184,9 +170,9 @@ static int isel_read(const fk_launch_t *l, int large, isel_t *x)
     memcpy(&x->inner, l->args[a++], x->wide ? 8 : 4);
     memcpy(&x->select_size, l->args[a], 8);
     if (x->dst_dim < 0 || x->dst_dim > 24 || x->src_dim < 0 || x->src_dim > 24) return 0;
-    region(x->dst.data, &x->rd);
-    region(x->src.data, &x->rs);
-    region(x->ind.data, &x->ri);
+    fk_region(x->dst.data, &x->rd);
+    fk_region(x->src.data, &x->rs);
+    fk_region(x->ind.data, &x->ri);
     return 1;
 }
 
@@ -203,7 +189,7 @@ static int isel_one(const isel_t *x, uint64_t dst_index, uint64_t elem_in_slice)
     uint64_t s = to_offset(elem_in_slice, &x->src) + src_index * x->src.strides[x->src_dim];
     char *to = x->dst.data + d * x->elem;
     const char *from = x->src.data + s * x->elem;
-    if (!inside(&x->rd, to, x->elem) || !inside(&x->rs, from, x->elem)) return -1;
+    if (!fk_inside(&x->rd, to, x->elem) || !fk_inside(&x->rs, from, x->elem)) return -1;
     memmove(to, from, x->elem);
     return 0;
 }

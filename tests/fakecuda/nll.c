@@ -33,20 +33,6 @@ static pta_t pta(const void *arg, int n)
     return p;
 }
 
-typedef struct region { const char *lo, *hi; } region_t;
-
-static void region(const void *p, region_t *r)
-{
-    r->lo = r->hi = NULL;
-    if (p) fk_mem_range(p, &r->lo, &r->hi);
-}
-
-static int inside(const region_t *r, const void *p, size_t n)
-{
-    const char *c = p;
-    return r->lo && c >= r->lo && c + n <= r->hi;
-}
-
 static int64_t label(const char *target, int64_t i, int u8)
 {
     if (u8) return ((const uint8_t *)target)[i];
@@ -137,10 +123,10 @@ static cudaError_t emu_add_one(const fk_launch_t *l)
 {
     float *p = *(float *const *)l->args[0];
     const int n = *(const int *)l->args[1];
-    region_t r;
-    region(p, &r);
+    fk_region_t r;
+    fk_region(p, &r);
     for (int i = 0; i < n; i++) {
-        if (!inside(&r, p + i, sizeof(float))) return cudaErrorIllegalAddress;
+        if (!fk_inside(&r, p + i, sizeof(float))) return cudaErrorIllegalAddress;
         p[i] += 1.0f;
     }
     return cudaSuccess;

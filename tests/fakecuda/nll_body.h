@@ -18,13 +18,13 @@ static cudaError_t SFX(fwd_no_reduce)(const fk_launch_t *l, int u8)
     SCALAR *output = *(SCALAR *const *)a[3];
     const SCALAR *weights = *(const SCALAR *const *)a[4];
     const int64_t n_classes = *(const int64_t *)a[5], ignore = *(const int64_t *)a[6];
-    region_t rin, rt, rout, rw;
-    region(in.data, &rin); region(target, &rt); region(output, &rout); region(weights, &rw);
+    fk_region_t rin, rt, rout, rw;
+    fk_region(in.data, &rin); fk_region(target, &rt); fk_region(output, &rout); fk_region(weights, &rw);
     cudaError_t err = cudaSuccess;
     for (int64_t i = 0; i < batch; i++) {
-        if (!inside(&rt, target + i * (u8 ? 1 : 8), u8 ? 1 : 8)) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rt, target + i * (u8 ? 1 : 8), u8 ? 1 : 8)) return cudaErrorIllegalAddress;
         const int64_t t = label(target, i, u8);
-        if (!inside(&rout, output + i, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rout, output + i, sizeof(SCALAR))) return cudaErrorIllegalAddress;
         if (t == ignore) { output[i] = (SCALAR)0; continue; }
         if (!class_ok(t, n_classes, u8)) {
             unsigned b[3], th[3];
@@ -35,9 +35,9 @@ static cudaError_t SFX(fwd_no_reduce)(const fk_launch_t *l, int u8)
             continue;
         }
         const SCALAR *x = (const SCALAR *)in.data + i * in.stride[0] + t * in.stride[1];
-        if (!inside(&rin, x, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rin, x, sizeof(SCALAR))) return cudaErrorIllegalAddress;
         SCALAR w = (SCALAR)1;
-        if (weights) { if (!inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; w = weights[t]; }
+        if (weights) { if (!fk_inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; w = weights[t]; }
         output[i] = -w * *x;
     }
     return err;
@@ -55,9 +55,9 @@ static cudaError_t SFX(fwd_1d)(const fk_launch_t *l, int u8)
     const bool size_average = *(const bool *)a[5];
     const int64_t n_classes = *(const int64_t *)a[6], ignore = *(const int64_t *)a[7];
     if (one_thread_assert(l, "nll_loss_forward_reduce_cuda_kernel_1d", 261)) return cudaErrorAssert;
-    region_t ro, rtw, rin, rt, rw;
-    region(output, &ro); region(total_weight, &rtw); region(input, &rin); region(target, &rt); region(weights, &rw);
-    if (!inside(&rt, target, u8 ? 1 : 8) || !inside(&ro, output, sizeof(SCALAR)) || !inside(&rtw, total_weight, sizeof(SCALAR)))
+    fk_region_t ro, rtw, rin, rt, rw;
+    fk_region(output, &ro); fk_region(total_weight, &rtw); fk_region(input, &rin); fk_region(target, &rt); fk_region(weights, &rw);
+    if (!fk_inside(&rt, target, u8 ? 1 : 8) || !fk_inside(&ro, output, sizeof(SCALAR)) || !fk_inside(&rtw, total_weight, sizeof(SCALAR)))
         return cudaErrorIllegalAddress;
     const int64_t t = label(target, 0, u8);
     if (t != ignore) {
@@ -68,8 +68,8 @@ static cudaError_t SFX(fwd_1d)(const fk_launch_t *l, int u8)
             return cudaErrorAssert;
         }
         SCALAR w = (SCALAR)1;
-        if (weights) { if (!inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; w = weights[t]; }
-        if (!inside(&rin, input + t, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+        if (weights) { if (!fk_inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; w = weights[t]; }
+        if (!fk_inside(&rin, input + t, sizeof(SCALAR))) return cudaErrorIllegalAddress;
         *total_weight = w;
         if (size_average) *output = w == (SCALAR)0 ? (SCALAR)NAN : -input[t];
         else *output = -w * input[t];
@@ -95,14 +95,14 @@ static cudaError_t SFX(fwd_2d)(const fk_launch_t *l, int u8)
     const int64_t n_classes = *(const int64_t *)a[8], ignore = *(const int64_t *)a[9];
     const unsigned nthreads = l->block.x;
     ACC sh_inputs[1024], acc_weight[1024];
-    region_t ro, rtw, rin, rt, rw;
-    region(output, &ro); region(total_weight, &rtw); region(input, &rin); region(target, &rt); region(weights, &rw);
+    fk_region_t ro, rtw, rin, rt, rw;
+    fk_region(output, &ro); fk_region(total_weight, &rtw); fk_region(input, &rin); fk_region(target, &rt); fk_region(weights, &rw);
     cudaError_t err = cudaSuccess;
     for (unsigned th = 0; th < nthreads; th++) {
         sh_inputs[th] = 0;
         acc_weight[th] = 0;
         for (int64_t i = th; i < nframe; i += nthreads) {
-            if (!inside(&rt, target + i * (u8 ? 1 : 8), u8 ? 1 : 8)) return cudaErrorIllegalAddress;
+            if (!fk_inside(&rt, target + i * (u8 ? 1 : 8), u8 ? 1 : 8)) return cudaErrorIllegalAddress;
             const int64_t t = label(target, i, u8);
             if (t == ignore) continue;
             if (!class_ok(t, n_classes, u8)) {
@@ -113,8 +113,8 @@ static cudaError_t SFX(fwd_2d)(const fk_launch_t *l, int u8)
                 break; /* this thread has trapped */
             }
             SCALAR w = (SCALAR)1;
-            if (weights) { if (!inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; w = weights[t]; }
-            if (!inside(&rin, input + i * ndim + t, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+            if (weights) { if (!fk_inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; w = weights[t]; }
+            if (!fk_inside(&rin, input + i * ndim + t, sizeof(SCALAR))) return cudaErrorIllegalAddress;
             sh_inputs[th] -= input[i * ndim + t] * w;
             acc_weight[th] += w;
         }
@@ -122,7 +122,7 @@ static cudaError_t SFX(fwd_2d)(const fk_launch_t *l, int u8)
     if (err) return err;
     ACC out = 0, tw = 0;
     for (unsigned th = 0; th < nthreads; th++) { out += sh_inputs[th]; tw += acc_weight[th]; }
-    if (!inside(&ro, output, sizeof(SCALAR)) || !inside(&rtw, total_weight, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+    if (!fk_inside(&ro, output, sizeof(SCALAR)) || !fk_inside(&rtw, total_weight, sizeof(SCALAR))) return cudaErrorIllegalAddress;
     *total_weight = (SCALAR)tw;
     *output = size_average ? (SCALAR)(out / tw) : (SCALAR)out;
     return cudaSuccess;
@@ -137,11 +137,11 @@ static cudaError_t SFX(bwd_no_reduce)(const fk_launch_t *l, int u8)
     const pta_t go = pta(a[2], 1), gi = pta(a[3], 2);
     const SCALAR *weights = *(const SCALAR *const *)a[4];
     const int64_t n_classes = *(const int64_t *)a[5], ignore = *(const int64_t *)a[6];
-    region_t rt, rgo, rgi, rw;
-    region(target, &rt); region(go.data, &rgo); region(gi.data, &rgi); region(weights, &rw);
+    fk_region_t rt, rgo, rgi, rw;
+    fk_region(target, &rt); fk_region(go.data, &rgo); fk_region(gi.data, &rgi); fk_region(weights, &rw);
     cudaError_t err = cudaSuccess;
     for (int64_t i = 0; i < batch; i++) {
-        if (!inside(&rt, target + i * (u8 ? 1 : 8), u8 ? 1 : 8)) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rt, target + i * (u8 ? 1 : 8), u8 ? 1 : 8)) return cudaErrorIllegalAddress;
         const int64_t t = label(target, i, u8);
         if (t == ignore) continue;
         if (!class_ok(t, n_classes, u8)) {
@@ -153,10 +153,10 @@ static cudaError_t SFX(bwd_no_reduce)(const fk_launch_t *l, int u8)
             continue;
         }
         SCALAR w = (SCALAR)1;
-        if (weights) { if (!inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; w = weights[t]; }
+        if (weights) { if (!fk_inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; w = weights[t]; }
         const SCALAR *g = (const SCALAR *)go.data + i * go.stride[0];
         SCALAR *dst = (SCALAR *)gi.data + i * gi.stride[0] + t * gi.stride[1];
-        if (!inside(&rgo, g, sizeof(SCALAR)) || !inside(&rgi, dst, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rgo, g, sizeof(SCALAR)) || !fk_inside(&rgi, dst, sizeof(SCALAR))) return cudaErrorIllegalAddress;
         *dst = -w * *g;
     }
     return err;
@@ -173,9 +173,9 @@ static cudaError_t SFX(bwd_1d)(const fk_launch_t *l, int u8)
     const SCALAR *total_weight = *(const SCALAR *const *)a[4];
     const bool size_average = *(const bool *)a[5];
     const int64_t n_classes = *(const int64_t *)a[6], ignore = *(const int64_t *)a[7];
-    region_t rgi, rgo, rw, rt, rtw;
-    region(grad_input, &rgi); region(grad_output, &rgo); region(weights, &rw); region(target, &rt); region(total_weight, &rtw);
-    if (!inside(&rt, target, u8 ? 1 : 8)) return cudaErrorIllegalAddress;
+    fk_region_t rgi, rgo, rw, rt, rtw;
+    fk_region(grad_input, &rgi); fk_region(grad_output, &rgo); fk_region(weights, &rw); fk_region(target, &rt); fk_region(total_weight, &rtw);
+    if (!fk_inside(&rt, target, u8 ? 1 : 8)) return cudaErrorIllegalAddress;
     const int64_t t = label(target, 0, u8);
     if (t == ignore) return cudaSuccess;
     if (!class_ok(t, n_classes, u8)) {
@@ -184,11 +184,11 @@ static cudaError_t SFX(bwd_1d)(const fk_launch_t *l, int u8)
                          u8 ? "t < n_classes" : "t >= 0 && t < n_classes");
         return cudaErrorAssert;
     }
-    if (!inside(&rgo, grad_output, sizeof(SCALAR)) || (size_average && !inside(&rtw, total_weight, sizeof(SCALAR))))
+    if (!fk_inside(&rgo, grad_output, sizeof(SCALAR)) || (size_average && !fk_inside(&rtw, total_weight, sizeof(SCALAR))))
         return cudaErrorIllegalAddress;
     const SCALAR grad = -(size_average ? *grad_output / *total_weight : *grad_output);
-    if (!inside(&rgi, grad_input + t, sizeof(SCALAR))) return cudaErrorIllegalAddress;
-    if (weights) { if (!inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; grad_input[t] = weights[t] * grad; }
+    if (!fk_inside(&rgi, grad_input + t, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+    if (weights) { if (!fk_inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; grad_input[t] = weights[t] * grad; }
     else grad_input[t] = grad;
     return cudaSuccess;
 }
@@ -206,15 +206,15 @@ static cudaError_t SFX(bwd_2d)(const fk_launch_t *l, int u8)
     const int nframe = *(const int *)a[6], ndim = *(const int *)a[7];
     const int64_t n_classes = *(const int64_t *)a[8], ignore = *(const int64_t *)a[9];
     const unsigned nthreads = l->block.x;
-    region_t rgi, rgo, rt, rw, rtw;
-    region(grad_input, &rgi); region(grad_output, &rgo); region(target, &rt); region(weights, &rw); region(total_weight, &rtw);
-    if (!inside(&rgo, grad_output, sizeof(SCALAR)) || (size_average && !inside(&rtw, total_weight, sizeof(SCALAR))))
+    fk_region_t rgi, rgo, rt, rw, rtw;
+    fk_region(grad_input, &rgi); fk_region(grad_output, &rgo); fk_region(target, &rt); fk_region(weights, &rw); fk_region(total_weight, &rtw);
+    if (!fk_inside(&rgo, grad_output, sizeof(SCALAR)) || (size_average && !fk_inside(&rtw, total_weight, sizeof(SCALAR))))
         return cudaErrorIllegalAddress;
     const SCALAR grad = -(size_average ? *grad_output / *total_weight : *grad_output);
     cudaError_t err = cudaSuccess;
     for (unsigned th = 0; th < nthreads; th++) {
         for (int64_t i = th; i < nframe; i += nthreads) {
-            if (!inside(&rt, target + i * (u8 ? 1 : 8), u8 ? 1 : 8)) return cudaErrorIllegalAddress;
+            if (!fk_inside(&rt, target + i * (u8 ? 1 : 8), u8 ? 1 : 8)) return cudaErrorIllegalAddress;
             const int64_t t = label(target, i, u8);
             if (t == ignore) continue;
             if (!class_ok(t, n_classes, u8)) {
@@ -225,8 +225,8 @@ static cudaError_t SFX(bwd_2d)(const fk_launch_t *l, int u8)
                 break;
             }
             SCALAR *dst = grad_input + i * ndim + t;
-            if (!inside(&rgi, dst, sizeof(SCALAR))) return cudaErrorIllegalAddress;
-            if (weights) { if (!inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; *dst = weights[t] * grad; }
+            if (!fk_inside(&rgi, dst, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+            if (weights) { if (!fk_inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; *dst = weights[t] * grad; }
             else *dst = grad;
         }
     }
@@ -244,15 +244,15 @@ static cudaError_t SFX(nll2d_fwd_no_reduce)(const fk_launch_t *l, int u8)
     const SCALAR *weight = *(const SCALAR *const *)a[4];
     const int64_t ignore = *(const int64_t *)a[5];
     const int64_t N = in.size[0], C = in.size[1], H = in.size[2], W = in.size[3];
-    region_t rin, rt, ro, rw;
-    region(in.data, &rin); region(tg.data, &rt); region(out.data, &ro); region(weight, &rw);
+    fk_region_t rin, rt, ro, rw;
+    fk_region(in.data, &rin); fk_region(tg.data, &rt); fk_region(out.data, &ro); fk_region(weight, &rw);
     cudaError_t err = cudaSuccess;
     if (N <= 0 || H <= 0 || W <= 0) return cudaSuccess;
     for (int64_t i = 0; i < n_threads; i++) {
         const int64_t b = i % N, h = (i / N) % H, w = (i / (N * H)) % W;
         const int64_t *tp = (const int64_t *)tg.data + b * tg.stride[0] + h * tg.stride[1] + w * tg.stride[2];
         SCALAR *op = (SCALAR *)out.data + b * out.stride[0] + h * out.stride[1] + w * out.stride[2];
-        if (!inside(&rt, tp, 8) || !inside(&ro, op, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rt, tp, 8) || !fk_inside(&ro, op, sizeof(SCALAR))) return cudaErrorIllegalAddress;
         const int64_t t = *tp;
         if (t == ignore) { *op = (SCALAR)0; continue; }
         if (!(t >= 0 && t < C)) {
@@ -263,9 +263,9 @@ static cudaError_t SFX(nll2d_fwd_no_reduce)(const fk_launch_t *l, int u8)
             continue;
         }
         const SCALAR *x = (const SCALAR *)in.data + b * in.stride[0] + t * in.stride[1] + h * in.stride[2] + w * in.stride[3];
-        if (!inside(&rin, x, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rin, x, sizeof(SCALAR))) return cudaErrorIllegalAddress;
         SCALAR cw = (SCALAR)1;
-        if (weight) { if (!inside(&rw, weight + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; cw = weight[t]; }
+        if (weight) { if (!fk_inside(&rw, weight + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; cw = weight[t]; }
         *op = -*x * cw;
     }
     return err;
@@ -284,8 +284,8 @@ static cudaError_t SFX(nll2d_fwd)(const fk_launch_t *l, int u8)
     const SCALAR *weight = *(const SCALAR *const *)a[4];
     const int n_classes = *(const int *)a[5], map_nelem = *(const int *)a[6], bps = *(const int *)a[7];
     const int64_t ignore = *(const int64_t *)a[8];
-    region_t ro, rtw, rin, rt, rw;
-    region(output, &ro); region(total_weight, &rtw); region(input, &rin); region(target, &rt); region(weight, &rw);
+    fk_region_t ro, rtw, rin, rt, rw;
+    fk_region(output, &ro); fk_region(total_weight, &rtw); fk_region(input, &rin); fk_region(target, &rt); fk_region(weight, &rw);
     if (bps <= 0) return cudaSuccess;
     const unsigned bdim = l->block.x;
     const int64_t step = (int64_t)bdim * bps;
@@ -298,7 +298,7 @@ static cudaError_t SFX(nll2d_fwd)(const fk_launch_t *l, int u8)
         for (unsigned th = 0; th < bdim; th++) {
             ACC input_sum = 0, acc_weight = 0;
             for (int64_t i = (int64_t)(blk % (unsigned)bps) * bdim + th; i < map_nelem; i += step) {
-                if (!inside(&rt, target + toffset + i, 8)) return cudaErrorIllegalAddress;
+                if (!fk_inside(&rt, target + toffset + i, 8)) return cudaErrorIllegalAddress;
                 const int64_t t = target[toffset + i];
                 if (t == ignore) continue;
                 if (!(t >= 0 && t < n_classes)) {
@@ -308,9 +308,9 @@ static cudaError_t SFX(nll2d_fwd)(const fk_launch_t *l, int u8)
                     break;
                 }
                 SCALAR cw = (SCALAR)1;
-                if (weight) { if (!inside(&rw, weight + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; cw = weight[t]; }
+                if (weight) { if (!fk_inside(&rw, weight + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; cw = weight[t]; }
                 const int64_t input_index = ioffset + i + (int64_t)map_nelem * t;
-                if (!inside(&rin, input + input_index, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+                if (!fk_inside(&rin, input + input_index, sizeof(SCALAR))) return cudaErrorIllegalAddress;
                 input_sum -= input[input_index] * cw;
                 acc_weight += cw;
             }
@@ -320,7 +320,7 @@ static cudaError_t SFX(nll2d_fwd)(const fk_launch_t *l, int u8)
         out_sum += block_in;
         w_sum += block_w;
         if (!err) {
-            if (!inside(&ro, output, sizeof(SCALAR)) || !inside(&rtw, total_weight, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+            if (!fk_inside(&ro, output, sizeof(SCALAR)) || !fk_inside(&rtw, total_weight, sizeof(SCALAR))) return cudaErrorIllegalAddress;
             *total_weight += (SCALAR)block_w;
             *output += (SCALAR)block_in;
         }
@@ -336,9 +336,9 @@ static cudaError_t SFX(nll2d_size_average)(const fk_launch_t *l, int u8)
     (void)u8;
     SCALAR *output = *(SCALAR *const *)l->args[0];
     const SCALAR *total_weight = *(const SCALAR *const *)l->args[1];
-    region_t ro, rtw;
-    region(output, &ro); region(total_weight, &rtw);
-    if (!inside(&ro, output, sizeof(SCALAR)) || !inside(&rtw, total_weight, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+    fk_region_t ro, rtw;
+    fk_region(output, &ro); fk_region(total_weight, &rtw);
+    if (!fk_inside(&ro, output, sizeof(SCALAR)) || !fk_inside(&rtw, total_weight, sizeof(SCALAR))) return cudaErrorIllegalAddress;
     *output /= *total_weight;
     return cudaSuccess;
 }
@@ -354,21 +354,21 @@ static cudaError_t SFX(nll2d_bwd_no_reduce)(const fk_launch_t *l, int u8)
     const SCALAR *weight = *(const SCALAR *const *)a[4];
     const int64_t ignore = *(const int64_t *)a[5];
     const int64_t N = tg.size[0], H = tg.size[1], W = tg.size[2];
-    region_t rt, rgo, rgi, rw;
-    region(tg.data, &rt); region(go.data, &rgo); region(gi.data, &rgi); region(weight, &rw);
+    fk_region_t rt, rgo, rgi, rw;
+    fk_region(tg.data, &rt); fk_region(go.data, &rgo); fk_region(gi.data, &rgi); fk_region(weight, &rw);
     if (N <= 0 || H <= 0 || W <= 0) return cudaSuccess;
     for (int64_t i = 0; i < n_threads; i++) {
         const int64_t b = i % N, h = (i / N) % H, w = (i / (N * H)) % W;
         const int64_t *tp = (const int64_t *)tg.data + b * tg.stride[0] + h * tg.stride[1] + w * tg.stride[2];
-        if (!inside(&rt, tp, 8)) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rt, tp, 8)) return cudaErrorIllegalAddress;
         const int64_t t = *tp;
         if (t == ignore) continue;
         SCALAR cw = (SCALAR)1;
-        if (weight) { if (!inside(&rw, weight + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; cw = weight[t]; }
+        if (weight) { if (!fk_inside(&rw, weight + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; cw = weight[t]; }
         const SCALAR value = -cw;
         const SCALAR *g = (const SCALAR *)go.data + b * go.stride[0] + h * go.stride[1] + w * go.stride[2];
         SCALAR *dst = (SCALAR *)gi.data + b * gi.stride[0] + t * gi.stride[1] + h * gi.stride[2] + w * gi.stride[3];
-        if (!inside(&rgo, g, sizeof(SCALAR)) || !inside(&rgi, dst, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+        if (!fk_inside(&rgo, g, sizeof(SCALAR)) || !fk_inside(&rgi, dst, sizeof(SCALAR))) return cudaErrorIllegalAddress;
         *dst = value * *g;
     }
     return cudaSuccess;
@@ -387,10 +387,10 @@ static cudaError_t SFX(nll2d_bwd)(const fk_launch_t *l, int u8)
     const bool size_average = *(const bool *)a[5];
     const int n_classes = *(const int *)a[6], map_nelem = *(const int *)a[7], bps = *(const int *)a[8];
     const int64_t ignore = *(const int64_t *)a[9];
-    region_t rgi, rgo, rt, rw, rtw;
-    region(grad_input, &rgi); region(grad_output, &rgo); region(target, &rt); region(weights, &rw); region(total_weight, &rtw);
+    fk_region_t rgi, rgo, rt, rw, rtw;
+    fk_region(grad_input, &rgi); fk_region(grad_output, &rgo); fk_region(target, &rt); fk_region(weights, &rw); fk_region(total_weight, &rtw);
     if (bps <= 0) return cudaSuccess;
-    if (!inside(&rgo, grad_output, sizeof(SCALAR)) || (size_average && !inside(&rtw, total_weight, sizeof(SCALAR))))
+    if (!fk_inside(&rgo, grad_output, sizeof(SCALAR)) || (size_average && !fk_inside(&rtw, total_weight, sizeof(SCALAR))))
         return cudaErrorIllegalAddress;
     const SCALAR norm = size_average ? ((SCALAR)1 / *total_weight) : (SCALAR)1;
     const unsigned bdim = l->block.x;
@@ -401,7 +401,7 @@ static cudaError_t SFX(nll2d_bwd)(const fk_launch_t *l, int u8)
         const int64_t toffset = sample * map_nelem, ioffset = sample * map_nelem * n_classes;
         for (unsigned th = 0; th < bdim; th++) {
             for (int64_t i = (int64_t)(blk % (unsigned)bps) * bdim + th; i < map_nelem; i += step) {
-                if (!inside(&rt, target + toffset + i, 8)) return cudaErrorIllegalAddress;
+                if (!fk_inside(&rt, target + toffset + i, 8)) return cudaErrorIllegalAddress;
                 const int64_t t = target[toffset + i];
                 if (t == ignore) continue;
                 if (!(t >= 0 && t < n_classes)) {
@@ -411,9 +411,9 @@ static cudaError_t SFX(nll2d_bwd)(const fk_launch_t *l, int u8)
                     break;
                 }
                 SCALAR *dst = grad_input + ioffset + i + (int64_t)map_nelem * t;
-                if (!inside(&rgi, dst, sizeof(SCALAR))) return cudaErrorIllegalAddress;
+                if (!fk_inside(&rgi, dst, sizeof(SCALAR))) return cudaErrorIllegalAddress;
                 SCALAR cw = (SCALAR)1;
-                if (weights) { if (!inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; cw = weights[t]; }
+                if (weights) { if (!fk_inside(&rw, weights + t, sizeof(SCALAR))) return cudaErrorIllegalAddress; cw = weights[t]; }
                 *dst = -cw * norm * grad_output[0];
             }
         }
