@@ -27,6 +27,7 @@
 // Exit status: 0 if the launch and its synchronisation succeeded, 1 otherwise, 2 on bad usage.
 #include "torch_index_kernels.cuh"
 #include "lg_launch.cuh"
+#include "lg_values.cuh"
 
 #include <cstdio>
 #include <cstdlib>
@@ -65,18 +66,8 @@ void parse(int argc, char **argv, opts &o)
         else if (a == "--dim") o.dim = strtoll(val(), nullptr, 10);
         else if (a == "--neg") o.neg = true;
         else if (a == "--launch") { if (lg_parse_mode(val(), &o.mode)) usage("bad --launch"); }
-        else if (a.rfind("good:", 0) == 0) {
-            int64_t n = strtoll(a.c_str() + 5, nullptr, 10);
-            for (int64_t k = 0; k < n; k++) o.ids.push_back(k % o.rows);
-        } else if (a.rfind("bad:", 0) == 0) {
-            long long n, pos, v;
-            if (sscanf(a.c_str(), "bad:%lld:%lld:%lld", &n, &pos, &v) != 3 || pos < 0 || pos >= n) usage("bad pattern bad:N:POS:VALUE");
-            for (int64_t k = 0; k < n; k++) o.ids.push_back(k == pos ? v : k % o.rows);
-        } else if (a.size() && (isdigit((unsigned char)a[0]) || a[0] == '-')) {
-            char *end;
-            o.ids.push_back(strtoll(a.c_str(), &end, 10));
-            if (*end) usage("bad id");
-        } else usage(("unknown argument " + a).c_str());
+        else if (const char *why = lg_parse_values(a, o.rows, o.ids))
+            usage(*why ? why : ("unknown argument " + a).c_str());
     }
     if (o.ids.empty()) usage("no ids");
     if (o.rows < 1 || o.dim < 1) usage("bad --rows/--dim");

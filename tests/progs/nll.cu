@@ -53,6 +53,7 @@
 // synchronisation succeeded, 1 if either failed (as a PyTorch program raises), 2 on bad usage.
 #include "torch_kernels.cuh"
 #include "lg_launch.cuh"
+#include "lg_values.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -123,18 +124,8 @@ void parse(int argc, char **argv, opts &o)
         else if (a == "--repeat") o.repeat = atoi(val());
         else if (a == "--no-follow") o.follow = false;
         else if (a == "--logits") o.logits = true;
-        else if (a.rfind("good:", 0) == 0) {
-            int64_t n = strtoll(a.c_str() + 5, nullptr, 10);
-            for (int64_t k = 0; k < n; k++) o.labels.push_back(k % o.classes);
-        } else if (a.rfind("bad:", 0) == 0) {
-            long long n, pos, v;
-            if (sscanf(a.c_str(), "bad:%lld:%lld:%lld", &n, &pos, &v) != 3 || pos < 0 || pos >= n) usage("bad pattern bad:N:POS:VALUE");
-            for (int64_t k = 0; k < n; k++) o.labels.push_back(k == pos ? v : k % o.classes);
-        } else if (a.size() && (isdigit((unsigned char)a[0]) || a[0] == '-')) {
-            char *end;
-            o.labels.push_back(strtoll(a.c_str(), &end, 10));
-            if (*end) usage("bad label");
-        } else usage(("unknown argument " + a).c_str());
+        else if (const char *why = lg_parse_values(a, o.classes, o.labels))
+            usage(*why ? why : ("unknown argument " + a).c_str());
     }
     if (!o.weights.empty() && (int64_t)o.weights.size() < o.classes) usage("fewer weights than classes");
 }
