@@ -125,11 +125,14 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
     mapping_t *g = find(graphs, n_graphs, graph);
     unsigned long long id = g ? g->capture_id : 0;
     mapping_t *m = find(execs, n_execs, exec);
-    if (!m && grow((void **)&execs, &cap_execs, n_execs, sizeof *execs) == 0)
-        m = &execs[n_execs++];
     if (m) {
+        /* An exec handle reused: it no longer holds the checks of its former graph. */
         if (m->capture_id)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+    } else if (grow((void **)&execs, &cap_execs, n_execs, sizeof *execs) == 0) {
+        m = &execs[n_execs++]; /* fresh memory: nothing to take back */
+    }
+    if (m) {
         *m = (mapping_t){.key = exec, .capture_id = id};
         if (id)
             __atomic_fetch_add(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
