@@ -9,6 +9,7 @@
 #   log    the replay asserts as without the library, and the event was written before.
 # Needs build/torch-python (make build/torch-python): missing is a failure, never a skip.
 set -u
+[ -z "${LG_SANITIZER:-}" ] || { echo "real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
 LG_ROOT="${LG_ROOT:-$PWD}"; LG_BUILD="${LG_BUILD:-build}"
 LG_PRELOAD="${LG_PRELOAD:-$LG_ROOT/$LG_BUILD/liblabelguard.so}"
 TP="$LG_ROOT/$LG_BUILD/torch-python"
