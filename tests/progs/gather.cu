@@ -85,6 +85,19 @@ at::cuda::detail::TensorInfo<T, I> info2(T *data, I rows, I dim)
     return t;
 }
 
+// The ids: one dimension of n, contiguous.
+template <typename T, typename I>
+at::cuda::detail::TensorInfo<const T, I> info1(const T *data, I n)
+{
+    at::cuda::detail::TensorInfo<const T, I> t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dims = 1;
+    t.sizes[0] = n;
+    t.strides[0] = 1;
+    return t;
+}
+
 template <typename index_t>
 int run(const opts &o)
 {
@@ -121,10 +134,7 @@ int run(const opts &o)
         if (o.kernel == "small" || o.kernel == "large") {
             auto dst = info2<float, unsigned>(d_out, 1, (unsigned)D);
             auto src = info2<const float, unsigned>(d_in, 1, (unsigned)D);
-            at::cuda::detail::TensorInfo<const index_t, unsigned> ind;
-            memset(&ind, 0, sizeof ind);
-            ind.data = d; ind.dims = 1; ind.sizes[0] = (unsigned)n; ind.strides[0] = 1;
-            dst.strides[0] = src.strides[0] = (unsigned)D;
+            auto ind = info1<index_t, unsigned>(d, (unsigned)n);
             if (o.kernel == "small") {
                 auto k = indexSelectSmallIndex<float, index_t, unsigned, 2, 2, -2>;
                 stub = (const void *)k;
@@ -137,10 +147,7 @@ int run(const opts &o)
         if (o.kernel == "large64") {
             auto dst = info2<float, uint64_t>(d_out, 1, (uint64_t)D);
             auto src = info2<const float, uint64_t>(d_in, 1, (uint64_t)D);
-            at::cuda::detail::TensorInfo<const index_t, uint64_t> ind;
-            memset(&ind, 0, sizeof ind);
-            ind.data = d; ind.dims = 1; ind.sizes[0] = (uint64_t)n; ind.strides[0] = 1;
-            dst.strides[0] = src.strides[0] = (uint64_t)D;
+            auto ind = info1<index_t, uint64_t>(d, (uint64_t)n);
             auto k = indexSelectLargeIndex<float, index_t, uint64_t, -1, -1, -1, true>;
             stub = (const void *)k;
             return lg_launch(o.mode, k, dim3(1), dim3(128), 0, stream, dst, src, ind, 0, 0, (uint64_t)(n * D), (uint64_t)D, R);
