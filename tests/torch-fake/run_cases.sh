@@ -7,14 +7,9 @@
 # CASES: a comma-separated subset (for a contributor re-running one case by hand).
 # A missing build/torch-python is a failure, not a skip: `make test` builds it.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "$0")/../.." || exit 1
 mode=$1 only=${2:-}
-LG_BUILD="${LG_BUILD:-build}"
-LG_PRELOAD="${LG_PRELOAD:-$PWD/$LG_BUILD/liblabelguard.so}"
-TP="$LG_BUILD/torch-python"
-# A sanitizer build's double needs its runtime preloaded first, which Python does not have.
-[ -z "${LG_SANITIZER:-}" ] || { echo "real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
-[ -x "$TP" ] || { echo "FAIL: $TP is missing: run 'make $TP'"; exit 1; }
 T="$(mktemp -d "${TMPDIR:-/tmp}/lg-torchfake.XXXXXX")"
 trap 'rm -rf "$T"' EXIT
 unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_KERNELS LABELGUARD_BACKTRACE \

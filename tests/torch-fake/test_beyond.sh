@@ -8,12 +8,8 @@
 # warning per F.nll_loss call site fed logits. Mask with class weights and label smoothing: no
 # device assert (the gather guard itself: tests/e2e/test_opaque.sh). The checks are in beyond_cases.py; one process per case and mode, since a device assert poisons the process.
 set -u
-[ -z "${LG_SANITIZER:-}" ] || { echo "real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "$0")/../.." || exit 1
-LG_BUILD="${LG_BUILD:-build}"
-LG_PRELOAD="${LG_PRELOAD:-$PWD/$LG_BUILD/liblabelguard.so}"
-TP="$LG_BUILD/torch-python"
-[ -x "$TP" ] || { echo "FAIL: $TP is missing: run 'make $TP'"; exit 1; }
 T="$(mktemp -d "${TMPDIR:-/tmp}/lg-torchindex.XXXXXX")"
 trap 'rm -rf "$T"' EXIT
 unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_KERNELS LABELGUARD_BACKTRACE \

@@ -7,15 +7,11 @@
 # synchronisation inside a capture fails as CUDA makes it fail.
 # Needs build/torch-python (make build/torch-python): missing is a failure, never a skip.
 set -u
-LG_ROOT="${LG_ROOT:-$PWD}"; LG_BUILD="${LG_BUILD:-build}"
-TP="$LG_ROOT/$LG_BUILD/torch-python"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PY="$LG_ROOT/tests/torch-fake/double.py"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-# A sanitizer build's double needs its runtime preloaded first, which Python does not have.
-[ -z "${LG_SANITIZER:-}" ] || { echo "real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
-[ -x "$TP" ] || { echo "FAIL: $TP missing: run make build/torch-python"; exit 1; }
 has() { # NAME LINE
   grep -qxF -- "$2" "$TMP/$1.out" || { fail "$1: expected line: $2"; sed "s/^/    $1 out| /" "$TMP/$1.out"; tail -n 15 "$TMP/$1.err" | sed "s/^/    $1 err| /"; }
 }

@@ -9,13 +9,9 @@
 #   log    the replay asserts as without the library, and the event was written before.
 # Needs build/torch-python (make build/torch-python): missing is a failure, never a skip.
 set -u
-[ -z "${LG_SANITIZER:-}" ] || { echo "real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
-LG_ROOT="${LG_ROOT:-$PWD}"; LG_BUILD="${LG_BUILD:-build}"
-LG_PRELOAD="${LG_PRELOAD:-$LG_ROOT/$LG_BUILD/liblabelguard.so}"
-TP="$LG_ROOT/$LG_BUILD/torch-python"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PY="$LG_ROOT/tests/torch-fake/graphs.py"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
-[ -x "$TP" ] || { echo "FAIL: $TP missing: run make build/torch-python"; exit 1; }
 unset LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_KERNELS LABELGUARD_BACKTRACE LABELGUARD_SAMPLES LABELGUARD_DEBUG_KERNELS
 failures=0
 for major in 13 12; do

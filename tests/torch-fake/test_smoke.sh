@@ -6,16 +6,11 @@
 # and the JSONL names the kernel, n_classes, the offending (index, value) and the script's line.
 # Needs build/torch-python (make build/torch-python): missing is a failure, never a skip.
 set -u
-LG_ROOT="${LG_ROOT:-$PWD}"; LG_BUILD="${LG_BUILD:-build}"
-TP="$LG_ROOT/$LG_BUILD/torch-python"
-LG_PRELOAD="${LG_PRELOAD:-$LG_ROOT/$LG_BUILD/liblabelguard.so}"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SMOKE="$LG_ROOT/tests/torch-fake/smoke.py"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-# A sanitizer build's double needs its runtime preloaded first, which Python does not have.
-[ -z "${LG_SANITIZER:-}" ] || { echo "real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
-[ -x "$TP" ] || { echo "FAIL: $TP missing: run make build/torch-python"; exit 1; }
 
 run() { # NAME ENV... -- ARGS: runs smoke.py; stdout in $TMP/NAME.out, stderr in .err
   local name="$1"; shift
