@@ -90,6 +90,15 @@ static void report_fallback(void)
         lg_report_warning_once("scratch_fallback", note);
 }
 
+/* "<kernel>: " and fmt with why: the detail of a warning about one kernel. */
+static const char *kernel_detail(char *out, size_t len, const lg_kernel_info_t *info, const char *fmt, const char *why)
+{
+    snprintf(out, len, "%s: ", info->mangled);
+    size_t n = strlen(out);
+    snprintf(out + n, len - n, fmt, why);
+    return out;
+}
+
 /* A watched launch that runs unchecked: counted every time, said once per kernel and reason
  * (two kernels unchecked for the same reason are two warnings; the report caps the terminal's
  * copies of one kind, the log gets each). */
@@ -99,10 +108,7 @@ static void warn_unchecked(const char *what, int bit, lg_kernel_info_t *info, co
     if (atomic_fetch_or(&info->warned, (unsigned char)bit) & bit)
         return;
     char detail[900];
-    snprintf(detail, sizeof detail, "%s: ", info->mangled);
-    size_t n = strlen(detail);
-    snprintf(detail + n, sizeof detail - n, fmt, why);
-    lg_report_warning(what, detail);
+    lg_report_warning(what, kernel_detail(detail, sizeof detail, info, fmt, why));
 }
 
 /* Async mode and graph capture: the validator writes a sanitized copy that the kernel reads,
@@ -138,8 +144,8 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
          * that could not be made is said (in the log: async mode is then slower, not blind). */
         if (why[0]) {
             char detail[900];
-            snprintf(detail, sizeof detail, "%s: %s; checked synchronously instead", info->mangled, why);
-            lg_report_note_once("async_check_failed", detail);
+            lg_report_note_once("async_check_failed",
+                                kernel_detail(detail, sizeof detail, info, "%s; checked synchronously instead", why));
         }
         return false;
     }
