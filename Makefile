@@ -116,7 +116,7 @@ PROG_C_SRCS := $(sort $(wildcard tests/progs/*.c))
 PROG_C_BINS := $(patsubst tests/progs/%.c,$(BUILD)/progs/%,$(PROG_C_SRCS))
 NVCC_PROG := $(NVCC) -cudart shared -arch=sm_80 -std=c++17 -O1 -g -Itests/progs $(if $(SANITIZER),-Xcompiler -fsanitize=$(SANITIZER))
 
-.PHONY: all test test-gpu bench demo install uninstall clean fuzz test-programs
+.PHONY: all test test-gpu bench demo install uninstall clean fuzz test-programs wheel
 all: $(LIB)
 
 $(BUILD)/obj/%.o: src/%.c
@@ -169,10 +169,37 @@ $(SPECS_OBJ): specs/pytorch.conf
 	$(Q)printf '.section .rodata\n.balign 8\n.globl lg_builtin_specs\n.hidden lg_builtin_specs\nlg_builtin_specs:\n.incbin "%s"\n.globl lg_builtin_specs_end\n.hidden lg_builtin_specs_end\nlg_builtin_specs_end:\n.byte 0\n.section .note.GNU-stack,"",@progbits\n' specs/pytorch.conf > $(BUILD)/obj/builtin_specs.S
 	$(Q)$(CC) -c $(BUILD)/obj/builtin_specs.S -o $@
 
-$(LIB): $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ) src/exports.map
+# The library needs nothing newer than glibc $(GLIBC_BASELINE) (the wheel's manylinux2014 tag), though
+# it is built on a newer one: src/glibc.c defines what 2.28 lacks, and on x86_64 the link is done
+# twice, the second time with trampolines (scripts/glibc-pin.sh) binding every newer symbol
+# version to the oldest one glibc keeps. libpthread.so.0 and libdl.so.2 are needed explicitly:
+# on glibc < 2.34 that is where pthread_create and dlopen live. Sanitizer builds are not pinned
+# (their runtimes intercept the current versions) and need not load on an old glibc.
+GLIBC_BASELINE := 2.17
+LIB_INPUTS = $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
+link_lib = $(CC) -shared -o $(1) $(2) -Wl,--version-script=src/exports.map $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic $(UNWIND_STATIC) \
+	-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -Wl,-Bsymbolic-functions -pthread -Wl,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -Wl,--as-needed -ldl -lm
+PIN_GLIBC := $(if $(SANITIZER),,$(filter x86_64,$(shell uname -m)))
+ifneq ($(PIN_GLIBC),)
+$(BUILD)/obj/unpinned.so: $(LIB_INPUTS) src/exports.map
+	$(Q)$(call link_lib,$@,$(LIB_INPUTS))
+$(BUILD)/obj/glibc_pin.S: $(BUILD)/obj/unpinned.so scripts/glibc-pin.sh
+	$(Q)bash scripts/glibc-pin.sh $< $(GLIBC_BASELINE) $@ $(shell $(CC) -print-file-name=libc.so.6) $(shell $(CC) -print-file-name=libm.so.6)
+$(BUILD)/obj/glibc_pin.o: $(BUILD)/obj/glibc_pin.S
+	$(Q)$(CC) -c $< -o $@
+$(LIB): $(LIB_INPUTS) $(BUILD)/obj/glibc_pin.o src/exports.map
 	$(call say,LINK,$@)
-	$(Q)$(CC) -shared -o $@ $(filter-out src/exports.map,$^) -Wl,--version-script=src/exports.map $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic $(UNWIND_STATIC) \
-		-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -Wl,-Bsymbolic-functions -pthread -ldl -lm
+	$(Q)$(call link_lib,$@.tmp,$(LIB_INPUTS) $(BUILD)/obj/glibc_pin.o)
+	$(Q)newest=$$(objdump -T $@.tmp | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n1); \
+	  if [ "$$(printf '%s\n' "$$newest" $(GLIBC_BASELINE) | sort -V | tail -n1)" != $(GLIBC_BASELINE) ]; then \
+	    echo "$@: needs GLIBC_$$newest, newer than the baseline $(GLIBC_BASELINE):" >&2; \
+	    objdump -T $@.tmp | grep "GLIBC_$$newest" >&2; rm -f $@.tmp; exit 1; fi
+	$(Q)mv $@.tmp $@
+else
+$(LIB): $(LIB_INPUTS) src/exports.map
+	$(call say,LINK,$@)
+	$(Q)$(call link_lib,$@,$(LIB_INPUTS))
+endif
 
 # --- the runtime test double -------------------------------------------------------------
 # Its export list is the real runtime's (tests/fakecuda/exports-<major>.txt, made by
@@ -368,6 +395,13 @@ $(DEMO_BIN): scripts/demo/demo_train.cu
 
 demo: $(LIB) $(FAKE_LIB) $(DEMO_BIN)
 	@LG_BUILD=$(BUILD) scripts/labelguard demo
+
+# The wheel (pyproject.toml, python/wheel_backend.py): dist/labelguard-V-py3-none-manylinux_2_17_x86_64...whl,
+# the library and the Python package in one file that pip installs with nothing else.
+PYTHON ?= python3
+wheel: $(LIB)
+	$(call say,WHEEL,dist/)
+	$(Q)LG_BUILD=$(BUILD) $(PYTHON) -c 'import sys; sys.path.insert(0, "python"); import wheel_backend as b; print("dist/" + b.build_wheel("dist"))'
 
 fuzz: $(LIB_OBJS)
 	@LG_BUILD=$(BUILD) LG_FUZZ_LONG=1 bash tests/fuzz/run.sh

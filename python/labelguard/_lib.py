@@ -57,8 +57,21 @@ def library_path():
                           "LABELGUARD_LIB=/path/to/liblabelguard.so" % " and ".join(p for _, p in cands))
 
 
+# The data files the package reads, by name, with where a checkout keeps each one. The wheel
+# holds them in labelguard/data/ (python/wheel_backend.py copies this table), so an installed
+# package never needs the source tree.
+DATA_FILES = {
+    "pytorch.conf": "specs/pytorch.conf",
+}
+
+
 def data_path(name):
     """A data file shipped with the package (labelguard/data/NAME), or, in a checkout, where the
     source tree keeps it. Returns the path; the caller reports a missing file."""
     p = os.path.join(_HERE, "data", name)
+    if os.path.exists(p):
+        return p
+    root = checkout_root()
+    if root and name in DATA_FILES:
+        return os.path.join(root, DATA_FILES[name])
     return p
