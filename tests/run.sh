@@ -2,7 +2,7 @@
 # tests/run.sh: runs every GPU-free test and prints "N passed, N failed" as its last line.
 # Called by `make test` with LG_BUILD (build dir) and LG_SANITIZER set. A test is:
 #   - a GTest binary build/tests/unit/test_* (TAP output; its exit status decides),
-#   - a script tests/{fakecuda,e2e,cli,torch,torch-fake,fuzz}/test_*.sh (exit 0 pass, 77 skip, else fail).
+#   - a script tests/{fakecuda,e2e,cli,torch,torch-fake,pip,fuzz}/test_*.sh (exit 0 pass, 77 skip, else fail).
 # Each test's output goes to $LG_BUILD/test-logs/<name>.log and is shown when it fails.
 set -u
 cd "$(dirname "$0")/.."
@@ -41,7 +41,7 @@ for t in "$LG_BUILD"/tests/unit/test_*; do
   case "$t" in *.d) continue;; esac
   run_one "unit/$(basename "$t")" "$t"
 done
-for dir in fakecuda e2e cli torch torch-fake fuzz; do
+for dir in fakecuda e2e cli torch torch-fake pip fuzz; do
   for t in tests/$dir/test_*.sh; do
     [ -f "$t" ] || continue
     run_one "$dir/$(basename "$t" .sh)" bash "$t"

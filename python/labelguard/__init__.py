@@ -58,7 +58,7 @@ class LabelguardError(RuntimeError):
 
 
 _lock = threading.Lock()
-_lib = None  # the loaded library (ctypes.CDLL), once enable() or a query found it
+_handle = None  # the loaded library (ctypes.CDLL), once enable() or a query found it
 
 
 def _env_value(name, value):
@@ -217,15 +217,15 @@ def enable(action=None, mode=None, log=None, **options):
     LabelguardError (a RuntimeError) where the process cannot be guarded: the CUDA context is
     already dead after a device-side assert, the CUDA runtime is linked statically, the platform
     is not supported, or labelguard is already enabled here with another configuration."""
-    global _lib
+    global _handle
     options.update(action=action, mode=mode, log=log)
     env = _desired(options)
     with _lock:
         _check_platform()
-        if _lib is None:
+        if _handle is None:
             present = _loaded_copy()
             if present:
-                _lib = _load(present)
+                _handle = _load(present)
             else:
                 try:
                     path = library_path()
@@ -236,30 +236,30 @@ def enable(action=None, mode=None, log=None, **options):
                     if var not in env:
                         del os.environ[var]
                 os.environ.update(env)  # the constructor reads them
-                _lib = _load(path)
+                _handle = _load(path)
                 env = {}
-        conflicts = _conflicts(_lib, env) if env else []
+        conflicts = _conflicts(_handle, env) if env else []
         if conflicts:
             raise LabelguardError("labelguard is already loaded in this process with another configuration: %s; "
                                   "it is fixed for the process's lifetime\nhint: restart the interpreter (the "
                                   "notebook's kernel) and call enable() with these options first"
                                   % "; ".join(conflicts))
         why = ctypes.create_string_buffer(1024)
-        if _lib.labelguard_enable(why, 1024) < 0:
+        if _handle.labelguard_enable(why, 1024) < 0:
             raise LabelguardError(why.value.decode("utf-8", "replace") or "labelguard could not arm this process")
-        return _active_config(_lib)
+        return _active_config(_handle)
 
 
 def _query_lib():
     """The loaded library for a query, without loading it: None when labelguard is not in this
     process at all."""
-    global _lib
+    global _handle
     with _lock:
-        if _lib is None:
+        if _handle is None:
             present = _loaded_copy()
             if present:
-                _lib = _load(present)
-        return _lib
+                _handle = _load(present)
+        return _handle
 
 
 def last_violation():
