@@ -65,7 +65,7 @@ STD := -std=c11 -D_GNU_SOURCE
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT := -O2
 DEBUG := -g
-FINAL_CFLAGS = $(STD) $(WARN) $(OPT) $(DEBUG) -fPIC -fvisibility=hidden -MMD -MP \
+FINAL_CFLAGS = $(STD) $(WARN) $(OPT) $(DEBUG) -fPIC -fvisibility=hidden -MMD -MP -ffile-prefix-map=$(CURDIR)=. \
                $(GLIB_CFLAGS) $(UNWIND_INC) $(CUDA_INC) -Iinclude -Isrc -Icuda $(SAN_FLAGS) $(CFLAGS)
 FINAL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
 

@@ -124,13 +124,26 @@ def _make_library():
     build = _build_dir()
     target = os.path.join(build, "liblabelguard.so")
     cmd = ["make", "-C", ROOT, "--no-print-directory", "BUILD=" + build, target]
+    env = dict(os.environ)
+    pip_python = _python_with_pip()
+    if pip_python and "LG_PIP_PYTHON" not in env:
+        env["LG_PIP_PYTHON"] = pip_python  # scripts/fetch-ptxas.sh downloads the old assemblers with it
     try:
-        rc = subprocess.call(cmd, stdout=sys.stderr)
+        rc = subprocess.call(cmd, stdout=sys.stderr, env=env)
     except OSError as e:
         raise BuildError("cannot run make (%s): building labelguard needs make, gcc and a CUDA toolkit" % e)
     if rc != 0:
         raise BuildError("`%s` failed (exit %d); its message is above" % (" ".join(cmd), rc))
     return os.path.join(ROOT, target)
+
+
+def _python_with_pip():
+    """This interpreter, or the one its (isolated build) venv was made from, whichever has pip."""
+    for py in (sys.executable, getattr(sys, "_base_executable", None), shutil.which("python3")):
+        if py and subprocess.call([py, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) == 0:
+            return py
+    return None
 
 
 def _glibc_needed(lib):

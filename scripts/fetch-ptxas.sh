@@ -14,8 +14,10 @@ cd "$(dirname "$0")/.."
 ver="${1:?usage: scripts/fetch-ptxas.sh VERSION (e.g. 12.0.76)}"
 dest="third_party/ptxas/$ver"
 if [ -x "$dest/bin/ptxas" ]; then echo "$PWD/$dest/bin/ptxas"; exit 0; fi
-py=$(command -v python3 || true)
-[ -n "$py" ] || { echo "fetch-ptxas: python3 (with pip) is needed to fetch CUDA $ver's ptxas" >&2; exit 2; }
+# LG_PIP_PYTHON: a Python that has pip (the wheel backend sets it: inside pip's isolated build
+# environment the python3 on PATH has none).
+py=${LG_PIP_PYTHON:-$(command -v python3 || true)}
+[ -n "$py" ] && "$py" -m pip --version >/dev/null 2>&1 || { echo "fetch-ptxas: a python3 with pip is needed to fetch CUDA $ver's ptxas (set LG_PIP_PYTHON)" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lg-ptxas.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 if ! "$py" -m pip download -q --no-deps --only-binary=:all: --platform manylinux1_x86_64 \
