@@ -298,6 +298,11 @@ def main():
     print("%-52s %14s %10s" % ("  peak RSS added (MB)", g(ts, "added_rss_mb", "%.1f"), "< 2"))
     print("%-52s %14s %10s" % ("    peak RSS MB without / with", "%s / %s" % (g(ts, "peak_rss_mb_without", "%.1f"), g(ts, "peak_rss_mb_with", "%.1f")), ""))
     print("%-52s %14s %10s" % ("  registered kernels (start event)", g(tr, "registered_kernels", "%s"), "info"))
+    te = tr.get("enable", {}) if isinstance(tr.get("enable"), dict) else {}
+    for k, label in (("enable_after", "after import torch"), ("enable_before", "before import torch")):
+        e = te.get(k, {})
+        print("%-52s %14s %10s" % ("  import labelguard + enable() %s (ms)" % label, g(e, "enable_ms", "%.1f"), "info"))
+        print("%-52s %14s %10s" % ("    whole process, wall / CPU ratio", "%s / %s" % (g(e, "wall_ratio", "%.3f"), g(e, "cpu_ratio", "%.3f")), ""))
     print("%-52s %14s %10s" % ("  training step, CPU time ratio", g(tt, "cpu_ratio", "%.3f"), "info"))
     print("%-52s %14s %10s" % ("    CPU ms per step without / with", "%s / %s" % (g(tt, "cpu_ms_per_step_without", "%.3f"), g(tt, "cpu_ms_per_step_with", "%.3f")), ""))
     print("%-52s %14s %10s" % ("  training step, wall time ratio", g(tt, "ratio", "%.3f"), "info"))

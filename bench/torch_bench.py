@@ -9,6 +9,9 @@ LD_PRELOAD=BUILD/liblabelguard.so, interleaved so that a loaded machine slows bo
             peak RSS (VmHWM), medians; the ratio and the megabytes the library adds
             (goals: < 3 % and < 2 MB)
   kernels   the library's own count of registered kernels, from its `start` event
+  enable    `import labelguard` + `labelguard.enable()` (the Python API, no preload): its time
+            inside the process, after torch's first CUDA tensor and before `import torch`, and
+            the whole process against one without labelguard (wall and CPU ratios)
   steps     ms per step of a small training loop (elementwise model, CrossEntropy with its
             forward and backward NLL launches checked by the host backend), timed inside the
             process after a warm-up, wall and CPU time; the with/without ratios
@@ -27,13 +30,26 @@ import tempfile
 import time
 
 
+def enable_timed():
+    """Seconds that `import labelguard` + `labelguard.enable()` take in this process."""
+    t = time.perf_counter()
+    import labelguard
+    labelguard.enable()
+    return time.perf_counter() - t
+
+
 def worker(kind, steps):
+    enable_s = enable_timed() if kind == "enable_before" else None
     t0 = time.perf_counter()
     import torch
     import torch.nn.functional as F
     x = torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
     out = {"import_first_tensor_s": time.perf_counter() - t0}
+    if kind == "enable_after":
+        enable_s = enable_timed()
+    if enable_s is not None:
+        out["enable_s"] = enable_s
     if kind == "steps":
         w = torch.nn.Parameter(torch.ones(10, device="cuda"))
         opt = torch.optim.SGD([w], lr=0.1)
@@ -76,6 +92,10 @@ def run(build, kind, preload, logdir, steps):
     env["TORCH_CUDA"] = "13"
     if preload:
         env["LD_PRELOAD"] = os.path.join(build, "liblabelguard.so")
+        env["LABELGUARD_LOG"] = logdir
+    if kind.startswith("enable"):  # the checkout's package, which finds BUILD's library
+        env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+        env["LG_BUILD"] = os.path.basename(build)
         env["LABELGUARD_LOG"] = logdir
     with tempfile.TemporaryFile("w+") as so, tempfile.TemporaryFile("w+") as se:
         t0 = time.perf_counter()
@@ -141,14 +161,36 @@ def measure(build, quick):
                         "cpu_ms_per_step_without": med[False]["cpu_ms_per_step"],
                         "cpu_ms_per_step_with": med[True]["cpu_ms_per_step"],
                         "cpu_ratio": med[True]["cpu_ms_per_step"] / med[False]["cpu_ms_per_step"]}
+        res["enable"] = enable_cost(build, reps, d)
     return res
+
+
+def enable_cost(build, reps, d):
+    """`import labelguard` + `enable()` in a process with real torch: the time it takes inside the
+    process (after import torch and a first CUDA tensor, as in a notebook's later cell, and before
+    import torch, as in its first cell), and the whole process's wall and CPU time against the
+    same process without labelguard, medians of runs interleaved in pairs."""
+    runs = {"plain": [], "enable_after": [], "enable_before": []}
+    for i in range(reps):
+        order = list(runs) if i % 2 == 0 else list(reversed(list(runs)))
+        for kind in order:
+            runs[kind].append(run(build, "startup" if kind == "plain" else kind, False,
+                                  os.path.join(d, "e%d%s" % (i, kind)), 0))
+    med = {k: {f: statistics.median(r[f] for r in v if f in r) for f in v[0]} for k, v in runs.items()}
+    out = {"runs": reps}
+    for kind in ("enable_after", "enable_before"):
+        out[kind] = {"enable_ms": med[kind]["enable_s"] * 1e3,
+                     "wall_ratio": med[kind]["wall_s"] / med["plain"]["wall_s"],
+                     "cpu_ratio": med[kind]["cpu_s"] / med["plain"]["cpu_s"],
+                     "wall_ms_added": (med[kind]["wall_s"] - med["plain"]["wall_s"]) * 1e3}
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--worker", choices=("startup", "steps"))
+    ap.add_argument("--worker", choices=("startup", "steps", "enable_after", "enable_before"))
     ap.add_argument("--steps", type=int, default=0)
     a = ap.parse_args()
     if a.worker:
