@@ -7,7 +7,7 @@
 #   pip_build_wheel DIR    $WHEEL: the wheel built into DIR
 #   pip_setup              $T, $WHEEL (built), $VENV (labelguard installed), $OUT (a cwd outside)
 #   pip_tools              installs tests/pip/requirements.txt into $VENV (cached downloads)
-#   torch_env MAJOR        exports what real torch MAJOR (13: 2.15 cu132, 12: 2.10 cu128) needs
+#   torch_env MAJOR        TENV: what real torch MAJOR (13: 2.15 cu132, 12: 2.10 cu128) needs
 #   in_venv CMD...         runs CMD in $OUT with PATH=$VENV/bin first and nothing of the checkout
 # Skips (77) in sanitizer builds: the wheel holds the plain build's library.
 set -u
@@ -59,22 +59,24 @@ pip_tools() {
     >"$T/tools.log" 2>&1 || { cat "$T/tools.log"; fail "installing tests/pip/requirements.txt into the venv failed"; finish; }
 }
 
-# Real torch on the double, with the double's files copied out of the build directory.
+# Real torch on the double, with the double's files copied out of the build directory. Kept in
+# TENV (given to in_venv's command only), so that this script's own commands never preload it.
+TENV=()
 torch_env() { # MAJOR
   local major=$1 tdir fake
   tdir=$(CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" bash "$LG_ROOT/tests/torch-fake/install.sh" "$major" --print-dir)
   [ -f "$tdir/.installed" ] || { fail "torch for CUDA $major is not installed ($tdir): run make build/torch-python"; finish; }
   if [ "$major" = 13 ]; then fake="$LG_ROOT/$LG_BUILD/fakecuda/libcudart.so.13"; else fake="$LG_ROOT/$LG_BUILD/fakecuda12/libcudart.so.12"; fi
-  mkdir -p "$T/double$major"
-  cp "$fake" "$LG_ROOT/$LG_BUILD/fakecuda-driver/libcuda.so.1" "$T/double$major/"
-  export PYTHONPATH="$tdir/site-packages"
-  export PYTHONNOUSERSITE=1
-  export LD_LIBRARY_PATH="$tdir/lib:$T/double$major"
-  export LD_PRELOAD="$T/double$major/${fake##*/}"
+  if [ ! -d "$T/double$major" ]; then
+    mkdir -p "$T/double$major"
+    cp "$fake" "$LG_ROOT/$LG_BUILD/fakecuda-driver/libcuda.so.1" "$T/double$major/"
+  fi
+  TENV=("PYTHONPATH=$tdir/site-packages" PYTHONNOUSERSITE=1 "LD_LIBRARY_PATH=$tdir/lib:$T/double$major"
+        "LD_PRELOAD=$T/double$major/${fake##*/}")
 }
 
-in_venv() { # CMD... : in $OUT, the venv's bin first; stdout $T/out, stderr $T/err, status $rc
-  (cd "$OUT" && PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" "$@") >"$T/out" 2>"$T/err"; rc=$?
+in_venv() { # CMD... : in $OUT, the venv's bin first, with TENV; stdout $T/out, stderr $T/err, status $rc
+  (cd "$OUT" && env PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" "${TENV[@]}" "$@") >"$T/out" 2>"$T/err"; rc=$?
 }
 
 show() { sed 's/^/  stdout| /' "$T/out"; sed 's/^/  stderr| /' "$T/err"; }
@@ -82,10 +84,10 @@ expect_rc() { [ "$rc" -eq "$1" ] || { show; fail "$2: exit status $rc, expected 
 expect_in() { # out|err STRING DESCRIPTION
   grep -qF -- "$2" "$T/$1" || { show; fail "$3: '$2' not in std$1"; return 1; }; ok "$3"
 }
-# Nothing of the checkout may be on a search path of what ran (the double was copied out).
+# Nothing of the checkout may be on a search path of what runs (the double was copied out).
 expect_off_paths() {
-  local v
-  for v in PATH PYTHONPATH LD_LIBRARY_PATH LD_PRELOAD; do
-    case ":${!v:-}:" in *"$LG_ROOT"*) fail "$v holds the checkout: ${!v}";; esac
+  local e
+  for e in "PATH=$VENV/bin:/usr/local/bin:/usr/bin:/bin" "${TENV[@]}"; do
+    case $e in PATH=*|PYTHONPATH=*|LD_LIBRARY_PATH=*|LD_PRELOAD=*) case $e in *"$LG_ROOT"*) fail "${e%%=*} holds the checkout: ${e#*=}";; esac;; esac
   done
 }

@@ -13,15 +13,15 @@ cp "$LG_ROOT/tests/pip/notebook.py" "$OUT/"
 torch_env 13
 mkdir -p "$T/jupyter/kernels/lgtorch" "$T/jupyter-runtime"
 # The kernel gets the torch/double environment; the nbclient process itself does not need it.
-"$PY" - "$T/jupyter/kernels/lgtorch/kernel.json" "$VENV/bin/python" <<'PYEOF'
-import json, os, sys
-env = {k: os.environ[k] for k in ("PYTHONPATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONNOUSERSITE")}
+"$PY" - "$T/jupyter/kernels/lgtorch/kernel.json" "$VENV/bin/python" "${TENV[@]}" <<'PYEOF'
+import json, sys
+env = dict(a.split("=", 1) for a in sys.argv[3:])
 json.dump({"argv": [sys.argv[2], "-m", "ipykernel_launcher", "-f", "{connection_file}"],
            "display_name": "labelguard test (torch on the CUDA test double)", "language": "python",
            "env": env}, open(sys.argv[1], "w"), indent=1)
 PYEOF
 expect_off_paths
-unset PYTHONPATH LD_LIBRARY_PATH LD_PRELOAD
+TENV=()
 in_venv env JUPYTER_PATH="$T/jupyter" JUPYTER_RUNTIME_DIR="$T/jupyter-runtime" JUPYTER_PLATFORM_DIRS=1 \
   HOME="$T" python notebook.py lgtorch
 expect_rc 0 "nbclient ran the notebook"

@@ -53,7 +53,7 @@ tr '\n' ' ' <"$T/aw" | grep -q 'consistent with the following platform tag: *"ma
 # --- the command line from the venv ---------------------------------------------------------
 expect_off_paths
 in_venv labelguard --help
-expect_rc 0 "labelguard --help" && expect_in out "labelguard run" "the console script's usage names run"
+expect_rc 0 "labelguard --help" && expect_in out "usage: labelguard COMMAND" "the console script prints the usage"
 cp "$T/out" "$T/help1"
 in_venv python -m labelguard --help
 expect_rc 0 "python -m labelguard --help"
