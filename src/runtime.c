@@ -262,8 +262,17 @@ const lg_runtime_t *lg_runtime_for(int major, const char *version)
 /* Our text is per thread: PyTorch reads cudaGetLastError and then cudaGetErrorString on the
  * thread that made the failing call. It means LG_RAISE_ERROR only while message_live is set
  * (until the thread's next launch), so an unrelated cudaErrorNotPermitted later gets CUDA's
- * own text. Large, touched only on the report path: not initial-exec TLS. */
-static __thread char thread_message[1024];
+ * own text. The text lives on the heap behind a pthread key, not in a __thread array: the
+ * library's whole TLS block is static TLS (the fast path's initial-exec variables), and a
+ * library dlopen'd into a running process (`labelguard attach`, labelguard.enable() after
+ * `import torch`) gets only glibc's small static-TLS surplus, which other libraries share; a
+ * kilobyte there can make that dlopen fail. Made on the report path only, freed at thread exit. */
+#define MESSAGE_CAP 1024 /* bytes, including the NUL */
+static pthread_key_t message_key;
+static pthread_once_t message_once = PTHREAD_ONCE_INIT;
+static bool message_key_ok;
+
+static void make_message_key(void) { message_key_ok = pthread_key_create(&message_key, free) == 0; }
 
 void lg_runtime_set_pending_error(int code, const char *message, bool at_sync)
 {
@@ -275,15 +284,24 @@ void lg_runtime_set_pending_error(int code, const char *message, bool at_sync)
     lg_runtime_pending_sync = at_sync && code != 0;
     if (!message)
         return;
-    snprintf(thread_message, sizeof thread_message, "%s", message);
+    pthread_once(&message_once, make_message_key);
+    char *buf = message_key_ok ? pthread_getspecific(message_key) : NULL;
+    if (!buf && message_key_ok && (buf = malloc(MESSAGE_CAP)) && pthread_setspecific(message_key, buf) != 0) {
+        free(buf);
+        buf = NULL;
+    }
+    if (!buf) /* no memory for the text: the error code still arrives, with CUDA's own text */
+        return;
+    snprintf(buf, MESSAGE_CAP, "%s", message);
     lg_runtime_message_live = 1;
 }
 
 const char *lg_runtime_error_message(int code)
 {
-    if (code != LG_RAISE_ERROR || !lg_runtime_message_live || !thread_message[0])
+    if (code != LG_RAISE_ERROR || !lg_runtime_message_live || !message_key_ok)
         return NULL;
-    return thread_message;
+    const char *buf = pthread_getspecific(message_key);
+    return buf && buf[0] ? buf : NULL;
 }
 
 int lg_runtime_save_error(const lg_runtime_t *rt) { return rt && rt->get_last_error ? rt->get_last_error() : 0; }

@@ -22,6 +22,11 @@ ldd "$lib" | awk '{print $1}' | grep -v -E '^(linux-vdso\.so\.1|/lib64/ld-linux-
 check "ldd shows glibc alone" [ ! -s "$T/deps" ]
 readelf -d "$lib" | grep NEEDED >"$T/needed"
 check "NEEDED is glibc (libc, libpthread, libdl, the loader) only" bash -c "! grep -v -E 'libc\.so\.6|libpthread\.so\.0|libdl\.so\.2|ld-linux' '$T/needed'"
+# The whole TLS block is static TLS (the fast path's initial-exec variables), which a library
+# dlopen'd late (attach, labelguard.enable() after import torch) takes from glibc's small
+# surplus, shared with every other such library: keep it to a few fast-path words.
+tls=$(readelf -lW "$lib" | awk '$1 == "TLS" {print $6}'); tls=$((tls))
+check "static TLS block at most 128 bytes (it is ${tls:-?})" [ "${tls:-99999}" -le 128 ]
 # A glib-free process: a static-free C program that never links glib, with glib's runtime
 # hidden from the loader's search path.
 check "loads where libglib is absent" bash -c "mkdir -p '$T/empty' && LD_LIBRARY_PATH='$T/empty' LD_PRELOAD='$lib' /bin/true"
