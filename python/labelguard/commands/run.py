@@ -184,6 +184,8 @@ def main(argv):
     try:
         os.execvpe(cmd[0], cmd, env)
     except FileNotFoundError:
+        if "/" in cmd[0]:
+            raise Fail(127, "run: %s: no such file" % cmd[0], "hint: check the path of the command")
         raise Fail(127, "run: %s: command not found" % cmd[0], "hint: give the command as you would run it")
     except PermissionError:
         raise Fail(126, "run: %s: permission denied" % cmd[0], "hint: check that the file is an executable")
