@@ -23,20 +23,23 @@ from labelguard.commands._common import Fail, say_error
 
 VERSION = "1"
 
-# The shim scripts/labelguard puts the checkout's python/ first on PYTHONPATH to run us and
-# records the value it found here ("unset", or "set:" and the value): restored at once, so the
-# commands that `run` exec's and the probes doctor starts see the user's own PYTHONPATH.
-SHIM_MARKER = "LG_SHIM_PYTHONPATH"
+# The shim scripts/labelguard runs us with the checkout's python/ first on PYTHONPATH, and with
+# PYTHONSAFEPATH=1 (Python 3.11+: the working directory not on sys.path, so a json.py or
+# signal.py beside the user's train.py cannot stand in for the standard library's). It records
+# the values it found in LG_SHIM_<NAME> ("unset", or "set:" and the value); they are restored at
+# once, so the commands that `run` exec's and the probes doctor starts see the user's own.
+SHIM_VARIABLES = ("PYTHONPATH", "PYTHONSAFEPATH")
 
 
 def restore_shim_environment(environ=os.environ):
-    saved = environ.pop(SHIM_MARKER, None)
-    if saved is None:
-        return
-    if saved.startswith("set:"):
-        environ["PYTHONPATH"] = saved[4:]
-    else:
-        environ.pop("PYTHONPATH", None)
+    for name in SHIM_VARIABLES:
+        saved = environ.pop("LG_SHIM_" + name, None)
+        if saved is None:
+            continue
+        if saved.startswith("set:"):
+            environ[name] = saved[4:]
+        else:
+            environ.pop(name, None)
 
 
 def usage():

@@ -33,7 +33,8 @@ def package_parent():
 
 def self_command():
     """argv that runs this command line again in a child, from the same package and interpreter,
-    without putting anything on the child's PYTHONPATH (which the commands it runs would inherit)."""
+    without putting anything on the child's PYTHONPATH (which the commands it runs would inherit).
+    -I: neither the working directory nor PYTHON* variables shape the child's sys.path."""
     code = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from labelguard.cli import main; "
             "sys.exit(main(sys.argv[1:]))")
-    return [sys.executable, "-c", code, package_parent()]
+    return [sys.executable, "-I", "-c", code, package_parent()]

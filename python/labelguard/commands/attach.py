@@ -13,7 +13,7 @@ the same calls (dlopen RTLD_NOW|RTLD_GLOBAL, dlsym, labelguard_arm) and print th
 LG_HANDLE / LG_FN / LG_ARM lines, read back here. Every child is an argument vector (gdb reads
 its commands from a file; the library path, the only value in it, is refused if it holds a
 quote, backslash or newline). Exit 0 when armed, 2 with a message and hint otherwise.
-Tested by tests/cli/test_attach.sh (ptrace_verdict directly through tests/cli/verdict.py) and
+Tested by tests/cli/test_attach.sh (ptrace_verdict called directly from python3) and
 tests/e2e/test_attach.sh (a real target under the runtime test double).
 """
 import os
