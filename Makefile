@@ -406,19 +406,27 @@ wheel: $(LIB)
 fuzz: $(LIB_OBJS)
 	@LG_BUILD=$(BUILD) LG_FUZZ_LONG=1 bash tests/fuzz/run.sh
 
+# The command line is the Python package python/labelguard/ (every .py file in it) with its data
+# (the torch wheel tables, tests/wheels/*.tsv, as the wheel's labelguard/data/wheels/), under
+# share/labelguard/python; bin/labelguard is the shim scripts/labelguard, which finds it there;
+# the package finds the library through _native/liblabelguard.so, a relative link to lib/.
 install: $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/labelguard
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/liblabelguard.so
 	install -m 0644 include/labelguard.h $(DESTDIR)$(PREFIX)/include/labelguard.h
 	install -m 0644 specs/pytorch.conf $(DESTDIR)$(PREFIX)/share/labelguard/pytorch.conf
-	sed 's|^LG_INSTALLED_LIB=.*|LG_INSTALLED_LIB=$(PREFIX)/lib/liblabelguard.so|' scripts/labelguard > $(DESTDIR)$(PREFIX)/bin/labelguard
-	chmod 0755 $(DESTDIR)$(PREFIX)/bin/labelguard
-	install -m 0644 scripts/lg_report.py scripts/lg_doctor.py scripts/lg_inject.py scripts/lg_demo.sh scripts/demo_torch.py $(DESTDIR)$(PREFIX)/share/labelguard/
+	rm -rf $(DESTDIR)$(PREFIX)/share/labelguard/python
+	cd python && find labelguard -name '*.py' ! -path '*/__pycache__/*' | while read -r f; do \
+	  install -D -m 0644 "$$f" "$(DESTDIR)$(PREFIX)/share/labelguard/python/$$f" || exit 1; done
+	install -d $(DESTDIR)$(PREFIX)/share/labelguard/python/labelguard/data/wheels $(DESTDIR)$(PREFIX)/share/labelguard/python/labelguard/_native
+	install -m 0644 tests/wheels/*.tsv $(DESTDIR)$(PREFIX)/share/labelguard/python/labelguard/data/wheels/
+	ln -sf ../../../../../lib/liblabelguard.so $(DESTDIR)$(PREFIX)/share/labelguard/python/labelguard/_native/liblabelguard.so
+	install -m 0755 scripts/labelguard $(DESTDIR)$(PREFIX)/bin/labelguard
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/liblabelguard.so $(DESTDIR)$(PREFIX)/include/labelguard.h \
-	      $(DESTDIR)$(PREFIX)/bin/labelguard $(DESTDIR)$(PREFIX)/share/labelguard/pytorch.conf \
-	      $(addprefix $(DESTDIR)$(PREFIX)/share/labelguard/,lg_report.py lg_doctor.py lg_inject.py lg_demo.sh demo_torch.py)
+	      $(DESTDIR)$(PREFIX)/bin/labelguard $(DESTDIR)$(PREFIX)/share/labelguard/pytorch.conf
+	rm -rf $(DESTDIR)$(PREFIX)/share/labelguard/python
 	-rmdir $(DESTDIR)$(PREFIX)/share/labelguard 2>/dev/null
 
 clean:

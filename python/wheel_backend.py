@@ -5,7 +5,7 @@ kernel specs are embedded in it), then writes one wheel for every CPython on Lin
 
     labelguard/...            python/labelguard/ (command line, API, IPython extension)
     labelguard/_native/liblabelguard.so   the library, debug info stripped
-    labelguard/data/...       the data files the commands read (_lib.DATA_FILES)
+    labelguard/data/...       the data files the commands read (_lib.CHECKOUT_DATA)
     labelguard-V.dist-info/   METADATA, WHEEL, entry_points.txt, RECORD
 
 The platform tag is read off the library itself: the newest GLIBC symbol version it needs
@@ -228,17 +228,23 @@ def _package_files():
 
 
 def _data_files():
-    sys.path.insert(0, os.path.dirname(PKG_SRC))
-    try:
-        from labelguard import _lib  # the one table of data files
-    finally:
-        sys.path.pop(0)
+    """(archive name, source path, mode) of labelguard/data/: _lib.CHECKOUT_DATA's files, and the
+    *.tsv files of its directories."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("labelguard_lib_table", os.path.join(PKG_SRC, "_lib.py"))
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)  # the one table of data files, without importing the package
     out = []
-    for name, rel in sorted(_lib.DATA_FILES.items()):
+    for name, rel in sorted(table.CHECKOUT_DATA.items()):
         src = os.path.join(ROOT, rel)
-        if not os.path.isfile(src):
+        if os.path.isdir(src):
+            for fn in sorted(os.listdir(src)):
+                if fn.endswith(".tsv"):
+                    out.append(("labelguard/data/%s/%s" % (name, fn), os.path.join(src, fn), 0o644))
+        elif os.path.isfile(src):
+            out.append(("labelguard/data/" + name, src, 0o644))
+        else:
             raise BuildError("data file %s (%s) is missing from the source tree" % (name, rel))
-        out.append(("labelguard/data/" + name, src, 0o644))
     return out
 
 

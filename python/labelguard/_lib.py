@@ -57,21 +57,27 @@ def library_path():
                           "LABELGUARD_LIB=/path/to/liblabelguard.so" % " and ".join(p for _, p in cands))
 
 
-# The data files the package reads, by name, with where a checkout keeps each one. The wheel
-# holds them in labelguard/data/ (python/wheel_backend.py copies this table), so an installed
-# package never needs the source tree.
-DATA_FILES = {
-    "pytorch.conf": "specs/pytorch.conf",
-}
+# Where a checkout keeps each data file that the wheel ships under labelguard/data/: the first
+# component of the name -> the source tree's directory. The wheel's build copies these, so this
+# table is also the list of what goes into labelguard/data/:
+#   wheels/<version>+cu<NNN>.tsv   the committed kernel tables of PyTorch builds (audit, doctor)
+#   wheels/known-gaps.tsv          kernels no spec can cover, with the reason (audit, doctor)
+#   pytorch.conf                   the built-in kernel spec table (also embedded in the library)
+# A directory entry ships its *.tsv files (python/wheel_backend.py).
+CHECKOUT_DATA = {"wheels": os.path.join("tests", "wheels"), "pytorch.conf": os.path.join("specs", "pytorch.conf")}
 
 
 def data_path(name):
-    """A data file shipped with the package (labelguard/data/NAME), or, in a checkout, where the
-    source tree keeps it. Returns the path; the caller reports a missing file."""
-    p = os.path.join(_HERE, "data", name)
+    """A data file (or directory) shipped with the package (labelguard/data/NAME), or, in a
+    checkout, where the source tree keeps it (CHECKOUT_DATA). NAME is relative, '/'-separated.
+    Returns the package path when neither exists; the caller reports a missing file."""
+    p = os.path.join(_HERE, "data", *name.split("/"))
     if os.path.exists(p):
         return p
     root = checkout_root()
-    if root and name in DATA_FILES:
-        return os.path.join(root, DATA_FILES[name])
+    head, _, rest = name.partition("/")
+    if root and head in CHECKOUT_DATA:
+        c = os.path.join(root, CHECKOUT_DATA[head], *(rest.split("/") if rest else []))
+        if os.path.exists(c):
+            return c
     return p

@@ -1,4 +1,4 @@
-// demo_train.cu: the GPU-free half of `labelguard demo` (scripts/lg_demo.sh runs it).
+// demo_train.cu: the GPU-free half of `labelguard demo` (python/labelguard/commands/demo.py runs it).
 // A "training loop" of 60 steps; each step launches PyTorch's CrossEntropy forward kernel,
 // at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float,float,long>,
 // declared as PyTorch declares it, on a batch of 64 labels of 10 classes. Step 37's batch comes

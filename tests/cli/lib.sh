@@ -33,12 +33,17 @@ make_dummy_lib() { # path
   gcc -shared -fPIC -o "$1" "$T/dummy.c" || fail "cannot build the dummy library"
 }
 
-# A copy of the CLI (scripts/) that any user can run, for the checks run as user nobody: the
-# checkout itself may lie under a directory nobody cannot enter (a mode-0700 home). Prints the
-# copy's labelguard.
+# A copy of the CLI (the shim scripts/labelguard and the package python/labelguard) that any
+# user can run, for the checks run as user nobody: the checkout itself may lie under a directory
+# nobody cannot enter (a mode-0700 home). The copy is not a checkout (no src/ beside it), as an
+# installed package is not. Prints the copy's labelguard.
 world_cli() {
-  if ! { mkdir -p "$T/cli" && cp -r "$LG_ROOT/scripts/." "$T/cli/" && chmod -R a+rX "$T/cli"; }; then
+  if ! { mkdir -p "$T/cli/scripts" && cp "$LG_ROOT/scripts/labelguard" "$T/cli/scripts/" &&
+         cp -r "$LG_ROOT/python" "$T/cli/" && find "$T/cli" -name __pycache__ -prune -exec rm -rf {} + &&
+         chmod -R a+rX "$T/cli"; }; then
     fail "cannot copy the CLI"
   fi
-  printf '%s\n' "$T/cli/labelguard"
+  printf '%s\n' "$T/cli/scripts/labelguard"
 }
+# lg_py CODE ARGS...: runs python3 code with the checkout's package importable (PYTHONPATH=python).
+lg_py() { PYTHONPATH="$LG_ROOT/python" python3 "$@"; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# test_attach.sh: `labelguard attach PID`: usage errors, no such process, gdb missing, the
-# ptrace permission check (as the function alone, for every yama scope, and for real: a
-# non-root user attaching to root's process), a library without labelguard_arm, and a live
-# attach to a sleeping process with a stand-in library whose labelguard_arm() returns 5.
+# test_attach.sh: `labelguard attach PID` (python/labelguard/commands/attach.py): usage errors,
+# no such process, gdb missing, the ptrace permission check (as the Python function
+# ptrace_verdict alone, for every yama scope, and for real: a non-root user attaching to root's
+# process), a library without labelguard_arm, and a live attach to a sleeping process with a
+# stand-in library whose labelguard_arm() returns 5.
 . "$(dirname "$0")/lib.sh"
 lib="$T/liblg-dummy.so"; make_dummy_lib "$lib"
 export LABELGUARD_LIB="$lib"
@@ -26,21 +27,31 @@ expect_rc 2 "no gdb"; expect_in err "apt-get install gdb" "hint names the packag
 ok "gdb missing"
 
 # The decision function on its own: (our uid, owner uid, yama scope, CAP_SYS_PTRACE).
-( # shellcheck disable=SC1090
-  . "$LG"   # sourcing defines the functions and runs nothing
-  lg_ptrace_verdict 1000 1000 "" 0 >/dev/null || fail "same user, no yama: allowed"
-  lg_ptrace_verdict 1000 1000 0 0 >/dev/null || fail "same user, scope 0: allowed"
-  out=$(lg_ptrace_verdict 1000 0 0 0) && fail "other user: refused"
-  [[ "$out" == *"belongs to uid 0"* && "$out" == *hint:* ]] || fail "other user message: $out"
-  out=$(lg_ptrace_verdict 1000 1000 1 0) && fail "scope 1, not a child: refused"
-  [[ "$out" == *"ptrace_scope is 1"* ]] || fail "scope 1 message: $out"
-  lg_ptrace_verdict 0 1000 1 1 >/dev/null || fail "root with CAP_SYS_PTRACE, scope 1: allowed"
-  out=$(lg_ptrace_verdict 0 0 2 0) && fail "scope 2 without the capability: refused"
-  [[ "$out" == *"CAP_SYS_PTRACE"* ]] || fail "scope 2 message: $out"
-  lg_ptrace_verdict 0 1000 2 1 >/dev/null || fail "scope 2 with the capability: allowed"
-  out=$(lg_ptrace_verdict 0 0 3 1) && fail "scope 3: refused even for root"
-  [[ "$out" == *"ptrace_scope is 3"* ]] || fail "scope 3 message: $out"
-  exit 0 ) || exit 1
+lg_py - <<'PY' || fail "ptrace_verdict"
+import sys
+from labelguard.commands.attach import ptrace_verdict as v
+bad = []
+def allowed(args, what):
+    if v(*args) is not None:
+        bad.append("%s: refused: %r" % (what, v(*args)))
+def refused(args, words, what):
+    out = v(*args)
+    if out is None:
+        bad.append("%s: allowed" % what)
+    elif not all(w in out for w in words) or "\nhint: " not in out:
+        bad.append("%s: message %r" % (what, out))
+allowed((1000, 1000, "", 0), "same user, no yama")
+allowed((1000, 1000, "0", 0), "same user, scope 0")
+refused((1000, 0, "0", 0), ["belongs to uid 0", "you are uid 1000"], "other user")
+refused((1000, 1000, "1", 0), ["ptrace_scope is 1"], "scope 1, not a child")
+allowed((0, 1000, "1", 1), "root with CAP_SYS_PTRACE, scope 1")
+refused((0, 0, "2", 0), ["CAP_SYS_PTRACE"], "scope 2 without the capability")
+allowed((0, 1000, "2", 1), "scope 2 with the capability")
+refused((0, 0, "3", 1), ["ptrace_scope is 3"], "scope 3, even for root")
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
 ok "permission check function"
 
 # For real: user nobody attaching to a root-owned process is refused before gdb runs.

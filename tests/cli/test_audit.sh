@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test_audit.sh: `labelguard audit` and doctor's loss-kernel coverage line (scripts/lg_audit.py,
-# with the registry's matcher build/tests/unit/test_wheels --coverage):
+# test_audit.sh: `labelguard audit` and doctor's loss-kernel coverage line (the reader
+# python/labelguard/torch_audit.py, with the registry's matcher build/tests/unit/test_wheels
+# --coverage):
 #   - a committed wheel table: the coverage summary and the launch entry point;
 #   - a table with one kernel's layout changed: exit 1, the kernel and its first differing
 #     parameter named;
@@ -88,7 +89,7 @@ if [ -f "$nll" ]; then
   # The same as a wheel, with the CUDA build pinned by its METADATA as PyPI's are.
   (cd "$T/site2" && mkdir -p torch-9.9.9.dist-info && printf 'Name: torch\nVersion: 9.9.9\nRequires-Dist: cuda-toolkit[cudart]==13.0.2\n' \
     >torch-9.9.9.dist-info/METADATA && python3 -m zipfile -c "$T/torch-9.9.9-cp311-cp311-linux_x86_64.whl" torch torch-9.9.9.dist-info)
-  run_cmd python3 "$LG_ROOT/scripts/lg_audit.py" --tsv "$T/torch-9.9.9-cp311-cp311-linux_x86_64.whl"
+  run_cmd lg_py -m labelguard.torch_audit --tsv "$T/torch-9.9.9-cp311-cp311-linux_x86_64.whl"
   expect_rc 0 "reader on a wheel"
   expect_in out "# build: 9.9.9+cu130" "build name"; expect_in out "# sha256: " "sha256 header"
   expect_in out "# entry	libtorch_cuda.so	__cudaLaunchKernel	libcudart.so.13	libcudart.so.13" "entry point"

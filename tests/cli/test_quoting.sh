@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_quoting.sh: no value from the arguments or the environment reaches a shell unquoted in
-# scripts/labelguard. Arguments, log directories, library paths and report
+# the command line (the shim scripts/labelguard, the package python/labelguard/). Arguments, log directories, library paths and report
 # paths containing spaces, quotes, $(...), backticks, globs and newlines must arrive verbatim,
 # and nothing in them may run (each payload would create $T/pwned).
 # shellcheck disable=SC2016,SC2034  # $VARS in single quotes are for the child shell; rc is read by lib.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# test_run.sh: `labelguard run`: option validation (exit 2 naming the allowed values), the
-# environment it exports, LD_PRELOAD (library first, existing entries kept, sanitizer runtimes
-# kept in front, no duplicate), the command's own exit status and signal, exec (same pid),
-# missing library. Uses a stand-in library (LABELGUARD_LIB) so it does not depend on the
+# test_run.sh: `labelguard run` (python/labelguard/commands/run.py): option validation (exit 2
+# naming the allowed values), the environment it exports, LD_PRELOAD (library first, existing
+# entries kept, sanitizer runtimes kept in front, no duplicate; also as the function alone), the
+# command's own exit status and signal, exec (same pid), missing library, cli.main and
+# python -m labelguard, the PYTHONPATH the shim leaves alone, `make install`/`uninstall`. Uses a stand-in library (LABELGUARD_LIB) so it does not depend on the
 # real one; the last part uses the real one when it is built.
 # shellcheck disable=SC2016,SC2034  # $VARS in single quotes are for the child shell; rc is read by lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -85,18 +86,66 @@ run_cmd env LABELGUARD_LIB="$T/with space/lib.so" "$LG" run -- true; expect_rc 2
 expect_in err "LD_PRELOAD cannot hold it" "explains the space"
 ok "library errors"
 
-# The installed layout, as `make install` makes it (the same sed line as the Makefile): the
-# script finds the library through LG_INSTALLED_LIB and its helpers in ../share/labelguard.
-pre="$T/prefix"; mkdir -p "$pre/bin" "$pre/lib" "$pre/share/labelguard"
-cp "$lib" "$pre/lib/liblabelguard.so"
-cp "$LG_ROOT"/scripts/lg_report.py "$LG_ROOT"/scripts/lg_doctor.py "$LG_ROOT"/scripts/lg_demo.sh "$pre/share/labelguard/"
-sed "s|^LG_INSTALLED_LIB=.*|LG_INSTALLED_LIB=$pre/lib/liblabelguard.so|" "$LG" >"$pre/bin/labelguard"; chmod 755 "$pre/bin/labelguard"
-grep -q "^LG_INSTALLED_LIB=$pre/lib/liblabelguard.so\$" "$pre/bin/labelguard" || fail "the install sed line did not match LG_INSTALLED_LIB="
+# The LD_PRELOAD rule as the function alone (commands/run.py preload_value): ld.so's separators
+# (spaces, colons, tabs, newlines), sanitizer runtimes in front, the library's own entry dropped.
+lg_py - "$lib" <<'PY' || fail "preload_value"
+import sys
+from labelguard.commands.run import preload_value as pv
+lib = sys.argv[1]
+cases = [("", lib), ("/a/x.so:/b/y.so", lib + " /a/x.so /b/y.so"), ("  /a/x.so\t/b/y.so\n", lib + " /a/x.so /b/y.so"),
+         (lib + ":/a/x.so:" + lib, lib + " /a/x.so"),
+         ("/a/x.so /u/libtsan.so.2:/u/libclang_rt.asan-x86_64.so", "/u/libtsan.so.2 /u/libclang_rt.asan-x86_64.so " + lib + " /a/x.so"),
+         ("/u/libubsan.so.1", "/u/libubsan.so.1 " + lib)]
+bad = [(old, pv(lib, old), want) for old, want in cases if pv(lib, old) != want]
+for b in bad:
+    print("FAIL: preload_value(%r) = %r, expected %r" % b)
+sys.exit(1 if bad else 0)
+PY
+# main(argv) returns the status (the console script's entry point), python -m gives the same.
+[ "$(lg_py -c 'import sys; from labelguard.cli import main; sys.exit(main(["run", "--bogus"]) == 2 and 0 or 1)' 2>&1)" = \
+  "labelguard: run: unknown option '--bogus'
+labelguard: hint: labelguard run [--action A] [--log DIR] [--mode sync|async] [--hooks H] [--quiet] [--kernels FILE] -- CMD ARGS..." ] ||
+  fail "cli.main(['run', '--bogus']): not status 2 with the message"
+run_cmd lg_py -m labelguard run -- sh -c 'echo "$LD_PRELOAD"'; expect_rc 0 "python -m labelguard run"
+[ "$(cat "$T/out")" = "$lib" ] || fail "python -m labelguard run: LD_PRELOAD='$(cat "$T/out")'"
+# The shim's PYTHONPATH does not reach the command: unset stays unset, a value stays that value.
+run_cmd env -u PYTHONPATH -u PYTHONSAFEPATH "$LG" run -- sh -c 'echo "${PYTHONPATH-unset}|${PYTHONSAFEPATH-unset}|${LG_SHIM_PYTHONPATH-none}"'
+[ "$(cat "$T/out")" = "unset|unset|none" ] || fail "PYTHONPATH after the shim: '$(cat "$T/out")'"
+run_cmd env PYTHONPATH="/x y:/z" PYTHONSAFEPATH= "$LG" run -- sh -c 'echo "${PYTHONPATH-unset}|${PYTHONSAFEPATH-unset}"'
+[ "$(cat "$T/out")" = "/x y:/z|" ] || fail "PYTHONPATH after the shim: '$(cat "$T/out")'"
+# A working directory with modules named like the standard library's does not break it.
+mkdir -p "$T/shadow"; for m in json signal subprocess shutil re tempfile argparse; do printf 'raise SystemExit("shadowed %s")\n' "$m" >"$T/shadow/$m.py"; done
+( cd "$T/shadow" && "$LG" run -- true ) >"$T/out" 2>&1 || fail "run from a directory with json.py etc.: $(cat "$T/out")"
+( cd "$T/shadow" && "$LG" report "$T/shadow" ) >"$T/out" 2>&1 || fail "report from a directory with json.py etc.: $(cat "$T/out")"
+ok "preload_value, cli.main, python -m, PYTHONPATH kept"
+
+# The installed layout, as `make install` makes it (with the stand-in as the library: -o keeps
+# make from building anything): bin/labelguard finds the package in share/labelguard/python,
+# which finds the library through its _native/ link, and its data (the wheel tables).
+pre="$T/prefix"
+run_cmd make -s --no-print-directory -C "$LG_ROOT" install PREFIX="$pre" BUILD="$LG_BUILD" LIB="$lib" -o "$lib"
+expect_rc 0 "make install"
 run_cmd env -u LABELGUARD_LIB "$pre/bin/labelguard" run -- sh -c 'echo "$LD_PRELOAD"'
 expect_rc 0 "installed run"; [ "$(cat "$T/out")" = "$pre/lib/liblabelguard.so" ] || fail "installed LD_PRELOAD: $(cat "$T/out")"
 mkdir -p "$T/emptylogs"; run_cmd env -u LABELGUARD_LIB "$pre/bin/labelguard" report "$T/emptylogs"; expect_rc 0 "installed report"
+[ -f "$pre/share/labelguard/python/labelguard/data/wheels/known-gaps.tsv" ] || fail "known-gaps.tsv not installed"
+run_cmd env -u LABELGUARD_LIB PYTHONPATH="$pre/share/labelguard/python" python3 -c \
+  'from labelguard import _lib; print(_lib.checkout_root(), _lib.data_path("wheels/2.11.0+cu130.tsv"))'
+[ "$(cat "$T/out")" = "None $pre/share/labelguard/python/labelguard/data/wheels/2.11.0+cu130.tsv" ] || fail "installed data_path: $(cat "$T/out")"
+run_cmd env -u LABELGUARD_LIB LG_DEMO_SIMULATED=1 "$pre/bin/labelguard" demo
+expect_rc 2 "installed demo without a GPU"; expect_in err "make demo" "says where the simulated demo lives"
 rm "$pre/lib/liblabelguard.so"
 run_cmd env -u LABELGUARD_LIB "$pre/bin/labelguard" run -- true; expect_rc 2 "installed, library removed"
+expect_in err "hint:" "installed, library removed: hint"
+run_cmd make -s --no-print-directory -C "$LG_ROOT" uninstall PREFIX="$pre"
+expect_rc 0 "make uninstall"
+left=$(find "$pre" ! -type d); [ -z "$left" ] || fail "make uninstall left: $left"
+# Staged (DESTDIR) and moved elsewhere: nothing in it names the staging directory.
+run_cmd make -s --no-print-directory -C "$LG_ROOT" install DESTDIR="$T/stage" PREFIX=/opt/lg BUILD="$LG_BUILD" LIB="$lib" -o "$lib"
+expect_rc 0 "make install DESTDIR"
+mv "$T/stage/opt/lg" "$T/moved"
+run_cmd env -u LABELGUARD_LIB "$T/moved/bin/labelguard" run -- sh -c 'echo "$LD_PRELOAD"'
+expect_rc 0 "moved install"; [ "$(cat "$T/out")" = "$T/moved/lib/liblabelguard.so" ] || fail "moved install LD_PRELOAD: $(cat "$T/out")"
 ok "installed layout"
 
 # The real library, when built (not under a sanitizer: its runtime must come first).

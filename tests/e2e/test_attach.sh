@@ -8,7 +8,7 @@
 # launch fires the assert (sync: 710), so the check can fail.
 # gdb 13 (Debian 12) cannot make inferior calls on CPUs with AMX (Sapphire Rapids and later:
 # "Couldn't write extended state status: Bad address", fixed in gdb 14); there, and without gdb,
-# the same two calls are made by the CLI's ptrace injector (scripts/lg_inject.py, x86_64), so
+# the same two calls are made by the CLI's ptrace injector (python/labelguard/inject.py, x86_64), so
 # arming is still tested.
 # Called by tests/run.sh (exit 0 pass, 77 skip, else fail); alone: bash tests/e2e/test_attach.sh
 set -u
@@ -39,9 +39,9 @@ pid=$!
 for _ in $(seq 100); do grep -q '^ready' "$tmp/out" && break; sleep 0.1; done
 grep -q '^ready' "$tmp/out" || { echo "FAIL: the target did not start"; cat "$tmp/out" "$tmp/err"; exit 1; }
 
-# The gdb-less way is the CLI's own: scripts/lg_inject.py (dlopen + labelguard_arm() through
-# ptrace, general and legacy FP registers only), which prints "LG_ARM n".
-inject() { python3 scripts/lg_inject.py "$@"; }
+# The gdb-less way is the CLI's own: python/labelguard/inject.py (dlopen + labelguard_arm()
+# through ptrace, general and legacy FP registers only), which prints "LG_ARM n".
+inject() { python3 python/labelguard/inject.py "$@"; }
 
 gdb_rc=1
 if command -v gdb >/dev/null; then

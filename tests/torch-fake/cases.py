@@ -205,7 +205,7 @@ CASES = [c for c in (
     case("rank0", rank=0, bad={3: 10}, cause="head_too_small"),
     case("rank1", rank=1, bad={7: 10, 9: 11}, cause="head_too_small"),
     # `labelguard demo`'s real-PyTorch script as it is: 60 steps, step 37's labels 1-based.
-    case("demo", script=os.path.join(ROOT, "scripts", "demo_torch.py")),
+    case("demo", script=os.path.join(ROOT, "python", "labelguard", "demo_torch.py")),
 )]
 CASES = {c.name: c for c in CASES}
 
@@ -454,7 +454,7 @@ def judge_case(j, cls, mode, res, rc, events, d):
 
 
 def judge_script(j, cls, mode, res, events, out):
-    """scripts/demo_torch.py: its own story lines (as on a GPU), and labelguard's events."""
+    """python/labelguard/demo_torch.py: its own story lines (as on a GPU), and labelguard's events."""
     n, kernel = cls.name, Case.kernel
     lines = out.splitlines()
 

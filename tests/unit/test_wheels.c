@@ -1,6 +1,6 @@
 /* test_wheels.c: the built-in spec table (specs/pytorch.conf) against the kernels of real
  * PyTorch wheels. Every table tests/wheels/<version>+cu<NNN>.tsv was read out of a wheel's
- * cubins by scripts/lg_audit.py (parameter sizes from EIATTR_KPARAM_INFO); this test checks
+ * cubins by python/labelguard/torch_audit.py (parameter sizes from EIATTR_KPARAM_INFO); this test checks
  * that every loss-kernel row (family nll_loss, nll_loss2d, cross_entropy) and every gather-style
  * row (index_select, gather, scatter_gather, embedding, embedding_bag) is matched by exactly
  * one built-in spec whose name and layout (count and sizes) fit, through the same

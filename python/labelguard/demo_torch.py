@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""demo_torch.py: the real-GPU half of `labelguard demo` (scripts/lg_demo.sh runs it).
+"""labelguard/demo_torch.py: the real-GPU half of `labelguard demo` (commands/demo.py runs this
+file as a script, with the command line's interpreter).
 
 A tiny classifier (nearest prototype) trained for 60 steps on batches of 64 labels of 10 classes with PyTorch on
 the GPU; step 37's batch comes from a 1-based label file (labels 1..10). On a RuntimeError it tries to read the batch's
 labels back (labels.cpu()), which shows whether the CUDA context survived, then skips the batch
 as `except RuntimeError: continue` would, or stops when the context is dead. The same story and
 the same output lines as scripts/demo/demo_train.cu, the GPU-free version.
-Run by lg_demo.sh only when torch and a GPU are present; tested on a GPU by tests/cli/test_demo.sh's
+Run by commands/demo.py only when torch and a GPU are present; tested on a GPU by tests/cli/test_demo.sh's
 GPU half (skips without one), and GPU-free with real torch on the runtime test double by
 tests/torch-fake/test_*.sh (cases.py runs it as its `demo` case).
 """

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""lg_doctor.py: `labelguard doctor [CMD ARGS...]` (DESIGN.md §2).
+"""`labelguard doctor [CMD ARGS...]` (DESIGN.md §2).
 
 Says what liblabelguard.so will see when it is preloaded into CMD in this environment: GPU,
 driver, the CUDA runtime the target uses (inside torch's wheel for a Python command, from
@@ -7,10 +6,11 @@ ldd for a binary), CUPTI, the library itself, and the hooks and backend the libr
 reports: a probe process loads the target's runtime, starts the library (labelguard_arm) and
 the `start` event it writes is read back, so the answer is the library's, not a guess. Each line
 has ✓ or ✗ and, for ✗, a hint. Exit 0 when the guard can work, 2 when it cannot.
-Called by scripts/labelguard (`--lib PATH -- CMD...`); python3 standard library only; it loads
-libraries with ctypes in a child process, never in itself, so a crashing probe costs nothing.
-For a Python command whose torch is a CUDA build it also reports the loss-kernel coverage of
-that build (check_kernels, through scripts/lg_audit.py and the registry's matcher).
+main() is called by labelguard.cli with CMD ARGS...; the library is _lib.library_path()'s.
+Standard library only; it loads libraries with ctypes in a child process, never in itself, so
+a crashing probe costs nothing. For a Python command whose torch is a CUDA build it also
+reports the loss-kernel coverage of that build (check_kernels, through labelguard.torch_audit
+and the registry's matcher).
 Tested by tests/cli/test_doctor.sh (under the runtime test double, and without CMD) and
 tests/cli/test_audit.sh (coverage line for a fake torch package tree).
 """
@@ -21,6 +21,13 @@ import re
 import shutil
 import subprocess
 import sys
+
+from labelguard import _lib
+
+NAME = "doctor"
+USAGE = """\
+  doctor [CMD ARGS...]        check GPU, driver, CUDA runtime (of CMD), CUPTI and the library
+"""
 
 OK, BAD, INFO = "\u2713", "\u2717", "-"
 ALLOWED_DEPS = ("linux-vdso", "libc.so", "ld-linux", "libm.so", "libdl.so", "libpthread.so",
@@ -175,37 +182,31 @@ def check_library(lib):
 
 
 def check_kernels(tdir):
-    """Coverage of this torch's loss kernels by the spec table, through lg_audit.py: the
-    committed table of the same build (version + CUDA, tests/wheels/) when there is one, else
-    the kernels read from the installed libraries themselves. The matching is the library's
-    registry (lg_audit.run_coverage), so the line says what the guard will decode."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    try:
-        import lg_audit
-    except ImportError:
-        out(INFO, "kernels", "lg_audit.py not found next to lg_doctor.py: loss-kernel coverage not checked")
-        return True
+    """Coverage of this torch's loss kernels by the spec table, through torch_audit: the
+    committed table of the same build (version + CUDA, data wheels/: tests/wheels/ in a
+    checkout) when there is one, else the kernels read from the installed libraries themselves.
+    The matching is the library's registry (torch_audit.run_coverage), so the line says what
+    the guard will decode."""
+    from labelguard import torch_audit
     tmp = None
     try:
-        src = lg_audit.Source(tdir)
+        src = torch_audit.Source(tdir)
         build = src.build_name()
-        table = lg_audit.find_table(build)
-        where = "table %s" % os.path.relpath(table, lg_audit.source_root()) if table else ""
+        table = torch_audit.find_table(build)
+        where = "table %s" % torch_audit.shown(table) if table else ""
         if not table:
             sys.stderr.write("labelguard doctor: no table for torch %s; reading its kernels from %s (a minute)\n"
                              % (build, tdir))
-            rows, entries, notes = lg_audit.audit(src, quiet=True)
+            rows, entries, notes = torch_audit.audit(src, quiet=True)
             import tempfile
             fd, tmp = tempfile.mkstemp(prefix="lg_doctor.", suffix=".tsv")
             with os.fdopen(fd, "w") as f:
-                f.write(lg_audit.table_text(src, rows, entries, notes))
+                f.write(torch_audit.table_text(src, rows, entries, notes))
             table = tmp
             where = "read from %s; no committed table" % os.path.join(tdir, "lib")
-        rc, lines = lg_audit.run_coverage(table, quiet=True)
-        launch = lg_audit.launch_summary(lg_audit.table_entries(table))
-    except lg_audit.AuditError as e:
+        rc, lines = torch_audit.run_coverage(table, quiet=True)
+        launch = torch_audit.launch_summary(torch_audit.table_entries(table))
+    except torch_audit.AuditError as e:
         msg = str(e).split("\n---> HINT: ")
         out(BAD, "kernels", "loss-kernel coverage unknown: %s" % msg[0],
             msg[1] if len(msg) > 1 else "run labelguard audit on the torch wheel for details")
@@ -230,12 +231,18 @@ def python_like(cmd):
     return bool(cmd) and re.search(r"(^|[-_])python[0-9.]*$", os.path.basename(cmd[0])) is not None
 
 
+def find_library():
+    """The library doctor checks: _lib.library_path()'s, else $LABELGUARD_LIB as given (so a
+    wrong one is reported as missing), else "" (not found)."""
+    try:
+        return _lib.library_path()
+    except _lib.LibraryNotFound:
+        return os.environ.get("LABELGUARD_LIB", "")
+
+
 def main(argv):
-    lib = ""
-    if "--lib" in argv:
-        i = argv.index("--lib")
-        lib = argv[i + 1] if i + 1 < len(argv) else ""
-    cmd = argv[argv.index("--") + 1:] if "--" in argv else []
+    cmd = list(argv)
+    lib = find_library()
     hooks_env = os.environ.get("LABELGUARD_HOOKS", "auto")
 
     sys.stdout.write("labelguard doctor%s\n" % ((": for " + " ".join(cmd)) if cmd else ""))
@@ -400,6 +407,3 @@ def main(argv):
                                  ("this command" if cmd else "here", BAD)))
     return 0 if usable else 2
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""lg_audit.py: reads the loss and gather kernels out of a real PyTorch build.
+"""labelguard.torch_audit: reads the loss and gather kernels out of a real PyTorch build.
 
 Given a torch wheel, an installed torch (a Python interpreter that imports it, or the torch
 package directory), or a single shared library, it finds the libraries under torch/lib that
@@ -11,24 +10,26 @@ EIATTR_KPARAM_INFO records of its .nv.info.<kernel> section (ordinal, offset, si
 parameter). It also lists the CUDA runtime entry points each library imports for launching
 and registering kernels, with the version node and soname they bind to.
 
-This is the source of truth for the tables under tests/wheels/, which tests/unit/test_wheels.c
-checks against the built-in spec table (specs/pytorch.conf). Callers: scripts/labelguard
-(`labelguard audit`, `labelguard doctor` through scripts/lg_doctor.py) and a person
-regenerating the tables:
+This is the source of truth for the tables under tests/wheels/ (shipped in the wheel as
+labelguard/data/wheels/, found through _lib.data_path), which tests/unit/test_wheels.c checks
+against the built-in spec table (specs/pytorch.conf). Callers: labelguard/commands/audit.py
+(`labelguard audit`), labelguard/commands/doctor.py (`labelguard doctor`), and a person
+regenerating the tables, from a checkout (M = PYTHONPATH=python python3 -m labelguard.torch_audit):
 
-    scripts/lg_audit.py WHEEL|PYTHON|TORCH_DIR|LIB.so        print the kernels found
-    scripts/lg_audit.py --write-table WHEEL [--out DIR]      write DIR/<version>+cu<NNN>.tsv
-    scripts/lg_audit.py --all [--versions 2.0.1,2.9.1]       download each release (pip
-        download --no-deps into a temporary folder), write its table, delete the wheel
-    scripts/lg_audit.py --tsv PYTHON                         the table on stdout
-    scripts/lg_audit.py --coverage WHEEL|PYTHON|TABLE.tsv    which loss kernels the spec
-        table covers (`labelguard audit`); the answer comes from the library's own registry
-        through build/tests/unit/test_wheels --coverage, never from a second matcher here
+    M WHEEL|PYTHON|TORCH_DIR|LIB.so        print the kernels found
+    M --write-table WHEEL [--out DIR]      write DIR/<version>+cu<NNN>.tsv (default tests/wheels)
+    M --all [--versions 2.0.1,2.9.1]       download each release (pip download --no-deps into
+        a temporary folder), write its table, delete the wheel
+    M --tsv PYTHON                         the table on stdout
+    M --coverage WHEEL|PYTHON|TABLE.tsv    which loss kernels the spec table covers (what
+        `labelguard audit` prints); the answer comes from the library's own registry through
+        build/tests/unit/test_wheels --coverage (or $LG_SPECMATCH), never from a second matcher
+        here: that test program exists in a built checkout only
 
 Nothing is kept from a wheel but the table. Decompression uses liblz4 / libzstd through ctypes
 when the system has them; otherwise the `lz4` / `zstandard` packages are installed with pip into
-${XDG_CACHE_HOME:-~/.cache}/labelguard/py (never into the checkout). Demangling uses c++filt
-(binutils) when present. Tested by tests/cli/test_audit.sh (bad inputs; an nvcc-built library
+${XDG_CACHE_HOME:-~/.cache}/labelguard/py (never into the checkout or the package). Demangling
+uses c++filt (binutils) when present. Tested by tests/cli/test_audit.sh (bad inputs; an nvcc-built library
 read as a library, a torch directory and a wheel; an installed torch) and, through the tables
 it writes, by tests/unit/test_wheels.c.
 
@@ -49,6 +50,8 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+
+from labelguard import _lib
 
 READER_VERSION = "1"
 
@@ -618,14 +621,15 @@ COLUMNS = ("family", "lib", "symbol", "demangled", "n_params", "param_sizes", "p
 def table_text(src, rows, entries, notes):
     out = ["# labelguard wheel audit table: the loss and gather-style kernels of one PyTorch build, read from",
            "# its cubins' .nv.info EIATTR_KPARAM_INFO records (sizes and offsets in bytes, in parameter order).",
-           "# Regenerate: scripts/lg_audit.py --write-table WHEEL (or --all). Checked by tests/unit/test_wheels.c.",
+           "# Regenerate: PYTHONPATH=python python3 -m labelguard.torch_audit --write-table WHEEL (or --all).",
+           "# Checked by tests/unit/test_wheels.c.",
            "# build: %s" % src.build_name(),
            "# torch: %s (torch.version.cuda %s)" % (src.version or "?", src.cuda or "?")]
     if src.kind == "wheel":
         out += ["# wheel: %s" % src.wheel_name, "# sha256: %s" % src.sha256]
     else:
         out += ["# source: %s" % src.arg]
-    out.append("# reader: lg_audit.py %s" % READER_VERSION)
+    out.append("# reader: lg_audit.py %s" % READER_VERSION)   # the format tag the committed tables carry
     for n in notes:
         out.append("# note: %s" % n)
     out.append("# entry: lib, imported symbol, version node, soname (launch and registration entry points)")
@@ -684,8 +688,13 @@ def write_table(src, out_dir, quiet=False):
 
 # ---- coverage (labelguard audit / doctor) -----------------------------------------------------
 
-def source_root():
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+def shown(path):
+    """A data file's path as messages show it: relative to the checkout (tests/wheels/X.tsv)
+    when it lies in one, else as it is (inside the installed package)."""
+    root = _lib.checkout_root()
+    if root and os.path.abspath(path).startswith(os.path.join(root, "")):
+        return os.path.relpath(path, root)
+    return path
 
 
 def coverage_tool():
@@ -693,35 +702,35 @@ def coverage_tool():
     env = os.environ.get("LG_SPECMATCH")
     if env:
         return env if os.access(env, os.X_OK) else None
-    cand = os.path.join(source_root(), os.environ.get("LG_BUILD", "build"), "tests", "unit", "test_wheels")
+    root = _lib.checkout_root()
+    if not root:
+        return None
+    cand = os.path.join(root, os.environ.get("LG_BUILD") or "build", "tests", "unit", "test_wheels")
     return cand if os.access(cand, os.X_OK) else None
 
 
-def tables_dir():
-    for d in (os.path.join(source_root(), "tests", "wheels"), os.path.join(source_root(), "share", "labelguard",
-                                                                              "wheels")):
-        if os.path.isdir(d):
-            return d
-    return None
-
-
 def find_table(build):
-    d = tables_dir()
-    p = os.path.join(d, build + ".tsv") if d else None
-    return p if p and os.path.isfile(p) else None
+    if not build or "/" in build or build.startswith("."):
+        return None   # a build name read from a wheel is a file name here, never a path
+    p = _lib.data_path("wheels/%s.tsv" % build)
+    return p if os.path.isfile(p) else None
 
 
 def run_coverage(table, quiet=False):
     """Runs the registry's matcher on one table. Returns (exit code, output lines)."""
     tool = coverage_tool()
     if tool is None:
-        raise AuditError("the coverage check needs the registry's matcher, %s/tests/unit/test_wheels\n---> HINT: "
-                         "make build/tests/unit/test_wheels in the labelguard source tree (or set LG_SPECMATCH)" %
-                         os.path.join(source_root(), os.environ.get("LG_BUILD", "build")))
+        root = _lib.checkout_root()
+        if root:
+            where = "%s/tests/unit/test_wheels" % os.path.join(root, os.environ.get("LG_BUILD") or "build")
+        else:
+            where = "the test program tests/unit/test_wheels of a labelguard source tree (not in the package)"
+        raise AuditError("the coverage check needs the registry's matcher, %s\n---> HINT: "
+                         "make build/tests/unit/test_wheels in the labelguard source tree (or set LG_SPECMATCH)" % where)
     cmd = [tool, "--coverage", table]
-    d = tables_dir()
-    if d and os.path.isfile(os.path.join(d, "known-gaps.tsv")):
-        cmd += ["--known-gaps", os.path.join(d, "known-gaps.tsv")]
+    gaps = _lib.data_path("wheels/known-gaps.tsv")
+    if os.path.isfile(gaps):
+        cmd += ["--known-gaps", gaps]
     if quiet:
         cmd.append("--quiet")
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -783,7 +792,7 @@ def coverage_main(arg, quiet):
         table = tmp
         known = find_table(src.build_name())
         if known:
-            print("(%s has a committed table: %s)" % (src.build_name(), os.path.relpath(known, source_root())))
+            print("(%s has a committed table: %s)" % (src.build_name(), shown(known)))
     try:
         rc, lines = run_coverage(table, quiet)
         print_coverage(lines)
@@ -795,7 +804,7 @@ def coverage_main(arg, quiet):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(prog="lg_audit.py", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python3 -m labelguard.torch_audit", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", nargs="?", help="torch wheel, python interpreter, torch directory or library")
     ap.add_argument("--write-table", action="store_true", help="write <out>/<version>+cu<NNN>.tsv")
@@ -804,12 +813,17 @@ def main(argv):
     ap.add_argument("--coverage", action="store_true", help="print which loss kernels the spec table covers")
     ap.add_argument("--all", action="store_true", help="download, read and delete every release in --versions")
     ap.add_argument("--versions", default=DEFAULT_RELEASES, help="comma-separated releases for --all")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "wheels"),
-                    help="directory for tables (default: tests/wheels of this checkout)")
+    ap.add_argument("--out", default=None, help="directory for tables (default: tests/wheels of this checkout)")
     ap.add_argument("--tmp", default=None, help="download directory for --all (default: a new temp dir)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
-    out = os.path.normpath(a.out)
+    out = a.out
+    if out is None and (a.all or a.write_table):
+        root = _lib.checkout_root()
+        if not root:
+            raise AuditError("no checkout to write the table into\n---> HINT: give --out DIR")
+        out = os.path.join(root, "tests", "wheels")
+    out = os.path.normpath(out) if out else out
     if a.all:
         failed = []
         for v in [x.strip() for x in a.versions.split(",") if x.strip()]:
@@ -829,7 +843,7 @@ def main(argv):
         return 0
     if not a.source:
         ap.print_usage(sys.stderr)
-        print("lg_audit.py: give a wheel, a python, a torch directory or a library (or --all)", file=sys.stderr)
+        print("lg_audit: give a wheel, a python, a torch directory or a library (or --all)", file=sys.stderr)
         return 2
     if a.coverage:
         return coverage_main(a.source, a.quiet)
@@ -848,18 +862,27 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
+def guarded(fn, *args):
+    """fn(*args)'s exit status, with the user-facing failures as one line and status 2 (never a
+    traceback): the audit's own errors, unreadable files, a broken zip."""
     try:
-        sys.exit(main(sys.argv[1:]))
+        return fn(*args)
     except AuditError as e:
         print("lg_audit: %s" % e, file=sys.stderr)
-        sys.exit(2)
+        return 2
     except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            raise
         print("lg_audit: %s: %s" % (e.filename or "", e.strerror or e), file=sys.stderr)
-        sys.exit(2)
+        return 2
     except zipfile.BadZipFile as e:
         print("lg_audit: not a readable wheel: %s" % e, file=sys.stderr)
-        sys.exit(2)
+        return 2
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(guarded(main, sys.argv[1:]))
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:

@@ -1,9 +1,9 @@
-#!/usr/bin/env python3
-"""lg_report.py: `labelguard report [--json] PATH...` (DESIGN.md §2, log schema §4).
+"""`labelguard report [--json] PATH...` (DESIGN.md §2, log schema §4).
 
 Merges the JSONL logs that liblabelguard.so writes (one file per process and rank) into one
 summary per distinct problem, for a person (text, with a histogram of offending values) or a
-machine (--json). Called by scripts/labelguard; python3 standard library only.
+machine (--json). main() is called by labelguard.cli (the registry in commands/__init__.py);
+standard library only.
 Tested by tests/cli/test_report.sh (three processes, ranks 0-2, a truncated last line).
 
 What counts as one problem. The key is (kernel, cause, n_classes, ignore_index, call site):
@@ -47,6 +47,11 @@ LINE_MAX = 64 << 20
 
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
 
+NAME = "report"
+USAGE = """\
+  report [--json] PATH...     merge JSONL logs (files or directories) into one summary per
+                              problem; exit 1 when problems were found, 0 when none
+"""
 
 
 def parse_time(s):
@@ -472,11 +477,3 @@ def main(argv):
         return 2
     return 1 if r["problems"] else 0
 
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except BrokenPipeError:
-        sys.exit(0)
-    except KeyboardInterrupt:
-        sys.exit(130)

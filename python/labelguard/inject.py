@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""lg_inject.py: the gdb-less way for `labelguard attach` (x86_64 Linux, glibc >= 2.34).
+"""labelguard/inject.py: the gdb-less way for `labelguard attach` (x86_64 Linux, glibc >= 2.34).
 
-Usage: lg_inject.py PID LIB   dlopen(LIB, RTLD_NOW|RTLD_GLOBAL) in PID, then call its
-                              labelguard_arm(); prints "LG_HANDLE n", "LG_FN n", "LG_ARM n"
-                              (the lines scripts/labelguard reads from gdb too)
-       lg_inject.py --probe PID   call getpid() in PID; prints "LG_PID n"
+Usage: python3 inject.py PID LIB   dlopen(LIB, RTLD_NOW|RTLD_GLOBAL) in PID, then call its
+                                   labelguard_arm(); prints "LG_HANDLE n", "LG_FN n", "LG_ARM n"
+                                   (the lines commands/attach.py reads from gdb too)
+       python3 inject.py --probe PID   call getpid() in PID; prints "LG_PID n"
+(or python3 -m labelguard.inject ...). A file of its own, standard library only and importing
+nothing of the package, so that attach runs it as a child by its path, with a timeout.
 
 Why: gdb 13 cannot make calls in a process on some kernels/CPUs (it fails writing the xsave
 area: "Couldn't write extended state status: Bad address", which also leaves the process
@@ -13,8 +15,9 @@ registers (PTRACE_SETREGS / SETFPREGS), as tests/e2e/test_attach.sh's injector d
 stop the process, point rip at the function with a return address of 0 on a scratch stack
 below the red zone, let it run until it faults on the return, read rax, restore everything.
 Function addresses in the target come from this process's libc (same file, same offsets).
-scripts/labelguard runs --probe on a throwaway process first and uses this only when gdb
-cannot call. Exit 0 on success, 2 with a message on failure. Tested by tests/cli/test_attach.sh.
+commands/attach.py runs --probe on a throwaway process first and uses this only when gdb
+cannot call. Exit 0 on success, 2 with a message on failure. Tested by tests/cli/test_attach.sh
+and tests/e2e/test_attach.sh.
 """
 import ctypes
 import os
@@ -61,7 +64,7 @@ def main(argv):
     if probe:
         argv = argv[1:]
     if len(argv) != (1 if probe else 2) or not argv[0].isdigit():
-        fail("usage: lg_inject.py PID LIB | --probe PID")
+        fail("usage: inject.py PID LIB | --probe PID")
     pid = int(argv[0])
     lib = os.path.realpath(argv[1]) if not probe else None
     libc = ctypes.CDLL(None, use_errno=True)

@@ -1,0 +1,32 @@
+"""`labelguard audit [WHEEL|PYTHON|TABLE.tsv]` (DESIGN.md §2): reads a torch build's loss kernels
+from its binaries (default: the torch of python3) and prints which the spec table covers.
+
+The reading and matching are labelguard.torch_audit's (coverage_main): the kernels come from
+the cubins' own metadata, the verdict from the library's registry (the test program
+build/tests/unit/test_wheels --coverage of a checkout, or $LG_SPECMATCH), the committed tables
+and known gaps from _lib.data_path("wheels/..."). Exit 0 all covered (or known gaps), 1 some
+loss kernel not covered, 2 bad input or missing tool, with a one-line message.
+Tested by tests/cli/test_audit.sh.
+"""
+from labelguard import torch_audit
+from labelguard.commands._common import Fail
+
+NAME = "audit"
+USAGE = """\
+  audit [WHEEL|PYTHON|TABLE]  read a torch build's loss kernels from its binaries (default:
+                              the torch of python3) and show which the spec table covers;
+                              exit 1 when some are not covered
+"""
+USAGE_LINE = "usage: labelguard audit [WHEEL|PYTHON|TABLE.tsv]"
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise Fail(2, USAGE_LINE)
+    arg = argv[0] if argv else "python3"
+    if arg in ("-h", "--help"):
+        print(USAGE_LINE)
+        return 0
+    if arg.startswith("-"):
+        raise Fail(2, "audit: unknown option '%s'" % arg, "hint: labelguard audit [WHEEL|PYTHON|TABLE.tsv]")
+    return torch_audit.guarded(torch_audit.coverage_main, arg, False)
