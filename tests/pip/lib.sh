@@ -7,7 +7,7 @@
 #   pip_build_wheel DIR    $WHEEL: the wheel built into DIR
 #   pip_setup              $T, $WHEEL (built), $VENV (labelguard installed), $OUT (a cwd outside)
 #   pip_tools              installs tests/pip/requirements.txt into $VENV (cached downloads)
-#   torch_env MAJOR        TENV: what real torch MAJOR (13: 2.15 cu132, 12: 2.10 cu128) needs
+#   torch_env MAJOR [found]  TENV: what real torch MAJOR (13: 2.15 cu132, 12: 2.10 cu128) needs
 #   in_venv CMD...         runs CMD in $OUT with PATH=$VENV/bin first and nothing of the checkout
 # Skips (77) in sanitizer builds: the wheel holds the plain build's library.
 set -u
@@ -62,8 +62,10 @@ pip_tools() {
 # Real torch on the double, with the double's files copied out of the build directory. Kept in
 # TENV (given to in_venv's command only), so that this script's own commands never preload it.
 TENV=()
-torch_env() { # MAJOR
-  local major=$1 tdir fake
+torch_env() { # MAJOR [found]: "found" lets the loader find the double through LD_LIBRARY_PATH
+  # as it finds a real libcudart (a NEEDED of torch's libraries, loaded with them) instead of
+  # preloading it, which puts it before labelguard in the symbol search.
+  local major=$1 how=${2:-preloaded} tdir fake
   tdir=$(CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" bash "$LG_ROOT/tests/torch-fake/install.sh" "$major" --print-dir)
   [ -f "$tdir/.installed" ] || { fail "torch for CUDA $major is not installed ($tdir): run make build/torch-python"; finish; }
   if [ "$major" = 13 ]; then fake="$LG_ROOT/$LG_BUILD/fakecuda/libcudart.so.13"; else fake="$LG_ROOT/$LG_BUILD/fakecuda12/libcudart.so.12"; fi
@@ -71,8 +73,8 @@ torch_env() { # MAJOR
     mkdir -p "$T/double$major"
     cp "$fake" "$LG_ROOT/$LG_BUILD/fakecuda-driver/libcuda.so.1" "$T/double$major/"
   fi
-  TENV=("PYTHONPATH=$tdir/site-packages" PYTHONNOUSERSITE=1 "LD_LIBRARY_PATH=$tdir/lib:$T/double$major"
-        "LD_PRELOAD=$T/double$major/${fake##*/}")
+  TENV=("PYTHONPATH=$tdir/site-packages" PYTHONNOUSERSITE=1 "LD_LIBRARY_PATH=$tdir/lib:$T/double$major")
+  [ "$how" = found ] || TENV+=("LD_PRELOAD=$T/double$major/${fake##*/}")
 }
 
 in_venv() { # CMD... : in $OUT, the venv's bin first, with TENV; stdout $T/out, stderr $T/err, status $rc

@@ -5,7 +5,8 @@
 # `auditwheel show`, installs it with `pip install --no-deps` into a fresh venv and runs it from a
 # directory outside the checkout with the checkout on no path: the console script and
 # `python -m labelguard`, `labelguard run` on a real-torch bad-label script, the Python API
-# armed after CUDA started (both torch wheels) and before `import torch`, and a bad option.
+# armed after CUDA started (both torch wheels) and before `import torch` (the runtime double
+# preloaded, and found by the loader as a real libcudart is), and a bad option.
 # Run by tests/run.sh (plain build only).
 . "$(dirname "$0")/lib.sh"
 pip_setup
@@ -80,10 +81,17 @@ for major in 13 12; do
   expect_rc 0 "enable() after CUDA started (CUDA $major)"
   "$PY" "$OUT/judge.py" "$T/out" "$VENV" || { show; fail "enable() after CUDA started, CUDA $major: see above"; }
 done
-torch_env 13
-in_venv python bad_label.py before
-expect_rc 0 "enable() before import torch"
-"$PY" "$OUT/judge.py" "$T/out" "$VENV" || { show; fail "enable() before import torch: see above"; }
+for how in preloaded found; do
+  torch_env 13 $how
+  in_venv python bad_label.py before
+  expect_rc 0 "enable() before import torch (the double $how)"
+  "$PY" "$OUT/judge.py" "$T/out" "$VENV" || { show; fail "enable() before import torch, the double $how: see above"; }
+done
+# As on a machine with a GPU: the runtime is loaded with torch, after labelguard.
+torch_env 13 found
+in_venv python bad_label.py after
+expect_rc 0 "enable() after CUDA started (the double found by the loader)"
+"$PY" "$OUT/judge.py" "$T/out" "$VENV" || { show; fail "enable() after CUDA started, the double found: see above"; }
 
 # A bad option is a ValueError naming the allowed values; the interpreter lives on.
 in_venv python -c '
