@@ -9,7 +9,8 @@ after:  import torch, a CUDA tensor, then load + enable; a bad-label cross_entro
         config_check; a library dlopen'd after enable (DLOPEN_LIB: build/progs/libnllpy.so for
         CUDA 13, build/e2e/libmix12.so for CUDA 12) is guarded; disable(): the next bad launch
         runs unchecked and the double's device assert fires; enable then refuses (-1).
-before: load + enable before `import torch`, then the same bad cross_entropy.
+before: load + enable before `import torch`, then the same bad cross_entropy; disable then
+        enable: the next bad launch is checked again.
 dead:   (LABELGUARD_ACTION=log) load + enable after torch, a bad launch runs and asserts as on a
         GPU; a later enable returns -1 naming the dead context.
 Prints one "ok: ..." or "FAIL: ..." line per check; exit 1 if any failed. The kernels a check
@@ -101,6 +102,12 @@ if what == "before":
     expect_blocked(torch, F, lib)
     rc2, why2 = enable(lib)
     check(rc2 > 0 and why2 == "", "enable again after torch: idempotent, entries armed", f"{rc2} {why2}")
+    # disable then enable: checking is back (the blocked launch left the context alive).
+    check(lib.labelguard_disable() == 0, "disable returns 0")
+    rc3, why3 = enable(lib)
+    check(rc3 == rc2, "enable after disable", f"{rc3} {why3}")
+    labels, err = bad_cross_entropy(torch, F)
+    check(err is not None and "labelguard" in str(err), "enable after disable: checked again", str(err)[:200])
 
 elif what == "after":
     import torch

@@ -6,7 +6,8 @@
 #           config_check answer; a library dlopen'd after enable is guarded (CUDA 13:
 #           build/progs/libnllpy.so; CUDA 12: build/e2e/libmix12.so, whose lines are checked
 #           here); disable: the next bad launch runs and asserts; enable then returns -1.
-#   before  load + enable before import torch, then the same bad label.
+#   before  load + enable before import torch, then the same bad label; disable + enable:
+#           checked again.
 #   dead    (CUDA 13, LABELGUARD_ACTION=log) the bad launch runs and asserts; a later enable
 #           returns -1 naming the dead context.
 # The library is never preloaded here: LD_PRELOAD is unset, the wrapper preloads the double only.
