@@ -10,7 +10,8 @@
  * (lg_arm_loaded): torch imported after enable, CUDA extensions, Triton's modules.
  *
  * Who calls it: gdb (via the CLI), a program through include/labelguard.h, and the dlopen
- * wrapper; any thread, serialised by one mutex. Idempotent: a slot that already points into
+ * wrapper; any thread, serialised by one mutex, which a dlopen only ever tries (trylock): one
+ * that finds it taken leaves a request the holder serves before it lets go. Idempotent: a slot that already points into
  * our object (a hook, or every slot of a preloaded process) is counted, never rewritten, so a
  * preloaded library is not hooked twice. Not covered: function pointers the program copied
  * out of a GOT before arming, objects loaded by a dlopen reached through dlsym("dlopen") or
@@ -531,15 +532,34 @@ static int enable_locked(char *why, size_t cap, int *objects)
     return n_armed;
 }
 
+/* Set by a dlopen whose walk found the lock taken: the holder walks again before it lets go.
+ * A dlopen must never wait for the lock: its thread may hold the loader's lock (a constructor's
+ * dlopen inside an outer one) that the holder's walk needs for dlsym. */
+static _Atomic int rewalk;
+
+/* Takes the lock if free and walks until no dlopen asked for another walk; returns the slots
+ * armed. A caller that finds the lock taken leaves its request in `rewalk` for the holder. */
+static int walk_requests(void)
+{
+    int n = 0;
+    while (atomic_load(&rewalk)) {
+        if (pthread_mutex_trylock(&lock) != 0)
+            return n; /* the holder sees the request before it unlocks, or after, in this loop */
+        while (atomic_exchange(&rewalk, 0)) {
+            int objects = 0, k = patch_walk(arm_hooks, n_arm_hooks, n_cuda_hooks, true, true, &objects);
+            n += k > 0 ? k : 0;
+        }
+        pthread_mutex_unlock(&lock);
+    }
+    return n;
+}
+
 int lg_arm_loaded(void)
 {
     if (!__atomic_load_n(&armed, __ATOMIC_ACQUIRE))
         return 0;
-    pthread_mutex_lock(&lock);
-    int objects = 0;
-    int n = patch_walk(arm_hooks, n_arm_hooks, n_cuda_hooks, true, true, &objects);
-    pthread_mutex_unlock(&lock);
-    return n;
+    atomic_store(&rewalk, 1);
+    return walk_requests();
 }
 
 LG_EXPORT int labelguard_enable(char *why, size_t cap)
@@ -550,6 +570,7 @@ LG_EXPORT int labelguard_enable(char *why, size_t cap)
     int objects = 0;
     int n = enable_locked(why, cap, &objects);
     pthread_mutex_unlock(&lock);
+    walk_requests(); /* dlopens that finished while we held the lock */
     return n;
 }
 
@@ -566,6 +587,7 @@ LG_EXPORT int labelguard_arm(void)
     int objects = 0;
     int armed_n = enable_locked(why, sizeof why, &objects);
     pthread_mutex_unlock(&lock);
+    walk_requests();
     if (!lg_cfg.quiet) {
         char line[700];
         int len = armed_n >= 0

@@ -1004,7 +1004,8 @@ LG_HIDDEN void lg_cupti_after_fork_child(void);
 LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
 /* From the dlopen wrapper (arm_dlopen.c), after a dlopen that loaded something: once
  * labelguard_enable armed the process, patches the objects no walk has patched yet. Returns
- * the slots armed in them (0 when not armed). Takes arm.c's lock. */
+ * the slots armed in them (0 when not armed, or when another thread holds arm.c's lock: that
+ * thread walks again for it before it lets go). Never waits for the lock. */
 LG_HIDDEN int lg_arm_loaded(void);
 
 /* ---------------------------------------------------------------- arm_dlopen.c */
