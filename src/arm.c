@@ -68,11 +68,11 @@
 typedef struct {
     const lg_hook_t *hooks;
     int n_hooks;
-    int n_counted;  /* hooks[0..n_counted) are counted in `armed`; the rest (dlopen) are not */
+    int n_counted;                   /* hooks[0..n_counted) are counted in `armed`; the rest (dlopen) are not */
     const struct dl_phdr_info *self; /* the object that holds this code: skipped */
-    int armed;      /* counted slots pointing at a replacement after the walk */
-    int objects;    /* objects with at least one such slot */
-    int failed;     /* slots that could not be written */
+    int armed;                       /* counted slots pointing at a replacement after the walk */
+    int objects;                     /* objects with at least one such slot */
+    int failed;                      /* slots that could not be written */
 } walk_t;
 
 static bool in_object(const struct dl_phdr_info *info, uintptr_t addr)
@@ -282,6 +282,7 @@ typedef struct {
 static seen_t *seen;
 static int n_seen, cap_seen;
 static unsigned long long seen_subs = ~0ull; /* unloads at the last walk; ~0: none yet */
+static unsigned long long seen_adds = ~0ull; /* loads at the last walk */
 
 static bool was_seen(const struct dl_phdr_info *info)
 {
@@ -315,6 +316,11 @@ static int patch_walk(const lg_hook_t *hooks, int n_hooks, int n_counted, bool o
         return -1;
     objects_t o = {0};
     dl_iterate_phdr(list_object, &o);
+    /* A dlopen of something already loaded (most of Python's, ctypes' repeats) loads nothing. */
+    if (only_new && mark && o.adds == seen_adds && o.subs == seen_subs) {
+        free(o.v);
+        return 0;
+    }
     walk_t w = {.hooks = hooks, .n_hooks = n_hooks, .n_counted = n_counted};
     for (int i = 0; i < o.n; i++)
         if (in_object(&o.v[i], (uintptr_t)&lg_arm_patch))
@@ -330,6 +336,8 @@ static int patch_walk(const lg_hook_t *hooks, int n_hooks, int n_counted, bool o
         if (mark)
             mark_seen(&o.v[i]);
     }
+    if (mark)
+        seen_adds = o.adds;
     free(o.v);
     if (n_objects)
         *n_objects = w.objects;
@@ -398,8 +406,7 @@ static bool sticky(int e)
     case 716: /* cudaErrorMisalignedAddress */
     case 717: /* cudaErrorInvalidAddressSpace */
     case 718: /* cudaErrorInvalidPc */
-    case 719: /* cudaErrorLaunchFailure */
-        return true;
+    case 719: /* cudaErrorLaunchFailure */ return true;
     default: return false;
     }
 }
@@ -554,6 +561,14 @@ static int walk_requests(void)
     return n;
 }
 
+void lg_arm_atfork_child(void)
+{
+    /* A thread of the parent may have held the lock (an enable, a walk): the child's dlopens
+     * would find it taken for good and never arm again. */
+    pthread_mutex_init(&lock, NULL);
+    atomic_store(&rewalk, 0);
+}
+
 int lg_arm_loaded(void)
 {
     if (!__atomic_load_n(&armed, __ATOMIC_ACQUIRE))
@@ -590,10 +605,9 @@ LG_EXPORT int labelguard_arm(void)
     walk_requests();
     if (!lg_cfg.quiet) {
         char line[700];
-        int len = armed_n >= 0
-                      ? snprintf(line, sizeof line, "labelguard: armed %d launch entries in %d objects%s\n", armed_n,
-                                 objects, lg_cupti_active() ? " (and CUPTI)" : "")
-                      : snprintf(line, sizeof line, "labelguard: arming failed: %s\n", why);
+        int len = armed_n >= 0 ? snprintf(line, sizeof line, "labelguard: armed %d launch entries in %d objects%s\n",
+                                          armed_n, objects, lg_cupti_active() ? " (and CUPTI)" : "")
+                               : snprintf(line, sizeof line, "labelguard: arming failed: %s\n", why);
         if (len > 0 && write(2, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1) < 0) {
             /* stderr gone: nothing to tell */
         }

@@ -37,7 +37,7 @@
 #include "internal.h"
 
 typedef void *(*dlopen_fn)(const char *, int);
-static void *real_dlopen; /* what the first patched slot pointed at (glibc's dlopen) */
+static void *real_dlopen;  /* what the first patched slot pointed at (glibc's dlopen) */
 static __thread int depth; /* this thread's dlopen calls through the wrapper in progress */
 
 /* DT_RPATH / DT_RUNPATH of a loaded object (NULL when absent). */

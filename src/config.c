@@ -188,8 +188,8 @@ static __thread const char *check_name, *check_value;
 static const char *check_getenv(const char *name) { return strcmp(name, check_name) == 0 ? check_value : NULL; }
 
 static const char *const known_names[] = {
-    "LABELGUARD_ACTION",    "LABELGUARD_MODE",    "LABELGUARD_HOOKS",         "LABELGUARD_LOG",
-    "LABELGUARD_KERNELS",   "LABELGUARD_BACKTRACE", "LABELGUARD_SAMPLES",     "LABELGUARD_QUIET",
+    "LABELGUARD_ACTION",        "LABELGUARD_MODE",          "LABELGUARD_HOOKS",   "LABELGUARD_LOG",
+    "LABELGUARD_KERNELS",       "LABELGUARD_BACKTRACE",     "LABELGUARD_SAMPLES", "LABELGUARD_QUIET",
     "LABELGUARD_DEBUG_KERNELS", "LABELGUARD_LOGPROB_CHECK",
 };
 

@@ -1007,6 +1007,8 @@ LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
  * the slots armed in them (0 when not armed, or when another thread holds arm.c's lock: that
  * thread walks again for it before it lets go). Never waits for the lock. */
 LG_HIDDEN int lg_arm_loaded(void);
+/* From lg.c's fork handler: the child starts with arm.c's lock free. */
+LG_HIDDEN void lg_arm_atfork_child(void);
 
 /* ---------------------------------------------------------------- arm_dlopen.c */
 

@@ -90,6 +90,7 @@ static void atfork_child(void)
     lg_names_atfork_child();
     lg_runtime_atfork_child();
     lg_hold_atfork_child();
+    lg_arm_atfork_child();
     lg_validate_after_fork_child();
     lg_graphs_after_fork();
     lg_report_after_fork_child();

@@ -18,6 +18,8 @@
 # start made at enable would describe an empty runtime table (the start event's cuda_runtime
 # null, checked below; it is, with the start forced into enable).
 . "$(dirname "$0")/lib.sh"
+# A sanitizer-built library cannot be dlopen'd into a process without the sanitizer runtime.
+[ -z "${LG_SANITIZER:-}" ] || { echo "not with SANITIZER=$LG_SANITIZER"; exit 77; }
 # lib.sh puts the double on LD_LIBRARY_PATH: a search path only, nothing is loaded from it until
 # libnllpy needs its libcudart.so.13.
 lib="$PROGS/libnllpy.so"
