@@ -474,6 +474,12 @@ static int build_hooks(void)
         return 0;
     lg_arm_dlopen_hook(&arm_hooks[n_cuda_hooks]);
     n_arm_hooks = n_cuda_hooks + 1;
+    /* Other objects' GOT slots will point into this library: a dlclose of it (ctypes handles
+     * can be closed) must never unmap it. Our initial-exec TLS already keeps glibc from
+     * unloading it; NODELETE on a NOLOAD open says so explicitly, whatever the TLS model. */
+    Dl_info self;
+    if (dladdr((void *)&labelguard_enable, &self) && self.dli_fname)
+        (void)dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     return n_arm_hooks;
 }
 
