@@ -996,11 +996,13 @@ LG_HIDDEN void lg_cupti_after_fork_child(void);
 
 /* ---------------------------------------------------------------- arm.c */
 
-/* Late arming (labelguard_arm, include/labelguard.h): in every object loaded now except the one
- * holding this code and libcudart, rewrites the GOT slots (JUMP_SLOT, GLOB_DAT) of the names in
- * hooks[] to point at their replacement, first storing the bound function in *real if still
- * NULL. Returns the slots pointing at a replacement afterwards (already patched ones included)
- * and their object count in n_objects; -1 when nothing could be armed. Takes no lock. */
+/* Late arming (labelguard_arm, labelguard_enable, include/labelguard.h): in every object loaded
+ * now except the one holding this code and libcudart, rewrites the GOT slots (JUMP_SLOT,
+ * GLOB_DAT) of the names in hooks[] to point at their replacement, first storing the bound
+ * function in *real if still NULL. A slot already pointing into the object holding this code
+ * (a preloaded library's per-version hook) is counted and left as it is. Returns the slots
+ * pointing at a replacement or into this object afterwards and their object count in
+ * n_objects; -1 when nothing could be armed. Takes no lock. */
 LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
 /* From the dlopen wrapper (arm_dlopen.c), after a dlopen that loaded something: once
  * labelguard_enable armed the process, patches the objects no walk has patched yet. Returns
