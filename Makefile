@@ -324,6 +324,24 @@ $(BUILD)/tests/unit/libarmfix_%.so: tests/unit/arm_fixture.c $(BUILD)/tests/unit
 	$(call say,CC,$@)
 	$(Q)$(CC) $(STD) $(WARN) -O1 -fPIC -shared -o $@ $< -L$(BUILD)/tests/unit -larmdep \
 		-Wl,-rpath,'$$ORIGIN' -Wl,-z,relro -Wl,-z,$*
+# The dlopen wrapper's search path (arm_dlopen.c): loaders that find their sibling only through
+# their own RUNPATH or RPATH.
+ARM_FIXTURES += $(BUILD)/tests/unit/armsub/libarmleaf.so $(BUILD)/tests/unit/libarmload_runpath.so \
+                $(BUILD)/tests/unit/libarmload_rpath.so
+$(BUILD)/tests/unit/armsub/libarmleaf.so: tests/unit/arm_fixture.c
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -fPIC -shared -DARM_FIXTURE_LEAF -o $@ $<
+$(BUILD)/tests/unit/libarmload_runpath.so: tests/unit/arm_fixture.c
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -fPIC -shared -DARM_FIXTURE_LOADER -o $@ $< -ldl \
+		-Wl,--enable-new-dtags,-rpath,'$$ORIGIN/armsub'
+$(BUILD)/tests/unit/libarmload_rpath.so: tests/unit/arm_fixture.c
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -fPIC -shared -DARM_FIXTURE_LOADER -o $@ $< -ldl \
+		-Wl,--disable-new-dtags,-rpath,'$$ORIGIN/armsub'
 $(BUILD)/tests/unit/test_arm: $(ARM_FIXTURES)
 
 # The Python stack probe: src/pystack.c inside a real interpreter, loaded by

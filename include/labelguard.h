@@ -1,12 +1,21 @@
 /* labelguard.h: the small public C API of liblabelguard.so.
  *
  * Most users never include this: preloading the library (LD_PRELOAD or `labelguard run`) is
- * enough. A program that links or dlopens the library can query it, and `labelguard attach`
- * calls labelguard_arm() in a running process through gdb.
+ * enough. A program that links or dlopens the library can query it, `labelguard attach`
+ * calls labelguard_arm() in a running process through gdb, and the Python package's
+ * labelguard.enable() loads the library with ctypes (RTLD_GLOBAL) and calls
+ * labelguard_enable(). The LABELGUARD_* variables are read when the library loads: set them
+ * before.
+ *
+ * Text results (labelguard_last_violation, labelguard_config) follow snprintf: at most cap - 1
+ * bytes and a NUL are written (nothing when buf is NULL or cap is 0), and the full length is
+ * returned, so a return >= cap means "retry with a buffer of return + 1 bytes".
+ * Every function may be called from any thread.
  */
 #ifndef LABELGUARD_H
 #define LABELGUARD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -30,10 +39,47 @@ typedef struct labelguard_counters {
 LABELGUARD_API int labelguard_counters(labelguard_counters_t *out);
 
 /* Arms the guard in a process that did not preload the library (it was dlopen'd, e.g. by
- * `labelguard attach`): starts CUPTI where possible and redirects the launch entry points of
- * the objects already loaded. Returns the number of entries redirected, or -1 on failure.
- * Safe to call more than once. */
+ * `labelguard attach`): labelguard_enable(), then one line on stderr saying what was armed
+ * or why not (none with LABELGUARD_QUIET=1). Returns what labelguard_enable returns. */
 LABELGUARD_API int labelguard_arm(void);
+
+/* Arms the guard in this process, from inside it, without writing to stderr:
+ *  - the launch, registration, error and synchronizing entry points of every object loaded
+ *    now are redirected to the library (GOT slots), and CUPTI is started where
+ *    LABELGUARD_HOOKS allows;
+ *  - every object loaded later (dlopen: `import torch` after this call, CUDA extensions,
+ *    Triton's generated modules) is armed as it is loaded, so calling this before
+ *    `import torch` is right, and so is calling it after CUDA started;
+ *  - where the library is already preloaded (LD_PRELOAD, `labelguard run`) nothing is
+ *    redirected twice: it succeeds and returns the entries already bound to the library.
+ * Returns the number of entries armed (>= 0; 0 when no CUDA runtime is loaded yet), or -1
+ * when it cannot arm, with one line in why (reason and what to do; why may be NULL):
+ * a CUDA context already dead from a sticky error (e.g. cudaErrorAssert 710 after a
+ * device-side assert: restart the process and enable labelguard first), a static CUDA
+ * runtime that CUPTI cannot watch, or GOT slots that cannot be rewritten.
+ * Idempotent and thread-safe; after labelguard_disable() it turns checking on again. */
+LABELGUARD_API int labelguard_enable(char *why, size_t cap);
+
+/* Stops checking new launches: watched kernels are launched as they are, unchecked (checks
+ * already made still deliver their verdicts). The redirections stay; labelguard_enable()
+ * turns checking on again. Returns 0. */
+LABELGUARD_API int labelguard_disable(void);
+
+/* The last violation event of this process: its JSON object text exactly as written to the
+ * JSONL log (same fields, no newline), NUL-terminated. Returns its full length (snprintf-like),
+ * 0 when there has been none. */
+LABELGUARD_API int labelguard_last_violation(char *buf, size_t cap);
+
+/* Judges one LABELGUARD_* variable by the rules the library applies when it loads (value
+ * NULL: unset, which is good): 0 good; -1 bad, with the message the library would stop the
+ * process with (naming the allowed values) in msg; -2 when name is not a LABELGUARD_*
+ * variable the library reads. */
+LABELGUARD_API int labelguard_config_check(const char *name, const char *value, char *msg, size_t cap);
+
+/* The resolved configuration of this process as a JSON object, the `config` of the start
+ * event: {"action":..., "mode":..., "hooks":..., "log":..., "kernels":..., "backtrace":...,
+ * "samples":..., "quiet":..., "logprob_check":...}. snprintf-like return; -1 out of memory. */
+LABELGUARD_API int labelguard_config(char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,15 +1,22 @@
-/* arm.c: late arming, for `labelguard attach PID`. labelguard_arm() is called in a process that
- * did not preload the library: gdb dlopen's liblabelguard.so into it and calls this function.
- * There the interposed entry points of preload.c are not in the symbol lookup order, so every
- * object already loaded keeps calling libcudart directly. Arming rewrites those objects'
- * GOT slots (R_*_JUMP_SLOT and R_*_GLOB_DAT relocations against a hooked name) to point at our
- * hooks, after storing the function the slot pointed at as the hook's real function, and starts
- * CUPTI (if LABELGUARD_HOOKS allows it) for what the GOT does not show.
+/* arm.c: late arming, in a process that did not preload the library: `labelguard attach PID`
+ * (gdb dlopen's liblabelguard.so and calls labelguard_arm()) and the Python API's
+ * labelguard_enable() (ctypes loads the library with RTLD_GLOBAL and calls it). There the
+ * interposed entry points of preload.c are not first in the symbol lookup order, so objects
+ * keep calling libcudart directly. Arming rewrites those objects' GOT slots (R_*_JUMP_SLOT and
+ * R_*_GLOB_DAT relocations against a hooked name) to point at our hooks, after storing the
+ * function the slot pointed at as the hook's real function, and starts CUPTI (if
+ * LABELGUARD_HOOKS allows it) for what the GOT does not show. It also redirects every
+ * object's `dlopen` slot to arm_dlopen.c's wrapper, which arms the objects each dlopen brings
+ * (lg_arm_loaded): torch imported after enable, CUDA extensions, Triton's modules.
  *
- * Who calls it: gdb (via the CLI), or a program through include/labelguard.h; any thread,
- * serialised by a mutex. Idempotent: a slot that already points at our hook is counted, not
- * rewritten. Not covered: objects dlopen'd after arming (call labelguard_arm() again) and
- * function pointers the program copied out of a GOT before arming.
+ * Who calls it: gdb (via the CLI), a program through include/labelguard.h, and the dlopen
+ * wrapper; any thread, serialised by one mutex, which a dlopen only ever tries (trylock): one
+ * that finds it taken leaves a request the holder serves before it lets go. Idempotent: a slot that already points into
+ * our object (a hook, or every slot of a preloaded process) is counted, never rewritten, so a
+ * preloaded library is not hooked twice. Not covered: function pointers the program copied
+ * out of a GOT before arming, objects loaded by a dlopen reached through dlsym("dlopen") or
+ * from libc itself, and (in a process holding two CUDA runtimes) the per-version binding:
+ * every slot gets the CUDA 13 copy of the hooks (README: Limits).
  *
  * Why it is safe while other threads run: the real function is stored before the slot is
  * rewritten, and a slot is one aligned pointer-sized store, so a concurrent caller sees either
@@ -17,16 +24,28 @@
  * -z now) is written after mprotect(RW) and the page's protection is restored, as read from
  * /proc/self/maps; a slot still pointing into its object's PLT (lazy binding, never called) gets
  * its real function from dlsym in that object's own lookup scope, i.e. what the lazy resolver
- * would have bound.
+ * would have bound. The objects are listed first and patched after dl_iterate_phdr returns:
+ * that dlsym needs the loader's lock, which another thread's dlopen may hold while it waits
+ * for the lock dl_iterate_phdr holds.
  *
- * Tests: tests/unit/test_arm.c (redirects a small fixture library's JUMP_SLOT and GLOB_DAT slots,
- * lazy and -z now builds), tests/e2e/test_attach.sh (gdb attach to a running program under the
- * runtime test double; a bad label launched after arming is caught). */
+ * Before arming, labelguard_enable refuses a process whose CUDA context is already dead (a
+ * sticky error, e.g. 710 after a device-side assert: nothing can be checked or recovered
+ * there) and one that launches kernels through a static runtime CUPTI cannot watch.
+ *
+ * Tests: tests/unit/test_arm.c (a fixture library's JUMP_SLOT and GLOB_DAT slots, lazy and -z
+ * now builds; slots already pointing into the patching object; objects loaded after arming,
+ * through the dlopen wrapper, with the caller's RUNPATH), tests/e2e/test_attach.sh (gdb attach
+ * to a running program under the runtime test double), tests/e2e/test_enable_early.sh (enable
+ * before any runtime is loaded, then a CUDA library dlopen'd), tests/torch-fake/test_enable.sh
+ * (real torch: enable after and before `import torch`, a library dlopen'd after, a dead
+ * context, disable). */
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -49,10 +68,11 @@
 typedef struct {
     const lg_hook_t *hooks;
     int n_hooks;
-    uintptr_t self; /* an address inside the object that holds this code: skipped */
-    int armed;      /* slots pointing at a replacement after the walk */
-    int objects;    /* objects with at least one such slot */
-    int failed;     /* slots that could not be written */
+    int n_counted;                   /* hooks[0..n_counted) are counted in `armed`; the rest (dlopen) are not */
+    const struct dl_phdr_info *self; /* the object that holds this code: skipped */
+    int armed;                       /* counted slots pointing at a replacement after the walk */
+    int objects;                     /* objects with at least one such slot */
+    int failed;                      /* slots that could not be written */
 } walk_t;
 
 static bool in_object(const struct dl_phdr_info *info, uintptr_t addr)
@@ -109,12 +129,12 @@ static int write_slot(void **slot, void *value)
     return 0;
 }
 
-static const lg_hook_t *find_hook(const walk_t *w, const char *name)
+static int find_hook(const walk_t *w, const char *name)
 {
     for (int i = 0; i < w->n_hooks; i++)
         if (name[0] == w->hooks[i].name[0] && strcmp(name, w->hooks[i].name) == 0)
-            return &w->hooks[i];
-    return NULL;
+            return i;
+    return -1;
 }
 
 /* What the slot of an object that never called `name` (lazy binding) would have been bound to:
@@ -149,13 +169,17 @@ static void patch_relocs(const struct dl_phdr_info *info, walk_t *w, const ElfW(
         size_t sym = ELF64_R_SYM(rel[i].r_info);
         if (sym == 0)
             continue;
-        const lg_hook_t *hook = find_hook(w, strtab + symtab[sym].st_name);
-        if (!hook)
+        int h = find_hook(w, strtab + symtab[sym].st_name);
+        if (h < 0)
             continue;
+        const lg_hook_t *hook = &w->hooks[h];
+        int counted = h < w->n_counted;
         void **slot = (void **)(info->dlpi_addr + rel[i].r_offset);
         void *current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-        if (current == hook->replacement) {
-            (*armed_here)++;
+        /* Already ours: this hook, or (preloaded library, or an object that bound to our
+         * RTLD_GLOBAL definitions) another version's copy of it, which is the right one. */
+        if (current == hook->replacement || (w->self && current && in_object(w->self, (uintptr_t)current))) {
+            *armed_here += counted;
             continue;
         }
         void *real = current;
@@ -171,27 +195,26 @@ static void patch_relocs(const struct dl_phdr_info *info, walk_t *w, const ElfW(
             w->failed++;
             continue;
         }
-        (*armed_here)++;
+        *armed_here += counted;
     }
 }
 
-static int patch_object(struct dl_phdr_info *info, size_t size, void *data)
+static void patch_object(const struct dl_phdr_info *info, walk_t *w)
 {
-    walk_t *w = data;
     const char *base = strrchr(info->dlpi_name, '/');
     base = base ? base + 1 : info->dlpi_name;
     /* Our own object calls the real functions through the hooks' `real` pointers; libcudart's
      * internal calls are not the application's launches; the vDSO and the loader import none. */
-    if (in_object(info, w->self) || strncmp(base, "libcudart", 9) == 0 || strncmp(base, "linux-vdso", 10) == 0 ||
+    if (info == w->self || strncmp(base, "libcudart", 9) == 0 || strncmp(base, "linux-vdso", 10) == 0 ||
         strncmp(base, "linux-gate", 10) == 0 || strncmp(base, "ld-linux", 8) == 0)
-        return 0;
+        return;
 
     const ElfW(Dyn) *dyn = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
             dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
     if (!dyn)
-        return 0;
+        return;
 
     uintptr_t jmprel = 0, rela = 0, symtab = 0, strtab = 0;
     size_t pltrelsz = 0, relasz = 0;
@@ -209,7 +232,7 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *data)
         }
     }
     if (!symtab || !strtab)
-        return 0;
+        return;
 
     int armed_here = 0;
     if (jmprel && pltrel == DT_RELA)
@@ -220,17 +243,102 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *data)
                      (const char *)strtab, &armed_here);
     w->armed += armed_here;
     w->objects += armed_here > 0;
+}
+
+/* ------------------------------------------------------------------ which objects */
+
+/* The loaded objects, copied out of dl_iterate_phdr (their names and headers stay mapped while
+ * they are loaded), and which of them the incremental walk has armed already. */
+typedef struct {
+    struct dl_phdr_info *v;
+    int n, cap;
+    unsigned long long adds, subs; /* the loader's load and unload counts at the listing */
+} objects_t;
+
+static int list_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    objects_t *o = data;
+    o->adds = info->dlpi_adds;
+    o->subs = info->dlpi_subs;
+    if (o->n == o->cap) {
+        int cap = o->cap ? o->cap * 2 : 256;
+        void *p = realloc(o->v, (size_t)cap * sizeof *o->v);
+        if (!p)
+            return 1;
+        o->v = p;
+        o->cap = cap;
+    }
+    o->v[o->n] = *info;
+    o->n++;
     return 0;
 }
 
-int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects)
+/* An object is the same one while it stays loaded: its load bias and program headers. */
+typedef struct {
+    uintptr_t addr;
+    const void *phdr;
+} seen_t;
+static seen_t *seen;
+static int n_seen, cap_seen;
+static unsigned long long seen_subs = ~0ull; /* unloads at the last walk; ~0: none yet */
+static unsigned long long seen_adds = ~0ull; /* loads at the last walk */
+
+static bool was_seen(const struct dl_phdr_info *info)
 {
-    walk_t w = {.hooks = hooks, .n_hooks = n_hooks, .self = (uintptr_t)&lg_arm_patch};
+    for (int i = 0; i < n_seen; i++)
+        if (seen[i].addr == info->dlpi_addr && seen[i].phdr == (const void *)info->dlpi_phdr)
+            return true;
+    return false;
+}
+
+static void mark_seen(const struct dl_phdr_info *info)
+{
+    if (n_seen == cap_seen) {
+        int cap = cap_seen ? cap_seen * 2 : 256;
+        void *p = realloc(seen, (size_t)cap * sizeof *seen);
+        if (!p)
+            return; /* walked again next time: patching is idempotent */
+        seen = p;
+        cap_seen = cap;
+    }
+    seen[n_seen++] = (seen_t){info->dlpi_addr, (const void *)info->dlpi_phdr};
+}
+
+/* Patches every loaded object (only_new: those not patched by an earlier walk that marked
+ * them; after any unload, all of them again, since a new object may have taken an old one's
+ * address). mark: remember the objects patched. The caller serialises. */
+static int patch_walk(const lg_hook_t *hooks, int n_hooks, int n_counted, bool only_new, bool mark, int *n_objects)
+{
     if (n_objects)
         *n_objects = 0;
     if (!hooks || n_hooks <= 0)
         return -1;
-    dl_iterate_phdr(patch_object, &w);
+    objects_t o = {0};
+    dl_iterate_phdr(list_object, &o);
+    /* A dlopen of something already loaded (most of Python's, ctypes' repeats) loads nothing. */
+    if (only_new && mark && o.adds == seen_adds && o.subs == seen_subs) {
+        free(o.v);
+        return 0;
+    }
+    walk_t w = {.hooks = hooks, .n_hooks = n_hooks, .n_counted = n_counted};
+    for (int i = 0; i < o.n; i++)
+        if (in_object(&o.v[i], (uintptr_t)&lg_arm_patch))
+            w.self = &o.v[i];
+    if (mark && (!only_new || o.subs != seen_subs)) {
+        n_seen = 0;
+        seen_subs = o.subs;
+    }
+    for (int i = 0; i < o.n; i++) {
+        if (only_new && was_seen(&o.v[i]))
+            continue;
+        patch_object(&o.v[i], &w);
+        if (mark)
+            mark_seen(&o.v[i]);
+    }
+    if (mark)
+        seen_adds = o.adds;
+    free(o.v);
     if (n_objects)
         *n_objects = w.objects;
     /* A slot left unpatched would let some launches bypass the check: report it as failure
@@ -246,6 +354,11 @@ int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects)
             return -1;
     }
     return w.armed;
+}
+
+int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects)
+{
+    return patch_walk(hooks, n_hooks, n_hooks, false, false, n_objects);
 }
 
 /* Copies the hook table with each replacement set to the definition inside our own object.
@@ -274,32 +387,236 @@ static int own_definitions(const lg_hook_t *in, int n, lg_hook_t *out, int cap)
     return k;
 }
 
-LG_EXPORT int labelguard_arm(void)
+/* ------------------------------------------------------------------ enable */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static lg_hook_t arm_hooks[80]; /* our CUDA entry points, then the dlopen wrapper */
+static int n_arm_hooks, n_cuda_hooks;
+static bool armed; /* arm_hooks is complete and the dlopen wrapper arms what loads */
+
+/* Sticky errors: the context is lost, every later call of the process returns the error. */
+static bool sticky(int e)
 {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&lock);
-    lg_ensure_started_for_attach();
-    if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
-        lg_cupti_start();
-    int armed = 0, objects = 0;
-    if (lg_cfg.hooks != LG_HOOKS_CUPTI) {
-        int n = 0;
-        const lg_hook_t *table = lg_preload_hooks(&n);
-        lg_hook_t hooks[64];
-        n = table ? own_definitions(table, n, hooks, 64) : 0;
-        armed = lg_arm_patch(hooks, n, &objects);
-        if (armed > 0)
-            lg_graphs_armed_late(); /* graphs instantiated before now were not seen */
+    switch (e) {
+    case 700: /* cudaErrorIllegalAddress */
+    case 702: /* cudaErrorLaunchTimeout */
+    case 710: /* cudaErrorAssert */
+    case 714: /* cudaErrorHardwareStackError */
+    case 715: /* cudaErrorIllegalInstruction */
+    case 716: /* cudaErrorMisalignedAddress */
+    case 717: /* cudaErrorInvalidAddressSpace */
+    case 718: /* cudaErrorInvalidPc */
+    case 719: /* cudaErrorLaunchFailure */ return true;
+    default: return false;
     }
-    if (!lg_cfg.quiet) {
-        char line[160];
-        int len = armed >= 0
-                      ? snprintf(line, sizeof line, "labelguard: armed %d launch entries in %d objects%s\n", armed,
-                                 objects, lg_cupti_active() ? " (and CUPTI)" : "")
-                      : snprintf(line, sizeof line, "labelguard: arming failed: no GOT slot could be rewritten\n");
-        if (len > 0 && write(2, line, (size_t)len) < 0) { /* stderr gone: nothing to tell */
+}
+
+/* True (why filled) when a loaded runtime reports a sticky error. cudaPeekAtLastError reads
+ * it without clearing anything of the application's and without creating a context; it is
+ * each libcudart's own, never our hook. */
+static bool context_dead(char *why, size_t cap)
+{
+    lg_cudart_t rts[4];
+    int n = lg_runtime_cudarts(rts, 4);
+    for (int i = 0; i < n; i++) {
+        void *h = dlopen(rts[i].path, RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            continue;
+        int (*peek)(void) = (int (*)(void))dlsym(h, "cudaPeekAtLastError");
+        const char *(*name)(int) = (const char *(*)(int))dlsym(h, "cudaGetErrorName");
+        const char *(*text)(int) = (const char *(*)(int))dlsym(h, "cudaGetErrorString");
+        lg_in_library++;
+        int e = peek ? peek() : 0;
+        char what[256];
+        snprintf(what, sizeof what, "%s %d: %s", name ? name(e) : "error", e, text ? text(e) : "");
+        lg_in_library--;
+        dlclose(h);
+        if (sticky(e)) {
+            if (why && cap)
+                snprintf(why, cap,
+                         "the CUDA context of this process is already dead (%s) from an earlier launch, e.g. a "
+                         "device-side assert: nothing can be checked in it any more ---> HINT: restart the "
+                         "process/kernel and enable labelguard first",
+                         what);
+            return true;
         }
     }
+    return false;
+}
+
+/* Kernels launched with no shared libcudart in the process: a CUDA context is current or
+ * the primary one is active, through a libcuda someone loaded. Only CUPTI can see those. */
+static bool static_runtime_in_use(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!cuda)
+        return false;
+    int (*state)(int, unsigned *, int *) = (int (*)(int, unsigned *, int *))dlsym(cuda, "cuDevicePrimaryCtxGetState");
+    int (*current)(void **) = (int (*)(void **))dlsym(cuda, "cuCtxGetCurrent");
+    unsigned flags = 0;
+    int active = 0;
+    void *ctx = NULL;
+    bool in_use = (state && state(0, &flags, &active) == 0 && active) || (current && current(&ctx) == 0 && ctx);
+    dlclose(cuda);
+    return in_use;
+}
+
+/* The hook set, once: our own definitions of the CUDA entry points (counted), then dlopen. */
+static int build_hooks(void)
+{
+    if (n_arm_hooks)
+        return n_arm_hooks;
+    int n = 0;
+    const lg_hook_t *table = lg_preload_hooks(&n);
+    int cap = (int)(sizeof arm_hooks / sizeof *arm_hooks) - 1;
+    n_cuda_hooks = table ? own_definitions(table, n, arm_hooks, cap) : 0;
+    if (n_cuda_hooks == 0)
+        return 0;
+    lg_arm_dlopen_hook(&arm_hooks[n_cuda_hooks]);
+    n_arm_hooks = n_cuda_hooks + 1;
+    /* Other objects' GOT slots will point into this library: a dlclose of it (ctypes handles
+     * can be closed) must never unmap it. Our initial-exec TLS already keeps glibc from
+     * unloading it; NODELETE on a NOLOAD open says so explicitly, whatever the TLS model. */
+    Dl_info self;
+    if (dladdr((void *)&labelguard_enable, &self) && self.dli_fname)
+        (void)dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    return n_arm_hooks;
+}
+
+/* True when the process binds cudaLaunchKernel to our definition already (LD_PRELOAD): nothing
+ * was instantiated behind our back, so graphs need no "armed late" bookkeeping. */
+static bool preloaded(void)
+{
+    Dl_info a, b;
+    void *p = dlsym(RTLD_DEFAULT, "cudaLaunchKernel");
+    return p && dladdr(p, &a) && dladdr((void *)&labelguard_enable, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+/* labelguard_enable without the lock; *objects: objects with an armed slot. */
+static int enable_locked(char *why, size_t cap, int *objects)
+{
+    *objects = 0;
+    if (context_dead(why, cap))
+        return -1;
+    bool have_runtime = lg_runtime_cudart_handle() != NULL;
+    if (have_runtime) {
+        lg_ensure_started_for_attach();
+        if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
+            lg_cupti_start();
+    } else {
+        lg_start_as_attach_later();
+        if (static_runtime_in_use()) {
+            /* A context without a shared libcudart: a static runtime (or a driver-API program);
+             * CUPTI is the only layer that sees its launches. */
+            if (lg_cfg.hooks != LG_HOOKS_INTERPOSE) {
+                lg_ensure_started_for_attach();
+                lg_cupti_start();
+            }
+            if (!lg_cupti_active()) {
+                if (why && cap)
+                    snprintf(why, cap,
+                             "kernels are launched through a CUDA runtime linked statically into the program (no "
+                             "libcudart to redirect) and CUPTI cannot subscribe ---> HINT: run it under `labelguard "
+                             "run` with a shared runtime (nvcc -cudart shared), or free CUPTI's slot (no profiler) "
+                             "and keep LABELGUARD_HOOKS=auto");
+                return -1;
+            }
+        }
+    }
+    int n_armed = 0;
+    if (lg_cfg.hooks != LG_HOOKS_CUPTI) {
+        int n = build_hooks();
+        bool late = !preloaded();
+        /* Everything loaded now, remembered: the dlopen wrapper's walks then visit new objects only. */
+        n_armed = n > 0 ? patch_walk(arm_hooks, n, n_cuda_hooks, false, true, objects) : -1;
+        if (n_armed < 0) {
+            if (why && cap)
+                snprintf(why, cap,
+                         "no GOT slot of the CUDA launch functions could be rewritten (mprotect refused, or the "
+                         "library's own hooks were not found) ---> HINT: start the program under `labelguard run` "
+                         "(LD_PRELOAD) instead");
+            return -1;
+        }
+        if (n_armed > 0 && late)
+            lg_graphs_armed_late(); /* graphs instantiated before now were not seen */
+        __atomic_store_n(&armed, true, __ATOMIC_RELEASE);
+    }
+    atomic_store(&lg_launch_disabled, 0);
+    return n_armed;
+}
+
+/* Set by a dlopen whose walk found the lock taken: the holder walks again before it lets go.
+ * A dlopen must never wait for the lock: its thread may hold the loader's lock (a constructor's
+ * dlopen inside an outer one) that the holder's walk needs for dlsym. */
+static _Atomic int rewalk;
+
+/* Takes the lock if free and walks until no dlopen asked for another walk; returns the slots
+ * armed. A caller that finds the lock taken leaves its request in `rewalk` for the holder. */
+static int walk_requests(void)
+{
+    int n = 0;
+    while (atomic_load(&rewalk)) {
+        if (pthread_mutex_trylock(&lock) != 0)
+            return n; /* the holder sees the request before it unlocks, or after, in this loop */
+        while (atomic_exchange(&rewalk, 0)) {
+            int objects = 0, k = patch_walk(arm_hooks, n_arm_hooks, n_cuda_hooks, true, true, &objects);
+            n += k > 0 ? k : 0;
+        }
+        pthread_mutex_unlock(&lock);
+    }
+    return n;
+}
+
+void lg_arm_atfork_child(void)
+{
+    /* A thread of the parent may have held the lock (an enable, a walk): the child's dlopens
+     * would find it taken for good and never arm again. */
+    pthread_mutex_init(&lock, NULL);
+    atomic_store(&rewalk, 0);
+}
+
+int lg_arm_loaded(void)
+{
+    if (!__atomic_load_n(&armed, __ATOMIC_ACQUIRE))
+        return 0;
+    atomic_store(&rewalk, 1);
+    return walk_requests();
+}
+
+LG_EXPORT int labelguard_enable(char *why, size_t cap)
+{
+    if (why && cap)
+        why[0] = '\0';
+    pthread_mutex_lock(&lock);
+    int objects = 0;
+    int n = enable_locked(why, cap, &objects);
     pthread_mutex_unlock(&lock);
-    return armed;
+    walk_requests(); /* dlopens that finished while we held the lock */
+    return n;
+}
+
+LG_EXPORT int labelguard_disable(void)
+{
+    atomic_store(&lg_launch_disabled, 1);
+    return 0;
+}
+
+LG_EXPORT int labelguard_arm(void)
+{
+    char why[512] = "";
+    pthread_mutex_lock(&lock);
+    int objects = 0;
+    int armed_n = enable_locked(why, sizeof why, &objects);
+    pthread_mutex_unlock(&lock);
+    walk_requests();
+    if (!lg_cfg.quiet) {
+        char line[700];
+        int len = armed_n >= 0 ? snprintf(line, sizeof line, "labelguard: armed %d launch entries in %d objects%s\n",
+                                          armed_n, objects, lg_cupti_active() ? " (and CUPTI)" : "")
+                               : snprintf(line, sizeof line, "labelguard: arming failed: %s\n", why);
+        if (len > 0 && write(2, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1) < 0) {
+            /* stderr gone: nothing to tell */
+        }
+    }
+    return armed_n;
 }

@@ -1,8 +1,11 @@
 /* config.c: parses and validates the LABELGUARD_* environment variables (DESIGN.md §3).
  *
  * Called once by the constructor in lg.c, before anything else, on the loading thread; the
- * result lives in the global lg_cfg and is read-only afterwards. Tested by
- * tests/unit/test_config.c through lg_config_parse with a table in place of getenv.
+ * result lives in the global lg_cfg and is read-only afterwards. labelguard_config_check()
+ * (the Python API's check of one value before the library loads, any thread) judges one
+ * variable through the same parser, so its verdict and message are the constructor's.
+ * Tested by tests/unit/test_config.c through lg_config_parse with a table in place of getenv,
+ * and lg_config_check against it.
  *
  * A set-but-empty variable is a bad value, not the default: a job must never run with a
  * configuration other than the one its owner wrote. Values are echoed back escaped, so an
@@ -177,4 +180,35 @@ lg_config_t lg_cfg_defaults(void)
     c.samples = 16;
     c.logprob_check = true;
     return c;
+}
+
+/* The one variable lg_config_check judges, as a getenv of its own: per thread, so that checks
+ * on several threads do not see each other's value. */
+static __thread const char *check_name, *check_value;
+static const char *check_getenv(const char *name) { return strcmp(name, check_name) == 0 ? check_value : NULL; }
+
+static const char *const known_names[] = {
+    "LABELGUARD_ACTION",        "LABELGUARD_MODE",          "LABELGUARD_HOOKS",   "LABELGUARD_LOG",
+    "LABELGUARD_KERNELS",       "LABELGUARD_BACKTRACE",     "LABELGUARD_SAMPLES", "LABELGUARD_QUIET",
+    "LABELGUARD_DEBUG_KERNELS", "LABELGUARD_LOGPROB_CHECK",
+};
+
+int lg_config_check(const char *name, const char *value, char *msg, size_t msg_len)
+{
+    if (msg && msg_len)
+        msg[0] = '\0';
+    if (!name || pick(name, known_names, (int)(sizeof known_names / sizeof *known_names)) < 0)
+        return -2;
+    /* Whatever else is set in the environment plays no part: only this variable is seen. */
+    check_name = name;
+    check_value = value;
+    char err[1024];
+    lg_config_t c;
+    int rc = lg_config_parse(&c, check_getenv, err, sizeof err);
+    check_name = check_value = NULL;
+    if (rc == 0)
+        return 0;
+    if (msg && msg_len)
+        snprintf(msg, msg_len, "%s", err);
+    return -1;
 }

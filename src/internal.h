@@ -60,6 +60,9 @@ typedef struct lg_config {
  * err. Never exits: the caller decides. */
 LG_HIDDEN int lg_config_parse(lg_config_t *cfg, const char *(*getenv_fn)(const char *), char *err, size_t err_len);
 LG_HIDDEN lg_config_t lg_cfg_defaults(void);
+/* Judges one LABELGUARD_* variable by lg_config_parse's rules (value NULL: unset, which is
+ * good): 0 good, -1 bad (msg: the constructor's message), -2 not a variable of ours. */
+LG_HIDDEN int lg_config_check(const char *name, const char *value, char *msg, size_t msg_len);
 LG_HIDDEN const char *lg_config_action_name(lg_action_t a);
 LG_HIDDEN const char *lg_config_mode_name(lg_mode_t m);
 LG_HIDDEN const char *lg_config_hooks_name(lg_hooks_t h);
@@ -663,6 +666,13 @@ LG_HIDDEN const char *lg_report_log_path(void);
 LG_HIDDEN void lg_report_after_fork_child(void);
 /* The log text for the raise path: one line naming kernel, label, index, n_classes, ignore. */
 LG_HIDDEN void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len);
+/* The last violation event's JSON text exactly as logged (no newline) into buf, NUL-terminated
+ * and cut to cap - 1 bytes; returns its full length (0: none yet). Any thread; takes a lock of
+ * its own, never the log's. */
+LG_HIDDEN int lg_report_last_violation(char *buf, size_t cap);
+/* The resolved configuration (the start event's `config`) as a JSON object, same contract;
+ * -1 when out of memory. */
+LG_HIDDEN int lg_report_config_json(char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- text.c */
 
@@ -833,6 +843,9 @@ typedef struct lg_decision {
  * validate, act. `rt` is the runtime the hook resolved. */
 LG_HIDDEN void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d);
 LG_HIDDEN void lg_launch_counters(lg_counters_t *out);
+/* Set by labelguard_disable (cleared by labelguard_enable): watched launches are not checked.
+ * Read on the watched path only; the unwatched fast path never looks at it. */
+extern LG_HIDDEN _Atomic int lg_launch_disabled;
 /* Collects the calling thread's async verdicts that are ready (and, at a synchronizing call,
  * the orphans `scope` names) and acts on the bad ones. */
 LG_HIDDEN void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream);
@@ -983,12 +996,27 @@ LG_HIDDEN void lg_cupti_after_fork_child(void);
 
 /* ---------------------------------------------------------------- arm.c */
 
-/* Late arming (labelguard_arm, include/labelguard.h): in every object loaded now except the one
- * holding this code and libcudart, rewrites the GOT slots (JUMP_SLOT, GLOB_DAT) of the names in
- * hooks[] to point at their replacement, first storing the bound function in *real if still
- * NULL. Returns the slots pointing at a replacement afterwards (already patched ones included)
- * and their object count in n_objects; -1 when nothing could be armed. Takes no lock. */
+/* Late arming (labelguard_arm, labelguard_enable, include/labelguard.h): in every object loaded
+ * now except the one holding this code and libcudart, rewrites the GOT slots (JUMP_SLOT,
+ * GLOB_DAT) of the names in hooks[] to point at their replacement, first storing the bound
+ * function in *real if still NULL. A slot already pointing into the object holding this code
+ * (a preloaded library's per-version hook) is counted and left as it is. Returns the slots
+ * pointing at a replacement or into this object afterwards and their object count in
+ * n_objects; -1 when nothing could be armed. Takes no lock. */
 LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
+/* From the dlopen wrapper (arm_dlopen.c), after a dlopen that loaded something: once
+ * labelguard_enable armed the process, patches the objects no walk has patched yet. Returns
+ * the slots armed in them (0 when not armed, or when another thread holds arm.c's lock: that
+ * thread walks again for it before it lets go). Never waits for the lock. */
+LG_HIDDEN int lg_arm_loaded(void);
+/* From lg.c's fork handler: the child starts with arm.c's lock free. */
+LG_HIDDEN void lg_arm_atfork_child(void);
+
+/* ---------------------------------------------------------------- arm_dlopen.c */
+
+/* The `dlopen` entry of late arming's hook set: our wrapper, and where the function the
+ * patched slots pointed at is kept. */
+LG_HIDDEN void lg_arm_dlopen_hook(lg_hook_t *out);
 
 /* ---------------------------------------------------------------- lg.c */
 
@@ -997,5 +1025,8 @@ LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
 LG_HIDDEN void lg_ensure_started(void);
 /* The same start, from labelguard_arm: in auto mode it subscribes to CUPTI too. */
 LG_HIDDEN void lg_ensure_started_for_attach(void);
+/* Late arming with no CUDA runtime loaded yet: the lazy start, when a hook makes it, is the
+ * attach kind (CUPTI in auto mode). */
+LG_HIDDEN void lg_start_as_attach_later(void);
 
 #endif

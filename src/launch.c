@@ -233,6 +233,9 @@ static void decide_slow(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_
     }
     if (state != LG_KSTATE_WATCHED)
         return;
+    /* labelguard_disable(): a watched launch runs as it is; read only here, past the fast path. */
+    if (LG_UNLIKELY(atomic_load_explicit(&lg_launch_disabled, memory_order_relaxed)))
+        return;
     if (info->spec->direction == LG_DIR_BACKWARD)
         lg_opaque_disarm();
     /* Nothing of ours may reach the application's error state, nor take its own error. */
@@ -240,6 +243,8 @@ static void decide_slow(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_
     check_launch(rt, l, info, d);
     lg_runtime_restore_error(rt, saved);
 }
+
+_Atomic int lg_launch_disabled;
 
 void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d)
 {

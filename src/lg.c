@@ -90,6 +90,7 @@ static void atfork_child(void)
     lg_names_atfork_child();
     lg_runtime_atfork_child();
     lg_hold_atfork_child();
+    lg_arm_atfork_child();
     lg_validate_after_fork_child();
     lg_graphs_after_fork();
     lg_report_after_fork_child();
@@ -223,6 +224,10 @@ void lg_ensure_started_for_attach(void)
     pthread_once(&start_once, start);
 }
 
+/* labelguard_enable before any CUDA runtime is loaded: the start waits for the first hook (a
+ * start now would resolve an empty runtime table for good), but is then the attach kind. */
+void lg_start_as_attach_later(void) { attaching = true; }
+
 __attribute__((destructor)) static void lg_destructor(void)
 {
     if (!atomic_load(&started))
@@ -252,4 +257,13 @@ int labelguard_counters(labelguard_counters_t *out)
     out->violations = c.violations;
     out->validate_ns_total = c.validate_ns_total;
     return 0;
+}
+
+int labelguard_last_violation(char *buf, size_t cap) { return lg_report_last_violation(buf, cap); }
+
+int labelguard_config(char *buf, size_t cap) { return lg_report_config_json(buf, cap); }
+
+int labelguard_config_check(const char *name, const char *value, char *msg, size_t cap)
+{
+    return lg_config_check(name, value, msg, cap);
 }

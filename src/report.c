@@ -8,8 +8,12 @@
  * runs on the unwatched fast path. Fork: the child gets a fresh lock and its own log
  * (lg_report_after_fork_child, from lg.c's atfork handler).
  *
+ * It also keeps the text of the last violation line and renders the resolved configuration,
+ * for the public API (labelguard_last_violation, labelguard_config; any thread).
+ *
  * Tested by tests/unit/test_report.c (events parsed with json_check.h, file naming with and
- * without rank variables, unwritable directories, 16 threads, fork).
+ * without rank variables, unwritable directories, 16 threads, fork, the last violation's copy
+ * and the configuration object).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -148,6 +152,53 @@ void lg_report_set_environment(const lg_report_env_t *e)
     pthread_mutex_unlock(&lock);
 }
 
+/* The resolved configuration as an object under `key` (NULL: the root): the start event's
+ * `config`, and labelguard_config() for the Python API. */
+static void config_object(lg_json_t *j, const char *key)
+{
+    lg_json_begin_object(j, key);
+    lg_json_string(j, "action", lg_config_action_name(lg_cfg.action));
+    lg_json_string(j, "mode", lg_config_mode_name(lg_cfg.mode));
+    lg_json_string(j, "hooks", lg_config_hooks_name(lg_cfg.hooks));
+    lg_json_string(j, "log", lg_cfg.log_dir);
+    lg_json_string(j, "kernels", lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
+    const char *bt = lg_cfg.backtrace_native ? (lg_cfg.backtrace_python ? "native,python" : "native")
+                                             : (lg_cfg.backtrace_python ? "python" : "none");
+    lg_json_string(j, "backtrace", bt);
+    lg_json_int(j, "samples", lg_cfg.samples);
+    lg_json_bool(j, "quiet", lg_cfg.quiet);
+    lg_json_bool(j, "logprob_check", lg_cfg.logprob_check);
+    lg_json_end_object(j);
+}
+
+/* snprintf's contract for the public API's text results: at most cap - 1 bytes and a NUL,
+ * the full length returned so that the caller can retry with a larger buffer. */
+static int copy_out(char *buf, size_t cap, const char *text, size_t len)
+{
+    if (buf && cap > 0) {
+        size_t n = len < cap - 1 ? len : cap - 1;
+        memcpy(buf, text, n);
+        buf[n] = '\0';
+    }
+    return len > (size_t)INT32_MAX ? INT32_MAX : (int)len;
+}
+
+int lg_report_config_json(char *buf, size_t cap)
+{
+    /* Both paths (4095 bytes each) escaped as \u00XX at worst, plus the rest. */
+    enum { CONFIG_CAP = 6 * 2 * 4096 + 1024 };
+    char *tmp = malloc(CONFIG_CAP);
+    if (!tmp)
+        return -1;
+    lg_json_t j;
+    lg_json_init(&j, tmp, CONFIG_CAP);
+    config_object(&j, NULL);
+    size_t len = lg_json_finish(&j);
+    int r = copy_out(buf, cap, tmp, len);
+    free(tmp);
+    return r;
+}
+
 void lg_report_start(void)
 {
     pthread_mutex_lock(&lock);
@@ -155,19 +206,7 @@ void lg_report_start(void)
     lg_json_init(&j, line_buf, sizeof(line_buf) - 1);
     header(&j, "start");
     lg_json_string(&j, "version", LG_VERSION);
-    lg_json_begin_object(&j, "config");
-    lg_json_string(&j, "action", lg_config_action_name(lg_cfg.action));
-    lg_json_string(&j, "mode", lg_config_mode_name(lg_cfg.mode));
-    lg_json_string(&j, "hooks", lg_config_hooks_name(lg_cfg.hooks));
-    lg_json_string(&j, "log", lg_cfg.log_dir);
-    lg_json_string(&j, "kernels", lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
-    const char *bt = lg_cfg.backtrace_native ? (lg_cfg.backtrace_python ? "native,python" : "native")
-                                             : (lg_cfg.backtrace_python ? "python" : "none");
-    lg_json_string(&j, "backtrace", bt);
-    lg_json_int(&j, "samples", lg_cfg.samples);
-    lg_json_bool(&j, "quiet", lg_cfg.quiet);
-    lg_json_bool(&j, "logprob_check", lg_cfg.logprob_check);
-    lg_json_end_object(&j);
+    config_object(&j, "config");
     /* Active layers as a list: "interpose,cupti" -> ["interpose", "cupti"]. */
     lg_json_begin_array(&j, "hooks");
     if (env.has_hooks) {
@@ -389,6 +428,30 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
         lg_json_string(j, "python_stack_thread", py->from_main_thread ? "main" : "launching");
 }
 
+/* The last violation's line as written to the log (without its newline), for
+ * labelguard_last_violation(): a copy made here, on the reporting path, under its own lock so
+ * that a reader in any thread never waits for the log's writes nor sees half a line. */
+static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
+static char last_line[LINE_CAP];
+static size_t last_len;
+
+static void keep_last(const char *line, size_t len)
+{
+    pthread_mutex_lock(&last_lock);
+    last_len = len < sizeof last_line ? len : sizeof last_line - 1;
+    memcpy(last_line, line, last_len);
+    last_line[last_len] = '\0';
+    pthread_mutex_unlock(&last_lock);
+}
+
+int lg_report_last_violation(char *buf, size_t cap)
+{
+    pthread_mutex_lock(&last_lock);
+    int r = copy_out(buf, cap, last_line, last_len);
+    pthread_mutex_unlock(&last_lock);
+    return r;
+}
+
 void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
 {
     /* Symbolization takes the loader's lock and may allocate: done before ours. */
@@ -402,6 +465,7 @@ void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
     lg_json_init(&j, line_buf, sizeof(line_buf) - 1);
     build_violation_json(&j, v, native, n_native);
     finish_and_emit(&j, sync_to_disk);
+    keep_last(j.buf, j.len);
     if (!lg_cfg.quiet) {
         static char text[TEXT_CAP];
         size_t n = lg_text_violation(text, sizeof(text), v, native, n_native, lg_log_path());
@@ -423,6 +487,7 @@ void lg_report_after_fork_child(void)
 {
     /* Another thread of the parent may have held the lock at fork time: start from a fresh one. */
     pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&last_lock, NULL); /* the child keeps the parent's last violation */
     lg_log_after_fork_child();
     n_warn_kinds = 0;
 }

@@ -4,6 +4,10 @@
  * patching, both must lead to our replacement, which reaches the original through the stored
  * real pointer. The -z now fixture has its GOT in a read-only RELRO page (mprotect path); the
  * lazy one is patched before its first call (the slot still points into its own PLT).
+ * A slot that already points into the patching object (a preloaded library's hook, or another
+ * version's copy of it) is counted and left alone. The dlopen wrapper (arm_dlopen.c), patched
+ * into a loader fixture's `dlopen` slot, still finds the sibling that only the loader's own
+ * RUNPATH or RPATH names, and leaves dlopen's own error when nothing is found.
  * Run: build/tests/unit/test_arm (or LG_TESTS=test_arm make test). */
 #include <dlfcn.h>
 #include <glib.h>
@@ -144,6 +148,56 @@ static void test_nothing_to_patch(void)
     g_assert_cmpint(lg_arm_patch(NULL, 0, &objects), ==, -1);
 }
 
+static int other_value(int x) { return real_value(x) * 7; }
+
+/* Arming over slots that point into this object already (the hooks of the earlier tests)
+ * rewrites nothing: not even to another of our functions. A preloaded library's slots are
+ * bound to its per-version copies, which a walk must never replace with the default copy. */
+static void test_ours_left_alone(void)
+{
+    lg_hook_t other[] = {{"armdep_value", (void *)other_value, (void **)&real_value}};
+    int objects = -1;
+    g_assert_cmpint(lg_arm_patch(other, 1, &objects), ==, 2); /* counted in both fixtures */
+    g_assert_cmpint(objects, ==, 2);
+    void *h = open_fixture("libarmfix_now.so");
+    int (*call)(int) = (int (*)(int))dlsym(h, "armfix_call");
+    replacement_calls = 0;
+    g_assert_cmpint(call(1), ==, 200); /* still replacement_value, not other_value */
+    g_assert_cmpint(replacement_calls, ==, 1);
+}
+
+/* The loader's dlopen slot goes through the wrapper, which then calls dlopen from this
+ * object: glibc would search our (empty) RUNPATH, not the loader's. */
+static void check_loader(const char *loader)
+{
+    void *h = open_fixture(loader);
+    void *(*open_by_name)(const char *) = (void *(*)(const char *))dlsym(h, "armload_open");
+    g_assert_nonnull(open_by_name);
+    lg_hook_t dl;
+    lg_arm_dlopen_hook(&dl);
+    int objects = -1;
+    g_assert_cmpint(lg_arm_patch(&dl, 1, &objects), >=, 1);
+    void *leaf = open_by_name("libarmleaf.so");
+    if (!leaf)
+        g_test_message("%s: %s", loader, dlerror());
+    g_assert_nonnull(leaf);
+    int (*value)(void) = (int (*)(void))dlsym(leaf, "armleaf_value");
+    g_assert_nonnull(value);
+    g_assert_cmpint(value(), ==, 42);
+    /* Loaded already: found by name again, the same object. */
+    g_assert_true(open_by_name("libarmleaf.so") == leaf);
+    /* Nothing found anywhere: NULL, and dlerror is dlopen's own, naming the file. */
+    g_assert_null(open_by_name("libarm_no_such_library.so"));
+    const char *e = dlerror();
+    g_assert_nonnull(e);
+    g_assert_nonnull(strstr(e, "libarm_no_such_library.so"));
+    dlclose(leaf);
+    dlclose(leaf);
+}
+
+static void test_dlopen_runpath(void) { check_loader("libarmload_runpath.so"); }
+static void test_dlopen_rpath(void) { check_loader("libarmload_rpath.so"); }
+
 int main(int argc, char **argv)
 {
     ssize_t n = readlink("/proc/self/exe", fixture_dir, sizeof fixture_dir - 1);
@@ -155,5 +209,8 @@ int main(int argc, char **argv)
     g_test_add_func("/arm/lazy_before_first_call", test_lazy_before_first_call);
     g_test_add_func("/arm/idempotent", test_idempotent);
     g_test_add_func("/arm/nothing_to_patch", test_nothing_to_patch);
+    g_test_add_func("/arm/ours_left_alone", test_ours_left_alone);
+    g_test_add_func("/arm/dlopen_runpath", test_dlopen_runpath);
+    g_test_add_func("/arm/dlopen_rpath", test_dlopen_rpath);
     return g_test_run();
 }

@@ -1,6 +1,9 @@
 /* test_config.c: LABELGUARD_* parsing (src/config.c) — defaults, every valid value, and every
  * kind of bad value (empty, overlong, non-UTF-8, wrong) giving one message that names the
- * variable, shows the value escaped, and lists the allowed values. Run by `make test`. */
+ * variable, shows the value escaped, and lists the allowed values; lg_config_check (the
+ * public labelguard_config_check) giving the same verdict and message for each of them, -2 for
+ * a name that is not ours, and seeing nothing of the real environment. Run by `make test`. */
+#include <stdlib.h>
 #include <glib.h>
 #include <string.h>
 
@@ -94,6 +97,46 @@ static void expect_bad(const char *var, const char *value, const char *shown, co
     g_assert_nonnull(strstr(err, allowed));
     g_assert_cmpint(c.samples, ==, 99); /* untouched on error */
     g_assert_null(strchr(err, '\n'));
+    /* The one-variable check: the same verdict and the same message, word for word. */
+    char msg[1024] = "";
+    g_assert_cmpint(lg_config_check(var, value, msg, sizeof msg), ==, -1);
+    g_assert_cmpstr(msg, ==, err);
+    char tiny[8];
+    g_assert_cmpint(lg_config_check(var, value, tiny, sizeof tiny), ==, -1);
+    g_assert_cmpuint(strlen(tiny), ==, sizeof tiny - 1);
+}
+
+static void test_check(void)
+{
+    char msg[256] = "stale";
+    const char *good[][2] = {
+        {"LABELGUARD_ACTION", "raise"},      {"LABELGUARD_ACTION", "abort"},  {"LABELGUARD_MODE", "async"},
+        {"LABELGUARD_HOOKS", "cupti"},       {"LABELGUARD_LOG", "/tmp/x"},    {"LABELGUARD_KERNELS", "a.conf:b.conf"},
+        {"LABELGUARD_BACKTRACE", "python"},  {"LABELGUARD_SAMPLES", "256"},   {"LABELGUARD_QUIET", "1"},
+        {"LABELGUARD_DEBUG_KERNELS", "0"},   {"LABELGUARD_LOGPROB_CHECK", "0"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
+        g_assert_cmpint(lg_config_check(good[i][0], good[i][1], msg, sizeof msg), ==, 0);
+        g_assert_cmpstr(msg, ==, "");
+    }
+    /* Unset is the default, which is good. */
+    g_assert_cmpint(lg_config_check("LABELGUARD_ACTION", NULL, msg, sizeof msg), ==, 0);
+    /* Not a variable the library reads: -2, whatever the value. */
+    g_assert_cmpint(lg_config_check("LABELGUARD_ACTIONS", "raise", msg, sizeof msg), ==, -2);
+    g_assert_cmpint(lg_config_check("PATH", "/bin", msg, sizeof msg), ==, -2);
+    g_assert_cmpint(lg_config_check("", "x", msg, sizeof msg), ==, -2);
+    g_assert_cmpint(lg_config_check(NULL, "x", msg, sizeof msg), ==, -2);
+    /* The real environment plays no part: a bad LABELGUARD_MODE there does not make a good
+     * action bad, nor does a good one there make a bad value good. */
+    setenv("LABELGUARD_MODE", "bogus", 1);
+    g_assert_cmpint(lg_config_check("LABELGUARD_ACTION", "log", msg, sizeof msg), ==, 0);
+    setenv("LABELGUARD_ACTION", "log", 1);
+    g_assert_cmpint(lg_config_check("LABELGUARD_ACTION", "", msg, sizeof msg), ==, -1);
+    g_assert_nonnull(strstr(msg, "LABELGUARD_ACTION=\"\" is not valid; allowed: raise, hold, mask, log, abort"));
+    unsetenv("LABELGUARD_MODE");
+    unsetenv("LABELGUARD_ACTION");
+    /* NULL or empty msg buffers are fine. */
+    g_assert_cmpint(lg_config_check("LABELGUARD_SAMPLES", "0", NULL, 0), ==, -1);
 }
 
 static void test_bad_values(void)
@@ -133,5 +176,6 @@ int main(int argc, char **argv)
     g_test_add_func("/config/defaults", test_defaults);
     g_test_add_func("/config/valid", test_valid_values);
     g_test_add_func("/config/bad", test_bad_values);
+    g_test_add_func("/config/check", test_check);
     return g_test_run();
 }

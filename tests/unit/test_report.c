@@ -1,7 +1,8 @@
 /* test_report.c: unit tests of src/report.c: the JSONL events of DESIGN.md §4 (parsed with the
  * strict parser of json_check.h, every field checked), the stderr block, file naming with and
  * without rank variables, safe creation, unwritable directories, a full disk, 16 threads and
- * fork. Each test points lg_cfg.log_dir at a fresh directory and resets the module with
+ * fork; the public API's copy of the last violation (the logged line, byte for byte, readable
+ * from any thread while others report) and the configuration object. Each test points lg_cfg.log_dir at a fresh directory and resets the module with
  * lg_report_after_fork_child (its only reset).
  * Run: make build/tests/unit/test_report && build/tests/unit/test_report
  */
@@ -788,11 +789,137 @@ static void test_fork(void)
     check_fork(false);
 }
 
+/* labelguard_last_violation's record: 0 before any violation, then the logged line exactly
+ * (without its newline), snprintf-like on a short buffer. Registered first: no violation has
+ * been reported in this process before it. */
+static void test_last_violation(void)
+{
+    char *dir = fresh("last");
+    lg_cfg.quiet = true;
+    char small[16] = "untouched";
+    g_assert_cmpint(lg_report_last_violation(NULL, 0), ==, 0);
+    g_assert_cmpint(lg_report_last_violation(small, sizeof small), ==, 0);
+    g_assert_cmpstr(small, ==, "");
+    lg_violation_t v;
+    make_violation(&v);
+    lg_report_violation(&v, false);
+    v.launch_seq = 43;
+    lg_report_violation(&v, false);
+
+    char *text = NULL;
+    g_assert_true(g_file_get_contents(lg_report_log_path(), &text, NULL, NULL));
+    char **lines = g_strsplit(text, "\n", -1);
+    g_assert_cmpuint(g_strv_length(lines), ==, 3); /* two lines and the empty tail */
+    const char *last = lines[1];
+    int n = lg_report_last_violation(small, sizeof small);
+    g_assert_cmpint(n, ==, (int)strlen(last));
+    g_assert_cmpuint(strlen(small), ==, sizeof small - 1);
+    g_assert_true(strncmp(small, last, sizeof small - 1) == 0);
+    char *buf = g_malloc((size_t)n + 1);
+    g_assert_cmpint(lg_report_last_violation(buf, (size_t)n + 1), ==, n);
+    g_assert_cmpstr(buf, ==, last);
+    char err[160];
+    jc_value_t *e = jc_parse(buf, strlen(buf), err);
+    g_assert_nonnull(e);
+    g_assert_cmpint(int_at(e, "launch_seq"), ==, 43);
+    g_assert_cmpstr(str_at(e, "event"), ==, "violation");
+    jc_free(e);
+    g_free(buf);
+    g_strfreev(lines);
+    g_free(text);
+    lg_cfg.quiet = false;
+    g_free(dir);
+}
+
+static _Atomic int reporters_done;
+
+static void *reporter(void *arg)
+{
+    lg_violation_t *v = g_new(lg_violation_t, 1);
+    make_violation(v);
+    for (int i = 0; i < 200; i++) {
+        v->launch_seq = (uint64_t)(GPOINTER_TO_INT(arg) * 1000 + i);
+        lg_report_violation(v, false);
+    }
+    g_free(v);
+    reporters_done++;
+    return NULL;
+}
+
+/* Read while four threads report: every copy is one whole event (never half of one line and
+ * half of another). */
+static void test_last_violation_threads(void)
+{
+    char *dir = fresh("last_threads");
+    lg_cfg.quiet = true;
+    reporters_done = 0;
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, reporter, GINT_TO_POINTER(i + 1));
+    static char buf[96 * 1024];
+    int reads = 0;
+    while (reporters_done < 4 || reads < 10) {
+        int n = lg_report_last_violation(buf, sizeof buf);
+        g_assert_cmpint(n, >, 0);
+        g_assert_cmpint(n, <, (int)sizeof buf);
+        char err[160];
+        jc_value_t *e = jc_parse(buf, (size_t)n, err);
+        if (!e)
+            g_test_message("torn copy (%s): %s", err, buf);
+        g_assert_nonnull(e);
+        g_assert_cmpint(int_at(e, "launch_seq") % 1000, <, 200);
+        jc_free(e);
+        reads++;
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    lg_cfg.quiet = false;
+    g_free(dir);
+}
+
+/* labelguard_config: the start event's `config`, the same object. */
+static void test_config_json(void)
+{
+    char *dir = fresh("config");
+    lg_cfg.samples = 7;
+    lg_cfg.mode = LG_MODE_ASYNC;
+    lg_report_start();
+    GPtrArray *lines = read_log(lg_report_log_path());
+    jc_value_t *cfg = jc_get(lines->pdata[0], "config");
+    g_assert_nonnull(cfg);
+    char tiny[4];
+    int n = lg_report_config_json(tiny, sizeof tiny);
+    g_assert_cmpint(n, >, (int)sizeof tiny);
+    g_assert_cmpuint(strlen(tiny), ==, 3);
+    char *buf = g_malloc((size_t)n + 1);
+    g_assert_cmpint(lg_report_config_json(buf, (size_t)n + 1), ==, n);
+    char err[160];
+    jc_value_t *c = jc_parse(buf, strlen(buf), err);
+    g_assert_nonnull(c);
+    g_assert_cmpint(int_at(c, "samples"), ==, 7);
+    g_assert_cmpstr(str_at(c, "mode"), ==, "async");
+    g_assert_cmpstr(str_at(c, "log"), ==, dir);
+    const char *keys[] = {"action", "mode", "hooks", "log", "backtrace"};
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++)
+        g_assert_cmpstr(str_at(c, keys[i]), ==, str_at(cfg, keys[i]));
+    g_assert_cmpint(int_at(c, "samples"), ==, int_at(cfg, "samples"));
+    g_assert_true(is_null(c, "kernels") && is_null(cfg, "kernels"));
+    jc_free(c);
+    g_free(buf);
+    g_ptr_array_unref(lines);
+    lg_cfg.samples = 16;
+    lg_cfg.mode = LG_MODE_SYNC;
+    g_free(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     tmp_root = g_dir_make_tmp("lg-test-report-XXXXXX", NULL);
     g_assert_nonnull(tmp_root);
+    g_test_add_func("/report/last_violation", test_last_violation);
+    g_test_add_func("/report/last_violation_threads", test_last_violation_threads);
+    g_test_add_func("/report/config_json", test_config_json);
     g_test_add_func("/report/no_event_no_file", test_no_event_no_file);
     g_test_add_func("/report/violation_event", test_violation_event);
     g_test_add_func("/report/violation_variants", test_violation_variants);
