@@ -66,7 +66,7 @@ WARN := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT := -O2
 DEBUG := -g
 FINAL_CFLAGS = $(STD) $(WARN) $(OPT) $(DEBUG) -fPIC -fvisibility=hidden -MMD -MP -ffile-prefix-map=$(CURDIR)=. \
-               $(GLIB_CFLAGS) $(UNWIND_INC) $(CUDA_INC) -Iinclude -Isrc -Icuda $(SAN_FLAGS) $(CFLAGS)
+               $(GLIB_CFLAGS) $(UNWIND_INC) $(CUDA_INC) -Iinclude -Isrc -Icuda $(SAN_FLAGS) $(if $(PIN_GLIBC),-DLG_PIN_GLIBC) $(CFLAGS)
 FINAL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
 
 # Every architecture CUDA 13 builds for, plus PTX of the lowest for anything newer.
@@ -174,7 +174,8 @@ $(SPECS_OBJ): specs/pytorch.conf
 # twice, the second time with trampolines (scripts/glibc-pin.sh) binding every newer symbol
 # version to the oldest one glibc keeps. libpthread.so.0 and libdl.so.2 are needed explicitly:
 # on glibc < 2.34 that is where pthread_create and dlopen live. Sanitizer builds are not pinned
-# (their runtimes intercept the current versions) and need not load on an old glibc.
+# and get no shims (LG_PIN_GLIBC unset): their runtimes intercept the current versions, and the
+# shims beside the TSan runtime leave empty PLT relocations that the loader refuses.
 GLIBC_BASELINE := 2.17
 LIB_INPUTS = $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 link_lib = $(CC) -shared -o $(1) $(2) -Wl,--version-script=src/exports.map $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic $(UNWIND_STATIC) \

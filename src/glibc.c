@@ -13,7 +13,8 @@
  * Who calls it: glib's and our own code, on any thread; nothing here keeps state.
  * Tested by tests/pip/test_wheel.sh (auditwheel's tag, the symbol-version check) and by every
  * test that loads the library (registry.c and stack.c call fstat through this file).
- * x86_64 only: the wheel is built for x86_64; other architectures build without pinning. */
+ * x86_64 only, and only where the Makefile pins (LG_PIN_GLIBC): the wheel is built for x86_64;
+ * other architectures and the sanitizer builds go without. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -21,7 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) && defined(__GLIBC__)
+#if defined(LG_PIN_GLIBC) && defined(__x86_64__) && defined(__GLIBC__)
 
 #define LG_HIDDEN __attribute__((visibility("hidden")))
 /* struct stat and struct stat64 are one layout on x86_64; version 1 is _STAT_VER_LINUX. */
