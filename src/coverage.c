@@ -113,8 +113,10 @@ bool lg_coverage_table_load(const char *path, lg_coverage_table_t *t, char **err
         if (!*l)
             continue;
         if (l[0] == '#') {
-            if (g_str_has_prefix(l, "# build: ") && !t->build)
+            if (g_str_has_prefix(l, "# build: ")) {
+                g_free(t->build); /* the last header counts */
                 t->build = g_strdup(g_strstrip(l + 9));
+            }
             continue;
         }
         gchar **cols = g_strsplit(l, "\t", -1);
