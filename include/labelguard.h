@@ -80,6 +80,20 @@ LABELGUARD_API int labelguard_config_check(const char *name, const char *value, 
  * event: {"action":..., "mode":..., "hooks":..., "log":..., "kernels":..., "backtrace":...,
  * "samples":..., "quiet":..., "logprob_check":...}. snprintf-like return; -1 out of memory. */
 LABELGUARD_API int labelguard_config(char *buf, size_t cap);
+/* The loss-kernel coverage of a PyTorch build (what `labelguard audit` and doctor show), by
+ * this library's own registry: the built-in specs plus LABELGUARD_KERNELS. table_path is a
+ * kernel table (tests/wheels/<version>+cu<NNN>.tsv, labelguard/data/wheels/ in the wheel);
+ * known_gaps_path (may be NULL; a missing file means none) lists the kernels no spec can
+ * cover, "match<TAB>reason". Writes one line per loss kernel to out_fd,
+ *     covered<TAB>KERNEL<TAB>[SPEC]<TAB>SYMBOL
+ *     known gap<TAB>KERNEL<TAB>REASON<TAB>SYMBOL
+ *     NOT covered<TAB>KERNEL<TAB>WHY (the first differing parameter)<TAB>SYMBOL
+ * (none when quiet is nonzero), then "torch BUILD: N loss kernels, M covered[, G known
+ * gaps][, U NOT covered]". Returns 0 when every loss kernel is covered or a known gap, 1 when
+ * some is not, 2 on an unreadable or malformed input (one "labelguard: ..." line on stderr).
+ * Report path only: starts no CUDA, hooks nothing, and builds the registry only if the guard
+ * has not (then a problem with a LABELGUARD_KERNELS file is a warning on stderr). Thread-safe. */
+LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known_gaps_path, int quiet, int out_fd);
 
 #ifdef __cplusplus
 }

@@ -223,7 +223,7 @@ typedef struct lg_spec {
     char source[256]; /* "builtin" or file:line, for messages */
 } lg_spec_t;
 
-/* The registry is built once (lazily, under a pthread_once in lg.c) from the built-in table
+/* The registry is built once (lazily, by lg_ensure_registry in lg.c) from the built-in table
  * (specs/pytorch.conf, embedded) and LABELGUARD_KERNELS (':'-separated files). Returns the
  * number of specs loaded. Never prints: each problem (a malformed or conflicting user file,
  * which is then skipped while the built-in table stays) goes to lg_report_warning
@@ -994,6 +994,61 @@ LG_HIDDEN void lg_cupti_report_status(void);
  * forked while a parent thread was inside cuptiSubscribe re-runs the start and spins forever). */
 LG_HIDDEN void lg_cupti_after_fork_child(void);
 
+/* ---------------------------------------------------------------- coverage.c */
+
+/* One kernel row of a PyTorch build's table (tests/wheels/<build>.tsv). */
+typedef struct lg_coverage_row {
+    char *family, *symbol, *lib;
+    size_t sizes[LG_MAX_PARAMS]; /* bytes, one per parameter */
+    int n;                       /* parameter count; -1 when the row has more than LG_MAX_PARAMS */
+    int line;                    /* 1-based, for messages */
+} lg_coverage_row_t;
+
+typedef struct lg_coverage_table {
+    char *path, *name; /* file path, file name (the wheel's build: 2.11.0+cu130.tsv) */
+    char *build;       /* "# build:" header, else the file name without .tsv */
+    lg_coverage_row_t *rows;
+    int n_rows;
+} lg_coverage_table_t;
+
+/* A known-gaps.tsv entry; an array of them ends with a zero entry (match NULL). */
+typedef struct lg_coverage_gap {
+    char *match;  /* ';'-separated substrings of the mangled name, all must occur */
+    char *reason;
+    int used;     /* rows it accounted for: the caller counts, to find stale entries */
+} lg_coverage_gap_t;
+
+typedef enum {
+    LG_COVERAGE_COVERED,   /* exactly one spec fits, and lg_registry_find returns it */
+    LG_COVERAGE_GAP,       /* no spec fits; a known gap names the kernel */
+    LG_COVERAGE_UNCOVERED, /* no spec fits and no gap names it */
+    LG_COVERAGE_AMBIGUOUS, /* several specs fit: a launch could not tell them apart */
+    LG_COVERAGE_STALE_GAP, /* covered, yet listed as a gap */
+} lg_coverage_verdict_t;
+
+/* The families the spec table must cover (nll_loss, nll_loss2d, cross_entropy), and the
+ * gather-style ones the index guard covers with target_kind=ids specs. */
+LG_HIDDEN bool lg_coverage_is_loss(const char *family);
+LG_HIDDEN bool lg_coverage_is_index(const char *family);
+/* Reads a table (a regular file of at most 64 MiB). Returns false with err (g_free) set on a
+ * malformed or unreadable file. Either way the caller frees t with lg_coverage_table_free. */
+LG_HIDDEN bool lg_coverage_table_load(const char *path, lg_coverage_table_t *t, char **err);
+LG_HIDDEN void lg_coverage_table_free(lg_coverage_table_t *t);
+/* known-gaps.tsv: "match<TAB>reason" lines, # comments. Returns the count, 0 when the file
+ * does not exist; -1 with err (g_free) on a malformed line. *out (lg_coverage_gaps_free) is
+ * set in every case. */
+LG_HIDDEN int lg_coverage_gaps_load(const char *path, lg_coverage_gap_t **out, char **err);
+LG_HIDDEN void lg_coverage_gaps_free(lg_coverage_gap_t *g);
+/* Judges one row against the registry (built by the caller). *spec / *gap are set for
+ * COVERED / GAP; *msg (g_free) explains the other verdicts, naming the table, line, kernel and
+ * the first differing parameter of the closest spec. gaps may be NULL. */
+LG_HIDDEN lg_coverage_verdict_t lg_coverage_judge(const lg_coverage_table_t *t, const lg_coverage_row_t *r,
+                                                  lg_coverage_gap_t *gaps, const lg_spec_t **spec,
+                                                  lg_coverage_gap_t **gap, char **msg);
+/* labelguard_coverage's report (include/labelguard.h) on the registry as it is (the caller
+ * built it): lines to out_fd, "labelguard: ..." on stderr for status 2. */
+LG_HIDDEN int lg_coverage_report(const char *table_path, const char *known_gaps_path, bool quiet, int out_fd);
+
 /* ---------------------------------------------------------------- arm.c */
 
 /* Late arming (labelguard_arm, labelguard_enable, include/labelguard.h): in every object loaded
@@ -1028,5 +1083,10 @@ LG_HIDDEN void lg_ensure_started_for_attach(void);
 /* Late arming with no CUDA runtime loaded yet: the lazy start, when a hook makes it, is the
  * attach kind (CUPTI in auto mode). */
 LG_HIDDEN void lg_start_as_attach_later(void);
+/* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it), built once
+ * per process: by the start, or first by a coverage report (labelguard_coverage) in a process
+ * that has not started, whose problems with a user file then go to `warn`. Takes start_lock,
+ * so a fork never copies a half-built table; never starts CUDA. */
+LG_HIDDEN void lg_ensure_registry(lg_registry_warn_fn warn);
 
 #endif

@@ -9,9 +9,10 @@
  * initialisation.
  *
  * Lazy start (lg_ensure_started, called by the hook layer on its slow path, any thread,
- * pthread_once): registry, runtime table (runtime.c), validator backend, CUPTI, the `start`
- * event. The core never starts the library: it is handed a started one. The fork handlers
- * are registered by the constructor (see below why).
+ * pthread_once): registry (unless a coverage report built it first: lg_ensure_registry),
+ * runtime table (runtime.c), validator backend, CUPTI, the `start` event. The core never
+ * starts the library: it is handed a started one. The fork handlers are registered by the
+ * constructor (see below why).
  *
  * Fork: the child keeps the parent's tables (read-only) but not its log file, locks or held
  * threads; it opens its own log on its first event. A fork waits for a start under way in
@@ -185,6 +186,27 @@ static void describe_environment(const lg_runtime_t *rt, bool interposed, const 
     lg_report_set_environment(&env);
 }
 
+/* Under start_lock: the table is built once per process, by whichever comes first, the start
+ * or a coverage report (labelguard_coverage in a process that has not started), and is
+ * read-only after that, so a report in a guarded process never rewrites the table a launch
+ * reads. A fork waits for start_lock, so a child never inherits a half-built table. */
+static bool registry_built;
+
+static void build_registry(lg_registry_warn_fn warn)
+{
+    if (registry_built)
+        return;
+    lg_registry_init_with(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL, warn);
+    registry_built = true;
+}
+
+void lg_ensure_registry(lg_registry_warn_fn warn)
+{
+    pthread_mutex_lock(&start_lock);
+    build_registry(warn);
+    pthread_mutex_unlock(&start_lock);
+}
+
 static void start(void)
 {
     pthread_mutex_lock(&start_lock);
@@ -193,7 +215,7 @@ static void start(void)
     const lg_runtime_t *rt = lg_runtime_get();
     /* The first hook of the process may come with an error of the application pending. */
     int saved = lg_runtime_save_error(rt);
-    lg_registry_init(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
+    build_registry(lg_report_warning);
     lg_validate_init(rt);
     /* Interposition is a layer only where there is a shared runtime to interpose. */
     bool interposed = lg_cfg.hooks != LG_HOOKS_CUPTI && lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL;

@@ -11,8 +11,8 @@
  * by the runtime or read from the mangled signature, and never returns a spec it could not
  * check.
  *
- * The parser is spec.c. Callers: lg.c builds the table once (lg_registry_init, under its
- * pthread_once); classify.c calls lg_registry_maybe_watched, then lg_registry_find, once per
+ * The parser is spec.c. Callers: lg.c builds the table once (lg_ensure_registry, under its
+ * start lock: at the start, or for a coverage report, coverage.c); classify.c calls lg_registry_maybe_watched, then lg_registry_find, once per
  * kernel handle and caches the answer, so nothing here is on the fast path. After init the
  * table is read-only, so lookups need no lock.
  *

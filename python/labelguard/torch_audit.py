@@ -23,8 +23,8 @@ regenerating the tables, from a checkout (M = PYTHONPATH=python python3 -m label
     M --tsv PYTHON                         the table on stdout
     M --coverage WHEEL|PYTHON|TABLE.tsv    which loss kernels the spec table covers (what
         `labelguard audit` prints); the answer comes from the library's own registry through
-        build/tests/unit/test_wheels --coverage (or $LG_SPECMATCH), never from a second matcher
-        here: that test program exists in a built checkout only
+        its labelguard_coverage() (labelguard._coverage, in a child process; or $LG_SPECMATCH),
+        never from a second matcher here
 
 Nothing is kept from a wheel but the table. Decompression uses liblz4 / libzstd through ctypes
 when the system has them; otherwise the `lz4` / `zstandard` packages are installed with pip into
@@ -698,15 +698,30 @@ def shown(path):
 
 
 def coverage_tool():
-    """The registry's matcher: the unit-test binary in its --coverage mode, or $LG_SPECMATCH."""
+    """$LG_SPECMATCH: a program with test_wheels' --coverage interface that answers instead of
+    the library (a sanitizer build's build-address/tests/unit/test_wheels, whose library cannot
+    be loaded into a plain interpreter). None when unset; "" when set but not executable."""
     env = os.environ.get("LG_SPECMATCH")
-    if env:
-        return env if os.access(env, os.X_OK) else None
-    root = _lib.checkout_root()
-    if not root:
+    if not env:
         return None
-    cand = os.path.join(root, os.environ.get("LG_BUILD") or "build", "tests", "unit", "test_wheels")
-    return cand if os.access(cand, os.X_OK) else None
+    return env if os.access(env, os.X_OK) else ""
+
+
+def _hinted(msg):
+    """A message of _lib's or the library's ("...\nhint: ...") in AuditError's form."""
+    head, _, hint = msg.strip().partition("\nhint: ")
+    return "%s\n---> HINT: %s" % (head, hint) if hint else head
+
+
+def coverage_env(lib):
+    """The coverage child's whole environment: the library to load and how to import us, plus
+    the user's LABELGUARD_KERNELS (their specs count, as in a guarded run). Nothing else: no
+    LD_PRELOAD (a CUDA double, a sanitizer, the library itself), no other LABELGUARD_* value
+    for the constructor to refuse, no PYTHON* of the user's."""
+    env = {"LABELGUARD_LIB": lib, "PYTHONPATH": os.path.dirname(_lib.package_dir())}
+    if "LABELGUARD_KERNELS" in os.environ:
+        env["LABELGUARD_KERNELS"] = os.environ["LABELGUARD_KERNELS"]
+    return env
 
 
 def find_table(build):
@@ -717,25 +732,31 @@ def find_table(build):
 
 
 def run_coverage(table, quiet=False):
-    """Runs the registry's matcher on one table. Returns (exit code, output lines)."""
-    tool = coverage_tool()
-    if tool is None:
-        root = _lib.checkout_root()
-        if root:
-            where = "%s/tests/unit/test_wheels" % os.path.join(root, os.environ.get("LG_BUILD") or "build")
-        else:
-            where = "the test program tests/unit/test_wheels of a labelguard source tree (not in the package)"
-        raise AuditError("the coverage check needs the registry's matcher, %s\n---> HINT: "
-                         "make build/tests/unit/test_wheels in the labelguard source tree (or set LG_SPECMATCH)" % where)
-    cmd = [tool, "--coverage", table]
+    """The registry's verdict on one table: labelguard_coverage() of the library the guard would
+    preload (_lib.library_path()), called by labelguard._coverage in a child process, or
+    $LG_SPECMATCH. Returns (exit code, output lines); raises AuditError for status 2."""
     gaps = _lib.data_path("wheels/known-gaps.tsv")
-    if os.path.isfile(gaps):
-        cmd += ["--known-gaps", gaps]
-    if quiet:
-        cmd.append("--quiet")
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    gaps = gaps if os.path.isfile(gaps) else ""
+    tool = coverage_tool()
+    if tool == "":
+        raise AuditError("LG_SPECMATCH=%s: not an executable program\n---> HINT: unset LG_SPECMATCH to use the "
+                         "library's own coverage check" % os.environ["LG_SPECMATCH"])
+    if tool:
+        cmd = [tool, "--coverage", table] + (["--known-gaps", gaps] if gaps else []) + (["--quiet"] if quiet else [])
+        env = None
+    else:
+        try:
+            lib = _lib.library_path()
+        except _lib.LibraryNotFound as e:
+            raise AuditError("the coverage check needs the library, whose registry gives the verdict: %s"
+                             % _hinted(str(e)))
+        cmd = [sys.executable, "-m", "labelguard._coverage", table, gaps, "1" if quiet else "0"]
+        env = coverage_env(lib)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode not in (0, 1):
-        raise AuditError("coverage check failed: %s" % (r.stderr.strip() or "exit %d" % r.returncode))
+        raise AuditError("coverage check failed: %s" % (_hinted(r.stderr) or "exit %d" % r.returncode))
+    if r.stderr:
+        sys.stderr.write(r.stderr)  # warnings: a LABELGUARD_KERNELS file that was skipped
     return r.returncode, r.stdout.rstrip("\n").split("\n")
 
 

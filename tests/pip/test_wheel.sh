@@ -4,9 +4,10 @@
 # libunwind, nothing newer than GLIBC_2.17 needed, no path of the checkout), checks the tag with
 # `auditwheel show`, installs it with `pip install --no-deps` into a fresh venv and runs it from a
 # directory outside the checkout with the checkout on no path: the console script and
-# `python -m labelguard`, `labelguard run` on a real-torch bad-label script, the Python API
-# armed after CUDA started (both torch wheels) and before `import torch` (the runtime double
-# preloaded, and found by the loader as a real libcudart is), and a bad option.
+# `python -m labelguard`, `labelguard audit` of a shipped table, `labelguard run` on a real-torch
+# bad-label script, the Python API armed after CUDA started (both torch wheels) and before
+# `import torch` (the runtime double preloaded, and found by the loader as a real libcudart is),
+# and a bad option.
 # Run by tests/run.sh (plain build only).
 . "$(dirname "$0")/lib.sh"
 pip_setup
@@ -64,6 +65,15 @@ in_venv labelguard run --action bogus -- true
 expect_rc 2 "run --action bogus exits 2" && expect_in err "allowed: raise, hold, mask, log, abort" "and names the allowed values"
 in_venv labelguard nonsense
 expect_rc 2 "an unknown command exits 2"
+# audit: the verdict from the wheel's own library (labelguard_coverage), the tables and known
+# gaps from labelguard/data/wheels: the output a checkout gives, with no test program anywhere.
+in_venv labelguard audit "$T/x/labelguard/data/wheels/2.11.0+cu130.tsv"
+expect_rc 0 "labelguard audit of a shipped table" && \
+  expect_in out "torch 2.11.0+cu130: 72 loss kernels, 68 covered, 4 known gaps" "audit's summary from the wheel"
+(cd "$LG_ROOT" && LABELGUARD_LIB="$lib" "$LG_ROOT/scripts/labelguard" audit "$T/x/labelguard/data/wheels/2.11.0+cu130.tsv") \
+  >"$T/audit.checkout" 2>&1
+cmp -s "$T/out" "$T/audit.checkout" && ok "the same audit output as the checkout's" \
+  || { diff "$T/audit.checkout" "$T/out" | head; fail "the wheel's audit differs from the checkout's"; }
 
 # --- real torch, from outside the checkout --------------------------------------------------
 cp "$LG_ROOT/tests/pip/bad_label.py" "$LG_ROOT/tests/pip/judge.py" "$OUT/"

@@ -2,8 +2,8 @@
 from its binaries (default: the torch of python3) and prints which the spec table covers.
 
 The reading and matching are labelguard.torch_audit's (coverage_main): the kernels come from
-the cubins' own metadata, the verdict from the library's registry (the test program
-build/tests/unit/test_wheels --coverage of a checkout, or $LG_SPECMATCH), the committed tables
+the cubins' own metadata, the verdict from the library's registry (its labelguard_coverage(),
+so an installed wheel answers as a checkout does; or $LG_SPECMATCH), the committed tables
 and known gaps from _lib.data_path("wheels/..."). Exit 0 all covered (or known gaps), 1 some
 loss kernel not covered, 2 bad input or missing tool, with a one-line message.
 Tested by tests/cli/test_audit.sh.

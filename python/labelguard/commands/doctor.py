@@ -10,7 +10,7 @@ main() is called by labelguard.cli with CMD ARGS...; the library is _lib.library
 Standard library only; it loads libraries with ctypes in a child process, never in itself, so
 a crashing probe costs nothing. For a Python command whose torch is a CUDA build it also
 reports the loss-kernel coverage of that build (check_kernels, through labelguard.torch_audit
-and the registry's matcher).
+and the library's labelguard_coverage()).
 Tested by tests/cli/test_doctor.sh (under the runtime test double, and without CMD) and
 tests/cli/test_audit.sh (coverage line for a fake torch package tree).
 """
