@@ -103,6 +103,16 @@ in_venv python bad_label.py after
 expect_rc 0 "enable() after CUDA started (the double found by the loader)"
 "$PY" "$OUT/judge.py" "$T/out" "$VENV" || { show; fail "enable() after CUDA started, the double found: see above"; }
 
+# disable() lets the bad launch through, its device assert kills the context, and enable() then
+# refuses with LabelguardError naming the dead context.
+cp "$LG_ROOT/tests/pip/dead_context.py" "$OUT/"
+torch_env 13
+in_venv python dead_context.py
+expect_rc 0 "dead_context.py"
+expect_in out "STEP guarded RuntimeError CUDA error: labelguard: bad labels" "enabled: the bad loss raises labelguard's error"
+expect_in out "STEP disabled RuntimeError" "disabled: the bad loss reaches the kernel" && expect_in out "device-side assert" "and its device assert"
+expect_in out "STEP enable_again LabelguardError" "enable() on a dead context raises LabelguardError" && expect_in out "710" "naming the sticky error"
+
 # A bad option is a ValueError naming the allowed values; the interpreter lives on.
 in_venv python -c '
 import labelguard
