@@ -15,8 +15,9 @@
  * PyTorch's profiler or the application loaded), else the one matching the process's cudart
  * major version, searched next to libcudart, in CUDA_HOME, /usr/local/cuda and the pip wheel
  * layouts. Every failure (no libcupti, no driver: cuptiSubscribe returns CUPTI_ERROR_UNKNOWN,
- * slot taken by Kineto/Nsight/compute-sanitizer: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
- * is one `warning` event (cupti_unavailable) and interposition carries on alone.
+ * slot taken by Kineto/Nsight/compute-sanitizer: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+ * to the single-slot request that cupti_slot.c falls back to) is one `warning` event
+ * (cupti_unavailable) and interposition carries on alone.
  *
  * CUPTI cannot skip a launch (its callbacks have no return value), so launches seen only here are decided with
  * can_block=false: the decision is RUN or RUN_WITH (mask), and for RUN_WITH the caller's
@@ -401,8 +402,8 @@ void lg_cupti_after_fork_child(void)
     on_exit_or_fork();
 }
 
-/* Which subscribe call took the slot, for the start event. */
-static char how[128];
+/* The subscribe attempts and their answers (cupti_slot.c), for the start event. */
+static char how[768];
 
 const char *lg_cupti_how(void) { return how; }
 
@@ -436,6 +437,8 @@ static void start(void)
     CUptiResult r = (CUptiResult)lg_cupti_slot_take(lib, (void *)callback, (void **)&subscriber, how, sizeof how);
     if (r != CUPTI_SUCCESS) {
         char hint[256] = "";
+        /* The last attempt asked for the single slot (cupti_slot.c): its refusal means the slot
+         * is held. A refusal of allowMultipleSubscribers=1 alone (the driver's) never ends here. */
         if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
             snprintf(hint, sizeof hint,
                      ": another tool holds CUPTI's only subscriber slot (%s)",
@@ -443,8 +446,8 @@ static void start(void)
                                                : "PyTorch profiler/Kineto, Nsight Systems/Compute, compute-sanitizer");
         else if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED)
             snprintf(hint, sizeof hint, ": no usable CUDA driver?");
-        snprintf(why, sizeof why, "%s failed with %s (%d)%s [%s]", how, result_text(result_string, r), (int)r, hint,
-                 cupti_path);
+        snprintf(why, sizeof why, "%.700s; last answer %s (%d)%s [%.3000s]", how, result_text(result_string, r), (int)r,
+                 hint, cupti_path);
         unavailable(why);
         return;
     }

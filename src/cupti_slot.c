@@ -1,6 +1,7 @@
 /* cupti_slot.c: CUPTI's subscriber slot — whether we take it, how, and giving it to a profiler.
  *
- * CUPTI before 13.2 allows one subscriber per process, and a profiler that finds the slot taken
+ * CUPTI before 13.2, and 13.2 on a driver before CUDA 13.3 (r610), allows one subscriber per
+ * process, and a profiler that finds the slot taken
  * (torch.profiler's Kineto in PyTorch 2.9-2.11, Nsight) records no GPU activity at all. So:
  *
  * - Whether (lg_cupti_slot_wanted, asked by lg.c's start): LABELGUARD_HOOKS=cupti always;
@@ -10,7 +11,12 @@
  * - How (lg_cupti_slot_take, cupti.c's start): cuptiSubscribe_v2, found with dlsym so that an
  *   older libcupti still works, names us ("CUPTI for labelguard") and asks for multiple
  *   subscribers with the params struct of CUPTI 13.2; a v2 that refuses that struct's size
- *   (INVALID_PARAMETER: 13.0/13.1) is asked again with the 13.0 struct; no v2: cuptiSubscribe.
+ *   (INVALID_PARAMETER: 13.0/13.1) is asked again with the 13.0 struct; one that answers
+ *   MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (CUPTI 13.2 on a driver before CUDA 13.3 / r610, which
+ *   lacks the feature, says so even with the slot free) is asked again for the single slot
+ *   (allowMultipleSubscribers=0); then, or with no v2, cuptiSubscribe. Once another client has
+ *   subscribed with cuptiSubscribe through our export, only cuptiSubscribe is used (no mixing
+ *   of v1 and v2). The attempts and answers go into the start event's hooks_reason.
  * - Handing over: this file exports cuptiSubscribe and cuptiSubscribe_v2. A preloaded library's
  *   definition wins over libcupti's for every caller that binds the name dynamically, as Kineto
  *   does. The call goes to CUPTI unchanged; only if CUPTI answers
@@ -21,8 +27,10 @@
  * Threads: take runs inside cupti.c's pthread_once; the exported functions run on the
  * profiler's thread, serialised with each other by slot_lock. Tests:
  * tests/e2e/test_cupti_subscriber.sh, under the single-slot CUPTI double
- * tests/fakecuda/cupti/libcupti.c. That a real CUPTI 13.2 grants the second subscriber, and
- * that Kineto then records kernels, only a GPU run shows (README, Limits).
+ * tests/fakecuda/cupti/libcupti.c (FAKECUPTI_MULTI=unsupported: a driver without multiple
+ * subscribers; FAKECUDA_CUPTI=1: launches reach our callback). That a real CUPTI 13.2 on an
+ * r610+ driver grants the second subscriber, and that Kineto then records kernels, only a GPU
+ * run shows (README, Limits).
  */
 #include <cupti.h>
 #include <dlfcn.h>
@@ -76,6 +84,44 @@ bool lg_cupti_slot_wanted(bool interposable, bool attaching, char *why, size_t w
     return false;
 }
 
+/* Set by our exported cuptiSubscribe when another client in the process subscribes with the v1
+ * call (Kineto in torch 2.15 imports only cuptiSubscribe). NVIDIA forbids mixing v1 and v2
+ * subscribers in one process, so once one is seen our own start keeps to v1. This is the only
+ * signal we have: a v1 client that subscribes only after our start is handled by the handover
+ * below (its refused cuptiSubscribe makes us give the slot up), and one bound to libcupti
+ * directly (after attach) is not seen at all. */
+static bool v1_client_seen; /* __atomic */
+
+/* One subscribe attempt: appends "CALL SETTING: RESULT" to how (attempts separated by "; ") and
+ * returns CUPTI's answer. A v2 attempt clears holder_name first so that it names the holder of
+ * that attempt's refusal only. */
+static CUptiResult attempt(subscribe_v2_fn v2, subscribe_fn v1, params_13_2_t *p, CUpti_CallbackFunc cb,
+                           CUpti_SubscriberHandle *out, const char *what, char *how, size_t how_len)
+{
+    if (v2)
+        holder_name[0] = '\0'; /* v1 names no holder: keep what v2's refusal said */
+    CUptiResult r = v2 ? v2(out, cb, NULL, (CUpti_SubscriberParams *)p) : v1(out, cb, NULL);
+    holder_name[sizeof holder_name - 1] = '\0';
+    size_t n = strlen(how);
+    if (n < how_len)
+        snprintf(how + n, how_len - n, "%s%s: %s", n ? "; " : "", what,
+                 r == CUPTI_SUCCESS                                   ? "subscribed"
+                 : r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "refused (MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)"
+                 : r == CUPTI_ERROR_INVALID_PARAMETER                  ? "refused (INVALID_PARAMETER)"
+                                                                       : "failed");
+    return r;
+}
+
+/* The order, and why:
+ * 1. a v1 client already subscribed in this process: cuptiSubscribe only (no mixing);
+ * 2. cuptiSubscribe_v2 with CUPTI 13.2's struct and allowMultipleSubscribers=1;
+ * 3. INVALID_PARAMETER: a CUPTI before 13.2 that does not know the larger struct: 13.0's struct;
+ * 4. MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI 13.2 says so also when the driver lacks the
+ *    feature (it needs a CUDA 13.3 driver, r610+), not only when the slot is taken, so ask
+ *    again for the single slot with allowMultipleSubscribers=0;
+ * 5. v2 still refused (or absent): cuptiSubscribe.
+ * *how lists every attempt and its answer, the last one being the call that got the slot or
+ * the final refusal; lg.c puts it into the start event's hooks_reason. */
 int lg_cupti_slot_take(void *cupti, void *callback, void **handle, char *how, size_t how_len)
 {
     CUpti_CallbackFunc cb = (CUpti_CallbackFunc)callback;
@@ -83,8 +129,10 @@ int lg_cupti_slot_take(void *cupti, void *callback, void **handle, char *how, si
     subscribe_v2_fn v2 = (subscribe_v2_fn)dlsym(cupti, "cuptiSubscribe_v2");
     subscribe_fn v1 = (subscribe_fn)dlsym(cupti, "cuptiSubscribe");
     CUptiResult r = CUPTI_ERROR_NOT_INITIALIZED;
+    bool v1_only = __atomic_load_n(&v1_client_seen, __ATOMIC_ACQUIRE);
+    how[0] = '\0';
     holder_name[0] = '\0';
-    if (v2) {
+    if (v2 && !v1_only) {
         params_13_2_t p = {
             .structSize = PARAMS_13_2_SIZE,
             .subscriberName = "labelguard",
@@ -92,21 +140,30 @@ int lg_cupti_slot_take(void *cupti, void *callback, void **handle, char *how, si
             .oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN,
             .allowMultipleSubscribers = 1,
         };
-        r = v2(out, cb, NULL, (CUpti_SubscriberParams *)&p);
-        /* Requested: a CUPTI before 13.2 may take the larger struct and ignore the field. */
-        snprintf(how, how_len, "cuptiSubscribe_v2, multiple subscribers requested");
+        /* Subscribed is all its answer says: a CUPTI before 13.2 may take the larger struct and
+         * ignore the field, granting the single slot. */
+        r = attempt(v2, NULL, &p, cb, out, "cuptiSubscribe_v2 allowMultipleSubscribers=1", how, how_len);
         if (r == CUPTI_ERROR_INVALID_PARAMETER) {
             p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-            r = v2(out, cb, NULL, (CUpti_SubscriberParams *)&p);
-            snprintf(how, how_len, "cuptiSubscribe_v2, single subscriber (CUPTI before 13.2)");
+            r = attempt(v2, NULL, &p, cb, out, "cuptiSubscribe_v2 with CUPTI 13.0's params (CUPTI before 13.2)",
+                        how, how_len);
+        } else if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+            p.allowMultipleSubscribers = 0;
+            r = attempt(v2, NULL, &p, cb, out,
+                        "cuptiSubscribe_v2 allowMultipleSubscribers=0 (multiple subscribers need a CUDA 13.3 "
+                        "driver, r610+)",
+                        how, how_len);
         }
-    } else if (v1) {
-        r = v1(out, cb, NULL);
-        snprintf(how, how_len, "cuptiSubscribe, single subscriber");
-    } else {
-        snprintf(how, how_len, "no cuptiSubscribe");
+    } else if (v2) {
+        size_t n = strlen(how);
+        snprintf(how + n, how_len - n,
+                 "another CUPTI client subscribed with cuptiSubscribe (v1) and v1 and v2 subscribers must not "
+                 "be mixed");
     }
-    holder_name[sizeof holder_name - 1] = '\0';
+    if (r != CUPTI_SUCCESS && v1)
+        r = attempt(NULL, v1, NULL, cb, out, "cuptiSubscribe (single subscriber)", how, how_len);
+    else if (r != CUPTI_SUCCESS && !v2)
+        snprintf(how, how_len, "no cuptiSubscribe in libcupti");
     if (r == CUPTI_SUCCESS) {
         pthread_mutex_lock(&slot_lock);
         lib = cupti;
@@ -170,6 +227,7 @@ static void *real(const char *name, const void *self)
 LG_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
 {
     subscribe_fn f = (subscribe_fn)real("cuptiSubscribe", (const void *)cuptiSubscribe);
+    __atomic_store_n(&v1_client_seen, true, __ATOMIC_RELEASE);
     if (!f)
         return CUPTI_ERROR_NOT_INITIALIZED;
     CUptiResult r = f(subscriber, callback, userdata);

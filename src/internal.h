@@ -974,8 +974,9 @@ extern LG_HIDDEN LG_TLS int lg_preload_in_launch;
 
 /* Whether the start subscribes to CUPTI, and why (for the start event). */
 LG_HIDDEN bool lg_cupti_slot_wanted(bool interposable, bool attaching, char *why, size_t why_len);
-/* Subscribes cb (a CUpti_CallbackFunc) into *out (a CUpti_SubscriberHandle) through the libcupti handle `cupti` (v2 with our name where it exists); returns
- * the CUptiResult, *how says which call was used. */
+/* Subscribes cb (a CUpti_CallbackFunc) into *out (a CUpti_SubscriberHandle) through the libcupti
+ * handle `cupti` (v2 with our name where it exists and no v1 client was seen, falling back to
+ * the single slot and to v1); returns the last CUptiResult, *how lists each attempt's answer. */
 LG_HIDDEN int lg_cupti_slot_take(void *cupti, void *cb, void **out, char *how, size_t how_len);
 /* The holder CUPTI named when the slot was taken ("" if it named none). */
 LG_HIDDEN const char *lg_cupti_slot_holder(void);
@@ -986,7 +987,7 @@ LG_HIDDEN void lg_cupti_start(void);
 LG_HIDDEN bool lg_cupti_active(void);
 /* Turns the callback into an immediate return (the slot is being given up). */
 LG_HIDDEN void lg_cupti_deactivate(void);
-/* The subscribe call that took the slot ("" if none did), for the start event. */
+/* The subscribe attempts and their answers ("" if CUPTI was not tried), for the start event. */
 LG_HIDDEN const char *lg_cupti_how(void);
 /* After the start event: the cupti_unavailable warning, if CUPTI could not be used. */
 LG_HIDDEN void lg_cupti_report_status(void);

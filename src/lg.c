@@ -151,11 +151,12 @@ static void describe_environment(const lg_runtime_t *rt, bool interposed, const 
 {
     static char device_name[256];
     static char torch[64];
-    static char reason[512];
+    static char reason[1024];
     lg_report_env_t env = {0};
     bool cupti = lg_cupti_active();
     env.hooks = interposed && cupti ? "interpose,cupti" : interposed ? "interpose" : cupti ? "cupti" : "";
-    if (cupti)
+    /* Which subscribe call got CUPTI's slot, or what each attempt answered when none did. */
+    if (lg_cupti_how()[0])
         snprintf(reason, sizeof reason, "%s (%s)", why, lg_cupti_how());
     else
         snprintf(reason, sizeof reason, "%s", why);

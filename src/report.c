@@ -45,7 +45,7 @@ static int n_warn_kinds;
 
 static struct {
     bool set;
-    char hooks[64], hooks_reason[512], backend[16], validator[160], device_name[128], torch[64];
+    char hooks[64], hooks_reason[1024], backend[16], validator[160], device_name[128], torch[64];
     bool has_device_name, has_torch, has_hooks, has_hooks_reason, has_backend, has_validator;
     int cuda_runtime, driver, device_index;
 } env = {.device_index = -1};

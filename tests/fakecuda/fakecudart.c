@@ -15,7 +15,9 @@
  * on it is sticky: every later call, cudaGetLastError included, returns cudaErrorAssert (710).
  * After fork(), a child that touches a runtime its parent had initialised gets
  * cudaErrorInitializationError, as with the real driver (FAKECUDA_FORK_OK=1 lifts this).
- * FAKECUDA_TRACE=1 prints one stderr line per launch.
+ * FAKECUDA_TRACE=1 prints one stderr line per launch. FAKECUDA_CUPTI=1 reports the launch entry
+ * points to a loaded CUPTI double (tests/fakecuda/cupti/libcupti.c) as the real runtime reports
+ * to CUPTI (see cupti_api below).
  *
  * The same source is built twice: as libcudart.so.13 (FK_CUDA_MAJOR=13) and as
  * build/fakecuda12/libcudart.so.12, where the functions whose CUDA 12 signature or struct layout
@@ -33,6 +35,7 @@
  */
 #include "fakecudart.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -67,6 +70,7 @@ static size_t msg_len;
 
 static int trace_on;
 static int fork_ok;
+static int cupti_on;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void read_env(void)
@@ -75,6 +79,8 @@ static void read_env(void)
     trace_on = t && *t && strcmp(t, "0") != 0;
     const char *f = getenv("FAKECUDA_FORK_OK");
     fork_ok = f && *f && strcmp(f, "0") != 0;
+    const char *c = getenv("FAKECUDA_CUPTI");
+    cupti_on = c && *c && strcmp(c, "0") != 0;
 }
 
 static void trace(const char *fmt, ...)
@@ -1560,9 +1566,48 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
     return cudaSuccess;
 }
 
-cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(kernel, g, b, args, shm, s); }
-cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(kernel, g, b, args, shm, s); }
-cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
+/* FAKECUDA_CUPTI=1: the CUPTI double's runtime-API callback entry (fakecupti_runtime_api), if a
+ * libcupti.so.13 that has one is loaded; else NULL. Looked up at every launch, because a tool
+ * loads libcupti when it likes (labelguard: at its start, inside the first launch's hook). Off
+ * by default, so that no other test pays the dlopen or sees a CUPTI it did not ask for. */
+typedef void (*fk_cupti_api_fn)(int exit_site, unsigned cbid, const char *name, const void *params);
+static fk_cupti_api_fn cupti_api(void)
+{
+    pthread_once(&env_once, read_env);
+    if (!cupti_on) return NULL;
+    void *h = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD);
+    fk_cupti_api_fn f = h ? (fk_cupti_api_fn)dlsym(h, "fakecupti_runtime_api") : NULL;
+    if (h) dlclose(h);
+    return f;
+}
+
+/* cudaLaunchKernel_v7000_params' layout (CUPTI's generated_cuda_runtime_api_meta.h), which CUPTI
+ * also passes for CUDA 13's __cudaLaunchKernel. */
+typedef struct {
+    const void *func;
+    dim3 grid, block;
+    void **args;
+    size_t shm;
+    cudaStream_t stream;
+} launch_params_t;
+
+/* A launch as CUPTI sees it: the callbacks at API entry (a tool may rewrite the argument slots
+ * before the launch reads them) and at exit. cbid: CUPTI_RUNTIME_TRACE_CBID_* of the entry
+ * point (cupti_runtime_cbid.h; that header is not on this build's include path). */
+static cudaError_t launch_api(unsigned cbid, const char *name, const void *func, dim3 g, dim3 b, void **args,
+                              size_t shm, cudaStream_t s)
+{
+    fk_cupti_api_fn api = cupti_api();
+    launch_params_t p = {func, g, b, args, shm, s};
+    if (api) api(0, cbid, name, &p);
+    cudaError_t e = launch(p.func, p.grid, p.block, p.args, p.shm, p.stream);
+    if (api) api(1, cbid, name, &p);
+    return e;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(505, "__cudaLaunchKernel", kernel, g, b, args, shm, s); }
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(506, "__cudaLaunchKernel_ptsz", kernel, g, b, args, shm, s); }
+cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(211, "cudaLaunchKernel", func, g, b, args, shm, s); }
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
 cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
 cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }

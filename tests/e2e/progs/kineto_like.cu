@@ -6,6 +6,9 @@
 // It launches one kernel (which starts a preloaded labelguard), then subscribes to CUPTI with
 // cuptiSubscribe (argv[1] "v1") or cuptiSubscribe_v2 ("v2"), and prints
 //   "subscribe: <CUptiResult>" and "holder: <who holds the slot now>".
+// "v1-early" is v1 by a client that had subscribed (cuptiSubscribe) and unsubscribed before
+// the first launch, as a v1 profiler initialised at import does; it prints "early: <result>"
+// and, after the first launch, "started: <holder>" (who took the slot at labelguard's start).
 // 0 means the profiler got the slot; 39 (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) means
 // someone else (labelguard) kept it and the profiler would record nothing.
 #include <cstdio>
@@ -20,16 +23,24 @@ static void CUPTIAPI on_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId,
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || (strcmp(argv[1], "v1") && strcmp(argv[1], "v2"))) {
-        fprintf(stderr, "usage: kineto_like v1|v2\n");
+    if (argc != 2 || (strcmp(argv[1], "v1") && strcmp(argv[1], "v2") && strcmp(argv[1], "v1-early"))) {
+        fprintf(stderr, "usage: kineto_like v1|v2|v1-early\n");
         return 2;
+    }
+    const char *(*holder)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "fakecupti_holder");
+    CUpti_SubscriberHandle s = nullptr;
+    CUptiResult r;
+    if (!strcmp(argv[1], "v1-early")) {
+        r = cuptiSubscribe(&s, on_callback, nullptr);
+        printf("early: %d\n", (int)r);
+        if (r == CUPTI_SUCCESS)
+            cuptiUnsubscribe(s);
     }
     step<<<1, 1>>>(nullptr);
     cudaDeviceSynchronize();
-    CUpti_SubscriberHandle s = nullptr;
-    CUptiResult r;
+    printf("started: %s\n", holder ? holder() : "?");
     char old[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
-    if (!strcmp(argv[1], "v1")) {
+    if (strcmp(argv[1], "v2")) {
         r = cuptiSubscribe(&s, on_callback, nullptr);
     } else {
         CUpti_SubscriberParams p;
@@ -40,7 +51,6 @@ int main(int argc, char **argv)
         p.oldSubscriberSize = sizeof old;
         r = cuptiSubscribe_v2(&s, on_callback, nullptr, &p);
     }
-    const char *(*holder)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "fakecupti_holder");
     printf("subscribe: %d\n", (int)r);
     printf("holder: %s\n", holder ? holder() : "?");
     printf("old: %s\n", old);

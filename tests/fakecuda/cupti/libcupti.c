@@ -6,26 +6,44 @@
  * CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (with the holder's name, for v2) until it
  * unsubscribes; v2 takes CUPTI 13.0's params struct only (any other structSize is
  * CUPTI_ERROR_INVALID_PARAMETER), as a CUPTI older than 13.2 that knows no multi-subscriber
- * mode. cuptiEnableCallback accepts every id; no callback is ever called (no driver).
+ * mode. FAKECUPTI_MULTI=unsupported makes it CUPTI 13.2 on a driver without multiple
+ * subscribers (before CUDA 13.3, r610): v2 also takes 13.2's struct, and refuses
+ * allowMultipleSubscribers=1 with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, naming no
+ * holder, whether or not the slot is free; allowMultipleSubscribers=0 gets the one slot.
+ * cuptiEnableCallback accepts every id and records it; the subscriber's callback is called
+ * only through fakecupti_runtime_api, which the runtime double calls around its launch entry
+ * points when FAKECUDA_CUPTI=1 (tests/fakecuda/fakecudart.c); nothing else calls back (no
+ * driver).
  * fakecupti_holder() names the current subscriber ("" none; "CUPTI for NAME" as CUPTI names a
  * v2 subscriber; "(unnamed)" for v1).
  */
 #include <cupti.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FK_EXPORT __attribute__((visibility("default")))
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+#define MAX_ENABLED 64
 static struct CUpti_Subscriber_st {
     int in_use;
     char name[64];
+    CUpti_CallbackFunc cb;
+    void *userdata;
+    struct {
+        CUpti_CallbackDomain domain;
+        CUpti_CallbackId id;
+    } enabled[MAX_ENABLED]; /* the ids cuptiEnableCallback turned on */
+    int n_enabled;
 } slot;
 
 FK_EXPORT const char *fakecupti_holder(void) { return slot.in_use ? slot.name : ""; }
 
-static CUptiResult take(CUpti_SubscriberHandle *s, const char *name, char *old, size_t old_size)
+static CUptiResult take(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *ud, const char *name, char *old,
+                        size_t old_size)
 {
     if (!s)
         return CUPTI_ERROR_INVALID_PARAMETER;
@@ -37,6 +55,9 @@ static CUptiResult take(CUpti_SubscriberHandle *s, const char *name, char *old, 
         r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     } else {
         slot.in_use = 1;
+        slot.cb = cb;
+        slot.userdata = ud;
+        slot.n_enabled = 0;
         if (name)
             snprintf(slot.name, sizeof slot.name, "CUPTI for %.40s", name);
         else
@@ -49,17 +70,24 @@ static CUptiResult take(CUpti_SubscriberHandle *s, const char *name, char *old, 
 
 FK_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *ud)
 {
-    (void)cb, (void)ud;
-    return take(s, NULL, NULL, 0);
+    return take(s, cb, ud, NULL, NULL, 0);
 }
 
 FK_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *ud,
                                         CUpti_SubscriberParams *p)
 {
-    (void)cb, (void)ud;
-    if (p && p->structSize != CUpti_SubscriberParams_STRUCT_SIZE)
+    const char *multi = getenv("FAKECUPTI_MULTI");
+    if (p && multi && !strcmp(multi, "unsupported")) {
+        /* CUPTI 13.2's struct: 13.0's fields, then allowMultipleSubscribers (one byte). */
+        const size_t size_13_2 = CUpti_SubscriberParams_STRUCT_SIZE + 1;
+        if (p->structSize != CUpti_SubscriberParams_STRUCT_SIZE && p->structSize < size_13_2)
+            return CUPTI_ERROR_INVALID_PARAMETER;
+        if (p->structSize >= size_13_2 && *((const unsigned char *)p + CUpti_SubscriberParams_STRUCT_SIZE))
+            return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    } else if (p && p->structSize != CUpti_SubscriberParams_STRUCT_SIZE) {
         return CUPTI_ERROR_INVALID_PARAMETER;
-    return take(s, p ? p->subscriberName : NULL, p ? p->oldSubscriberName : NULL, p ? p->oldSubscriberSize : 0);
+    }
+    return take(s, cb, ud, p ? p->subscriberName : NULL, p ? p->oldSubscriberName : NULL, p ? p->oldSubscriberSize : 0);
 }
 
 FK_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
@@ -68,6 +96,7 @@ FK_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
     CUptiResult r = CUPTI_ERROR_INVALID_PARAMETER;
     if (s == &slot && slot.in_use) {
         slot.in_use = 0;
+        slot.n_enabled = 0;
         r = CUPTI_SUCCESS;
     }
     pthread_mutex_unlock(&lock);
@@ -77,8 +106,44 @@ FK_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 FK_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s, CUpti_CallbackDomain d,
                                           CUpti_CallbackId id)
 {
-    (void)enable, (void)d, (void)id;
-    return s == &slot && slot.in_use ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = s == &slot && slot.in_use ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+    if (r == CUPTI_SUCCESS && enable && slot.n_enabled < MAX_ENABLED) {
+        slot.enabled[slot.n_enabled].domain = d;
+        slot.enabled[slot.n_enabled].id = id;
+        slot.n_enabled++;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* Called by the runtime double around a launch entry point (exit_site 0: API_ENTER, before the
+ * launch reads its arguments; 1: API_EXIT) with that entry point's CUPTI callback id and params
+ * struct: calls the subscriber's callback if it enabled that id in the runtime domain, as CUPTI
+ * does, with one correlation id per enter/exit pair on the calling thread. The callback runs
+ * without the lock (it may subscribe or unsubscribe). */
+FK_EXPORT void fakecupti_runtime_api(int exit_site, unsigned cbid, const char *name, const void *params)
+{
+    static _Atomic unsigned next_correlation;
+    static __thread uint32_t correlation;
+    pthread_mutex_lock(&lock);
+    CUpti_CallbackFunc cb = NULL;
+    void *ud = slot.userdata;
+    for (int i = 0; slot.in_use && i < slot.n_enabled; i++)
+        if (slot.enabled[i].domain == CUPTI_CB_DOMAIN_RUNTIME_API && slot.enabled[i].id == cbid)
+            cb = slot.cb;
+    pthread_mutex_unlock(&lock);
+    if (!exit_site)
+        correlation = ++next_correlation;
+    if (!cb)
+        return;
+    CUpti_CallbackData d;
+    memset(&d, 0, sizeof d);
+    d.callbackSite = exit_site ? CUPTI_API_EXIT : CUPTI_API_ENTER;
+    d.functionName = name;
+    d.functionParams = params;
+    d.correlationId = correlation;
+    cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &d);
 }
 
 FK_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **str)
