@@ -2,11 +2,20 @@
  * launch captured into a graph gets its check captured with it (validator kernel or host
  * node, validate.c), which publishes run k of its ring at the k-th execution. Here:
  *   capture id -> checks          (lg_graphs_add_check, while the capture runs)
- *   graph      -> capture id      (cudaStreamEndCapture; a failed capture drops its checks)
+ *   graph      -> capture id      (cudaStreamEndCapture; a failed capture drops its checks;
+ *                                  cudaGraphDestroy erases it)
  *   exec       -> capture id      (cudaGraphInstantiate*: an exec replays its graph's checks)
  * and at each cudaGraphLaunch of an exec with checks, one entry per check is queued in
  * verdicts.c for the launching thread: {ring, run k, graph id, replay k}. The verdict is then
  * read at that thread's next hook point or synchronizing call, like an async check's.
+ *
+ * A graph handle is an address the runtime reuses: PyTorch destroys each graph right after
+ * instantiating it, and a later capture (an eval step, another batch size) may get the same
+ * cudaGraph_t. So a graph's mapping is erased when it is destroyed, and the end of a capture
+ * replaces whatever a handle mapped before (a graph destroyed where no hook saw it: the driver
+ * API, or before arming); else the new graph would replay the old one's checks, keeping its
+ * thread on the slow path with verdicts that never come. An exec made before the destroy keeps
+ * its checks (they are kept by capture id while a graph or an exec refers to it, then freed).
  *
  * The graph's id in events is its capture id, unique in the process. An exec that was
  * instantiated before the library armed (labelguard attach) is unknown here: the hook says
@@ -14,8 +23,10 @@
  * are not seen at all; the README says so.
  *
  * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
- * lg_graphs_watching() first, one relaxed load, so a process without checked graphs pays
- * nothing more. Tested by tests/e2e/test_graphs.sh under the test double.
+ * lg_graphs_watching() first, and the graph-destroy hook lg_graphs_mapped(), one relaxed load
+ * each, so a process without checked graphs pays nothing more. Tested by
+ * tests/unit/test_graphs.c (the bookkeeping, handle reuse) and tests/e2e/test_graphs.sh under
+ * the test double.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -45,6 +56,7 @@ static mapping_t *graphs, *execs;
 static int n_graphs, cap_graphs, n_execs, cap_execs;
 _Atomic int lg_graphs_open;    /* checks whose capture has not ended */
 _Atomic int lg_graphs_watched; /* execs with checks, plus one after a late arming */
+_Atomic int lg_graphs_graphs;  /* graphs with checks not destroyed yet (n_graphs) */
 static bool armed_late;
 
 static int grow(void **arr, int *cap, int n, size_t elem)
@@ -76,6 +88,43 @@ static int count_checks(unsigned long long id)
     return k;
 }
 
+static void drop_checks(unsigned long long id)
+{
+    int j = 0;
+    for (int i = 0; i < n_checks; i++)
+        if (checks[i].capture_id != id)
+            checks[j++] = checks[i];
+    n_checks = j;
+}
+
+/* A capture's checks once neither a graph nor an exec refers to it: nothing can replay them
+ * again, so they go (the table does not grow with every capture of a long run). Queued
+ * verdicts hold copies of what they need. Caller holds `lock`. */
+static void release(unsigned long long id)
+{
+    if (!id)
+        return;
+    for (int i = 0; i < n_graphs; i++)
+        if (graphs[i].capture_id == id)
+            return;
+    for (int i = 0; i < n_execs; i++)
+        if (execs[i].capture_id == id)
+            return;
+    drop_checks(id);
+}
+
+/* Forgets what `graph` mapped to, if anything. Caller holds `lock`. */
+static void unmap_graph(const void *graph)
+{
+    mapping_t *m = find(graphs, n_graphs, graph);
+    if (!m)
+        return;
+    unsigned long long id = m->capture_id;
+    *m = graphs[--n_graphs];
+    __atomic_store_n(&lg_graphs_graphs, n_graphs, __ATOMIC_RELAXED);
+    release(id);
+}
+
 int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
                         const lg_target_t *t, const struct lg_scan_ring *ring, char *why, size_t why_len)
 {
@@ -96,24 +145,31 @@ int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *in
     return rc;
 }
 
+/* capture_id 0: a capture without checks, reported only so that a stale mapping of its
+ * handle goes. The graph is a fresh one whatever its address: what the handle mapped before
+ * is replaced, never merged. */
 void lg_graphs_end_capture(unsigned long long capture_id, const void *graph)
 {
     pthread_mutex_lock(&lock);
-    int k = count_checks(capture_id);
+    int k = capture_id ? count_checks(capture_id) : 0;
+    if (graph)
+        unmap_graph(graph);
     if (k > 0 && graph && grow((void **)&graphs, &cap_graphs, n_graphs, sizeof *graphs) == 0) {
-        mapping_t *m = find(graphs, n_graphs, graph);
-        if (!m)
-            m = &graphs[n_graphs++];
-        *m = (mapping_t){.key = graph, .capture_id = capture_id};
-    } else if (k > 0 && !graph) {
-        /* The capture failed: its checks will never run. */
-        int j = 0;
-        for (int i = 0; i < n_checks; i++)
-            if (checks[i].capture_id != capture_id)
-                checks[j++] = checks[i];
-        n_checks = j;
+        graphs[n_graphs++] = (mapping_t){.key = graph, .capture_id = capture_id};
+        __atomic_store_n(&lg_graphs_graphs, n_graphs, __ATOMIC_RELAXED);
+    } else if (k > 0) {
+        /* The capture failed (or its graph cannot be remembered): its checks will never run. */
+        drop_checks(capture_id);
     }
     __atomic_fetch_sub(&lg_graphs_open, k, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lock);
+}
+
+/* Execs already made from `graph` own their copy of its nodes, and keep their mappings. */
+void lg_graphs_destroyed(const void *graph)
+{
+    pthread_mutex_lock(&lock);
+    unmap_graph(graph);
     pthread_mutex_unlock(&lock);
 }
 
@@ -125,8 +181,10 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
     mapping_t *g = find(graphs, n_graphs, graph);
     unsigned long long id = g ? g->capture_id : 0;
     mapping_t *m = find(execs, n_execs, exec);
+    unsigned long long old = 0;
     if (m) {
         /* An exec handle reused: it no longer holds the checks of its former graph. */
+        old = m->capture_id;
         if (m->capture_id)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     } else if (grow((void **)&execs, &cap_execs, n_execs, sizeof *execs) == 0) {
@@ -137,6 +195,8 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
         if (id)
             __atomic_fetch_add(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     }
+    if (old != id)
+        release(old);
     pthread_mutex_unlock(&lock);
 }
 
@@ -145,9 +205,11 @@ void lg_graphs_exec_destroyed(const void *exec)
     pthread_mutex_lock(&lock);
     mapping_t *m = find(execs, n_execs, exec);
     if (m) {
-        if (m->capture_id)
+        unsigned long long id = m->capture_id;
+        if (id)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
         *m = execs[--n_execs];
+        release(id);
     }
     pthread_mutex_unlock(&lock);
 }
@@ -195,5 +257,6 @@ void lg_graphs_after_fork(void)
     pthread_mutex_init(&lock, NULL);
     n_checks = n_graphs = n_execs = 0;
     __atomic_store_n(&lg_graphs_open, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&lg_graphs_graphs, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&lg_graphs_watched, armed_late ? 1 : 0, __ATOMIC_RELAXED);
 }

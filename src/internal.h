@@ -497,11 +497,14 @@ static inline bool lg_verdicts_orphaned(void)
  * the graph's k-th execution. 0, or -1 with why. */
 LG_HIDDEN int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
                                   const lg_target_t *t, const struct lg_scan_ring *ring, char *why, size_t why_len);
-/* The hooks of cudaStreamEndCapture (the capture's id, asked before the real call, and the
- * graph it made), cudaGraphInstantiate*, cudaGraphExecDestroy and cudaGraphLaunch (after it
- * succeeded: queues one verdict per check for the calling thread; true when the exec was
- * instantiated before the library armed, so its launches are not checked). */
+/* The hooks of cudaStreamEndCapture (the capture's id, asked before the real call, or 0 for
+ * a capture without checks, and the graph it made: it replaces whatever that handle mapped),
+ * cudaGraphDestroy (before the real call, so a capture on another thread that gets the freed
+ * handle is not unmapped), cudaGraphInstantiate*, cudaGraphExecDestroy and cudaGraphLaunch
+ * (after it succeeded: queues one verdict per check for the calling thread; true when the exec
+ * was instantiated before the library armed, so its launches are not checked). */
 LG_HIDDEN void lg_graphs_end_capture(unsigned long long capture_id, const void *graph);
+LG_HIDDEN void lg_graphs_destroyed(const void *graph);
 LG_HIDDEN void lg_graphs_instantiated(const void *exec, const void *graph);
 LG_HIDDEN void lg_graphs_exec_destroyed(const void *exec);
 LG_HIDDEN bool lg_graphs_launched(const void *exec, void *stream); /* true: an exec made before arming */
@@ -512,6 +515,9 @@ LG_HIDDEN void lg_graphs_after_fork(void);
  * hooks test these first (one relaxed load each). */
 extern LG_HIDDEN _Atomic int lg_graphs_open;
 extern LG_HIDDEN _Atomic int lg_graphs_watched;
+/* Graphs with checks not destroyed yet: the destroy and end-capture hooks test it first. */
+extern LG_HIDDEN _Atomic int lg_graphs_graphs;
+static inline bool lg_graphs_mapped(void) { return __atomic_load_n((int *)&lg_graphs_graphs, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_capturing(void) { return __atomic_load_n((int *)&lg_graphs_open, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_watching(void) { return __atomic_load_n((int *)&lg_graphs_watched, __ATOMIC_RELAXED) != 0; }
 

@@ -70,7 +70,8 @@
       (B, x, g, f))                                                                                               \
     X(cudaGraphInstantiateWithParams, cudaError_t,                                                                \
       (cudaGraphExec_t *x, cudaGraph_t g, cudaGraphInstantiateParams *p), (B, x, g, p))                           \
-    X(cudaGraphExecDestroy, cudaError_t, (cudaGraphExec_t x), (B, x))
+    X(cudaGraphExecDestroy, cudaError_t, (cudaGraphExec_t x), (B, x))                                             \
+    X(cudaGraphDestroy, cudaError_t, (cudaGraph_t g), (B, g))
 // clang-format on
 
 #define LG_HOOKS(X) LG_HOOKS_LAUNCH(X) LG_HOOKS_SYNC(X)

@@ -4,9 +4,10 @@
  * The synchronizing calls (stream, event and device synchronization, blocking copies) collect
  * the calling thread's async verdicts after the real call, and return a raise verdict's error,
  * as CUDA returns an asynchronous error there. The graph entry points (cudaStreamEndCapture,
- * cudaGraphInstantiate*, cudaGraphExecDestroy, cudaGraphLaunch) tell graphs.c which graphs
- * hold checked launches and queue each replay's verdicts. Defined once per libcudart version
- * node like every hook (preload.h). Runs on whatever thread calls the runtime.
+ * cudaGraphInstantiate*, cudaGraphExecDestroy, cudaGraphDestroy, cudaGraphLaunch) tell
+ * graphs.c which graphs hold checked launches and queue each replay's verdicts. Defined once
+ * per libcudart version node like every hook (preload.h). Runs on whatever thread calls the
+ * runtime.
  *
  * Tested end to end under the runtime test double: tests/e2e/test_graphs.sh (capture, replay,
  * late arming), test_delivery.sh (an error returned at the launching thread's sync point) and
@@ -129,7 +130,8 @@ BODY cudaError_t body_cudaGraphLaunch_ptsz(lg_preload_binding_t *b, cudaGraphExe
 }
 
 /* The capture's id is asked before the real call ends it, only while some capture holds a
- * check. */
+ * check. A capture without checks still reports its graph while some graph handle maps to
+ * checks: the handle may be a destroyed graph's, reused, whose mapping must go. */
 static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapture_fn real, cudaStream_t s,
                                       cudaGraph_t *g, bool per_thread)
 {
@@ -141,8 +143,11 @@ static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapt
         lg_runtime_capture_status(lg_preload_runtime(b),
                                   (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s, &id);
     cudaError_t e = real(s, g);
+    const void *graph = e == cudaSuccess && g ? (const void *)*g : NULL;
     if (LG_UNLIKELY(track) && id)
-        lg_graphs_end_capture(id, e == cudaSuccess && g ? (const void *)*g : NULL);
+        lg_graphs_end_capture(id, graph);
+    else if (LG_UNLIKELY(graph && lg_graphs_mapped()) && !lg_in_library)
+        lg_graphs_end_capture(0, graph);
     return e;
 }
 
@@ -187,6 +192,17 @@ BODY cudaError_t body_cudaGraphExecDestroy(lg_preload_binding_t *b, cudaGraphExe
     if (e == cudaSuccess && !lg_in_library)
         lg_graphs_exec_destroyed(x);
     return e;
+}
+
+/* PyTorch destroys each graph right after instantiating it; the runtime may hand its address
+ * to the next capture. The mapping goes before the real call: after it, another thread's
+ * capture could already hold the same handle, and its fresh mapping would be erased. Without
+ * checked graphs: one relaxed load. */
+BODY cudaError_t body_cudaGraphDestroy(lg_preload_binding_t *b, cudaGraph_t g)
+{
+    if (LG_UNLIKELY(lg_graphs_mapped()) && g && !lg_in_library)
+        lg_graphs_destroyed(g);
+    return REAL_OR_INIT(b, cudaGraphDestroy, (g));
 }
 
 /* ------------------------------------------------------------------ the exported definitions */

@@ -10,9 +10,11 @@
  * every launch and error query, and `lg_verdicts_orphans` (one relaxed load) at synchronizing
  * calls: with nothing outstanding neither takes a lock. The queue itself has one mutex.
  *
+ * A graph replay's entries are bounded by its ring's size (give_up_older).
+ *
  * Called by validate.c and graphs.c (add) and launch.c (collect), on application threads.
  * Fork: the child drops the parent's checks. Tested by tests/unit/test_scan.c (the queue,
- * ownership) and tests/e2e/test_delivery.sh, test_graphs.sh (end to end).
+ * ownership), tests/unit/test_graphs.c (the bound) and tests/e2e/test_delivery.sh, test_graphs.sh (end to end).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -61,10 +63,39 @@ static uint64_t owner_id(void)
     return my_owner;
 }
 
+/* A graph replay's check may never publish (the exec was changed with cudaGraphExecUpdate, or
+ * its host node could not allocate), and a run that never comes would keep its entry, and its
+ * thread on the slow path, forever. The ring holds LG_RING_SLOTS runs: an entry of the same
+ * ring LG_RING_SLOTS or more runs older than p shares its slot with p's run or an earlier one,
+ * so it is given up now, as it would be read as overwritten once p's run is published. Only
+ * the same graph's entries (their seq counts that graph's replays), and only the calling
+ * thread's and exited threads' (another thread's count is its own thread-local). Caller holds
+ * `lock`. */
+static void give_up_older(const lg_pending_t *p)
+{
+    int j = 0;
+    for (int i = 0; i < n_pendings; i++) {
+        lg_pending_t *q = pendings[i];
+        if (q->ring == p->ring && q->graph_id == p->graph_id && q->seq + LG_RING_SLOTS <= p->seq &&
+            (q->owner == p->owner || !q->owner)) {
+            if (q->owner)
+                lg_verdicts_mine--;
+            else
+                __atomic_fetch_sub(&lg_verdicts_orphans, 1, __ATOMIC_RELAXED);
+            free(q);
+            continue;
+        }
+        pendings[j++] = q; /* launch order kept */
+    }
+    n_pendings = j;
+}
+
 int lg_verdicts_add(lg_pending_t *p)
 {
     p->owner = owner_id();
     pthread_mutex_lock(&lock);
+    if (p->graph_id && p->ring)
+        give_up_older(p);
     if (n_pendings == cap_pendings) {
         int nc = cap_pendings ? cap_pendings * 2 : 16;
         lg_pending_t **n = realloc(pendings, (size_t)nc * sizeof *n);

@@ -14,7 +14,10 @@
 #   - capture in global, thread-local and relaxed mode leaves the capture valid, also while
 #     another thread checks a launch of its own outside the capture;
 #   - armed late (dlopen + labelguard_arm, as `labelguard attach`): a graph instantiated before
-#     replays unchecked with one graph_unchecked warning, one captured after is checked.
+#     replays unchecked with one graph_unchecked warning, one captured after is checked;
+#   - a destroyed graph's handle reused by the next capture (PyTorch destroys each graph once
+#     instantiated): the new graph, replayed on another thread, does not take the old one's
+#     checks, whose exec still raises at its own bad replay.
 . "$(dirname "$0")/lib.sh"
 
 G="$PROGS/graphs"
@@ -85,6 +88,22 @@ done
 # cudaGraphInstantiate (not WithFlags) is tracked too
 LABELGUARD_ACTION=raise LABELGUARD_QUIET=1 run_lg inst-plain "$G" --batches gb --instantiate plain
 check "cudaGraphInstantiate: replay 2 raises" has inst-plain 2 "wait=800"
+
+# A graph's handle reused: with tcache off, glibc's calloc hands the double's next graph the
+# address the destroyed one had (same=1 says it did, as a real runtime's pool does). A
+# sanitizer's allocator holds freed memory back, so the address is not reused there: the
+# bookkeeping itself is tests/unit/test_graphs.c's.
+[ -n "${LG_SANITIZER:-}" ] || for mode in sync async; do
+  GLIBC_TUNABLES=glibc.malloc.tcache_count=0 LABELGUARD_MODE=$mode LABELGUARD_ACTION=raise LABELGUARD_QUIET=1 \
+    run_lg "reuse-$mode" "$G" reuse --batches gbg
+  check "reuse $mode: the second graph got the first one's handle" grep -q "same=1" "$T/reuse-$mode.out"
+  check "reuse $mode: the second graph's replays are untouched" grep -q "reuse b launch=0 wait=0" "$T/reuse-$mode.out"
+  check "reuse $mode: the first graph's bad replay raises" has "reuse-$mode" 2 "launch=0 wait=800 last=0"
+  check "reuse $mode: its clean replays stay clean" \
+    test "$(grep -c "wait=0 last=0 loss=$loss_g " "$T/reuse-$mode.out")" = 2
+  events "reuse-$mode" && check "reuse $mode: one event, the first graph's replay 2" \
+    qtrue "reuse-$mode" "len(V) == 1 and V[0]['graph']['replay'] == 2"
+done
 
 # capture modes; and a second thread checking its own launch while this one captures
 for cm in global thread relaxed; do

@@ -22,6 +22,12 @@
 //                       captured loss launch, and before one whose labels cannot be checked
 //             exitthread  a second thread replays a bad batch and exits without checking;
 //                       this thread's stream synchronization then reports it
+//             reuse     PyTorch's order twice: graph A (the loss step) captured, instantiated and
+//                       destroyed, then graph B (a memset, no loss kernel) captured at what is
+//                       likely the same address (`reuse same=1` when it is) and instantiated; a
+//                       second thread replays B twice on its own stream and stays alive, then
+//                       this thread replays A once per letter of --batches: B must not have
+//                       taken A's checks (A's bad replay raises here)
 //   options:
 //     --launch chevron|legacy|exc     entry point (default chevron; legacy in graphs_legacy)
 //     --capture global|thread|relaxed capture mode (default global)
@@ -353,6 +359,55 @@ int run_exitthread(const opts &o)
     return 0;
 }
 
+// --- reuse: a destroyed graph's handle given to the next capture
+struct reuse_arg { cudaGraphExec_t x; pthread_barrier_t *bar; cudaError_t launch, wait; };
+void *reuse_thread(void *p)
+{
+    reuse_arg *a = (reuse_arg *)p;
+    cudaStream_t s2 = nullptr;
+    cudaStreamCreate(&s2);
+    for (int k = 0; k < 2; k++) {
+        a->launch = cudaGraphLaunch(a->x, s2);
+        a->wait = cudaStreamSynchronize(s2);
+    }
+    pthread_barrier_wait(a->bar); // replays done
+    pthread_barrier_wait(a->bar); // stays alive (its queued checks its own) until A replayed
+    return nullptr;
+}
+
+int run_reuse(const opts &o)
+{
+    step st(o);
+    cudaStreamCreate(&st.s);
+    cudaGraph_t ga = nullptr, gb = nullptr;
+    cudaGraphExec_t xa = nullptr, xb = nullptr;
+    cudaStreamBeginCapture(st.s, o.capture);
+    st.launch(st.s, st.target);
+    cudaError_t e = cudaStreamEndCapture(st.s, &ga);
+    cudaError_t i = e != cudaSuccess ? e : cudaGraphInstantiateWithFlags(&xa, ga, 0);
+    const void *a_addr = ga;
+    if (ga) cudaGraphDestroy(ga);
+    cudaStreamBeginCapture(st.s, o.capture);
+    cudaMemsetAsync(st.grad, 0, N * C * sizeof(float), st.s);
+    cudaError_t eb = cudaStreamEndCapture(st.s, &gb);
+    cudaError_t ib = eb != cudaSuccess ? eb : cudaGraphInstantiateWithFlags(&xb, gb, 0);
+    printf("reuse capture end=%d instantiate=%d end_b=%d instantiate_b=%d same=%d\n", (int)e, (int)i, (int)eb, (int)ib,
+           a_addr == (const void *)gb);
+    if (gb) cudaGraphDestroy(gb);
+    if (!xa || !xb) return 0;
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, nullptr, 2);
+    reuse_arg a = {xb, &bar, cudaSuccess, cudaSuccess};
+    pthread_t th;
+    pthread_create(&th, nullptr, reuse_thread, &a);
+    pthread_barrier_wait(&bar);
+    printf("reuse b launch=%d wait=%d\n", (int)a.launch, (int)a.wait);
+    for (size_t k = 0; k < o.batches.size(); k++) replay(st, xa, (int)k + 1, o.batches[k]);
+    pthread_barrier_wait(&bar);
+    pthread_join(th, nullptr);
+    return 0;
+}
+
 // --- apperror: the application's own error survives what labelguard does
 int run_apperror(const opts &o)
 {
@@ -395,6 +450,7 @@ int main(int argc, char **argv)
     if (o.scenario == "exitthread") return run_exitthread(o);
     if (o.scenario == "stale") return run_stale(o);
     if (o.scenario == "late") return run_late(o);
+    if (o.scenario == "reuse") return run_reuse(o);
     if (o.scenario == "apperror") return run_apperror(o);
     usage("unknown scenario");
 }
