@@ -4,12 +4,18 @@
 # compute-sanitizer; no network needed. It prints the environment, builds the library and the
 # test programs, runs the parts below, each under its own time budget (a part that overruns is
 # killed and reported as `timeout`), and writes OUTDIR/gpu-report.json and gpu-report.md.
-# The whole run stays inside LG_GPU_CHECK_BUDGET seconds (default 470, i.e. under 8 minutes).
+# The whole run stays inside LG_GPU_CHECK_BUDGET seconds (default 540, i.e. 9 minutes: one
+# device session's 10-minute command with room to copy the report back).
 #
 #   part       what                                                        program
 #   env        nvidia-smi, driver, torch/CUDA, libcudart/libcupti in torch tests/torch/env_probe.py
 #   deps       glib dev files + pkg-config, from third_party/debs if absent this script (--deps-only)
 #   build      make (library, test double, test programs)                  make
+#   gpu-path   the paths a GPU makes normal, one PASS/FAIL/SKIP line each:   tests/torch/gpu_path.py
+#              start event, graph handle reuse, replay text, index cost,
+#              HOOKS=cupti, torch.profiler, async exit, mask on a full GPU,
+#              capture beside the raw-logits check, late enable, attach,
+#              torch.compile (see that file's docstring)
 #   scenarios  real PyTorch training loops x actions                       tests/torch/run_scenarios.py
 #   test-gpu   validator vs CPU scan, e2e programs on the real runtime,    tests/gpu/run.sh
 #              live kernel names + cudaFuncGetParamInfo sizes vs specs
@@ -29,8 +35,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 2
 PYTHON="${PYTHON:-python3}"
 BUILD="${BUILD:-build}"
-TOTAL_BUDGET="${LG_GPU_CHECK_BUDGET:-470}"
-ALL_PARTS="env deps build scenarios test-gpu bench"
+TOTAL_BUDGET="${LG_GPU_CHECK_BUDGET:-540}"
+ALL_PARTS="env deps build gpu-path scenarios test-gpu bench"
 DEBS_DIR="${LG_DEBS_DIR:-$ROOT/third_party/debs}"
 DEB_PREFIX="$ROOT/$BUILD/debroot"
 
@@ -215,6 +221,11 @@ part_build() {
   ls -l "$BUILD/liblabelguard.so"
 }
 
+part_gpu_path() {
+  "$PYTHON" tests/torch/gpu_path.py --lib "$ROOT/$BUILD/liblabelguard.so" --python "$PYTHON" \
+    --out "$LG_GPU_OUT/parts/gpu-path.data.json" --workdir "$LG_GPU_OUT/gpu-path" -j 6
+}
+
 part_scenarios() {
   "$PYTHON" tests/torch/run_scenarios.py --lib "$ROOT/$BUILD/liblabelguard.so" \
     --out "$LG_GPU_OUT/parts/scenarios.data.json" --workdir "$LG_GPU_OUT/scenarios" \
@@ -291,9 +302,10 @@ for p in $parts; do
     env) run_part env 40;;
     deps) run_part deps 30;;
     build) run_part build 150;;
-    scenarios) run_part scenarios 110;;
-    test-gpu) run_part test-gpu 130;;
-    bench) run_part bench 130;;
+    gpu-path) run_part gpu-path 120;;
+    scenarios) run_part scenarios 100;;
+    test-gpu) run_part test-gpu 110;;
+    bench) run_part bench 110;;
   esac
 done
 

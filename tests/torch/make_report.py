@@ -19,7 +19,7 @@ import os
 import sys
 
 # Order in which parts appear; unknown parts follow in name order.
-PART_ORDER = ["env", "deps", "build", "scenarios", "test-gpu", "bench"]
+PART_ORDER = ["env", "deps", "build", "gpu-path", "scenarios", "test-gpu", "bench"]
 # Targets the benchmarks are judged by; slowdown = 1 - steps_s / steps_s(none).
 TARGETS = {
     ("gpu_bound", "labelguard_async"): 0.01,
@@ -165,6 +165,16 @@ def render_md(r):
                                      "" if r["ok"] else " (" + ", ".join(r["failed_parts"]) + ")"))
     out.append("")
     parts = {p["part"]: p for p in r["parts"]}
+
+    gp = (parts.get("gpu-path") or {}).get("data")
+    if gp and gp.get("cases"):
+        out.append("## GPU paths")
+        out.append("")
+        out.append("| case | result | detail |")
+        out.append("|---|---|---|")
+        for name, x in gp["cases"].items():
+            out.append("| %s | %s | %s |" % (name, x.get("status"), md_escape(x.get("detail", ""))))
+        out.append("")
 
     sc = (parts.get("scenarios") or {}).get("data")
     if sc and sc.get("results"):

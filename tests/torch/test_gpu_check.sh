@@ -10,6 +10,7 @@
 #   - the .deb path (when third_party/debs is populated): extraction, the generated
 #     pkg-config, and a static glib link with it
 #   - every GPU end-to-end case of progs_real.py, run under the test double (--fake)
+#   - the GPU-path cases of gpu_path.py that the double can show, on real torch (--fake)
 #   - the label-smoothing formula of the mask reference (when PyTorch is importable)
 # Exit 0 pass, 1 fail. Run: bash tests/torch/test_gpu_check.sh
 set -u
@@ -86,6 +87,13 @@ if [ -e "$B/liblabelguard.so" ] && [ -x "$B/progs/nll" ] && [ -e "$B/fakecuda/li
     python3 tests/torch/progs_real.py --fake --build "$B" -j 2 --workdir "$tmp/progs"
 else
   echo "skip progs_real.py under the test double: $B not built (make test-programs)"
+fi
+
+if [ -x "$B/torch-python" ] && [ -e "$B/liblabelguard.so" ]; then
+  check "gpu_path.py (the GPU-path cases) on real torch under the test double" \
+    python3 tests/torch/gpu_path.py --fake --python "$B/torch-python" --lib "$B/liblabelguard.so" -j 2 --workdir "$tmp/gpath"
+else
+  echo "skip gpu_path.py under the test double: $B/torch-python not built"
 fi
 
 py_torch=""

@@ -1,0 +1,625 @@
+#!/usr/bin/env python3
+"""gpu_path.py: the GPU-path checks of labelguard in real PyTorch, one PASS/FAIL/SKIP line each.
+
+Called by scripts/gpu-check.sh (part `gpu-path`) on a GPU:
+  gpu_path.py --lib build/liblabelguard.so --out parts/gpu-path.data.json --workdir DIR [-j 8]
+and GPU-free by tests/torch/test_gpu_check.sh, on real torch on the runtime test double:
+  gpu_path.py --fake --python build/torch-python --lib build/liblabelguard.so --workdir DIR
+where only the cases that the double can show run (the others print SKIP with the reason).
+
+Each case is this file run again as a child (`--child NAME`) in its own process group with a
+timeout, because a device-side assert or a crash must not take the runner with it. The child
+prints one JSON object (its observations) as its last stdout line; the parent reads it and the
+child's JSONL log and judges. The cases are what a GPU makes the normal path, where the test
+double (which finishes each kernel inside its launch) cannot answer for it:
+  start_event     the start event: backend gpu, the validator image, host_fallbacks 0 at exit
+  start_newest    the same on a second torch (LG_GPU_NEWEST_PYTHON), SKIP where there is none
+  graph_reuse     graphs captured, replayed and destroyed in turn (their handles are reused):
+                  good replays never raise, and a later graph's bad replay raises our text
+  replay_text     `g.replay(); optimizer.step()` with a bad label in the static target: the
+                  error names the label (not a bare "operation not permitted"), sync and async
+  index_cost      an embedding + x[idx] loop: microseconds per iteration without the library,
+                  with it in sync mode and in async mode (figures, no event expected)
+  hooks_cupti     LABELGUARD_HOOKS=cupti on the installed driver catches the bad label
+  profiler        torch.profiler under the default preload: kernels in the trace, and the bad
+                  label after it still caught
+  async_exit      async mode, a bad last step, exit without a sync: the violation is logged and
+                  the exit is clean
+  mask_full       mask with the GPU memory nearly all taken: outcome masked (not blocked)
+  capture_logits  one thread captures in global mode while another runs an eager NLL on raw
+                  logits (the raw-logits check copies and syncs): the capture stays valid
+  late_enable     labelguard.enable() in a process whose CUDA context is running (the dlopen of
+                  the library into a live torch process, as `attach` does), then a bad label
+  attach          `labelguard attach PID` into a running torch process (needs gdb)
+  compiled        torch.compile'd cross-entropy checked (tests/torch/compiled_gpu.py, when present)
+Exit status 0 when no case failed (SKIP is not a failure), 1 otherwise.
+"""
+import argparse
+import concurrent.futures as cf
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+N, C = 8, 5
+BAD_AT, BAD_VALUE = 7, 7
+
+
+# ---------------------------------------------------------------------------------- children
+def _emit(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def _nll_inputs(torch):
+    """Log-probabilities made on the CPU (under the double only the loss kernels compute) and
+    labels with one bad value, both copied to the GPU."""
+    torch.manual_seed(0)
+    logp_cpu = torch.log_softmax(torch.randn(N, C), dim=1)
+    y_cpu = torch.arange(N) % C
+    y_cpu[BAD_AT] = BAD_VALUE
+    return logp_cpu, y_cpu
+
+
+def _try(fn):
+    try:
+        v = fn()
+        return {"raised": False, "value": v}
+    except Exception as e:  # noqa: BLE001  (what was raised is the observation)
+        return {"raised": True, "type": type(e).__name__, "text": str(e)[:2000]}
+
+
+def child_bad_label(torch, F):
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp, y = logp_cpu.cuda(), y_cpu.cuda()
+    bad = _try(lambda: F.nll_loss(logp, y).item())
+    good = _try(lambda: F.nll_loss(logp, (torch.arange(N) % C).cuda()).item())
+    _emit(bad=bad, good=good, torch=torch.__version__)
+
+
+def child_graph_reuse(torch, F):
+    raised_good = []
+    for i in range(6):
+        n = N * (1 + i % 3)
+        logp = torch.log_softmax(torch.randn(n, C), dim=1).cuda()
+        y = (torch.arange(n) % C).cuda()
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            F.nll_loss(logp, y)
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            if i % 2 == 0:
+                out = F.nll_loss(logp, y)
+            else:
+                out = logp * 2.0  # a graph with no loss at all
+        for _ in range(3):
+            r = _try(lambda: (g.replay(), out.sum().item())[1])
+            if r["raised"]:
+                raised_good.append({"graph": i, **r})
+        del g
+        torch.cuda.synchronize()
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp, y = logp_cpu.cuda(), (torch.arange(N) % C).cuda()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = F.nll_loss(logp, y)
+    y.copy_(y_cpu.cuda())
+    bad = _try(lambda: (g.replay(), out.item())[1])
+    _emit(raised_good=raised_good, bad=bad)
+
+
+def child_replay_text(torch, F):
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    w = logp_cpu.cuda().requires_grad_(True)
+    opt = torch.optim.SGD([w], lr=0.0)
+    static_y = (torch.arange(N) % C).cuda()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            opt.zero_grad(set_to_none=False)
+            F.nll_loss(w, static_y).backward()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=False)
+    with torch.cuda.graph(g):
+        loss = F.nll_loss(w, static_y)
+        loss.backward()
+    steps = []
+    for step in range(4):
+        if step == 2:
+            static_y.copy_(y_cpu.cuda())
+        r = _try(lambda: (g.replay(), opt.step(), loss.item())[2])
+        steps.append({"step": step, **r})
+        if r["raised"]:
+            break
+    _emit(steps=steps)
+
+
+def child_index_cost(torch, F):
+    iters = int(os.environ.get("LG_GPU_PATH_ITERS", "2000"))
+    emb = torch.nn.Embedding(1000, 64).cuda()
+    ids = torch.randint(0, 1000, (256,)).cuda()
+    x = torch.randn(1000, 64).cuda()
+    rows = torch.randint(0, 1000, (256,)).cuda()
+    for _ in range(20):
+        emb(ids), x[rows]
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        emb(ids)
+        x[rows]
+    torch.cuda.synchronize()
+    _emit(us_per_iter=(time.perf_counter() - t0) * 1e6 / iters, iters=iters)
+
+
+def child_profiler(torch, F):
+    from torch.profiler import ProfilerActivity, profile
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp = logp_cpu.cuda()
+    ok = (torch.arange(N) % C).cuda()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            F.nll_loss(logp, ok).item()
+            (logp @ logp.t()).sum().item()
+    kernels = [e.name for e in prof.events() if getattr(e, "device_type", None) is not None
+               and str(e.device_type).endswith("CUDA")]
+    bad = _try(lambda: F.nll_loss(logp, y_cpu.cuda()).item())
+    _emit(cuda_events=len(kernels), names=sorted(set(kernels))[:8], bad=bad)
+
+
+def child_async_exit(torch, F):
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp = logp_cpu.cuda()
+    ok = (torch.arange(N) % C).cuda()
+    for _ in range(3):
+        F.nll_loss(logp, ok).item()
+    F.nll_loss(logp, y_cpu.cuda())  # the bad last step: no .item(), no synchronize
+    _emit(launched_last=True)
+
+
+def child_mask_full(torch, F):
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp, y = logp_cpu.cuda(), y_cpu.cuda()
+    F.nll_loss(logp, (torch.arange(N) % C).cuda()).item()  # warm the allocator's small blocks
+    hog, size = [], 1 << 36
+    while size >= (1 << 20):  # take what is free, in halving chunks, down to 1 MiB
+        try:
+            hog.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+        except RuntimeError:
+            size //= 2
+    free = torch.cuda.mem_get_info()[0]
+    r = _try(lambda: F.nll_loss(logp, y).item())
+    ref = y_cpu.clone()
+    ref[ref >= C] = -100
+    _emit(free_bytes=free, held=sum(h.numel() for h in hog), result=r,
+          reference=F.nll_loss(logp_cpu, ref).item())
+
+
+def child_capture_logits(torch, F):
+    import threading
+    raw = (torch.randn(N, C) * 4 + 3).cuda()  # raw logits, not log-probabilities
+    y = (torch.arange(N) % C).cuda()
+    x = torch.randn(64).cuda()
+    F.nll_loss(raw, y)
+    torch.cuda.synchronize()
+    started, done = threading.Event(), threading.Event()
+    res = {}
+
+    def capture():
+        g = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g, capture_error_mode="global"):
+                out = x * 2.0
+                started.set()
+                done.wait(30)
+            g.replay()
+            res["capture"] = {"raised": False, "value": out.sum().item()}
+        except Exception as e:  # noqa: BLE001
+            started.set()
+            res["capture"] = {"raised": True, "type": type(e).__name__, "text": str(e)[:1000]}
+
+    t = threading.Thread(target=capture)
+    t.start()
+    started.wait(30)
+    try:
+        loss = F.nll_loss(raw, y)
+        res["eager"] = {"raised": False}
+    except Exception as e:  # noqa: BLE001
+        loss = None
+        res["eager"] = {"raised": True, "type": type(e).__name__, "text": str(e)[:1000]}
+    done.set()
+    t.join(60)
+    if loss is not None:
+        res["eager_value"] = _try(lambda: loss.item())
+    _emit(**res)
+
+
+def child_late_enable(torch, F):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp = logp_cpu.cuda()
+    before = F.nll_loss(logp, (torch.arange(N) % C).cuda()).item()  # the context is running
+    import labelguard
+    en = _try(lambda: labelguard.enable(action="raise") and None)
+    bad = _try(lambda: F.nll_loss(logp, y_cpu.cuda()).item())
+    _emit(before=before, enable=en, bad=bad)
+
+
+def child_attach_target(torch, F):
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp = logp_cpu.cuda()
+    F.nll_loss(logp, (torch.arange(N) % C).cuda()).item()
+    print("ready %d" % os.getpid(), flush=True)
+    sys.stdin.readline()  # the parent attaches, then writes a line
+    bad = _try(lambda: F.nll_loss(logp, y_cpu.cuda()).item())
+    _emit(bad=bad)
+
+
+CHILDREN = {
+    "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
+    "index_cost": child_index_cost, "profiler": child_profiler, "async_exit": child_async_exit,
+    "mask_full": child_mask_full, "capture_logits": child_capture_logits,
+    "late_enable": child_late_enable, "attach_target": child_attach_target,
+}
+
+
+def run_child(name):
+    import torch
+    import torch.nn.functional as F
+    CHILDREN[name](torch, F)
+
+
+# ---------------------------------------------------------------------------------- parent
+class Ctx:
+    def __init__(self, args):
+        self.args = args
+        self.python = os.path.abspath(args.python) if os.sep in args.python else args.python
+        self.lib = os.path.abspath(args.lib)
+        self.fake = args.fake
+        self.workdir = os.path.abspath(args.workdir)
+
+
+def events_in(logdir):
+    out = []
+    for fn in sorted(glob.glob(os.path.join(logdir, "*.jsonl"))):
+        with open(fn, errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        out.append({"event": "_unparsable", "line": line[:200]})
+    return out
+
+
+def spawn(ctx, tag, child, env_extra, preload=True, python=None, timeout=120, stdin_fn=None):
+    """Runs one child; returns (rc, observation dict or None, events, stderr tail)."""
+    logdir = os.path.join(ctx.workdir, tag)
+    shutil.rmtree(logdir, ignore_errors=True)
+    os.makedirs(logdir)
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    for k in list(env):
+        if k.startswith("LABELGUARD_"):
+            del env[k]
+    env.update({"LABELGUARD_LOG": logdir, "PYTHONUNBUFFERED": "1"})
+    if preload:
+        env["LD_PRELOAD"] = ctx.lib
+    env.update(env_extra)
+    argv = [python or ctx.python, os.path.abspath(__file__), "--child", child]
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=logdir)
+    try:
+        if stdin_fn:
+            stdin_fn(p)
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return None, None, events_in(logdir), "timeout after %ss; " % timeout + err[-1500:]
+    obs = None
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            try:
+                obs = json.loads(line)
+                break
+            except ValueError:
+                pass
+    return p.returncode, obs, events_in(logdir), err[-1500:]
+
+
+def of(events, kind):
+    return [e for e in events if e.get("event") == kind]
+
+
+def ours(r):
+    """The raise outcome names labelguard and the bad label."""
+    return bool(r and r.get("raised") and "labelguard" in r.get("text", "") and str(BAD_VALUE) in r.get("text", ""))
+
+
+def judge_start(ctx, python=None):
+    rc, obs, ev, err = spawn(ctx, "start" if python is None else "start-newest", "bad_label",
+                             {"LABELGUARD_ACTION": "raise"}, python=python)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err.strip().splitlines()[-1:] if err.strip() else "")
+    start, summ, viol = of(ev, "start"), of(ev, "summary"), of(ev, "violation")
+    if not start:
+        return "FAIL", "no start event"
+    s = start[0]
+    detail = "torch %s backend=%s validator=%s" % (obs.get("torch"), s.get("backend"), s.get("validator"))
+    want_backend = "host" if ctx.fake else "gpu"
+    if s.get("backend") != want_backend:
+        return "FAIL", detail + " (expected backend %s)" % want_backend
+    if not ctx.fake and not s.get("validator"):
+        return "FAIL", detail + " (no validator image named)"
+    if not summ:
+        return "FAIL", detail + "; no summary event at exit"
+    hf = summ[-1].get("host_fallbacks")
+    detail += " host_fallbacks=%s" % hf
+    if hf != 0:
+        return "FAIL", detail
+    if not ours(obs["bad"]) or obs["good"].get("raised"):
+        return "FAIL", detail + "; bad=%s good=%s" % (obs["bad"], obs["good"])
+    if not viol or viol[0].get("outcome") != "blocked":
+        return "FAIL", detail + "; violation events: %s" % [v.get("outcome") for v in viol]
+    return "PASS", detail
+
+
+def case_start_event(ctx):
+    return judge_start(ctx)
+
+
+def case_start_newest(ctx):
+    py = os.environ.get("LG_GPU_NEWEST_PYTHON")
+    if not py:
+        return "SKIP", "no second torch (set LG_GPU_NEWEST_PYTHON to a python whose torch is the newest wheel)"
+    return judge_start(ctx, python=py)
+
+
+def case_graph_reuse(ctx):
+    rc, obs, ev, err = spawn(ctx, "graph_reuse", "graph_reuse", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    if obs["raised_good"]:
+        return "FAIL", "a good replay raised: %s" % obs["raised_good"][0]
+    if not ours(obs["bad"]):
+        return "FAIL", "the last graph's bad replay: %s" % obs["bad"]
+    return "PASS", "6 graphs captured, replayed and destroyed; the 7th's bad replay raised our text"
+
+
+def replay_text(ctx, mode):
+    rc, obs, ev, err = spawn(ctx, "replay_text_" + mode, "replay_text",
+                             {"LABELGUARD_ACTION": "raise", "LABELGUARD_MODE": mode})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    raised = [s for s in obs["steps"] if s.get("raised")]
+    if not raised:
+        return "FAIL", "no step raised: %s" % obs["steps"]
+    first = raised[0]
+    if first["step"] < 2 or not ours(first):
+        return "FAIL", "step %s raised %s: %r" % (first["step"], first.get("type"), first.get("text", "")[:200])
+    return "PASS", "raised at step %d (bad labels from step 2) with labelguard's text" % first["step"]
+
+
+def case_replay_text_sync(ctx):
+    return replay_text(ctx, "sync")
+
+
+def case_replay_text_async(ctx):
+    return replay_text(ctx, "async")
+
+
+def case_index_cost(ctx):
+    figs = {}
+    for tag, pre, mode in (("none", False, None), ("sync", True, "sync"), ("async", True, "async")):
+        env = {"LABELGUARD_ACTION": "raise"}
+        if mode:
+            env["LABELGUARD_MODE"] = mode
+        if ctx.fake:
+            env["LG_GPU_PATH_ITERS"] = "200"
+        rc, obs, ev, err = spawn(ctx, "index_cost_" + tag, "index_cost", env, preload=pre)
+        if obs is None:
+            return "FAIL", "%s: child rc=%s: %s" % (tag, rc, err[-300:])
+        if of(ev, "violation"):
+            return "FAIL", "%s: a violation on valid ids" % tag
+        figs[tag] = obs["us_per_iter"]
+    return "PASS", "us/iter (embedding + x[idx]): none %.1f, sync %.1f, async %.1f" % (
+        figs["none"], figs["sync"], figs["async"])
+
+
+def case_hooks_cupti(ctx):
+    if ctx.fake:
+        return "SKIP", "needs the installed driver's CUPTI"
+    rc, obs, ev, err = spawn(ctx, "hooks_cupti", "bad_label", {"LABELGUARD_ACTION": "raise", "LABELGUARD_HOOKS": "cupti"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    start = of(ev, "start")
+    hooks = start[0].get("hooks") if start else None
+    warn = [w.get("what") for w in of(ev, "warning")]
+    if hooks != ["cupti"] or not ours(obs["bad"]):
+        return "FAIL", "hooks=%s warnings=%s bad=%s" % (hooks, warn, obs["bad"])
+    return "PASS", "hooks=%s, bad label caught through CUPTI" % hooks
+
+
+def case_profiler(ctx):
+    if ctx.fake:
+        return "SKIP", "the double has no Kineto activity records"
+    rc, obs, ev, err = spawn(ctx, "profiler", "profiler", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    if obs["cuda_events"] == 0:
+        return "FAIL", "no CUDA kernel in the profiler's trace (warnings: %s)" % [w.get("what") for w in of(ev, "warning")]
+    if not ours(obs["bad"]):
+        return "FAIL", "after the profiler the bad label was not caught: %s" % obs["bad"]
+    return "PASS", "%d CUDA events in the trace (%s...), bad label caught after" % (obs["cuda_events"], obs["names"][:3])
+
+
+def case_async_exit(ctx):
+    rc, obs, ev, err = spawn(ctx, "async_exit", "async_exit", {"LABELGUARD_ACTION": "raise", "LABELGUARD_MODE": "async"})
+    if rc is None or rc < 0:
+        return "FAIL", "the process died (rc=%s): %s" % (rc, err[-300:])
+    viol = of(ev, "violation")
+    if not viol:
+        return "FAIL", "rc=%s; the bad last step never reached the log (events: %s)" % (rc, [e.get("event") for e in ev])
+    samples = viol[0].get("bad", {}).get("samples", [])
+    if {"index": BAD_AT, "value": BAD_VALUE} not in samples:
+        return "FAIL", "violation samples %s" % samples
+    return "PASS", "rc=%s, violation logged at exit (outcome %s)" % (rc, viol[0].get("outcome"))
+
+
+def case_mask_full(ctx):
+    if ctx.fake:
+        return "SKIP", "the double's device memory is the host's"
+    rc, obs, ev, err = spawn(ctx, "mask_full", "mask_full", {"LABELGUARD_ACTION": "mask"}, timeout=180)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = of(ev, "violation")
+    outcome = viol[0].get("outcome") if viol else None
+    r = obs["result"]
+    detail = "free %.1f MiB after taking %.1f GiB; outcome %s" % (obs["free_bytes"] / 2**20, obs["held"] / 2**30, outcome)
+    if outcome != "masked" or r.get("raised") or abs(r["value"] - obs["reference"]) > 1e-4:
+        return "FAIL", detail + "; result %s, reference %s" % (r, obs["reference"])
+    return "PASS", detail + ", loss equals the reference"
+
+
+def case_capture_logits(ctx):
+    rc, obs, ev, err = spawn(ctx, "capture_logits", "capture_logits", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    warn = [w.get("what") for w in of(ev, "warning")]
+    if obs["capture"].get("raised"):
+        return "FAIL", "the other thread's capture broke: %s: %s" % (obs["capture"].get("type"), obs["capture"].get("text", "")[:200])
+    if obs["eager"].get("raised"):
+        return "FAIL", "the eager NLL raised: %s" % obs["eager"].get("text", "")[:200]
+    if "nll_input_not_log_probs" not in warn:
+        return "FAIL", "the raw-logits check did not run (warnings: %s)" % warn
+    return "PASS", "global-mode capture intact while the raw-logits check ran on another thread"
+
+
+def case_late_enable(ctx):
+    rc, obs, ev, err = spawn(ctx, "late_enable", "late_enable", {"LABELGUARD_LIB": ctx.lib}, preload=False)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    if obs["enable"].get("raised"):
+        return "FAIL", "enable() refused: %s" % obs["enable"].get("text", "")[:300]
+    if not ours(obs["bad"]):
+        return "FAIL", "after enable() the bad label: %s" % obs["bad"]
+    return "PASS", "enable() into a running torch process (dlopen), bad label raised %s" % obs["bad"]["type"]
+
+
+def case_attach(ctx):
+    if ctx.fake:
+        return "SKIP", "covered GPU-free by tests/cli/test_attach.sh"
+    if shutil.which("gdb") is None:
+        return "SKIP", "no gdb on this machine (late_enable covers the dlopen into a live torch process)"
+    result = {}
+
+    def drive(p):
+        line = p.stdout.readline()
+        if not line.startswith("ready"):
+            result["err"] = "target did not start: %r" % line
+            p.stdin.write("\n")
+            p.stdin.flush()
+            return
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), LABELGUARD_LIB=ctx.lib)
+        a = subprocess.run([sys.executable, "-m", "labelguard", "attach", str(p.pid)], env=env,
+                           capture_output=True, text=True, timeout=90)
+        result["attach_rc"], result["attach_out"] = a.returncode, (a.stdout + a.stderr)[-400:]
+        p.stdin.write("\n")
+        p.stdin.flush()
+
+    rc, obs, ev, err = spawn(ctx, "attach", "attach_target", {"LABELGUARD_ACTION": "raise"},
+                             preload=False, timeout=150, stdin_fn=drive)
+    if "err" in result:
+        return "FAIL", result["err"]
+    if result.get("attach_rc") != 0:
+        return "FAIL", "attach rc=%s: %s" % (result.get("attach_rc"), result.get("attach_out"))
+    if obs is None or not ours(obs["bad"]):
+        return "FAIL", "after attach: %s (rc=%s %s)" % (obs and obs["bad"], rc, err[-200:])
+    return "PASS", "attached; bad label raised in the attached process"
+
+
+def case_compiled(ctx):
+    script = os.path.join(HERE, "compiled_gpu.py")
+    if not os.path.exists(script):
+        return "SKIP", "tests/torch/compiled_gpu.py not present"
+    if ctx.fake:
+        return "SKIP", "Triton needs a GPU (GPU-free: tests/torch-fake/test_compiled.sh)"
+    env = dict(os.environ, LD_PRELOAD=ctx.lib, PYTHONPATH=os.path.join(ROOT, "python"))
+    try:
+        p = subprocess.run([ctx.python, script, "--workdir", os.path.join(ctx.workdir, "compiled")], env=env,
+                           capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        return "FAIL", "timeout after 240s"
+    tail = (p.stdout.strip().splitlines() or [""])[-1]
+    return ("PASS" if p.returncode == 0 else "FAIL"), tail[:300] or p.stderr[-300:]
+
+
+CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
+         ("graph_reuse", case_graph_reuse), ("replay_text_sync", case_replay_text_sync),
+         ("replay_text_async", case_replay_text_async), ("index_cost", case_index_cost),
+         ("hooks_cupti", case_hooks_cupti), ("profiler", case_profiler), ("async_exit", case_async_exit),
+         ("mask_full", case_mask_full), ("capture_logits", case_capture_logits),
+         ("late_enable", case_late_enable), ("attach", case_attach), ("compiled", case_compiled)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--child")
+    ap.add_argument("--lib", default=os.path.join(ROOT, "build", "liblabelguard.so"))
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--fake", action="store_true", help="real torch on the test double (GPU-free subset)")
+    ap.add_argument("--out")
+    ap.add_argument("--workdir", default="gpu-path-work")
+    ap.add_argument("--only", help="comma-separated case names")
+    ap.add_argument("-j", type=int, default=4)
+    args = ap.parse_args()
+    if args.child:
+        run_child(args.child)
+        return 0
+    ctx = Ctx(args)
+    os.makedirs(ctx.workdir, exist_ok=True)
+    cases = CASES
+    if args.only:
+        want = set(args.only.split(","))
+        unknown = want - {n for n, _ in CASES}
+        if unknown:
+            print("gpu_path: unknown case(s) %s" % ", ".join(sorted(unknown)), file=sys.stderr)
+            return 2
+        cases = [c for c in CASES if c[0] in want]
+    results = {}
+
+    def one(item):
+        name, fn = item
+        t0 = time.time()
+        try:
+            status, detail = fn(ctx)
+        except Exception as e:  # noqa: BLE001  (a runner fault is a FAIL of that case, not a crash)
+            status, detail = "FAIL", "runner error: %s: %s" % (type(e).__name__, e)
+        return name, status, detail, time.time() - t0
+
+    with cf.ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
+        for name, status, detail, secs in ex.map(one, cases):
+            results[name] = {"status": status, "detail": detail, "seconds": round(secs, 1)}
+            print("%-4s %-18s %s" % (status, name, detail), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"cases": results, "fake": ctx.fake}, f, indent=1)
+    failed = [n for n, r in results.items() if r["status"] == "FAIL"]
+    print("gpu-path: %d passed, %d failed, %d skipped" % (
+        sum(r["status"] == "PASS" for r in results.values()), len(failed),
+        sum(r["status"] == "SKIP" for r in results.values())))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
