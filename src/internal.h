@@ -152,12 +152,20 @@ extern LG_HIDDEN LG_TLS int lg_runtime_app_error;
  * consuming nothing. */
 LG_HIDDEN int lg_runtime_take_error(int e);
 LG_HIDDEN int lg_runtime_peek_error(int e);
+/* An error labelguard returns from a call (a synchronization, a blocking copy, a graph replay)
+ * is also the thread's last error, as CUDA's own are: what that call returns, given what the
+ * real one returned (e). Our pending async error, if any, is returned (when e is 0) and stays
+ * pending for cudaGetLastError, but is no longer due at a synchronizing call. While ours stays
+ * pending, the thread's launches keep our text (lg_runtime_message_live). */
+LG_HIDDEN int lg_runtime_deliver_async(int e);
 LG_HIDDEN int lg_runtime_save_error(const lg_runtime_t *rt);
 LG_HIDDEN void lg_runtime_restore_error(const lg_runtime_t *rt, int saved);
 /* Capture state of `stream` (cudaStreamCaptureStatus: 0 none, 1 active, 2 invalidated; -1
  * when the runtime refused to say, e.g. cudaErrorStreamCaptureImplicit for the legacy stream
  * while a blocking stream captures) and, when capturing, its capture id. Leaves no error. */
 LG_HIDDEN int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned long long *id);
+/* The CUDA error of this thread's last refused capture query (lg_runtime_capture_status -1). */
+extern LG_HIDDEN LG_TLS int lg_runtime_capture_error;
 /* This thread's capture mode becomes relaxed (returns the old one to hand back), so that our
  * allocations and copies never invalidate a capture the application runs. -1: no such call. */
 LG_HIDDEN int lg_runtime_relax_capture(const lg_runtime_t *rt);

@@ -152,8 +152,10 @@ static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const vo
 {
     lg_ensure_started();
     d->kind = LG_VERDICT_RUN;
-    if (!lg_in_library)
-        lg_runtime_forget_message(); /* the thread's next launch: our text is no longer current */
+    /* The thread's next launch after our error was read: our text is no longer current. While
+     * the error is still this thread's last error, the text stays with it. */
+    if (!lg_in_library && !lg_runtime_pending)
+        lg_runtime_forget_message();
     *marked = !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
     if (LG_UNLIKELY(!*marked))
         return a;

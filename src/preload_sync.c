@@ -32,13 +32,7 @@ static __attribute__((noinline)) cudaError_t after_sync(lg_preload_binding_t *b,
         lg_ensure_started();
         lg_launch_poll(lg_preload_runtime(b), scope, stream);
     }
-    if (lg_runtime_pending_sync) {
-        if (e == cudaSuccess)
-            e = (cudaError_t)lg_runtime_pending;
-        lg_runtime_pending = 0;
-        lg_runtime_pending_sync = 0;
-    }
-    return e;
+    return (cudaError_t)lg_runtime_deliver_async((int)e);
 }
 
 /* A stream's synchronization covers its own orphans; the legacy stream's covers every
@@ -108,6 +102,11 @@ static inline cudaError_t graph_launch(lg_preload_binding_t *b, cudaGraphLaunch_
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
     lg_preload_hook_point(b);
+    /* An earlier replay's verdict read here says raise: this call returns it, as CUDA returns
+     * an asynchronous error at the next call, and does not replay (a failed call does nothing).
+     * Returned here, our text is still current when the application reads it. */
+    if (LG_UNLIKELY(lg_runtime_pending_sync) && !lg_in_library)
+        return (cudaError_t)lg_runtime_deliver_async(cudaSuccess);
     cudaError_t e = real(x, s);
     if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_in_library) {
         lg_ensure_started();

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# test_delivery_steps.sh: labelguard's error in the calls a training loop makes around a bad
+# step (build/progs/delivery, from tests/progs/delivery.cu), under the runtime test double:
+#   - a graph replay followed by the optimizer (a kernel and its launch check, a second graph
+#     replay, or a cudaPeekAtLastError first) and a sync: the bad step's error is read with
+#     labelguard's text, never a bare "operation not permitted", once per bad step; a replay
+#     after the bad one returns the error, as CUDA returns an asynchronous error at the next call;
+#   - an error labelguard returns from a blocking copy is also the thread's last error
+#     (cudaPeekAtLastError keeps it, cudaGetLastError takes it), as CUDA's own errors are;
+#   - a bad async step of a thread still alive at exit, never synchronized, is in the log;
+#   - a watched launch whose stream's capture state cannot be asked is counted unchecked and said.
+# With FAKECUDA_ASYNC_US set (the asynchronous double), the same checks run with work in flight.
+. "$(dirname "$0")/lib.sh"
+
+D="$PROGS/delivery"
+need "$D"
+export LABELGUARD_QUIET=1 LABELGUARD_ACTION=raise
+
+for mode in sync async; do
+  for opt in kernel graph peek; do
+    n="step-$mode-$opt"
+    LABELGUARD_MODE=$mode run_lg "$n" "$D" step --opt $opt --batches gbgbb
+    require_fake "$n"
+    check "$mode/$opt: each bad step's error has labelguard's text" \
+      test "$(grep 'batch=b' "$T/$n.out" | grep -c 'text="labelguard:"')" = 3
+    check "$mode/$opt: good steps are clean" test "$(grep 'batch=g' "$T/$n.out" | grep -c 'text=""')" = 2
+    check "$mode/$opt: never a bare operation not permitted" bash -c "! grep -q 'operation n' '$T/$n.out'"
+  done
+  check "$mode/graph: the next replay returns the error, and it is the last error" \
+    grep -q 'step k=2 batch=b replay=0 opt=800 sync=0 last=800' "$T/step-$mode-graph.out"
+done
+
+LABELGUARD_MODE=async run_lg lasterr "$D" lasterr
+check "an error returned by a blocking copy stays the last error until cudaGetLastError" \
+  grep -q 'lasterr launch=0 memcpy=800 sync=0 peek=800,800 last=800,0 text="labelguard:"' "$T/lasterr.out"
+
+finish
