@@ -765,6 +765,7 @@ enum { LG_NAME_NONE = 0, LG_NAME_REGISTERED = 1, LG_NAME_FROM_STUB = 2 };
 /* Why a watched kernel's launch ran unchecked, each said once per kernel (the summary counts
  * every such launch). */
 enum { LG_WARNED_DECODE = 1, LG_WARNED_VALIDATE = 2, LG_WARNED_CAPTURE = 4 };
+enum { LG_WARNED_CAPTURE_QUERY = 8 }; /* the stream's capture state could not be asked */
 /* The table lives in names.c; the lookup is inline because it is the whole cost of an
  * unwatched launch (preload.c's fast path). Open addressing on the pointer value; a slot's key is
  * published with release ordering after its entry is complete. The table grows by generations

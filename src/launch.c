@@ -201,9 +201,20 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
     lg_capture_t cap = {.sanitize = lg_cfg.action != LG_ACTION_LOG};
     int status = lg_runtime_capture_status(rt, l->stream, &cap.id);
     if (status < 0) {
-        /* The legacy stream while a blocking stream captures: the launch itself fails with
-         * cudaErrorStreamCaptureImplicit, and any call of ours there would invalidate the
-         * application's capture. */
+        /* Without the stream's capture state no call of ours on it is safe: on the legacy
+         * stream while a blocking stream captures (the launch itself then fails with
+         * cudaErrorStreamCaptureImplicit) any would invalidate the application's capture. */
+        char why[256];
+        int code = lg_runtime_capture_error;
+        const char *text = rt->get_error_string ? rt->get_error_string(code) : NULL;
+        if (code == 906 /* cudaErrorStreamCaptureImplicit */)
+            snprintf(why, sizeof why, "the legacy default stream is used while a blocking stream captures");
+        else
+            snprintf(why, sizeof why, "cudaStreamIsCapturing failed: %s", text ? text : "unknown error");
+        char reason[320];
+        snprintf(reason, sizeof reason, "%s (CUDA error %d)", why, code);
+        warn_unchecked("capture_query_failed", LG_WARNED_CAPTURE_QUERY, info,
+                       "the stream's capture state cannot be asked: %s; the launch runs unchecked", reason);
         return;
     }
     if (status > 0) {

@@ -34,4 +34,11 @@ LABELGUARD_MODE=async run_lg lasterr "$D" lasterr
 check "an error returned by a blocking copy stays the last error until cudaGetLastError" \
   grep -q 'lasterr launch=0 memcpy=800 sync=0 peek=800,800 last=800,0 text="labelguard:"' "$T/lasterr.out"
 
+LABELGUARD_MODE=sync run_lg implicit "$D" implicit
+check "implicit: the launch is refused by CUDA" grep -q 'implicit begin=0 launch=906' "$T/implicit.out"
+check "implicit: the log parses" events implicit
+check "implicit: counted unchecked in the summary" qtrue implicit 'S[-1]["unchecked"] == 1 and S[-1]["watched"] == 1'
+check "implicit: said once, with the reason" \
+  qtrue implicit 'len([w for w in W if w["what"] == "capture_query_failed" and "blocking stream captures" in w["detail"]]) == 1'
+
 finish
