@@ -483,6 +483,8 @@ LG_HIDDEN int lg_verdicts_add(lg_pending_t *p);
 /* Which checks a collection may take besides the calling thread's own: none (a launch or an
  * error query), the orphans of one stream (its synchronization), or every orphan. */
 typedef enum { LG_COLLECT_MINE, LG_COLLECT_SYNC_STREAM, LG_COLLECT_SYNC_ALL } lg_collect_t;
+/* At exit (lg.c's atexit handler): every thread's checks, live threads' too. */
+#define LG_COLLECT_EXIT ((lg_collect_t)(LG_COLLECT_SYNC_ALL + 1))
 /* True and r filled for each finished check (clean ones included), oldest first; false when
  * none is ready. Thread-safe. */
 LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream);
@@ -490,10 +492,37 @@ LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, voi
  * 1 read into v, 0 not yet written, -1 already overwritten. Lock-free, any thread. */
 LG_HIDDEN int lg_verdicts_ring_read(const struct lg_scan_ring *ring, uint64_t seq, lg_verdict_t *v);
 LG_HIDDEN void lg_verdicts_after_fork(void);
+/* At exit, before CUDA's teardown: waits up to timeout_ns for the runs of every outstanding
+ * check to be published (the process leaves without waiting for its GPU work). */
+LG_HIDDEN void lg_verdicts_wait_published(uint64_t timeout_ns);
+/* After the exit collection: no ring is read again (CUDA's teardown may unmap them), and no
+ * hook of any thread looks for verdicts any more. */
+LG_HIDDEN void lg_verdicts_close(void);
+/* Is any thread's check outstanding? (Takes the queue's lock.) */
+LG_HIDDEN bool lg_verdicts_outstanding(void);
+extern LG_HIDDEN _Atomic int lg_verdicts_closed;
 /* The calling thread's checks not collected yet, and the orphans of exited threads. */
 extern LG_HIDDEN LG_TLS int lg_verdicts_mine;
 extern LG_HIDDEN _Atomic int lg_verdicts_orphans;
 static inline bool lg_verdicts_pending(void) { return lg_verdicts_mine != 0; }
+/* The oldest of this thread's checks, while its run is not yet published: its ring's `latest`
+ * and its seq (NULL: it is final, or none is outstanding). Kept by verdicts.c under its lock,
+ * read here without one. */
+extern LG_HIDDEN LG_TLS const volatile unsigned long long *lg_verdicts_wait_latest;
+extern LG_HIDDEN LG_TLS uint64_t lg_verdicts_wait_seq;
+/* Is a verdict of this thread worth collecting now? With none outstanding: one thread-local
+ * read. With the oldest not yet published: two more and one load of its ring, no lock, no
+ * runtime call. Verdicts are read in launch order, so a newer one waits for the oldest (a
+ * synchronizing call reads every one that is there). */
+static inline bool lg_verdicts_due(void)
+{
+    if (LG_LIKELY(lg_verdicts_mine == 0))
+        return false;
+    if (__atomic_load_n((int *)&lg_verdicts_closed, __ATOMIC_RELAXED))
+        return false;
+    const volatile unsigned long long *latest = lg_verdicts_wait_latest;
+    return !latest || __atomic_load_n(latest, __ATOMIC_ACQUIRE) >= lg_verdicts_wait_seq;
+}
 static inline bool lg_verdicts_orphaned(void)
 {
     return __atomic_load_n((int *)&lg_verdicts_orphans, __ATOMIC_RELAXED) != 0;
@@ -1094,6 +1123,9 @@ LG_HIDDEN void lg_arm_dlopen_hook(lg_hook_t *out);
 /* Lazy start, from the first hook that needs it (pthread_once): registry, runtime, backend,
  * start event. Cheap after the first call. */
 LG_HIDDEN void lg_ensure_started(void);
+/* Registers the exit collection (lg.c) once; from the first launch, so that it runs before
+ * the teardown of a CUDA runtime that was started by then. */
+LG_HIDDEN void lg_exit_arm(void);
 /* The same start, from labelguard_arm: in auto mode it subscribes to CUPTI too. */
 LG_HIDDEN void lg_ensure_started_for_attach(void);
 /* Late arming with no CUDA runtime loaded yet: the lazy start, when a hook makes it, is the

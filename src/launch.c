@@ -232,7 +232,7 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
 static void decide_slow(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int state,
                         lg_decision_t *d)
 {
-    if (LG_UNLIKELY(lg_verdicts_pending()))
+    if (LG_UNLIKELY(lg_verdicts_due()))
         lg_launch_poll(rt, LG_COLLECT_MINE, NULL);
     if (state == LG_KSTATE_UNKNOWN) {
         info = lg_classify(rt, l, info);
@@ -261,9 +261,14 @@ void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_
 {
     d->kind = LG_VERDICT_RUN;
     lg_launch_count();
+    static _Atomic int exit_armed;
+    if (LG_UNLIKELY(!atomic_load_explicit(&exit_armed, memory_order_relaxed))) {
+        atomic_store_explicit(&exit_armed, 1, memory_order_relaxed);
+        lg_exit_arm();
+    }
     lg_kernel_info_t *info = lg_names_info(l->func);
     int state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
-    if (LG_LIKELY(state == LG_KSTATE_UNWATCHED || state == LG_KSTATE_BAD_LAYOUT) && !lg_verdicts_pending())
+    if (LG_LIKELY(state == LG_KSTATE_UNWATCHED || state == LG_KSTATE_BAD_LAYOUT) && !lg_verdicts_due())
         return;
     /* The checks read the labels through the launching caller's own runtime. */
     const lg_runtime_t *prev = lg_validate_use_runtime(rt);

@@ -128,7 +128,8 @@ BODY cudaError_t body___cudaGetKernel(lg_preload_binding_t *b, cudaKernel_t *k, 
 
 /* The whole cost of an unwatched launch: one inline lookup of the kernel's cached state, the
  * per-thread counter, and a thread-local check for this thread's async verdicts waiting to be
- * read or our error text to retire. */
+ * read or our error text to retire. A verdict outstanding but not yet published keeps the
+ * launch here (lg_verdicts_due: its ring's `latest`, no lock). */
 static inline __attribute__((always_inline)) bool unwatched(const void *f)
 {
     lg_kernel_info_t *info = lg_names_info(f);
@@ -136,7 +137,7 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
         return false;
     int st = __atomic_load_n((int *)&info->state, __ATOMIC_ACQUIRE);
     if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) ||
-        LG_UNLIKELY(lg_verdicts_mine | lg_runtime_message_live))
+        (LG_UNLIKELY(lg_verdicts_mine | lg_runtime_message_live) && (lg_runtime_message_live || lg_verdicts_due())))
         return false;
     lg_launch_count();
     return true;

@@ -34,6 +34,14 @@ LABELGUARD_MODE=async run_lg lasterr "$D" lasterr
 check "an error returned by a blocking copy stays the last error until cudaGetLastError" \
   grep -q 'lasterr launch=0 memcpy=800 sync=0 peek=800,800 last=800,0 text="labelguard:"' "$T/lasterr.out"
 
+for sc in exitlive exitgraph; do
+  LABELGUARD_MODE=async run_lg "$sc" "$D" $sc
+  check "$sc: exits cleanly" test "$(rc_of $sc)" = 0
+  check "$sc: the log parses" events $sc
+  check "$sc: the live thread's bad last step is in the log" \
+    qtrue $sc 'len(V) == 1 and V[0]["kernel"].startswith("nll_loss_forward") and S and S[-1]["violations"] == 1'
+done
+
 LABELGUARD_MODE=sync run_lg implicit "$D" implicit
 check "implicit: the launch is refused by CUDA" grep -q 'implicit begin=0 launch=906' "$T/implicit.out"
 check "implicit: the log parses" events implicit
