@@ -266,7 +266,7 @@ static void lg_at_exit(void)
     if (!atomic_load(&started))
         return;
     lg_in_library++;
-    if (lg_verdicts_pending() || lg_verdicts_orphaned() || lg_verdicts_outstanding()) {
+    if (lg_verdicts_outstanding()) {
         lg_verdicts_wait_published(EXIT_WAIT_NS);
         lg_launch_poll(lg_runtime_get(), LG_COLLECT_EXIT, NULL);
     }

@@ -3,15 +3,18 @@
  *
  * The synchronizing calls (stream, event and device synchronization, blocking copies) collect
  * the calling thread's async verdicts after the real call, and return a raise verdict's error,
- * as CUDA returns an asynchronous error there. The graph entry points (cudaStreamEndCapture,
+ * as CUDA returns an asynchronous error there; a graph replay returns one read at its own hook
+ * point, before replaying. Such a returned error is also the thread's last error until
+ * cudaGetLastError reads it, as CUDA's own errors are. The graph entry points (cudaStreamEndCapture,
  * cudaGraphInstantiate*, cudaGraphExecDestroy, cudaGraphDestroy, cudaGraphLaunch) tell
  * graphs.c which graphs hold checked launches and queue each replay's verdicts. Defined once
  * per libcudart version node like every hook (preload.h). Runs on whatever thread calls the
  * runtime.
  *
  * Tested end to end under the runtime test double: tests/e2e/test_graphs.sh (capture, replay,
- * late arming), test_delivery.sh (an error returned at the launching thread's sync point) and
- * the real-torch cases; the cost of a synchronizing call by `make bench`.
+ * late arming), test_delivery.sh (an error returned at the launching thread's sync point),
+ * test_delivery_steps.sh (a replay followed by other work, the last error after a blocking copy)
+ * and the real-torch cases; the cost of a synchronizing call by `make bench`.
  */
 #include "preload.h"
 
