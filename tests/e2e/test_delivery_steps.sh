@@ -34,6 +34,15 @@ for mode in sync async; do
   fi
 done
 
+# No sync between steps, host work between them: on a device that runs behind, a replay's
+# verdict is read at the next step's replay, before that step's optimizer launches.
+for opt in kernel graph; do
+  n="nosync-$opt"
+  LABELGUARD_MODE=async run_lg "$n" "$D" step --opt $opt --sync end --host-us 20000 --batches gbgbg
+  check "no sync/$opt: the bad steps' errors have labelguard's text" test "$(grep -c 'text="labelguard:"' "$T/$n.out")" -ge 2
+  check "no sync/$opt: never a bare operation not permitted" bash -c "! grep -q 'operation n' '$T/$n.out'"
+done
+
 LABELGUARD_MODE=async run_lg lasterr "$D" lasterr
 check "an error returned by a blocking copy stays the last error until cudaGetLastError" \
   grep -q 'lasterr launch=0 memcpy=800 sync=0 peek=800,800 last=800,0 text="labelguard:"' "$T/lasterr.out"

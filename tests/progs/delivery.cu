@@ -4,13 +4,17 @@
 // Built as build/progs/delivery (<<<>>>), delivery_legacy and delivery_ptsz. Used by
 // tests/e2e/test_delivery_steps.sh under the runtime test double.
 //
-// usage: delivery SCENARIO [--batches LETTERS] [--opt kernel|graph|peek]
+// usage: delivery SCENARIO [--batches LETTERS] [--opt kernel|graph|peek] [--sync step|end] [--host-us N]
 //   step       a loss step captured into a graph; per letter of --batches (g: good labels, b:
 //              label 3 is 9, out of range) the batch is copied into the static target, the graph
 //              replayed, then the "optimizer" runs (--opt kernel: one kernel launched with <<<>>>
 //              and checked with cudaGetLastError, as C10_CUDA_KERNEL_LAUNCH_CHECK does; graph: a
 //              second graph replayed, as a captured optimizer step is; peek: cudaPeekAtLastError,
-//              then the kernel), then the stream is synchronized and cudaGetLastError read.
+//              then the kernel), then the stream is synchronized and cudaGetLastError read
+//              (--sync end: no synchronization between steps, as a loop that reads the loss
+//              only now and then; the last step synchronizes). --host-us N: N µs of host work
+//              after each step (loading the next batch), so that a device that runs behind
+//              the host catches up between steps.
 //   lasterr    a bad loss launch through cudaLaunchKernel (return value only, no error query),
 //              then a blocking cudaMemcpy whose return value the program ignores, a stream
 //              synchronization, cudaPeekAtLastError twice and cudaGetLastError twice
@@ -113,7 +117,7 @@ cudaGraphExec_t capture(model &m, bool optimizer)
 
 const char *text_of(cudaError_t e) { return e == cudaSuccess ? "" : cudaGetErrorString(e); }
 
-int run_step(const std::string &batches, const std::string &opt)
+int run_step(const std::string &batches, const std::string &opt, bool sync_each, long host_us)
 {
     model m;
     cudaGraphExec_t x = capture(m, false);
@@ -132,13 +136,14 @@ int run_step(const std::string &batches, const std::string &opt)
             o = cudaGetLastError();
         }
         if (text.empty()) text = text_of(o);
-        cudaError_t w = cudaStreamSynchronize(m.s);
+        cudaError_t w = sync_each || k + 1 == batches.size() ? cudaStreamSynchronize(m.s) : cudaSuccess;
         if (text.empty()) text = text_of(w);
         cudaError_t last = cudaGetLastError();
         if (text.empty()) text = text_of(last);
         printf("step k=%zu batch=%c replay=%d opt=%d sync=%d last=%d text=\"%.11s\"\n", k + 1, batches[k], (int)r, (int)o,
                (int)w, (int)last, text.c_str());
         fflush(stdout);
+        if (host_us > 0) usleep((useconds_t)host_us);
     }
     return 0;
 }
@@ -207,17 +212,21 @@ int run_implicit()
 
 int main(int argc, char **argv)
 {
-    std::string scenario, batches = "gbgb", opt = "kernel";
+    std::string scenario, batches = "gbgb", opt = "kernel", sync = "step";
+    long host_us = 0;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--batches" && i + 1 < argc) batches = argv[++i];
         else if (a == "--opt" && i + 1 < argc) opt = argv[++i];
+        else if (a == "--sync" && i + 1 < argc) sync = argv[++i];
+        else if (a == "--host-us" && i + 1 < argc) host_us = strtol(argv[++i], nullptr, 10);
         else if (a[0] == '-') usage("unknown option");
         else scenario = a;
     }
     if (opt != "kernel" && opt != "graph" && opt != "peek") usage("bad --opt");
+    if (sync != "step" && sync != "end") usage("bad --sync");
     lg_print_identity();
-    if (scenario == "step") return run_step(batches, opt);
+    if (scenario == "step") return run_step(batches, opt, sync == "step", host_us);
     if (scenario == "lasterr") return run_lasterr();
     if (scenario == "exitlive") return run_exitlive(false);
     if (scenario == "exitgraph") return run_exitlive(true);
