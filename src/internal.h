@@ -164,8 +164,7 @@ LG_HIDDEN void lg_runtime_restore_error(const lg_runtime_t *rt, int saved);
  * when the runtime refused to say, e.g. cudaErrorStreamCaptureImplicit for the legacy stream
  * while a blocking stream captures) and, when capturing, its capture id. Leaves no error. */
 LG_HIDDEN int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned long long *id);
-/* The CUDA error of this thread's last refused capture query (lg_runtime_capture_status -1). */
-extern LG_HIDDEN LG_TLS int lg_runtime_capture_error;
+/* When lg_runtime_capture_status returns -1, *id holds the CUDA error of the refusal. */
 /* This thread's capture mode becomes relaxed (returns the old one to hand back), so that our
  * allocations and copies never invalidate a capture the application runs. -1: no such call. */
 LG_HIDDEN int lg_runtime_relax_capture(const lg_runtime_t *rt);
@@ -467,6 +466,7 @@ typedef struct lg_pending {
     uint64_t graph_id; /* a graph replay: the graph's id (its capture's); 0 otherwise */
     uint64_t replay;   /* a graph replay: which replay of that launch, from 1 */
     uint64_t owner;    /* the thread that added it (lg_verdicts_add sets it); 0: exited */
+    const volatile unsigned long long *latest; /* &ring->latest (lg_verdicts_add sets it) */
     lg_verdict_t verdict;
 } lg_pending_t;
 /* What a collected check says. */
@@ -505,11 +505,11 @@ extern LG_HIDDEN _Atomic int lg_verdicts_closed;
 extern LG_HIDDEN LG_TLS int lg_verdicts_mine;
 extern LG_HIDDEN _Atomic int lg_verdicts_orphans;
 static inline bool lg_verdicts_pending(void) { return lg_verdicts_mine != 0; }
-/* The oldest of this thread's checks, while its run is not yet published: its ring's `latest`
- * and its seq (NULL: it is final, or none is outstanding). Kept by verdicts.c under its lock,
- * read here without one. */
-extern LG_HIDDEN LG_TLS const volatile unsigned long long *lg_verdicts_wait_latest;
-extern LG_HIDDEN LG_TLS uint64_t lg_verdicts_wait_seq;
+/* The oldest of this thread's checks when it waits for its ring (NULL: it is final, or none is
+ * outstanding). Set by verdicts.c under its lock, read here without one: only this thread frees
+ * its own checks (the exit collection leaves a live thread's allocated). One pointer, not the
+ * ring and seq: the library's static TLS block stays within 128 bytes. */
+extern LG_HIDDEN LG_TLS const lg_pending_t *lg_verdicts_wait;
 /* Is a verdict of this thread worth collecting now? With none outstanding: one thread-local
  * read. With the oldest not yet published: two more and one load of its ring, no lock, no
  * runtime call. Verdicts are read in launch order, so a newer one waits for the oldest (a
@@ -520,8 +520,8 @@ static inline bool lg_verdicts_due(void)
         return false;
     if (__atomic_load_n((int *)&lg_verdicts_closed, __ATOMIC_RELAXED))
         return false;
-    const volatile unsigned long long *latest = lg_verdicts_wait_latest;
-    return !latest || __atomic_load_n(latest, __ATOMIC_ACQUIRE) >= lg_verdicts_wait_seq;
+    const lg_pending_t *p = lg_verdicts_wait;
+    return !p || __atomic_load_n(p->latest, __ATOMIC_ACQUIRE) >= p->seq;
 }
 static inline bool lg_verdicts_orphaned(void)
 {

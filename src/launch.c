@@ -205,7 +205,7 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
          * stream while a blocking stream captures (the launch itself then fails with
          * cudaErrorStreamCaptureImplicit) any would invalidate the application's capture. */
         char why[256];
-        int code = lg_runtime_capture_error;
+        int code = (int)cap.id;
         const char *text = rt->get_error_string ? rt->get_error_string(code) : NULL;
         if (code == 906 /* cudaErrorStreamCaptureImplicit */)
             snprintf(why, sizeof why, "the legacy default stream is used while a blocking stream captures");

@@ -46,7 +46,6 @@ LG_TLS int lg_runtime_pending;
 LG_TLS int lg_runtime_pending_sync;
 LG_TLS int lg_runtime_message_live;
 LG_TLS int lg_runtime_app_error;
-LG_TLS int lg_runtime_capture_error;
 
 /* ------------------------------------------------------------------ finding libcudart */
 
@@ -369,7 +368,7 @@ int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned lon
     int rc = rt->stream_is_capturing(stream, &status);
     if (rc != 0) {
         status = -1;
-        lg_runtime_capture_error = rc;
+        *id = (unsigned long long)rc; /* why it refused */
     } else if (status != 0 && rt->stream_get_capture_info) {
         int st2 = 0;
         unsigned long long cid = 0;

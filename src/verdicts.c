@@ -31,8 +31,7 @@
 #include "internal.h"
 
 LG_TLS int lg_verdicts_mine;
-LG_TLS const volatile unsigned long long *lg_verdicts_wait_latest;
-LG_TLS uint64_t lg_verdicts_wait_seq;
+LG_TLS const lg_pending_t *lg_verdicts_wait;
 _Atomic int lg_verdicts_orphans;
 _Atomic int lg_verdicts_closed;
 
@@ -76,16 +75,13 @@ static uint64_t owner_id(void)
 /* Points the calling thread's hooks at its oldest check (lg_verdicts_due). Caller holds `lock`. */
 static void wait_for_oldest(uint64_t me)
 {
-    lg_verdicts_wait_latest = NULL;
-    lg_verdicts_wait_seq = 0;
+    lg_verdicts_wait = NULL;
     for (int i = 0; me && i < n_pendings; i++) {
         const lg_pending_t *p = pendings[i];
         if (p->owner != me)
             continue;
-        if (p->ring) {
-            lg_verdicts_wait_latest = &p->ring->latest;
-            lg_verdicts_wait_seq = p->seq;
-        }
+        if (p->ring)
+            lg_verdicts_wait = p;
         return;
     }
 }
@@ -120,6 +116,7 @@ static void give_up_older(const lg_pending_t *p)
 int lg_verdicts_add(lg_pending_t *p)
 {
     p->owner = owner_id();
+    p->latest = p->ring ? &p->ring->latest : NULL;
     pthread_mutex_lock(&lock);
     if (p->graph_id && p->ring)
         give_up_older(p);
@@ -216,13 +213,16 @@ bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream)
         if (!takes(p, me, scope, stream) || pending_poll(p, r) != 1)
             continue;
         found = true;
-        if (p->owner == me && me)
+        if (p->owner == me && me) {
             lg_verdicts_mine--;
-        else if (p->owner)
-            ; /* a live thread's, taken at exit: its own count stays, and is no longer read */
-        else
+            free(p);
+        } else if (p->owner) {
+            /* A live thread's, taken at exit: left allocated (its thread-locals may point at it,
+             * read without the lock) and no longer read; the process is ending. */
+        } else {
             __atomic_fetch_sub(&lg_verdicts_orphans, 1, __ATOMIC_RELAXED);
-        free(p);
+            free(p);
+        }
         /* Keep launch order: the oldest checks are looked at first. */
         memmove(&pendings[i], &pendings[i + 1], (size_t)(n_pendings - i - 1) * sizeof pendings[0]);
         n_pendings--;
@@ -277,7 +277,6 @@ void lg_verdicts_after_fork(void)
     pthread_mutex_init(&lock, NULL);
     n_pendings = 0;
     lg_verdicts_mine = 0;
-    lg_verdicts_wait_latest = NULL;
-    lg_verdicts_wait_seq = 0;
+    lg_verdicts_wait = NULL;
     __atomic_store_n(&lg_verdicts_orphans, 0, __ATOMIC_RELAXED);
 }
