@@ -152,12 +152,19 @@ extern LG_HIDDEN LG_TLS int lg_runtime_app_error;
  * consuming nothing. */
 LG_HIDDEN int lg_runtime_take_error(int e);
 LG_HIDDEN int lg_runtime_peek_error(int e);
+/* An error labelguard returns from a call (a synchronization, a blocking copy, a graph replay)
+ * is also the thread's last error, as CUDA's own are: what that call returns, given what the
+ * real one returned (e). Our pending async error, if any, is returned (when e is 0) and stays
+ * pending for cudaGetLastError, but is no longer due at a synchronizing call. While ours stays
+ * pending, the thread's launches keep our text (lg_runtime_message_live). */
+LG_HIDDEN int lg_runtime_deliver_async(int e);
 LG_HIDDEN int lg_runtime_save_error(const lg_runtime_t *rt);
 LG_HIDDEN void lg_runtime_restore_error(const lg_runtime_t *rt, int saved);
 /* Capture state of `stream` (cudaStreamCaptureStatus: 0 none, 1 active, 2 invalidated; -1
  * when the runtime refused to say, e.g. cudaErrorStreamCaptureImplicit for the legacy stream
  * while a blocking stream captures) and, when capturing, its capture id. Leaves no error. */
 LG_HIDDEN int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned long long *id);
+/* When lg_runtime_capture_status returns -1, *id holds the CUDA error of the refusal. */
 /* This thread's capture mode becomes relaxed (returns the old one to hand back), so that our
  * allocations and copies never invalidate a capture the application runs. -1: no such call. */
 LG_HIDDEN int lg_runtime_relax_capture(const lg_runtime_t *rt);
@@ -459,6 +466,7 @@ typedef struct lg_pending {
     uint64_t graph_id; /* a graph replay: the graph's id (its capture's); 0 otherwise */
     uint64_t replay;   /* a graph replay: which replay of that launch, from 1 */
     uint64_t owner;    /* the thread that added it (lg_verdicts_add sets it); 0: exited */
+    const volatile unsigned long long *latest; /* &ring->latest (lg_verdicts_add sets it) */
     lg_verdict_t verdict;
 } lg_pending_t;
 /* What a collected check says. */
@@ -475,6 +483,8 @@ LG_HIDDEN int lg_verdicts_add(lg_pending_t *p);
 /* Which checks a collection may take besides the calling thread's own: none (a launch or an
  * error query), the orphans of one stream (its synchronization), or every orphan. */
 typedef enum { LG_COLLECT_MINE, LG_COLLECT_SYNC_STREAM, LG_COLLECT_SYNC_ALL } lg_collect_t;
+/* At exit (lg.c's atexit handler): every thread's checks, live threads' too. */
+#define LG_COLLECT_EXIT ((lg_collect_t)(LG_COLLECT_SYNC_ALL + 1))
 /* True and r filled for each finished check (clean ones included), oldest first; false when
  * none is ready. Thread-safe. */
 LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream);
@@ -482,10 +492,37 @@ LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, voi
  * 1 read into v, 0 not yet written, -1 already overwritten. Lock-free, any thread. */
 LG_HIDDEN int lg_verdicts_ring_read(const struct lg_scan_ring *ring, uint64_t seq, lg_verdict_t *v);
 LG_HIDDEN void lg_verdicts_after_fork(void);
+/* At exit, before CUDA's teardown: waits up to timeout_ns for the runs of every outstanding
+ * check to be published (the process leaves without waiting for its GPU work). */
+LG_HIDDEN void lg_verdicts_wait_published(uint64_t timeout_ns);
+/* After the exit collection: no ring is read again (CUDA's teardown may unmap them), and no
+ * hook of any thread looks for verdicts any more. */
+LG_HIDDEN void lg_verdicts_close(void);
+/* Is any thread's check outstanding? (Takes the queue's lock.) */
+LG_HIDDEN bool lg_verdicts_outstanding(void);
+extern LG_HIDDEN _Atomic int lg_verdicts_closed;
 /* The calling thread's checks not collected yet, and the orphans of exited threads. */
 extern LG_HIDDEN LG_TLS int lg_verdicts_mine;
 extern LG_HIDDEN _Atomic int lg_verdicts_orphans;
 static inline bool lg_verdicts_pending(void) { return lg_verdicts_mine != 0; }
+/* The oldest of this thread's checks when it waits for its ring (NULL: it is final, or none is
+ * outstanding). Set by verdicts.c under its lock, read here without one: only this thread frees
+ * its own checks (the exit collection leaves a live thread's allocated). One pointer, not the
+ * ring and seq: the library's static TLS block stays within 128 bytes. */
+extern LG_HIDDEN LG_TLS const lg_pending_t *lg_verdicts_wait;
+/* Is a verdict of this thread worth collecting now? With none outstanding: one thread-local
+ * read. With the oldest not yet published: two more and one load of its ring, no lock, no
+ * runtime call. Verdicts are read in launch order, so a newer one waits for the oldest (a
+ * synchronizing call reads every one that is there). */
+static inline bool lg_verdicts_due(void)
+{
+    if (LG_LIKELY(lg_verdicts_mine == 0))
+        return false;
+    if (__atomic_load_n((int *)&lg_verdicts_closed, __ATOMIC_RELAXED))
+        return false;
+    const lg_pending_t *p = lg_verdicts_wait;
+    return !p || __atomic_load_n(p->latest, __ATOMIC_ACQUIRE) >= p->seq;
+}
 static inline bool lg_verdicts_orphaned(void)
 {
     return __atomic_load_n((int *)&lg_verdicts_orphans, __ATOMIC_RELAXED) != 0;
@@ -757,6 +794,7 @@ enum { LG_NAME_NONE = 0, LG_NAME_REGISTERED = 1, LG_NAME_FROM_STUB = 2 };
 /* Why a watched kernel's launch ran unchecked, each said once per kernel (the summary counts
  * every such launch). */
 enum { LG_WARNED_DECODE = 1, LG_WARNED_VALIDATE = 2, LG_WARNED_CAPTURE = 4 };
+enum { LG_WARNED_CAPTURE_QUERY = 8 }; /* the stream's capture state could not be asked */
 /* The table lives in names.c; the lookup is inline because it is the whole cost of an
  * unwatched launch (preload.c's fast path). Open addressing on the pointer value; a slot's key is
  * published with release ordering after its entry is complete. The table grows by generations
@@ -1085,6 +1123,9 @@ LG_HIDDEN void lg_arm_dlopen_hook(lg_hook_t *out);
 /* Lazy start, from the first hook that needs it (pthread_once): registry, runtime, backend,
  * start event. Cheap after the first call. */
 LG_HIDDEN void lg_ensure_started(void);
+/* Registers the exit collection (lg.c) once; from the first launch, so that it runs before
+ * the teardown of a CUDA runtime that was started by then. */
+LG_HIDDEN void lg_exit_arm(void);
 /* The same start, from labelguard_arm: in auto mode it subscribes to CUPTI too. */
 LG_HIDDEN void lg_ensure_started_for_attach(void);
 /* Late arming with no CUDA runtime loaded yet: the lazy start, when a hook makes it, is the

@@ -201,9 +201,20 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
     lg_capture_t cap = {.sanitize = lg_cfg.action != LG_ACTION_LOG};
     int status = lg_runtime_capture_status(rt, l->stream, &cap.id);
     if (status < 0) {
-        /* The legacy stream while a blocking stream captures: the launch itself fails with
-         * cudaErrorStreamCaptureImplicit, and any call of ours there would invalidate the
-         * application's capture. */
+        /* Without the stream's capture state no call of ours on it is safe: on the legacy
+         * stream while a blocking stream captures (the launch itself then fails with
+         * cudaErrorStreamCaptureImplicit) any would invalidate the application's capture. */
+        char why[256];
+        int code = (int)cap.id;
+        const char *text = rt->get_error_string ? rt->get_error_string(code) : NULL;
+        if (code == 906 /* cudaErrorStreamCaptureImplicit */)
+            snprintf(why, sizeof why, "the legacy default stream is used while a blocking stream captures");
+        else
+            snprintf(why, sizeof why, "cudaStreamIsCapturing failed: %s", text ? text : "unknown error");
+        char reason[320];
+        snprintf(reason, sizeof reason, "%s (CUDA error %d)", why, code);
+        warn_unchecked("capture_query_failed", LG_WARNED_CAPTURE_QUERY, info,
+                       "the stream's capture state cannot be asked: %s; the launch runs unchecked", reason);
         return;
     }
     if (status > 0) {
@@ -221,7 +232,7 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
 static void decide_slow(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int state,
                         lg_decision_t *d)
 {
-    if (LG_UNLIKELY(lg_verdicts_pending()))
+    if (LG_UNLIKELY(lg_verdicts_due()))
         lg_launch_poll(rt, LG_COLLECT_MINE, NULL);
     if (state == LG_KSTATE_UNKNOWN) {
         info = lg_classify(rt, l, info);
@@ -250,9 +261,14 @@ void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_
 {
     d->kind = LG_VERDICT_RUN;
     lg_launch_count();
+    static _Atomic int exit_armed;
+    if (LG_UNLIKELY(!atomic_load_explicit(&exit_armed, memory_order_relaxed))) {
+        atomic_store_explicit(&exit_armed, 1, memory_order_relaxed);
+        lg_exit_arm();
+    }
     lg_kernel_info_t *info = lg_names_info(l->func);
     int state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
-    if (LG_LIKELY(state == LG_KSTATE_UNWATCHED || state == LG_KSTATE_BAD_LAYOUT) && !lg_verdicts_pending())
+    if (LG_LIKELY(state == LG_KSTATE_UNWATCHED || state == LG_KSTATE_BAD_LAYOUT) && !lg_verdicts_due())
         return;
     /* The checks read the labels through the launching caller's own runtime. */
     const lg_runtime_t *prev = lg_validate_use_runtime(rt);

@@ -17,7 +17,10 @@
  * Fork: the child keeps the parent's tables (read-only) but not its log file, locks or held
  * threads; it opens its own log on its first event. A fork waits for a start under way in
  * another thread (start_lock), and the child never calls CUPTI. exec starts the library afresh.
- * Exit: a `summary` event, only in processes that started.
+ * Exit: an atexit handler, registered at the first launch (after the CUDA runtime's, so it runs
+ * before CUDA's teardown), collects every thread's outstanding async checks; the destructor
+ * writes a `summary` event, only in processes that started. Tested by
+ * tests/e2e/test_delivery_steps.sh (a bad last step of a live thread, no sync, is logged).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -251,11 +254,42 @@ void lg_ensure_started_for_attach(void)
  * start now would resolve an empty runtime table for good), but is then the attach kind. */
 void lg_start_as_attach_later(void) { attaching = true; }
 
+/* At exit the last async checks are still outstanding when the job ends without a final sync
+ * (or their threads, autograd's, live on): collected here, in an atexit handler registered at
+ * the first launch, so after the CUDA runtime's own (its teardown, which may unmap the pinned
+ * verdict rings, then runs after this). Every thread's checks, given a moment for the GPU to
+ * publish them; then no ring is read again. */
+#define EXIT_WAIT_NS 2000000000ull
+
+static void lg_at_exit(void)
+{
+    if (!atomic_load(&started))
+        return;
+    lg_in_library++;
+    if (lg_verdicts_outstanding()) {
+        lg_verdicts_wait_published(EXIT_WAIT_NS);
+        lg_launch_poll(lg_runtime_get(), LG_COLLECT_EXIT, NULL);
+    }
+    lg_verdicts_close();
+    lg_in_library--;
+}
+
+static _Atomic int exit_armed;
+
+void lg_exit_arm(void)
+{
+    if (!atomic_exchange(&exit_armed, 1))
+        atexit(lg_at_exit);
+}
+
+/* The summary. A library unloaded without its atexit handler having run (a failed dlopen's
+ * cleanup) still reads no ring: the runtime may be going away first. */
 __attribute__((destructor)) static void lg_destructor(void)
 {
     if (!atomic_load(&started))
         return;
     lg_in_library++;
+    lg_verdicts_close();
     if (lg_verdicts_pending() || lg_verdicts_orphaned())
         lg_launch_poll(lg_runtime_get(), LG_COLLECT_SYNC_ALL, NULL);
     lg_counters_t c;

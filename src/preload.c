@@ -128,7 +128,8 @@ BODY cudaError_t body___cudaGetKernel(lg_preload_binding_t *b, cudaKernel_t *k, 
 
 /* The whole cost of an unwatched launch: one inline lookup of the kernel's cached state, the
  * per-thread counter, and a thread-local check for this thread's async verdicts waiting to be
- * read or our error text to retire. */
+ * read or our error text to retire. A verdict outstanding but not yet published keeps the
+ * launch here (lg_verdicts_due: its ring's `latest`, no lock). */
 static inline __attribute__((always_inline)) bool unwatched(const void *f)
 {
     lg_kernel_info_t *info = lg_names_info(f);
@@ -136,7 +137,7 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
         return false;
     int st = __atomic_load_n((int *)&info->state, __ATOMIC_ACQUIRE);
     if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) ||
-        LG_UNLIKELY(lg_verdicts_mine | lg_runtime_message_live))
+        (LG_UNLIKELY(lg_verdicts_mine | lg_runtime_message_live) && (lg_runtime_message_live || lg_verdicts_due())))
         return false;
     lg_launch_count();
     return true;
@@ -152,8 +153,10 @@ static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const vo
 {
     lg_ensure_started();
     d->kind = LG_VERDICT_RUN;
-    if (!lg_in_library)
-        lg_runtime_forget_message(); /* the thread's next launch: our text is no longer current */
+    /* The thread's next launch after our error was read: our text is no longer current. While
+     * the error is still this thread's last error, the text stays with it. */
+    if (!lg_in_library && !lg_runtime_pending)
+        lg_runtime_forget_message();
     *marked = !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
     if (LG_UNLIKELY(!*marked))
         return a;

@@ -118,10 +118,11 @@ static inline const lg_runtime_t *lg_preload_runtime(const lg_preload_binding_t 
 
 /* Every hook point collects the calling thread's own async verdicts (nothing else: another
  * thread's error is that thread's); a blocked launch's pending error is returned by the first
- * error query on its thread. With nothing outstanding: one thread-local read. */
+ * error query on its thread. With nothing outstanding: one thread-local read; with verdicts
+ * outstanding but the oldest not yet published: a few more reads, no lock (lg_verdicts_due). */
 static inline void lg_preload_hook_point(lg_preload_binding_t *b)
 {
-    if (LG_UNLIKELY(lg_verdicts_pending()) && !lg_in_library) {
+    if (LG_UNLIKELY(lg_verdicts_due()) && !lg_in_library) {
         lg_ensure_started();
         lg_launch_poll(lg_preload_runtime(b), LG_COLLECT_MINE, NULL);
     }

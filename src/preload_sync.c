@@ -3,15 +3,18 @@
  *
  * The synchronizing calls (stream, event and device synchronization, blocking copies) collect
  * the calling thread's async verdicts after the real call, and return a raise verdict's error,
- * as CUDA returns an asynchronous error there. The graph entry points (cudaStreamEndCapture,
+ * as CUDA returns an asynchronous error there; a graph replay returns one read at its own hook
+ * point, before replaying. Such a returned error is also the thread's last error until
+ * cudaGetLastError reads it, as CUDA's own errors are. The graph entry points (cudaStreamEndCapture,
  * cudaGraphInstantiate*, cudaGraphExecDestroy, cudaGraphDestroy, cudaGraphLaunch) tell
  * graphs.c which graphs hold checked launches and queue each replay's verdicts. Defined once
  * per libcudart version node like every hook (preload.h). Runs on whatever thread calls the
  * runtime.
  *
  * Tested end to end under the runtime test double: tests/e2e/test_graphs.sh (capture, replay,
- * late arming), test_delivery.sh (an error returned at the launching thread's sync point) and
- * the real-torch cases; the cost of a synchronizing call by `make bench`.
+ * late arming), test_delivery.sh (an error returned at the launching thread's sync point),
+ * test_delivery_steps.sh (a replay followed by other work, the last error after a blocking copy)
+ * and the real-torch cases; the cost of a synchronizing call by `make bench`.
  */
 #include "preload.h"
 
@@ -32,13 +35,7 @@ static __attribute__((noinline)) cudaError_t after_sync(lg_preload_binding_t *b,
         lg_ensure_started();
         lg_launch_poll(lg_preload_runtime(b), scope, stream);
     }
-    if (lg_runtime_pending_sync) {
-        if (e == cudaSuccess)
-            e = (cudaError_t)lg_runtime_pending;
-        lg_runtime_pending = 0;
-        lg_runtime_pending_sync = 0;
-    }
-    return e;
+    return (cudaError_t)lg_runtime_deliver_async((int)e);
 }
 
 /* A stream's synchronization covers its own orphans; the legacy stream's covers every
@@ -108,6 +105,11 @@ static inline cudaError_t graph_launch(lg_preload_binding_t *b, cudaGraphLaunch_
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
     lg_preload_hook_point(b);
+    /* An earlier replay's verdict read here says raise: this call returns it, as CUDA returns
+     * an asynchronous error at the next call, and does not replay (a failed call does nothing).
+     * Returned here, our text is still current when the application reads it. */
+    if (LG_UNLIKELY(lg_runtime_pending_sync) && !lg_in_library)
+        return (cudaError_t)lg_runtime_deliver_async(cudaSuccess);
     cudaError_t e = real(x, s);
     if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_in_library) {
         lg_ensure_started();

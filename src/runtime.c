@@ -2,7 +2,8 @@
  * per soname: a CUDA 12 and a CUDA 13 runtime can live side by side, e.g. torch's wheel and a
  * custom extension), the libcuda handle, the runtime functions the core calls (lg_runtime_t),
  * the per-thread pending error that a blocked launch leaves for cudaGetLastError (with our
- * text for it, valid until the thread's next launch), the save and restore of the
+ * text for it, valid while that error is pending and until the thread's next launch after it
+ * was read), the save and restore of the
  * application's own error around our calls, and the capture queries and capture-mode switch
  * our calls need to stay within CUDA's capture rules.
  *
@@ -261,7 +262,8 @@ const lg_runtime_t *lg_runtime_for(int major, const char *version)
 
 /* Our text is per thread: PyTorch reads cudaGetLastError and then cudaGetErrorString on the
  * thread that made the failing call. It means LG_RAISE_ERROR only while message_live is set
- * (until the thread's next launch), so an unrelated cudaErrorNotPermitted later gets CUDA's
+ * (while our error is the thread's last error, and until the thread's next launch after it was
+ * read, or a newer error of CUDA's replaced it), so an unrelated cudaErrorNotPermitted later gets CUDA's
  * own text. The text lives on the heap behind a pthread key, not in a __thread array: the
  * library's whole TLS block is static TLS (the fast path's initial-exec variables), and a
  * library dlopen'd into a running process (`labelguard attach`, labelguard.enable() after
@@ -328,9 +330,24 @@ int lg_runtime_take_error(int e)
     if (lg_runtime_pending && e != 600 /* cudaErrorNotReady */) {
         if (e == 0)
             e = lg_runtime_pending;
+        else
+            lg_runtime_forget_message(); /* a newer error of the runtime's replaces ours */
         lg_runtime_pending = 0;
         lg_runtime_pending_sync = 0;
     }
+    return e;
+}
+
+int lg_runtime_deliver_async(int e)
+{
+    if (!lg_runtime_pending_sync)
+        return e;
+    lg_runtime_pending_sync = 0;
+    if (e == 0)
+        return lg_runtime_pending; /* and it stays the thread's last error */
+    /* The call failed on its own: CUDA's error is the last one now, ours is superseded. */
+    lg_runtime_pending = 0;
+    lg_runtime_forget_message();
     return e;
 }
 
@@ -351,6 +368,7 @@ int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned lon
     int rc = rt->stream_is_capturing(stream, &status);
     if (rc != 0) {
         status = -1;
+        *id = (unsigned long long)rc; /* why it refused */
     } else if (status != 0 && rt->stream_get_capture_info) {
         int st2 = 0;
         unsigned long long cid = 0;

@@ -8,23 +8,32 @@
  *
  * The hooks test `lg_verdicts_mine` (a thread-local count of the calling thread's checks) on
  * every launch and error query, and `lg_verdicts_orphans` (one relaxed load) at synchronizing
- * calls: with nothing outstanding neither takes a lock. The queue itself has one mutex.
+ * calls: with nothing outstanding neither takes a lock. While the calling thread's oldest check
+ * is not yet published, its launches and error queries compare that check's seq with its ring's
+ * `latest` (lg_verdicts_due, thread-locals kept here), still without a lock. The queue itself
+ * has one mutex.
  *
  * A graph replay's entries are bounded by its ring's size (give_up_older).
  *
  * Called by validate.c and graphs.c (add) and launch.c (collect), on application threads.
- * Fork: the child drops the parent's checks. Tested by tests/unit/test_scan.c (the queue,
- * ownership), tests/unit/test_graphs.c (the bound) and tests/e2e/test_delivery.sh, test_graphs.sh (end to end).
+ * Exit: lg.c's atexit handler waits a little for unpublished runs, takes every thread's checks
+ * (LG_COLLECT_EXIT) and closes the queue: no ring is read after that, CUDA's teardown may unmap
+ * them. Fork: the child drops the parent's checks. Tested by tests/unit/test_scan.c (the queue,
+ * ownership), tests/unit/test_verdicts.c (what the hooks read while a check is outstanding),
+ * tests/unit/test_graphs.c (the bound) and tests/e2e/test_delivery.sh, test_graphs.sh (end to end).
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../cuda/lg_validate.h"
 #include "internal.h"
 
 LG_TLS int lg_verdicts_mine;
+LG_TLS const lg_pending_t *lg_verdicts_wait;
 _Atomic int lg_verdicts_orphans;
+_Atomic int lg_verdicts_closed;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static lg_pending_t **pendings;
@@ -63,6 +72,20 @@ static uint64_t owner_id(void)
     return my_owner;
 }
 
+/* Points the calling thread's hooks at its oldest check (lg_verdicts_due). Caller holds `lock`. */
+static void wait_for_oldest(uint64_t me)
+{
+    lg_verdicts_wait = NULL;
+    for (int i = 0; me && i < n_pendings; i++) {
+        const lg_pending_t *p = pendings[i];
+        if (p->owner != me)
+            continue;
+        if (p->ring)
+            lg_verdicts_wait = p;
+        return;
+    }
+}
+
 /* A graph replay's check may never publish (the exec was changed with cudaGraphExecUpdate, or
  * its host node could not allocate), and a run that never comes would keep its entry, and its
  * thread on the slow path, forever. The ring holds LG_RING_SLOTS runs: an entry of the same
@@ -93,6 +116,7 @@ static void give_up_older(const lg_pending_t *p)
 int lg_verdicts_add(lg_pending_t *p)
 {
     p->owner = owner_id();
+    p->latest = p->ring ? &p->ring->latest : NULL;
     pthread_mutex_lock(&lock);
     if (p->graph_id && p->ring)
         give_up_older(p);
@@ -108,6 +132,7 @@ int lg_verdicts_add(lg_pending_t *p)
     }
     pendings[n_pendings++] = p;
     lg_verdicts_mine++;
+    wait_for_oldest(p->owner);
     pthread_mutex_unlock(&lock);
     return 0;
 }
@@ -136,6 +161,8 @@ int lg_verdicts_ring_read(const lg_scan_ring_t *ring, uint64_t seq, lg_verdict_t
 /* Is p this collector's to take? */
 static bool takes(const lg_pending_t *p, uint64_t me, lg_collect_t scope, void *stream)
 {
+    if (scope == LG_COLLECT_EXIT)
+        return true;
     if (p->owner)
         return p->owner == me;
     return scope == LG_COLLECT_SYNC_ALL || (scope == LG_COLLECT_SYNC_STREAM && p->stream == stream);
@@ -154,7 +181,19 @@ static int pending_poll(const lg_pending_t *p, lg_async_report_t *r)
         r->verdict = p->verdict;
         return 1;
     }
+    if (__atomic_load_n(&lg_verdicts_closed, __ATOMIC_RELAXED)) {
+        lg_scan_clear(&r->verdict); /* its ring may be gone: the run is reported lost */
+        r->verdict.checked = -1;
+        return 1;
+    }
     int got = lg_verdicts_ring_read(p->ring, p->seq, &r->verdict);
+    if (got == 0 && __atomic_load_n(&p->ring->latest, __ATOMIC_ACQUIRE) >= p->seq) {
+        /* A ring publishes its runs in order: with a later one there, this run was never
+         * published (its host node could not allocate) unless it just was. */
+        got = lg_verdicts_ring_read(p->ring, p->seq, &r->verdict);
+        if (got == 0)
+            got = -1;
+    }
     if (got == 0)
         return 0;
     if (got < 0) {
@@ -174,17 +213,63 @@ bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream)
         if (!takes(p, me, scope, stream) || pending_poll(p, r) != 1)
             continue;
         found = true;
-        if (p->owner)
+        if (p->owner == me && me) {
             lg_verdicts_mine--;
-        else
+            free(p);
+        } else if (p->owner) {
+            /* A live thread's, taken at exit: left allocated (its thread-locals may point at it,
+             * read without the lock) and no longer read; the process is ending. */
+        } else {
             __atomic_fetch_sub(&lg_verdicts_orphans, 1, __ATOMIC_RELAXED);
-        free(p);
+            free(p);
+        }
         /* Keep launch order: the oldest checks are looked at first. */
         memmove(&pendings[i], &pendings[i + 1], (size_t)(n_pendings - i - 1) * sizeof pendings[0]);
         n_pendings--;
     }
+    wait_for_oldest(me);
     pthread_mutex_unlock(&lock);
     return found;
+}
+
+/* Is every outstanding run published? Caller holds `lock`. */
+static bool all_published(void)
+{
+    for (int i = 0; i < n_pendings; i++) {
+        const lg_pending_t *p = pendings[i];
+        if (p->ring && __atomic_load_n(&p->ring->latest, __ATOMIC_ACQUIRE) < p->seq)
+            return false;
+    }
+    return true;
+}
+
+void lg_verdicts_wait_published(uint64_t timeout_ns)
+{
+    uint64_t deadline = lg_now_ns() + timeout_ns;
+    for (;;) {
+        pthread_mutex_lock(&lock);
+        bool done = __atomic_load_n(&lg_verdicts_closed, __ATOMIC_RELAXED) || all_published();
+        pthread_mutex_unlock(&lock);
+        if (done || lg_now_ns() >= deadline)
+            return;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+bool lg_verdicts_outstanding(void)
+{
+    pthread_mutex_lock(&lock);
+    bool any = n_pendings > 0;
+    pthread_mutex_unlock(&lock);
+    return any;
+}
+
+void lg_verdicts_close(void)
+{
+    pthread_mutex_lock(&lock);
+    __atomic_store_n(&lg_verdicts_closed, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lock);
 }
 
 void lg_verdicts_after_fork(void)
@@ -192,5 +277,6 @@ void lg_verdicts_after_fork(void)
     pthread_mutex_init(&lock, NULL);
     n_pendings = 0;
     lg_verdicts_mine = 0;
+    lg_verdicts_wait = NULL;
     __atomic_store_n(&lg_verdicts_orphans, 0, __ATOMIC_RELAXED);
 }

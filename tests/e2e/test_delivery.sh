@@ -23,7 +23,7 @@ for how in graph eager; do
 done
 
 LABELGUARD_MODE=sync run_lg exit "$G" exitthread
-check "exited thread: its error at the stream's next sync" grep -q 'after_exit last_before=0 wait=800 last=0 text="labelguard: bad labels' "$T/exit.out"
+check "exited thread: its error at the stream's next sync" grep -q 'after_exit last_before=0 wait=800 last=800 text="labelguard: bad labels' "$T/exit.out"
 
 for mode in sync async; do
   LABELGUARD_MODE=$mode run_lg "stale-$mode" "$G" stale

@@ -51,7 +51,7 @@ for variant in chevron legacy exc ptsz; do
 
     LABELGUARD_ACTION=raise run_lg "$id-raise" "${prog[@]}" --batches gbgbg --kernels fwdbwd
     check "$id raise: replay 1 clean" has "$id-raise" 1 "wait=0 last=0 loss=$loss_g "
-    check "$id raise: replay 2's error at the sync" has "$id-raise" 2 "launch=0 wait=800 last=0"
+    check "$id raise: replay 2's error at the sync" has "$id-raise" 2 "launch=0 wait=800 last=800"
     check "$id raise: our text, hints disowned first" has "$id-raise" 2 'text="labelguard: bad labels, not a CUDA fault (ignore the cudaErrorNotPermitted and CUDA_LAUNCH_BLOCKING hints below): nll_loss_forward_reduce_cuda_kernel_2d: bad label target\[3\] = 9'
     check "$id raise: replay 3 clean again" has "$id-raise" 3 "wait=0 last=0 loss=$loss_g "
     check "$id raise: replay 4's error" has "$id-raise" 4 "wait=800"
@@ -82,7 +82,7 @@ unset LABELGUARD_MODE
 # the synchronizing calls PyTorch waits in
 for wait in item device memcpy; do
   LABELGUARD_ACTION=raise LABELGUARD_QUIET=1 run_lg "wait-$wait" "$G" --batches gb --wait $wait
-  check "raise at $wait: error there" has "wait-$wait" 2 "launch=0 wait=800 last=0"
+  check "raise at $wait: error there" has "wait-$wait" 2 "launch=0 wait=800 last=800"
   check "raise at $wait: replay 1 clean" has "wait-$wait" 1 "wait=0 last=0"
 done
 # cudaGraphInstantiate (not WithFlags) is tracked too
@@ -98,7 +98,7 @@ check "cudaGraphInstantiate: replay 2 raises" has inst-plain 2 "wait=800"
     run_lg "reuse-$mode" "$G" reuse --batches gbg
   check "reuse $mode: the second graph got the first one's handle" grep -q "same=1" "$T/reuse-$mode.out"
   check "reuse $mode: the second graph's replays are untouched" grep -q "reuse b launch=0 wait=0" "$T/reuse-$mode.out"
-  check "reuse $mode: the first graph's bad replay raises" has "reuse-$mode" 2 "launch=0 wait=800 last=0"
+  check "reuse $mode: the first graph's bad replay raises" has "reuse-$mode" 2 "launch=0 wait=800 last=800"
   check "reuse $mode: its clean replays stay clean" \
     test "$(grep -c "wait=0 last=0 loss=$loss_g " "$T/reuse-$mode.out")" = 2
   events "reuse-$mode" && check "reuse $mode: one event, the first graph's replay 2" \
