@@ -1369,6 +1369,9 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t n, enum cudaMemc
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (!is_async && (e = unsafe_call())) return e;
+    /* An async copy to or from pageable host memory is a synchronous one (staged, the stream
+     * waited for): as unsafe as cudaMemcpy while another thread captures in global mode. */
+    if (is_async && !capturing(st) && ((kind == cudaMemcpyDeviceToHost && !mem_kind(dst, 0, NULL, NULL)) || (kind == cudaMemcpyHostToDevice && !mem_kind(src, 0, NULL, NULL))) && (e = unsafe_call())) return e;
     if (capturing(st) && !is_async) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
     if (!capturing(st) && (e = legacy_use(st))) return e;
     e = check_copy(dst, src, n, kind);
