@@ -6,7 +6,8 @@
  *
  * Scratch memory (accumulators, candidates, verdict ring, sanitized copies) is made at start for
  * the default stream (preallocate), grown with a backoff when refused (allocation_failed), and
- * a check it cannot serve goes to the host backend (to_host, counted in the summary). It is kept per
+ * a check it cannot serve goes to the host backend (to_host, counted in the summary). A
+ * sanitized copy the device has no memory for goes to mapped pinned host memory instead. It is kept per
  * (context, stream[, thread for the per-thread default stream]) under one mutex. Nothing is
  * ever freed: a kernel still in flight, or a CUDA graph captured with a launch of ours, may
  * read it at any later time. Launches captured into a graph get scratch of their own that no
@@ -41,6 +42,7 @@ struct lg_scratch {
     CUdeviceptr state, cand, cand_count, ring_dev, copy;
     int cand_samples; /* samples per block the candidate area holds */
     size_t copy_bytes;
+    void *copy_pinned; /* host address of `copy` when it is mapped pinned host memory, else NULL */
     lg_scan_ring_t *ring; /* host view of ring_dev */
     uint64_t launched;    /* launches enqueued: the seq the next one will publish - 1 */
 };
@@ -195,15 +197,27 @@ static int grow_copy(scratch_t *s, size_t bytes, char *why, size_t why_len)
     CUresult r = alloc_dev(&c, want);
     if (r != CUDA_SUCCESS && want > bytes)
         r = alloc_dev(&c, want = bytes);
+    void *pinned = NULL;
     if (r != CUDA_SUCCESS) {
-        allocation_failed();
-        snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want,
-                 lg_validate_module_error(r));
-        return -1;
+        /* No device memory left: mapped pinned host memory, which the validator writes and the
+         * loss kernel reads over the bus. Slower, but mask still masks; failing here would
+         * block the launch instead, which under DDP hangs the other ranks. */
+        CUresult rh = lg_drv.mem_host_alloc(&pinned, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+        if (rh == CUDA_SUCCESS)
+            rh = lg_drv.mem_host_get_device_pointer(&c, pinned, 0); /* DEVICEMAP: not refused */
+        if (rh != CUDA_SUCCESS) {
+            allocation_failed();
+            snprintf(why, why_len,
+                     "allocating %zu bytes for the sanitized copy failed: %s (and mapped pinned host memory too)",
+                     want, lg_validate_module_error(r));
+            return -1;
+        }
+        want = bytes;
     }
     backoff = 1;
     s->copy = c;
     s->copy_bytes = want;
+    s->copy_pinned = pinned;
     return 0;
 }
 

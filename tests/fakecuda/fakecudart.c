@@ -50,7 +50,13 @@
 #endif
 
 /* The device (see cudaGetDeviceProperties). */
-#define FK_TOTAL_MEM ((size_t)143771 << 20)
+#define FK_TOTAL_MEM fk_total_mem()
+/* FAKECUDA_DEVICE_MEM=BYTES: a smaller device (a GPU nearly full), for cudaMalloc refusals. */
+static size_t fk_total_mem(void)
+{
+    const char *m = getenv("FAKECUDA_DEVICE_MEM");
+    return m && *m ? (size_t)strtoull(m, NULL, 0) : (size_t)143771 << 20;
+}
 #define FK_SMS 132
 #define FK_SMEM_OPTIN (227 * 1024)
 #define FK_SMEM_SM (228 * 1024)

@@ -6,7 +6,9 @@
  *     names says so, with the loaded function's binary and PTX versions;
  *   - cuMemAlloc refuses scratch memory (a full GPU): the check goes to the host backend
  *     (use_host, counted in host_fallbacks), and allocation is retried with a backoff
- *     (attempts 1, 2, 4, 8, ... of the launches that need it), not at every launch.
+ *     (attempts 1, 2, 4, 8, ... of the launches that need it), not at every launch;
+ *   - cuMemAlloc refuses the sanitized copy's memory: the copy goes to mapped pinned host
+ *     memory (cuMemHostAlloc DEVICEMAP) and the GPU backend keeps the check.
  * Run: build/tests/unit/test_gpu_driver (or LG_TESTS=test_gpu_driver bash tests/run.sh).
  */
 #include "internal.h"
@@ -107,10 +109,12 @@ static CUresult f_mem_alloc(CUdeviceptr *p, size_t n)
     *p = (CUdeviceptr)(uintptr_t)calloc(1, n); /* leaked, as the backend's scratch is */
     return CUDA_SUCCESS;
 }
+static void *last_host_alloc; /* what cuMemHostAlloc handed out last */
+static unsigned last_host_flags;
 static CUresult f_host_alloc(void **p, size_t n, unsigned flags)
 {
-    (void)flags;
-    *p = calloc(1, n);
+    *p = last_host_alloc = calloc(1, n);
+    last_host_flags = flags;
     return CUDA_SUCCESS;
 }
 static CUresult f_host_dev_ptr(CUdeviceptr *d, void *p, unsigned flags)
@@ -212,6 +216,62 @@ static int check(bool *use_host)
     return lg_validate_gpu_launch(NULL, &t, (void *)0x7000, 64, 4, false, 0, false, &run, use_host, why, sizeof why);
 }
 
+/* A check with a sanitized copy on `stream` for 64 int64 labels; *run gets the launch. */
+static int check_copy(void *stream, lg_gpu_run_t *run, bool *use_host)
+{
+    static int64_t labels[64];
+    lg_target_t t;
+    memset(&t, 0, sizeof t);
+    t.data = (uint64_t)(uintptr_t)labels;
+    t.dtype = LG_DTYPE_INT64;
+    t.count = 64;
+    t.ndim = 1;
+    t.sizes[0] = 64;
+    t.strides[0] = 1;
+    t.n_classes = 10;
+    char why[512] = "";
+    *use_host = false;
+    return lg_validate_gpu_launch(NULL, &t, stream, 64, 4, true, -100, false, run, use_host, why, sizeof why);
+}
+
+/* The device refuses the sanitized copy's memory (a full GPU under mask): the copy goes to
+ * mapped pinned host memory and the GPU backend still takes the check, instead of the host
+ * backend (whose own cudaMalloc would be refused too) and mask falling back to raise. */
+static void test_copy_in_pinned_memory(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    bool use_host;
+    lg_gpu_run_t run;
+    int rc = -1;
+    /* The stream's scratch, while memory is granted (the backoff of an earlier test may
+     * still hold a few launches back). */
+    for (int i = 0; i < 16 && rc != 0; i++)
+        rc = check(&use_host);
+    g_assert_cmpint(rc, ==, 0);
+    alloc_fails = true;
+    last_host_alloc = NULL;
+    kernel_launches = 0;
+    uint64_t before = lg_validate_gpu_host_fallbacks();
+    memset(&run, 0, sizeof run);
+    rc = check_copy((void *)0x7000, &run, &use_host);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_false(use_host);
+    g_assert_cmpint(kernel_launches, ==, 1);
+    g_assert_nonnull(last_host_alloc);
+    g_assert_true(last_host_flags & CU_MEMHOSTALLOC_DEVICEMAP);
+    g_assert_cmphex(run.copy, ==, (uint64_t)(uintptr_t)last_host_alloc);
+    g_assert_cmpuint(lg_validate_gpu_host_fallbacks() - before, ==, 0);
+    /* The next masked launch of the stream reuses it. */
+    last_host_alloc = NULL;
+    rc = check_copy((void *)0x7000, &run, &use_host);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_null(last_host_alloc);
+    alloc_fails = false;
+}
+
 static void test_scratch_refused(void)
 {
     fake_driver();
@@ -259,5 +319,6 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/ptx_fallback", test_ptx_fallback);
     g_test_add_func("/gpu_driver/no_ptx_for_other_errors", test_no_ptx_for_other_errors);
     g_test_add_func("/gpu_driver/scratch_refused", test_scratch_refused);
+    g_test_add_func("/gpu_driver/copy_in_pinned_memory", test_copy_in_pinned_memory);
     return g_test_run();
 }
