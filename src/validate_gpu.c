@@ -297,6 +297,18 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
                  (unsigned long long)t.data, lg_validate_module_error(r));
         return -1;
     }
+    /* Labels on another device (a kernel named in LABELGUARD_KERNELS may take any pointer):
+     * this context's validator cannot read them, the runtime's copy can (unified addressing). */
+    int ordinal = -1;
+    CUdevice here = -1;
+    if (mtype == CU_MEMORYTYPE_DEVICE &&
+        lg_drv.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)t.data) ==
+            CUDA_SUCCESS &&
+        lg_drv.ctx_get_device(&here) == CUDA_SUCCESS && ordinal >= 0 && ordinal != (int)here) {
+        snprintf(why, why_len, "the labels are on device %d and the current context on device %d", ordinal, (int)here);
+        *use_host = true;
+        return -1;
+    }
     size_t bytes = (size_t)span * lg_scan_elem_size(t.dtype);
     CUdeviceptr start = 0;
     size_t range = 0;

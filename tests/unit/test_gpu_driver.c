@@ -8,7 +8,8 @@
  *     (use_host, counted in host_fallbacks), and allocation is retried with a backoff
  *     (attempts 1, 2, 4, 8, ... of the launches that need it), not at every launch;
  *   - cuMemAlloc refuses the sanitized copy's memory: the copy goes to mapped pinned host
- *     memory (cuMemHostAlloc DEVICEMAP) and the GPU backend keeps the check.
+ *     memory (cuMemHostAlloc DEVICEMAP) and the GPU backend keeps the check;
+ *   - labels on another device than the current context's: the host backend takes the check.
  * Run: build/tests/unit/test_gpu_driver (or LG_TESTS=test_gpu_driver bash tests/run.sh).
  */
 #include "internal.h"
@@ -25,6 +26,7 @@ extern const char lg_validator_ptx[];
 static CUresult refuse_fatbin_with; /* what cuModuleLoadData answers for the fatbin */
 static int loads_fatbin, loads_ptx;
 static bool alloc_fails;
+static int label_device; /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL of the labels; the context is on 0 */
 static int allocs, kernel_launches;
 
 static CUresult f_load(CUmodule *m, const void *image)
@@ -99,6 +101,10 @@ static CUresult f_pointer_attr(void *out, CUpointer_attribute a, CUdeviceptr p)
         *(CUdeviceptr *)out = 0;
     else if (a == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
         *(size_t *)out = 0; /* unknown: the range check is skipped */
+    else if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+        *(int *)out = label_device;
+    else
+        return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
 static CUresult f_mem_alloc(CUdeviceptr *p, size_t n)
@@ -272,6 +278,30 @@ static void test_copy_in_pinned_memory(void)
     alloc_fails = false;
 }
 
+/* Labels on device 1 while the current context is device 0's: the validator must not read
+ * them in this context; the host backend (the runtime's copy) takes the check. */
+static void test_labels_on_other_device(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    bool use_host;
+    label_device = 1;
+    kernel_launches = 0;
+    for (int i = 0; i < 4; i++) {
+        g_assert_cmpint(check(&use_host), ==, -1);
+        g_assert_true(use_host);
+    }
+    g_assert_cmpint(kernel_launches, ==, 0);
+    label_device = 0;
+    int rc = -1;
+    for (int i = 0; i < 16 && rc != 0; i++)
+        rc = check(&use_host);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_cmpint(kernel_launches, ==, 1);
+}
+
 static void test_scratch_refused(void)
 {
     fake_driver();
@@ -320,5 +350,6 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/no_ptx_for_other_errors", test_no_ptx_for_other_errors);
     g_test_add_func("/gpu_driver/scratch_refused", test_scratch_refused);
     g_test_add_func("/gpu_driver/copy_in_pinned_memory", test_copy_in_pinned_memory);
+    g_test_add_func("/gpu_driver/labels_on_other_device", test_labels_on_other_device);
     return g_test_run();
 }
