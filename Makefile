@@ -292,6 +292,19 @@ $(BUILD)/e2e/kineto_like: tests/e2e/progs/kineto_like.cu $(FAKE_CUPTI)
 	$(Q)ln -sf libcupti.so.13 $(dir $(FAKE_CUPTI))libcupti.so
 	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -lcupti -ldl
 test-programs: $(BUILD)/e2e/kineto_like
+# A second CUPTI instance (soname libcupti.so.12) and the same program linked against it: two
+# CUPTI copies in one process, the client's subscription must reach its own.
+FAKE_CUPTI12 := $(BUILD)/fakecupti12/libcupti.so.12
+$(FAKE_CUPTI12): tests/fakecuda/cupti/libcupti.c
+	$(call say,LINK,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CUDA_INC) $(SAN_FLAGS) \
+		-Wl,-soname,libcupti.so.12 -o $@ $< -pthread
+$(BUILD)/e2e/kineto_like12: tests/e2e/progs/kineto_like.cu $(FAKE_CUPTI12)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI12)) -l:libcupti.so.12 -ldl
+test-programs: $(BUILD)/e2e/kineto_like12
 # Two runtimes in one process (tests/e2e/test_mixed_runtimes.sh): a CUDA 13 program and the
 # CUDA 12 library it dlopens, linked against the double's libcudart.so.12.
 $(BUILD)/e2e/libmix12.so: tests/e2e/progs/libmix12.c $(FAKE12_LIB)
