@@ -225,7 +225,8 @@ int main(int argc, char **argv)
     snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", log_dir);
     /* graphs.c refers to the report module weakly (the GPU tests link it without one): this
      * reference is what links it in here. */
-    g_assert_nonnull((void *)lg_report_warning_once);
+    void (*volatile report)(const char *, const char *) = lg_report_warning_once;
+    g_assert_nonnull((void *)report);
     g_test_add_func("/graphs/watching", test_watching);
     g_test_add_func("/graphs/failed_capture", test_failed_capture);
     g_test_add_func("/graphs/reused_after_destroy", test_reused_after_destroy);
