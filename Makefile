@@ -305,6 +305,16 @@ $(BUILD)/e2e/kineto_like12: tests/e2e/progs/kineto_like.cu $(FAKE_CUPTI12)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI12)) -l:libcupti.so.12 -ldl
 test-programs: $(BUILD)/e2e/kineto_like12
+# What a CUPTI subscriber reads from the launch callbacks' params (tests/e2e/test_cupti_layout.sh).
+$(BUILD)/e2e/cupti_layout: tests/e2e/progs/cupti_layout.cu $(FAKE_CUPTI)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -l:libcupti.so.13
+$(BUILD)/e2e/cupti_layout_ptsz: tests/e2e/progs/cupti_layout.cu $(FAKE_CUPTI)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) --default-stream per-thread $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -l:libcupti.so.13
+test-programs: $(BUILD)/e2e/cupti_layout $(BUILD)/e2e/cupti_layout_ptsz
 # Two runtimes in one process (tests/e2e/test_mixed_runtimes.sh): a CUDA 13 program and the
 # CUDA 12 library it dlopens, linked against the double's libcudart.so.12.
 $(BUILD)/e2e/libmix12.so: tests/e2e/progs/libmix12.c $(FAKE12_LIB)

@@ -1617,7 +1617,7 @@ static cudaError_t launch_api(unsigned cbid, const char *name, const void *func,
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(505, "__cudaLaunchKernel", kernel, g, b, args, shm, s); }
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(506, "__cudaLaunchKernel_ptsz", kernel, g, b, args, shm, s); }
 cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(211, "cudaLaunchKernel", func, g, b, args, shm, s); }
-cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(214, "cudaLaunchKernel_ptsz", func, g, b, args, shm, s); }
 cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
 cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
 
