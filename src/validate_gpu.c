@@ -10,7 +10,8 @@
  * sanitized copy the device has no memory for goes to mapped pinned host memory instead. It is kept per
  * (context, stream[, thread for the per-thread default stream]) under one mutex. Nothing is
  * ever freed: a kernel still in flight, or a CUDA graph captured with a launch of ours, may
- * read it at any later time. Launches captured into a graph get scratch of their own that no
+ * read it at any later time; instead the table is bounded (MAX_STREAM_SCRATCH,
+ * MAX_CAPTURED_SCRATCH) and checks past the bound go to the host backend. Launches captured into a graph get scratch of their own that no
  * other launch touches, so each replay publishes its own verdict.
  *
  * Our driver calls run in relaxed capture mode: they must not invalidate a global-mode capture
@@ -56,6 +57,12 @@ static bool gpu_active;
  * the host backend instead, and new allocations are retried only after `backoff` more GPU
  * checks, doubling up to BACKOFF_MAX while they keep failing. All under `lock`. */
 #define BACKOFF_MAX    4096
+/* Scratch is never freed (an in-flight kernel or a graph may still use it), so the table is
+ * bounded: a process that checks on more streams (or captures more checked launches) than
+ * this sends the rest to the host backend, counted in host_fallbacks and said once. A stream
+ * handle the runtime reuses after cudaStreamDestroy finds its predecessor's scratch. */
+#define MAX_STREAM_SCRATCH   256
+#define MAX_CAPTURED_SCRATCH 4096
 #define PREALLOC_COPY  (1u << 20) /* sanitized-copy area made at start: 128 Ki int64 labels */
 static uint64_t attempts, retry_at, backoff = 1;
 static uint64_t host_fallbacks; /* __atomic */
@@ -139,6 +146,17 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
     if (!s) {
         if (!may_allocate()) {
             snprintf(why, why_len, "validator scratch memory was refused recently; retrying later");
+            return NULL;
+        }
+        int kept = 0;
+        for (int i = 0; i < n_scratches; i++)
+            kept += scratches[i]->captured == captured;
+        if (kept >= (captured ? MAX_CAPTURED_SCRATCH : MAX_STREAM_SCRATCH)) {
+            snprintf(why, why_len,
+                     captured ? "%d captured launches already have validator scratch of their own (it is kept while a "
+                                "graph may replay them)"
+                              : "%d streams already have validator scratch (kept for each stream a check ran on)",
+                     kept);
             return NULL;
         }
         if (n_scratches == cap_scratches) {

@@ -9,7 +9,8 @@
  *     (attempts 1, 2, 4, 8, ... of the launches that need it), not at every launch;
  *   - cuMemAlloc refuses the sanitized copy's memory: the copy goes to mapped pinned host
  *     memory (cuMemHostAlloc DEVICEMAP) and the GPU backend keeps the check;
- *   - labels on another device than the current context's: the host backend takes the check.
+ *   - labels on another device than the current context's: the host backend takes the check;
+ *   - checks on more streams than the scratch table holds: the rest go to the host backend.
  * Run: build/tests/unit/test_gpu_driver (or LG_TESTS=test_gpu_driver bash tests/run.sh).
  */
 #include "internal.h"
@@ -302,6 +303,47 @@ static void test_labels_on_other_device(void)
     g_assert_cmpint(kernel_launches, ==, 1);
 }
 
+/* Scratch is never freed, so a process checking on ever new streams must not take GPU memory
+ * for each: past the bound (256 streams) the host backend takes the check, with the reason;
+ * streams that have scratch keep it. */
+static void test_stream_scratch_bounded(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    label_device = 0;
+    int on_gpu = 0, on_host = 0;
+    for (int i = 0; i < 400; i++) {
+        static int64_t labels[64];
+        lg_target_t t;
+        memset(&t, 0, sizeof t);
+        t.data = (uint64_t)(uintptr_t)labels;
+        t.dtype = LG_DTYPE_INT64;
+        t.count = 64;
+        t.ndim = 1;
+        t.sizes[0] = 64;
+        t.strides[0] = 1;
+        t.n_classes = 10;
+        lg_gpu_run_t run;
+        char why[512] = "";
+        bool use_host = false;
+        int rc = lg_validate_gpu_launch(NULL, &t, (void *)(uintptr_t)(0x100000 + 16 * i), 64, 4, false, 0, false, &run,
+                                        &use_host, why, sizeof why);
+        if (rc == 0) {
+            on_gpu++;
+        } else {
+            g_assert_true(use_host);
+            g_assert_nonnull(strstr(why, "streams already have validator scratch"));
+            on_host++;
+        }
+    }
+    g_assert_cmpint(on_gpu, <=, 256);
+    g_assert_cmpint(on_host, >=, 400 - 256);
+    bool use_host;
+    g_assert_cmpint(check(&use_host), ==, 0); /* stream 0x7000 had scratch before: it keeps it */
+}
+
 static void test_scratch_refused(void)
 {
     fake_driver();
@@ -351,5 +393,6 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/scratch_refused", test_scratch_refused);
     g_test_add_func("/gpu_driver/copy_in_pinned_memory", test_copy_in_pinned_memory);
     g_test_add_func("/gpu_driver/labels_on_other_device", test_labels_on_other_device);
+    g_test_add_func("/gpu_driver/stream_scratch_bounded", test_stream_scratch_bounded);
     return g_test_run();
 }
