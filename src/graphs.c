@@ -26,7 +26,10 @@
  * seen when a checked graph is destroyed without ever being instantiated, or when an exec of a
  * graph without checks, made while a checked graph had no exec yet, is replayed before that
  * graph gets one (its first replay only takes the slow path), and said once
- * (`graph_checks_unreported`, naming the graph and why).
+ * (`graph_checks_unreported`, naming the graph and why). Two execs of one checked graph
+ * replay the same check nodes, hence the same validator scratch: said once too
+ * (`graph_exec_shares_checks`); giving each its own would mean rewriting the second exec's
+ * nodes (cudaGraphExecKernelNodeSetParams), which nothing here does.
  *
  * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
  * lg_graphs_watching() first, and the graph-destroy hook lg_graphs_mapped(), one relaxed load
@@ -145,6 +148,24 @@ static void note_unreported(const mapping_t *g, const char *how)
  * warning is dropped. The library and the unit tests have it. */
 #pragma weak lg_report_warning_once
 
+/* A second exec of a checked graph: both replay the same check nodes, which write the same
+ * scratch (accumulators, verdict ring), so replays of the two running at the same time mix
+ * their verdicts. Said once, like the above. */
+static char shared[600];
+static bool shared_said;
+
+static void note_shared(unsigned long long id)
+{
+    if (shared_said || shared[0])
+        return;
+    snprintf(shared, sizeof shared,
+             "graph %llu was instantiated a second time: its execs replay the same checks in the same validator "
+             "scratch, so replays of two of them running at the same time (on two streams) can report each other's "
+             "labels, and events count the replays of all of them together. Instantiate each captured graph once "
+             "(capture it again for a second exec) to keep their verdicts apart",
+             id);
+}
+
 /* After `lock` is released: the one warning, if there is one to give. */
 static void say_unreported(void)
 {
@@ -155,9 +176,17 @@ static void say_unreported(void)
         memcpy(detail, unreported, sizeof detail);
         unreported_said = true;
     }
+    char detail2[sizeof shared];
+    detail2[0] = '\0';
+    if (shared[0] && !shared_said) {
+        memcpy(detail2, shared, sizeof detail2);
+        shared_said = true;
+    }
     pthread_mutex_unlock(&lock);
     if (detail[0] && lg_report_warning_once)
         lg_report_warning_once("graph_checks_unreported", detail);
+    if (detail2[0] && lg_report_warning_once)
+        lg_report_warning_once("graph_exec_shares_checks", detail2);
 }
 
 /* Forgets what `graph` mapped to, if anything. Caller holds `lock`. */
@@ -253,6 +282,12 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
     if (g && !g->instantiated) {
         g->instantiated = true;
         clear_suspects();
+    } else if (g) {
+        for (int i = 0; i < n_execs; i++)
+            if (execs[i].capture_id == id && execs[i].key != exec) {
+                note_shared(id);
+                break;
+            }
     } else if (!g && !unreported_said)
         for (int i = 0; i < n_graphs && !suspect; i++)
             suspect = !graphs[i].instantiated;
@@ -274,6 +309,7 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
     if (old != id)
         release(old);
     pthread_mutex_unlock(&lock);
+    say_unreported();
 }
 
 void lg_graphs_exec_destroyed(const void *exec)

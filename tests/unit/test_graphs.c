@@ -216,6 +216,29 @@ static void test_child_graph_unreported(void)
     g_assert_false(lg_graphs_mapped());
 }
 
+/* Two execs of one checked graph share its check nodes' scratch: one graph_exec_shares_checks
+ * warning, at the second instantiate (none for the first, none again for a third). */
+static void test_second_exec_warned(void)
+{
+    static char graph_h, exec_a, exec_b, exec_c;
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 0);
+    capture_one(31, &graph_h);
+    lg_graphs_instantiated(&exec_a, &graph_h);
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 0);
+    lg_graphs_instantiated(&exec_a, &graph_h); /* the same exec handle again: not a second exec */
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 0);
+    lg_graphs_instantiated(&exec_b, &graph_h);
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 1);
+    g_assert_cmpint(log_mentions("graph 31 was instantiated a second time"), ==, 1);
+    lg_graphs_instantiated(&exec_c, &graph_h);
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 1);
+    lg_graphs_exec_destroyed(&exec_a);
+    lg_graphs_exec_destroyed(&exec_b);
+    lg_graphs_exec_destroyed(&exec_c);
+    lg_graphs_destroyed(&graph_h);
+    g_assert_false(lg_graphs_watching());
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -227,6 +250,8 @@ int main(int argc, char **argv)
      * reference is what links it in here. */
     void (*volatile report)(const char *, const char *) = lg_report_warning_once;
     g_assert_nonnull((void *)report);
+    /* First: test_watching makes a second exec of its graph, which is warned about once. */
+    g_test_add_func("/graphs/second_exec_warned", test_second_exec_warned);
     g_test_add_func("/graphs/watching", test_watching);
     g_test_add_func("/graphs/failed_capture", test_failed_capture);
     g_test_add_func("/graphs/reused_after_destroy", test_reused_after_destroy);
