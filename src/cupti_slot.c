@@ -252,14 +252,31 @@ static void *caller_cupti(const void *caller)
     return NULL;
 }
 
-/* libcupti's own definition for the caller: in the libcupti the caller links against, else the
- * next one after ours in the lookup order, else the one we subscribed through, else any
- * libcupti the loader holds (a profiler's libcupti loaded in a local scope is not in
- * RTLD_NEXT's). */
+/* `name` as the calling shared object's own dependencies define it: dlsym on a handle of the
+ * object searches it and its dependency tree, breadth first, which is the libcupti it was
+ * linked against even where another copy of the same file name is loaded (an Nsight
+ * injection). Not for the main program: its handle's scope is the global one, ours first. */
+static void *caller_scope(const char *name, const void *caller)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!caller || !dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name || !lm->l_name[0])
+        return NULL;
+    void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    return h ? dlsym(h, name) : NULL; /* h kept: the caller stays loaded while it calls */
+}
+
+/* libcupti's own definition for the caller: in the caller's own dependencies, else in the
+ * libcupti the caller names (the main program), else the next one after ours in the lookup
+ * order, else the one we subscribed through, else any libcupti the loader holds (a profiler's
+ * libcupti loaded in a local scope is not in RTLD_NEXT's). */
 static void *real(const char *name, const void *self, const void *caller)
 {
+    void *f = caller_scope(name, caller);
+    if (f && f != self)
+        return f;
     void *own = caller_cupti(caller);
-    void *f = own ? dlsym(own, name) : NULL;
+    f = own ? dlsym(own, name) : NULL;
     if (f && f != self)
         return f;
     f = dlsym(RTLD_NEXT, name);
