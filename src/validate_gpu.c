@@ -19,7 +19,8 @@
  * PyTorch's allocator does. Called by validate.c on the launching thread (guard held), and
  * lg_validate_gpu_ring_* by verdicts.c on any thread. Tested by tests/gpu/test_validator.cu
  * (against lg_scan_host, needs a GPU), tests/unit/test_kernel_emulation (the kernels) and
- * tests/unit/test_gpu_driver.c (refused scratch memory: host fallback and backoff, fake driver).
+ * tests/unit/test_gpu_driver.c (fake driver: refused scratch memory, host fallback and backoff;
+ * the sanitized copy in mapped pinned memory; labels on another device; the bounded table).
  */
 #include "../cuda/lg_validate.h"
 #include "internal.h"
