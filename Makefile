@@ -292,6 +292,29 @@ $(BUILD)/e2e/kineto_like: tests/e2e/progs/kineto_like.cu $(FAKE_CUPTI)
 	$(Q)ln -sf libcupti.so.13 $(dir $(FAKE_CUPTI))libcupti.so
 	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -lcupti -ldl
 test-programs: $(BUILD)/e2e/kineto_like
+# A second CUPTI instance (soname libcupti.so.12) and the same program linked against it: two
+# CUPTI copies in one process, the client's subscription must reach its own.
+FAKE_CUPTI12 := $(BUILD)/fakecupti12/libcupti.so.12
+$(FAKE_CUPTI12): tests/fakecuda/cupti/libcupti.c
+	$(call say,LINK,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden $(CUDA_INC) $(SAN_FLAGS) \
+		-Wl,-soname,libcupti.so.12 -o $@ $< -pthread
+$(BUILD)/e2e/kineto_like12: tests/e2e/progs/kineto_like.cu $(FAKE_CUPTI12)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI12)) -l:libcupti.so.12 -ldl
+test-programs: $(BUILD)/e2e/kineto_like12
+# What a CUPTI subscriber reads from the launch callbacks' params (tests/e2e/test_cupti_layout.sh).
+$(BUILD)/e2e/cupti_layout: tests/e2e/progs/cupti_layout.cu $(FAKE_CUPTI)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -l:libcupti.so.13
+$(BUILD)/e2e/cupti_layout_ptsz: tests/e2e/progs/cupti_layout.cu $(FAKE_CUPTI)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) --default-stream per-thread $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -l:libcupti.so.13
+test-programs: $(BUILD)/e2e/cupti_layout $(BUILD)/e2e/cupti_layout_ptsz
 # Two runtimes in one process (tests/e2e/test_mixed_runtimes.sh): a CUDA 13 program and the
 # CUDA 12 library it dlopens, linked against the double's libcudart.so.12.
 $(BUILD)/e2e/libmix12.so: tests/e2e/progs/libmix12.c $(FAKE12_LIB)
@@ -307,7 +330,7 @@ test-programs: $(BUILD)/e2e/libmix12.so $(BUILD)/e2e/mixed_main
 # Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.
-E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers
+E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers $(BUILD)/e2e/graph_elsewhere
 $(E2E_PROGS): $(BUILD)/e2e/%: tests/e2e/progs/%.cu $(wildcard tests/progs/*.cuh)
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)

@@ -35,7 +35,8 @@
  * one warning with LABELGUARD_HOOKS=cupti, none in auto where interposition covers the
  * launches), tests/e2e/test_cupti_subscriber.sh (a Kineto-like program subscribing through the
  * single-slot CUPTI double tests/fakecuda/cupti/libcupti.c: auto never takes the slot, cupti
- * hands it over). The callback itself needs a real driver (tests/gpu). */
+ * hands it over), tests/e2e/test_cupti_layout.sh (the launch params layout the callback reads).
+ * The callback itself needs a real driver (tests/gpu). */
 #include <cupti.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -58,9 +59,11 @@ static CUpti_SubscriberHandle subscriber;
 static func_get_name_fn func_get_name; /* libcuda's cuFuncGetName, NULL if absent */
 static char cupti_path[PATH_MAX];      /* the libcupti in use, for messages */
 
-/* __cudaLaunchKernel(_ptsz) (CUDA 13 <<<>>>) has no params struct in
- * generated_cuda_runtime_api_meta.h; CUPTI passes its arguments in prototype order, which is
- * cudaLaunchKernel's: (cudaKernel_t, dim3, dim3, void **, size_t, cudaStream_t). */
+/* __cudaLaunchKernel(_ptsz) (CUDA 13 <<<>>>, cbids 505/506 in cupti_runtime_cbid.h) has no
+ * params struct in CUPTI 13's generated_cuda_runtime_api_meta.h; CUPTI passes its arguments in
+ * prototype order, which is cudaLaunchKernel's: (cudaKernel_t, dim3, dim3, void **, size_t,
+ * cudaStream_t), read here as cudaLaunchKernel_v7000_params' layout. The CUPTI double delivers
+ * exactly that (tests/e2e/test_cupti_layout.sh); that the real CUPTI does only a GPU run shows. */
 typedef struct {
     const void *func;
     dim3 gridDim;

@@ -19,7 +19,8 @@
  *   of v1 and v2). The attempts and answers go into the start event's hooks_reason.
  * - Handing over: this file exports cuptiSubscribe and cuptiSubscribe_v2. A preloaded library's
  *   definition wins over libcupti's for every caller that binds the name dynamically, as Kineto
- *   does. The call goes to CUPTI unchanged; only if CUPTI answers
+ *   does. The call goes unchanged to the caller's own CUPTI (the libcupti its DT_NEEDED names,
+ *   where two instances are loaded); only if CUPTI answers
  *   CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED while we hold the slot do we unsubscribe,
  *   warn (cupti_released) and ask CUPTI again for the caller, whose answer it then gets. Under
  *   attach the profiler's binding is libcupti's own and no handover happens.
@@ -28,12 +29,15 @@
  * profiler's thread, serialised with each other by slot_lock. Tests:
  * tests/e2e/test_cupti_subscriber.sh, under the single-slot CUPTI double
  * tests/fakecuda/cupti/libcupti.c (FAKECUPTI_MULTI=unsupported: a driver without multiple
- * subscribers; FAKECUDA_CUPTI=1: launches reach our callback). That a real CUPTI 13.2 on an
+ * subscribers; FAKECUDA_CUPTI=1: launches reach our callback; a second instance of it,
+ * build/fakecupti12/libcupti.so.12, that the client links against: its subscription must
+ * reach that instance, not the first). That a real CUPTI 13.2 on an
  * r610+ driver grants the second subscriber, and that Kineto then records kernels, only a GPU
  * run shows (README, Limits).
  */
 #include <cupti.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -206,12 +210,76 @@ static bool release(const char *entry)
     return released;
 }
 
-/* libcupti's own definition: the next one after ours in the lookup order, else the one we
- * subscribed through, else any libcupti the loader holds (a profiler's libcupti loaded in a
- * local scope is not in RTLD_NEXT's). */
-static void *real(const char *name, const void *self)
+/* The libcupti the calling object names in its DT_NEEDED entries, if it is loaded: a handle
+ * (dlopen of its path, RTLD_NOLOAD) whose dlsym searches that object first. With two CUPTI
+ * instances in the process (an Nsight injection, a CUDA 12 extension beside a CUDA 13 torch)
+ * the caller's binding is to the one it was linked against, which need not be the first one the
+ * loader's global scope holds. NULL when the caller names none (it dlopen'd libcupti, or it is
+ * not an ELF object we can read), or that one is not loaded. */
+static void *caller_cupti(const void *caller)
 {
-    void *f = dlsym(RTLD_NEXT, name);
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!caller || !dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_ld)
+        return NULL;
+    const char *strtab = NULL;
+    for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_STRTAB)
+            /* The loader relocates this entry in place where .dynamic is writable (x86_64,
+             * aarch64); where it is read-only it is still the link-time address. */
+            strtab = (const char *)(d->d_un.d_ptr < lm->l_addr ? lm->l_addr + d->d_un.d_ptr : d->d_un.d_ptr);
+    if (!strtab)
+        return NULL;
+    for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+        if (d->d_tag != DT_NEEDED)
+            continue;
+        const char *needed = strtab + d->d_un.d_val;
+        if (strncmp(needed, "libcupti.so", 11) != 0)
+            continue;
+        /* The loaded object the loader bound that entry to: the one whose file name it is. */
+        struct link_map *m = lm;
+        while (m->l_prev)
+            m = m->l_prev;
+        for (; m; m = m->l_next) {
+            const char *slash = m->l_name ? strrchr(m->l_name, '/') : NULL;
+            if (slash && strcmp(slash + 1, needed) == 0) {
+                void *h = dlopen(m->l_name, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+                if (h)
+                    return h; /* kept: libcupti stays loaded while its client is */
+            }
+        }
+    }
+    return NULL;
+}
+
+/* `name` as the calling shared object's own dependencies define it: dlsym on a handle of the
+ * object searches it and its dependency tree, breadth first, which is the libcupti it was
+ * linked against even where another copy of the same file name is loaded (an Nsight
+ * injection). Not for the main program: its handle's scope is the global one, ours first. */
+static void *caller_scope(const char *name, const void *caller)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!caller || !dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name || !lm->l_name[0])
+        return NULL;
+    void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    return h ? dlsym(h, name) : NULL; /* h kept: the caller stays loaded while it calls */
+}
+
+/* libcupti's own definition for the caller: in the caller's own dependencies, else in the
+ * libcupti the caller names (the main program), else the next one after ours in the lookup
+ * order, else the one we subscribed through, else any libcupti the loader holds (a profiler's
+ * libcupti loaded in a local scope is not in RTLD_NEXT's). */
+static void *real(const char *name, const void *self, const void *caller)
+{
+    void *f = caller_scope(name, caller);
+    if (f && f != self)
+        return f;
+    void *own = caller_cupti(caller);
+    f = own ? dlsym(own, name) : NULL;
+    if (f && f != self)
+        return f;
+    f = dlsym(RTLD_NEXT, name);
     if (f && f != self)
         return f;
     pthread_mutex_lock(&slot_lock);
@@ -226,7 +294,8 @@ static void *real(const char *name, const void *self)
 
 LG_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
 {
-    subscribe_fn f = (subscribe_fn)real("cuptiSubscribe", (const void *)cuptiSubscribe);
+    subscribe_fn f =
+        (subscribe_fn)real("cuptiSubscribe", (const void *)cuptiSubscribe, __builtin_return_address(0));
     __atomic_store_n(&v1_client_seen, true, __ATOMIC_RELEASE);
     if (!f)
         return CUPTI_ERROR_NOT_INITIALIZED;
@@ -239,7 +308,8 @@ LG_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_C
 LG_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
                                         void *userdata, CUpti_SubscriberParams *params)
 {
-    subscribe_v2_fn f = (subscribe_v2_fn)real("cuptiSubscribe_v2", (const void *)cuptiSubscribe_v2);
+    subscribe_v2_fn f = (subscribe_v2_fn)real("cuptiSubscribe_v2", (const void *)cuptiSubscribe_v2,
+                                              __builtin_return_address(0));
     if (!f)
         return CUPTI_ERROR_NOT_INITIALIZED;
     CUptiResult r = f(subscriber, callback, userdata, params);

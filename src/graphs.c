@@ -20,12 +20,22 @@
  * The graph's id in events is its capture id, unique in the process. An exec that was
  * instantiated before the library armed (labelguard attach) is unknown here: the hook says
  * so once (`graph_unchecked`). Graphs built node by node (cudaGraphAddKernelNode)
- * are not seen at all; the README says so.
+ * are not seen at all; the README says so. Checks captured into a graph whose own execs never
+ * replay it (it becomes a child graph node, a conditional body, a clone's source: the replaying
+ * exec is another graph's, which no handle here leads to) sanitize but cannot report; that is
+ * seen when a checked graph is destroyed without ever being instantiated, or when an exec of a
+ * graph without checks, made while a checked graph had no exec yet, is replayed before that
+ * graph gets one (its first replay only takes the slow path), and said once
+ * (`graph_checks_unreported`, naming the graph and why). Two execs of one checked graph
+ * replay the same check nodes, hence the same validator scratch: said once too
+ * (`graph_exec_shares_checks`); giving each its own would mean rewriting the second exec's
+ * nodes (cudaGraphExecKernelNodeSetParams), which nothing here does.
  *
  * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
  * lg_graphs_watching() first, and the graph-destroy hook lg_graphs_mapped(), one relaxed load
  * each, so a process without checked graphs pays nothing more. Tested by
- * tests/unit/test_graphs.c (the bookkeeping, handle reuse) and tests/e2e/test_graphs.sh under
+ * tests/unit/test_graphs.c (the bookkeeping, handle reuse, graph_checks_unreported) and
+ * tests/e2e/test_graphs.sh under
  * the test double.
  */
 #include <pthread.h>
@@ -47,6 +57,8 @@ typedef struct check {
 typedef struct mapping {
     const void *key; /* a cudaGraph_t or cudaGraphExec_t */
     unsigned long long capture_id;
+    bool instantiated; /* graphs: an exec was made from this graph */
+    bool suspect;      /* execs: made without checks while a checked graph had none (see launched) */
 } mapping_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -113,12 +125,79 @@ static void release(unsigned long long id)
     drop_checks(id);
 }
 
+/* A graph whose checks no exec will report: why, for one graph_checks_unreported warning.
+ * Filled under `lock`, reported after it (the report takes locks of its own). */
+static char unreported[900];
+static bool unreported_said;
+
+/* Caller holds `lock`. `how`: what just happened that shows it. */
+static void note_unreported(const mapping_t *g, const char *how)
+{
+    if (unreported_said || unreported[0])
+        return;
+    snprintf(unreported, sizeof unreported,
+             "%s, while graph %llu, with %d checked loss launch(es), was never instantiated itself: checks captured "
+             "into a graph that then becomes a child graph node, a conditional node's body or a cudaGraphClone "
+             "source (or is captured into with cudaStreamBeginCaptureToGraph and replayed through another graph) "
+             "still run and sanitize, but labelguard cannot tell which exec replays them, so their violations are "
+             "never reported. Instantiate the captured graph itself to have them reported",
+             how, g->capture_id, count_checks(g->capture_id));
+}
+
+/* Weak: the GPU tests (tests/gpu) link this file without the report module; there the
+ * warning is dropped. The library and the unit tests have it. */
+#pragma weak lg_report_warning_once
+
+/* A second exec of a checked graph: both replay the same check nodes, which write the same
+ * scratch (accumulators, verdict ring), so replays of the two running at the same time mix
+ * their verdicts. Said once, like the above. */
+static char shared[600];
+static bool shared_said;
+
+static void note_shared(unsigned long long id)
+{
+    if (shared_said || shared[0])
+        return;
+    snprintf(shared, sizeof shared,
+             "graph %llu was instantiated a second time: its execs replay the same checks in the same validator "
+             "scratch, so replays of two of them running at the same time (on two streams) can report each other's "
+             "labels, and events count the replays of all of them together. Instantiate each captured graph once "
+             "(capture it again for a second exec) to keep their verdicts apart",
+             id);
+}
+
+/* After `lock` is released: the one warning, if there is one to give. */
+static void say_unreported(void)
+{
+    char detail[sizeof unreported];
+    detail[0] = '\0';
+    pthread_mutex_lock(&lock);
+    if (unreported[0] && !unreported_said) {
+        memcpy(detail, unreported, sizeof detail);
+        unreported_said = true;
+    }
+    char detail2[sizeof shared];
+    detail2[0] = '\0';
+    if (shared[0] && !shared_said) {
+        memcpy(detail2, shared, sizeof detail2);
+        shared_said = true;
+    }
+    pthread_mutex_unlock(&lock);
+    if (detail[0] && lg_report_warning_once)
+        lg_report_warning_once("graph_checks_unreported", detail);
+    if (detail2[0] && lg_report_warning_once)
+        lg_report_warning_once("graph_exec_shares_checks", detail2);
+}
+
 /* Forgets what `graph` mapped to, if anything. Caller holds `lock`. */
 static void unmap_graph(const void *graph)
 {
     mapping_t *m = find(graphs, n_graphs, graph);
     if (!m)
         return;
+    if (!m->instantiated)
+        note_unreported(m, "a CUDA graph holding checks was destroyed (or its handle reused) before any exec was made "
+                           "from it");
     unsigned long long id = m->capture_id;
     *m = graphs[--n_graphs];
     __atomic_store_n(&lg_graphs_graphs, n_graphs, __ATOMIC_RELAXED);
@@ -163,6 +242,7 @@ void lg_graphs_end_capture(unsigned long long capture_id, const void *graph)
     }
     __atomic_fetch_sub(&lg_graphs_open, k, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&lock);
+    say_unreported();
 }
 
 /* Execs already made from `graph` own their copy of its nodes, and keep their mappings. */
@@ -171,6 +251,21 @@ void lg_graphs_destroyed(const void *graph)
     pthread_mutex_lock(&lock);
     unmap_graph(graph);
     pthread_mutex_unlock(&lock);
+    say_unreported();
+}
+
+/* Once every checked graph has an exec of its own, no exec is suspect any more. Caller holds
+ * `lock`. */
+static void clear_suspects(void)
+{
+    for (int i = 0; i < n_graphs; i++)
+        if (!graphs[i].instantiated)
+            return;
+    for (int i = 0; i < n_execs; i++)
+        if (execs[i].suspect) {
+            execs[i].suspect = false;
+            __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+        }
 }
 
 /* Every exec is remembered, checked or not, so that an unknown one means "made before we
@@ -180,24 +275,41 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
     pthread_mutex_lock(&lock);
     mapping_t *g = find(graphs, n_graphs, graph);
     unsigned long long id = g ? g->capture_id : 0;
+    /* A graph with no checks of its own while a checked one has no exec yet: the checks may
+     * have reached this graph inside a node (child graph, conditional body) or a clone. Its
+     * exec is watched until its first replay, which tells (see lg_graphs_launched). */
+    bool suspect = false;
+    if (g && !g->instantiated) {
+        g->instantiated = true;
+        clear_suspects();
+    } else if (g) {
+        for (int i = 0; i < n_execs; i++)
+            if (execs[i].capture_id == id && execs[i].key != exec) {
+                note_shared(id);
+                break;
+            }
+    } else if (!g && !unreported_said)
+        for (int i = 0; i < n_graphs && !suspect; i++)
+            suspect = !graphs[i].instantiated;
     mapping_t *m = find(execs, n_execs, exec);
     unsigned long long old = 0;
     if (m) {
         /* An exec handle reused: it no longer holds the checks of its former graph. */
         old = m->capture_id;
-        if (m->capture_id)
+        if (m->capture_id || m->suspect)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     } else if (grow((void **)&execs, &cap_execs, n_execs, sizeof *execs) == 0) {
         m = &execs[n_execs++]; /* fresh memory: nothing to take back */
     }
     if (m) {
-        *m = (mapping_t){.key = exec, .capture_id = id};
-        if (id)
+        *m = (mapping_t){.key = exec, .capture_id = id, .suspect = suspect};
+        if (id || suspect)
             __atomic_fetch_add(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     }
     if (old != id)
         release(old);
     pthread_mutex_unlock(&lock);
+    say_unreported();
 }
 
 void lg_graphs_exec_destroyed(const void *exec)
@@ -206,7 +318,7 @@ void lg_graphs_exec_destroyed(const void *exec)
     mapping_t *m = find(execs, n_execs, exec);
     if (m) {
         unsigned long long id = m->capture_id;
-        if (id)
+        if (id || m->suspect)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
         *m = execs[--n_execs];
         release(id);
@@ -230,6 +342,18 @@ bool lg_graphs_launched(const void *exec, void *stream)
     pthread_mutex_lock(&lock);
     mapping_t *m = find(execs, n_execs, exec);
     unknown = !m && armed_late;
+    if (m && m->suspect) {
+        /* Replayed while a checked graph still has no exec: what replays those checks is
+         * this exec, most likely (the checks came in a child graph node, a conditional body,
+         * a clone), and no verdict of theirs can be read. Watched no longer either way. */
+        for (int i = 0; i < n_graphs; i++)
+            if (!graphs[i].instantiated) {
+                note_unreported(&graphs[i], "a CUDA graph without checks of its own was replayed");
+                break;
+            }
+        m->suspect = false;
+        __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+    }
     unsigned long long id = m ? m->capture_id : 0;
     for (int i = 0; id && i < n_checks; i++) {
         check_t *c = &checks[i];
@@ -249,6 +373,7 @@ bool lg_graphs_launched(const void *exec, void *stream)
             free(p);
     }
     pthread_mutex_unlock(&lock);
+    say_unreported();
     return unknown;
 }
 

@@ -97,6 +97,8 @@ typedef struct lg_runtime {
      * which every version of it, 3 to 7 parameters, accepts. */
     int (*stream_get_capture_info)(void *stream, int *status, unsigned long long *id, void *graph, void *deps,
                                    void *edges, void *n_deps);
+    /* cudaHostGetDevicePointer: where the device sees cudaMallocHost memory (mapped pinned). */
+    int (*host_get_device_pointer)(void **dev, void *host, unsigned flags);
 } lg_runtime_t;
 
 /* The process's runtime table, resolved once (pthread_once). Never NULL; members may be. */

@@ -10,9 +10,12 @@
  * nll_loss in float32, and Half/BFloat16 NLL inputs are rare. Sync mode only (async mode never
  * synchronises a stream), never inside graph capture. LABELGUARD_LOGPROB_CHECK=0 turns it off.
  *
+ * The copy and the wait run in relaxed capture mode, so that they never invalidate a global-mode
+ * capture another thread has running.
+ *
  * Called by launch.c on the launching thread, before the label check of a watched launch.
  * Tested by tests/e2e/test_logprobs.sh (raw logits, the clean control, one warning per call
- * site, the opt-out) and measured by `make bench` (bench/bench.py logprob_check).
+ * site, the opt-out, another thread's global-mode capture left valid) and measured by `make bench` (bench/bench.py logprob_check).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -91,10 +94,14 @@ void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_ke
         return;
     lg_in_library++;
     int saved = lg_runtime_save_error(rt);
+    /* A copy into pageable memory and a stream wait are "unsafe" calls while another thread
+     * captures in global mode: in relaxed mode they leave that capture valid. */
+    int mode = lg_runtime_relax_capture(rt);
     int rc =
         rt->memcpy_async(buf, (const void *)(uintptr_t)ptr, (size_t)n * esz, 2 /* cudaMemcpyDeviceToHost */, l->stream);
     if (rc == 0)
         rc = rt->stream_synchronize(l->stream);
+    lg_runtime_restore_capture(rt, mode);
     lg_runtime_restore_error(rt, saved);
     lg_in_library--;
     int64_t above = 0;

@@ -204,6 +204,7 @@ static pthread_once_t runtime_once = PTHREAD_ONCE_INIT;
     X(driver_get_version, "cudaDriverGetVersion")                     \
     X(exchange_capture_mode, "cudaThreadExchangeStreamCaptureMode")   \
     X(launch_host_func, "cudaLaunchHostFunc")                         \
+    X(host_get_device_pointer, "cudaHostGetDevicePointer")            \
     X(stream_get_capture_info, "cudaStreamGetCaptureInfo")
 
 static void resolve_runtime(void)

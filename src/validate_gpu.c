@@ -6,10 +6,12 @@
  *
  * Scratch memory (accumulators, candidates, verdict ring, sanitized copies) is made at start for
  * the default stream (preallocate), grown with a backoff when refused (allocation_failed), and
- * a check it cannot serve goes to the host backend (to_host, counted in the summary). It is kept per
+ * a check it cannot serve goes to the host backend (to_host, counted in the summary). A
+ * sanitized copy the device has no memory for goes to mapped pinned host memory instead. It is kept per
  * (context, stream[, thread for the per-thread default stream]) under one mutex. Nothing is
  * ever freed: a kernel still in flight, or a CUDA graph captured with a launch of ours, may
- * read it at any later time. Launches captured into a graph get scratch of their own that no
+ * read it at any later time; instead the table is bounded (MAX_STREAM_SCRATCH,
+ * MAX_CAPTURED_SCRATCH) and checks past the bound go to the host backend. Launches captured into a graph get scratch of their own that no
  * other launch touches, so each replay publishes its own verdict.
  *
  * Our driver calls run in relaxed capture mode: they must not invalidate a global-mode capture
@@ -17,7 +19,8 @@
  * PyTorch's allocator does. Called by validate.c on the launching thread (guard held), and
  * lg_validate_gpu_ring_* by verdicts.c on any thread. Tested by tests/gpu/test_validator.cu
  * (against lg_scan_host, needs a GPU), tests/unit/test_kernel_emulation (the kernels) and
- * tests/unit/test_gpu_driver.c (refused scratch memory: host fallback and backoff, fake driver).
+ * tests/unit/test_gpu_driver.c (fake driver: refused scratch memory, host fallback and backoff;
+ * the sanitized copy in mapped pinned memory; labels on another device; the bounded table).
  */
 #include "../cuda/lg_validate.h"
 #include "internal.h"
@@ -41,6 +44,7 @@ struct lg_scratch {
     CUdeviceptr state, cand, cand_count, ring_dev, copy;
     int cand_samples; /* samples per block the candidate area holds */
     size_t copy_bytes;
+    void *copy_pinned; /* host address of `copy` when it is mapped pinned host memory, else NULL */
     lg_scan_ring_t *ring; /* host view of ring_dev */
     uint64_t launched;    /* launches enqueued: the seq the next one will publish - 1 */
 };
@@ -54,6 +58,12 @@ static bool gpu_active;
  * the host backend instead, and new allocations are retried only after `backoff` more GPU
  * checks, doubling up to BACKOFF_MAX while they keep failing. All under `lock`. */
 #define BACKOFF_MAX    4096
+/* Scratch is never freed (an in-flight kernel or a graph may still use it), so the table is
+ * bounded: a process that checks on more streams (or captures more checked launches) than
+ * this sends the rest to the host backend, counted in host_fallbacks and said once. A stream
+ * handle the runtime reuses after cudaStreamDestroy finds its predecessor's scratch. */
+#define MAX_STREAM_SCRATCH   256
+#define MAX_CAPTURED_SCRATCH 4096
 #define PREALLOC_COPY  (1u << 20) /* sanitized-copy area made at start: 128 Ki int64 labels */
 static uint64_t attempts, retry_at, backoff = 1;
 static uint64_t host_fallbacks; /* __atomic */
@@ -139,6 +149,17 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
             snprintf(why, why_len, "validator scratch memory was refused recently; retrying later");
             return NULL;
         }
+        int kept = 0;
+        for (int i = 0; i < n_scratches; i++)
+            kept += scratches[i]->captured == captured;
+        if (kept >= (captured ? MAX_CAPTURED_SCRATCH : MAX_STREAM_SCRATCH)) {
+            snprintf(why, why_len,
+                     captured ? "%d captured launches already have validator scratch of their own (it is kept while a "
+                                "graph may replay them)"
+                              : "%d streams already have validator scratch (kept for each stream a check ran on)",
+                     kept);
+            return NULL;
+        }
         if (n_scratches == cap_scratches) {
             int nc = cap_scratches ? cap_scratches * 2 : 16;
             scratch_t **n = realloc(scratches, (size_t)nc * sizeof *n);
@@ -195,15 +216,27 @@ static int grow_copy(scratch_t *s, size_t bytes, char *why, size_t why_len)
     CUresult r = alloc_dev(&c, want);
     if (r != CUDA_SUCCESS && want > bytes)
         r = alloc_dev(&c, want = bytes);
+    void *pinned = NULL;
     if (r != CUDA_SUCCESS) {
-        allocation_failed();
-        snprintf(why, why_len, "allocating %zu bytes for the sanitized copy failed: %s", want,
-                 lg_validate_module_error(r));
-        return -1;
+        /* No device memory left: mapped pinned host memory, which the validator writes and the
+         * loss kernel reads over the bus. Slower, but mask still masks; failing here would
+         * block the launch instead, which under DDP hangs the other ranks. */
+        CUresult rh = lg_drv.mem_host_alloc(&pinned, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+        if (rh == CUDA_SUCCESS)
+            rh = lg_drv.mem_host_get_device_pointer(&c, pinned, 0); /* DEVICEMAP: not refused */
+        if (rh != CUDA_SUCCESS) {
+            allocation_failed();
+            snprintf(why, why_len,
+                     "allocating %zu bytes for the sanitized copy failed: %s (and mapped pinned host memory too)",
+                     want, lg_validate_module_error(r));
+            return -1;
+        }
+        want = bytes;
     }
     backoff = 1;
     s->copy = c;
     s->copy_bytes = want;
+    s->copy_pinned = pinned;
     return 0;
 }
 
@@ -281,6 +314,18 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "labels at 0x%llx are not CUDA memory (%s): the loss kernel cannot read them",
                  (unsigned long long)t.data, lg_validate_module_error(r));
+        return -1;
+    }
+    /* Labels on another device (a kernel named in LABELGUARD_KERNELS may take any pointer):
+     * this context's validator cannot read them, the runtime's copy can (unified addressing). */
+    int ordinal = -1;
+    CUdevice here = -1;
+    if (mtype == CU_MEMORYTYPE_DEVICE &&
+        lg_drv.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)t.data) ==
+            CUDA_SUCCESS &&
+        lg_drv.ctx_get_device(&here) == CUDA_SUCCESS && ordinal >= 0 && ordinal != (int)here) {
+        snprintf(why, why_len, "the labels are on device %d and the current context on device %d", ordinal, (int)here);
+        *use_host = true;
         return -1;
     }
     size_t bytes = (size_t)span * lg_scan_elem_size(t.dtype);

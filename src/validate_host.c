@@ -2,12 +2,13 @@
  * own runtime (lg_runtime_t, never cuda* by name, which would re-enter our hooks) on the
  * launch's stream, waited for, and scanned with lg_scan_host, the same lines the GPU kernels
  * run (cuda/lg_scan.h). A masked copy is the scanned buffer with its bad labels replaced,
- * uploaded into a device buffer kept per stream.
+ * uploaded into a device buffer kept per stream; where the device has no memory left for it,
+ * into mapped pinned host memory, so that mask still masks on a full GPU.
  *
  * Used when no driver module can be loaded, when the calling thread has no current context,
  * and under the runtime test double. Called by validate.c only, on the launching thread with
  * the re-entry guard held. Tested by tests/unit/test_scan.c (a memcpy-backed fake runtime)
- * and every e2e test under the test double.
+ * and every e2e test under the test double (a full device: tests/e2e/test_mask_full_gpu.sh).
  */
 #include <cuda_runtime_api.h> /* struct cudaPointerAttributes */
 #include <pthread.h>
@@ -26,7 +27,8 @@ enum { KIND_H2D = 1, KIND_D2H = 2, KIND_DEFAULT = 4 };
 typedef struct host_slot {
     const lg_runtime_t *rt;
     void *stream;
-    void *dev;
+    void *dev;    /* what the loss kernel reads */
+    void *pinned; /* the host address of dev when it is mapped pinned host memory, else NULL */
     size_t bytes;
 } host_slot_t;
 
@@ -136,9 +138,33 @@ int lg_validate_host_scan(const lg_runtime_t *rt, const lg_target_t *t, void *st
     return 0;
 }
 
-/* Device buffer of at least `bytes` for this stream's masked copies (host backend). Grown
+/* Mapped pinned host memory of `bytes` for a masked copy, when the device refuses more memory:
+ * the loss kernel reads it over the bus (slower, but the launch runs masked; the alternative is
+ * blocking it, which under DDP hangs the other ranks). *dev is its device address. */
+static void *pinned_scratch(const lg_runtime_t *rt, size_t bytes, void **dev)
+{
+    void *p = NULL;
+    if (!rt->malloc_host || rt->malloc_host(&p, bytes) != 0 || !p) {
+        if (rt->get_last_error)
+            rt->get_last_error();
+        return NULL;
+    }
+    *dev = p; /* unified addressing: the host address is the device's */
+    if (rt->host_get_device_pointer && rt->host_get_device_pointer(dev, p, 0) != 0) {
+        if (rt->get_last_error)
+            rt->get_last_error();
+        if (rt->free_host)
+            rt->free_host(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Device-readable buffer of at least `bytes` for this stream's masked copies (host backend):
+ * device memory, else mapped pinned host memory (*pinned set to its host address). Grown
  * buffers are not freed: the previous loss kernel on the stream may still read the old one. */
-static void *host_scratch(const lg_runtime_t *rt, void *stream, size_t bytes, char *why, size_t why_len)
+static void *host_scratch(const lg_runtime_t *rt, void *stream, size_t bytes, void **pinned, char *why,
+                          size_t why_len)
 {
     pthread_mutex_lock(&lock);
     host_slot_t *s = NULL;
@@ -151,24 +177,35 @@ static void *host_scratch(const lg_runtime_t *rt, void *stream, size_t bytes, ch
         s->stream = stream;
     }
     void *out = NULL;
+    *pinned = NULL;
     if (!s) {
         snprintf(why, why_len, "too many streams with masked copies (%d)", n_host_slots);
     } else if (s->bytes >= bytes) {
         out = s->dev;
+        *pinned = s->pinned;
     } else if (!rt->malloc_device) {
         snprintf(why, why_len, "no cudaMalloc in the runtime table");
     } else {
         size_t want = bytes < 4096 ? 4096 : bytes + bytes / 2;
-        void *p = NULL;
+        void *p = NULL, *host = NULL;
         int rc = rt->malloc_device(&p, want);
         if (rc != 0 || !p) {
             if (rt->get_last_error)
                 rt->get_last_error();
-            snprintf(why, why_len, "cudaMalloc of %zu bytes for the masked copy failed (error %d)", want, rc);
-        } else {
+            p = NULL;
+            host = pinned_scratch(rt, want = bytes, &p);
+            if (!host)
+                snprintf(why, why_len,
+                         "cudaMalloc of %zu bytes for the masked copy failed (error %d), and so did mapped pinned "
+                         "host memory",
+                         want, rc);
+        }
+        if (p) {
             s->dev = p;
+            s->pinned = host;
             s->bytes = want;
             out = p;
+            *pinned = host;
         }
     }
     pthread_mutex_unlock(&lock);
@@ -207,10 +244,13 @@ int lg_validate_host_sanitize(const lg_runtime_t *rt, const lg_target_t *t, void
     }
     lg_validate_host_replace(t, buf, replacement);
     size_t bytes = (size_t)span * lg_scan_elem_size(t->dtype);
-    void *dev = host_scratch(rt, stream, bytes, why, why_len);
+    void *pinned = NULL;
+    void *dev = host_scratch(rt, stream, bytes, &pinned, why, why_len);
     int rc = -1;
     if (dev) {
-        rc = rt->memcpy_async(dev, buf, bytes, KIND_H2D, stream);
+        /* On the stream, so ordered after what it runs; cudaMemcpyDefault for pinned memory. */
+        rc = pinned ? rt->memcpy_async(pinned, buf, bytes, KIND_DEFAULT, stream)
+                    : rt->memcpy_async(dev, buf, bytes, KIND_H2D, stream);
         if (rc == 0)
             rc = rt->stream_synchronize(stream); /* buf is freed below */
         if (rc != 0) {

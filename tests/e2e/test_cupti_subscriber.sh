@@ -21,6 +21,8 @@
 #   cupti, build/e2e/attach_target --now with FAKECUDA_CUPTI=1 (the runtime double then calls
 #       the CUPTI double's callbacks around each launch) -> the bad label is caught through
 #       CUPTI: one violation, masked (CUPTI cannot skip a launch), sync 0.
+#   two CUPTI instances, a client linked against the second -> its subscription reaches the
+#       second, in auto and in cupti.
 # Called by tests/run.sh; alone: bash tests/e2e/test_cupti_subscriber.sh
 . "$(dirname "$0")/lib.sh"
 PROG="$LG_ROOT/$LG_BUILD/e2e/kineto_like"
@@ -106,6 +108,32 @@ check "$n: one violation in the NLL kernel, masked" \
   qtrue "$n" '[(("nll_loss_forward_reduce_cuda_kernel_2d" in v["kernel"]), v["outcome"]) for v in V] == [(True, "masked")]'
 check "$n: no cupti_unavailable" qtrue "$n" 'not [w for w in W if w["what"]=="cupti_unavailable"]'
 unset FAKECUPTI_MULTI
+
+# Two CUPTI instances in one process (an Nsight injection, a CUDA 12 extension beside a CUDA 13
+# torch): the double's libcupti.so.13 is preloaded after the library, so it comes first in the
+# global scope; build/e2e/kineto_like12 links against the second, build/fakecupti12/libcupti.so.12.
+# Its cuptiSubscribe binds to our export, which must forward to libcupti.so.12 (the one the
+# client links against): the client then holds that instance's slot ("holder:" is read from
+# it), not the first instance's. In auto labelguard subscribes nowhere; in cupti it holds the
+# first instance's slot, which the client never asks for (no handover, no cupti_released).
+PROG12="$LG_ROOT/$LG_BUILD/e2e/kineto_like12"
+need "$PROG12" "$LG_ROOT/$LG_BUILD/fakecupti12/libcupti.so.12"
+for hooks in auto cupti; do
+  for api in v1 v2; do
+    n=two_${hooks}_$api
+    rm -rf "$T/$n.logs"
+    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$LG_ROOT/$LG_BUILD/fakecupti12" KINETO_CUPTI_SONAME=libcupti.so.12 \
+      LABELGUARD_HOOKS=$hooks LABELGUARD_LOG="$T/$n.logs" \
+      LD_PRELOAD="$LG_PRELOAD $CUPTI_DIR/libcupti.so.13" "$PROG12" $api >"$T/$n.out" 2>"$T/$n.err"
+    echo $? >"$T/$n.rc"
+    cat "$T/$n.out"
+    check "$n: exit 0" [ "$(rc_of "$n")" = 0 ]
+    check "$n: the client's subscribe returns 0" subscribed "$n"
+    check "$n: the client holds its own CUPTI's slot" grep -qx "holder: $([ $api = v1 ] && echo '(unnamed)' || echo 'CUPTI for kineto')" "$T/$n.out"
+    events "$n" || fail "$n: log schema"
+    check "$n: no slot handed over (the client asked another instance)" qtrue "$n" 'not [w for w in W if w["what"]=="cupti_released"]'
+  done
+done
 
 LABELGUARD_HOOKS=interpose run_lg interpose "$PROG" v1
 check "interpose: the profiler gets the slot" subscribed interpose

@@ -35,4 +35,16 @@ check "LABELGUARD_LOGPROB_CHECK=yes refused with the allowed values" grep -q 'LA
 # Bad labels and raw logits together: both reported, the launch still blocked.
 run_lg both "$PROGS/nll" fwd_2d --logits --classes 5 bad:12:3:9
 events both && check "bad labels too: violation blocked and the warning" qtrue both "len(V) == 1 and V[0]['outcome'] == 'blocked' and any(w['what'] == 'nll_input_not_log_probs' for w in W)"
+# A global-mode capture on one thread while another runs an eager NLL forward (tests/progs/graphs
+# side): the check's copy into pageable memory and its wait are "unsafe" calls there, which the
+# double (like CUDA) answers by invalidating the capture unless the calling thread is in relaxed
+# mode. The capture must end valid; LABELGUARD_LOGPROB_CHECK=0 is the control.
+for chk in 1 0; do
+  for cm in global thread; do
+    n=side-$cm-check$chk
+    run_lg "$n" env LABELGUARD_LOGPROB_CHECK=$chk LABELGUARD_ACTION=mask "$PROGS/graphs" side --capture $cm --batches g
+    check "$n: the other thread's eager NLL ran" grep -q "side launch=0 wait=0" "$T/$n.out"
+    check "$n: the $cm-mode capture stays valid" grep -q "capture begin=0 launch=0 end=0" "$T/$n.out"
+  done
+done
 finish

@@ -50,7 +50,13 @@
 #endif
 
 /* The device (see cudaGetDeviceProperties). */
-#define FK_TOTAL_MEM ((size_t)143771 << 20)
+#define FK_TOTAL_MEM fk_total_mem()
+/* FAKECUDA_DEVICE_MEM=BYTES: a smaller device (a GPU nearly full), for cudaMalloc refusals. */
+static size_t fk_total_mem(void)
+{
+    const char *m = getenv("FAKECUDA_DEVICE_MEM");
+    return m && *m ? (size_t)strtoull(m, NULL, 0) : (size_t)143771 << 20;
+}
 #define FK_SMS 132
 #define FK_SMEM_OPTIN (227 * 1024)
 #define FK_SMEM_SM (228 * 1024)
@@ -1369,6 +1375,9 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t n, enum cudaMemc
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (!is_async && (e = unsafe_call())) return e;
+    /* An async copy to or from pageable host memory is a synchronous one (staged, the stream
+     * waited for): as unsafe as cudaMemcpy while another thread captures in global mode. */
+    if (is_async && !capturing(st) && ((kind == cudaMemcpyDeviceToHost && !mem_kind(dst, 0, NULL, NULL)) || (kind == cudaMemcpyHostToDevice && !mem_kind(src, 0, NULL, NULL))) && (e = unsafe_call())) return e;
     if (capturing(st) && !is_async) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
     if (!capturing(st) && (e = legacy_use(st))) return e;
     e = check_copy(dst, src, n, kind);
@@ -1608,7 +1617,7 @@ static cudaError_t launch_api(unsigned cbid, const char *name, const void *func,
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(505, "__cudaLaunchKernel", kernel, g, b, args, shm, s); }
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(506, "__cudaLaunchKernel_ptsz", kernel, g, b, args, shm, s); }
 cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(211, "cudaLaunchKernel", func, g, b, args, shm, s); }
-cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(214, "cudaLaunchKernel_ptsz", func, g, b, args, shm, s); }
 cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
 cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
 

@@ -6,7 +6,11 @@
  *     names says so, with the loaded function's binary and PTX versions;
  *   - cuMemAlloc refuses scratch memory (a full GPU): the check goes to the host backend
  *     (use_host, counted in host_fallbacks), and allocation is retried with a backoff
- *     (attempts 1, 2, 4, 8, ... of the launches that need it), not at every launch.
+ *     (attempts 1, 2, 4, 8, ... of the launches that need it), not at every launch;
+ *   - cuMemAlloc refuses the sanitized copy's memory: the copy goes to mapped pinned host
+ *     memory (cuMemHostAlloc DEVICEMAP) and the GPU backend keeps the check;
+ *   - labels on another device than the current context's: the host backend takes the check;
+ *   - checks on more streams than the scratch table holds: the rest go to the host backend.
  * Run: build/tests/unit/test_gpu_driver (or LG_TESTS=test_gpu_driver bash tests/run.sh).
  */
 #include "internal.h"
@@ -23,6 +27,7 @@ extern const char lg_validator_ptx[];
 static CUresult refuse_fatbin_with; /* what cuModuleLoadData answers for the fatbin */
 static int loads_fatbin, loads_ptx;
 static bool alloc_fails;
+static int label_device; /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL of the labels; the context is on 0 */
 static int allocs, kernel_launches;
 
 static CUresult f_load(CUmodule *m, const void *image)
@@ -97,6 +102,10 @@ static CUresult f_pointer_attr(void *out, CUpointer_attribute a, CUdeviceptr p)
         *(CUdeviceptr *)out = 0;
     else if (a == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
         *(size_t *)out = 0; /* unknown: the range check is skipped */
+    else if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+        *(int *)out = label_device;
+    else
+        return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
 static CUresult f_mem_alloc(CUdeviceptr *p, size_t n)
@@ -107,10 +116,12 @@ static CUresult f_mem_alloc(CUdeviceptr *p, size_t n)
     *p = (CUdeviceptr)(uintptr_t)calloc(1, n); /* leaked, as the backend's scratch is */
     return CUDA_SUCCESS;
 }
+static void *last_host_alloc; /* what cuMemHostAlloc handed out last */
+static unsigned last_host_flags;
 static CUresult f_host_alloc(void **p, size_t n, unsigned flags)
 {
-    (void)flags;
-    *p = calloc(1, n);
+    *p = last_host_alloc = calloc(1, n);
+    last_host_flags = flags;
     return CUDA_SUCCESS;
 }
 static CUresult f_host_dev_ptr(CUdeviceptr *d, void *p, unsigned flags)
@@ -212,6 +223,127 @@ static int check(bool *use_host)
     return lg_validate_gpu_launch(NULL, &t, (void *)0x7000, 64, 4, false, 0, false, &run, use_host, why, sizeof why);
 }
 
+/* A check with a sanitized copy on `stream` for 64 int64 labels; *run gets the launch. */
+static int check_copy(void *stream, lg_gpu_run_t *run, bool *use_host)
+{
+    static int64_t labels[64];
+    lg_target_t t;
+    memset(&t, 0, sizeof t);
+    t.data = (uint64_t)(uintptr_t)labels;
+    t.dtype = LG_DTYPE_INT64;
+    t.count = 64;
+    t.ndim = 1;
+    t.sizes[0] = 64;
+    t.strides[0] = 1;
+    t.n_classes = 10;
+    char why[512] = "";
+    *use_host = false;
+    return lg_validate_gpu_launch(NULL, &t, stream, 64, 4, true, -100, false, run, use_host, why, sizeof why);
+}
+
+/* The device refuses the sanitized copy's memory (a full GPU under mask): the copy goes to
+ * mapped pinned host memory and the GPU backend still takes the check, instead of the host
+ * backend (whose own cudaMalloc would be refused too) and mask falling back to raise. */
+static void test_copy_in_pinned_memory(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    bool use_host;
+    lg_gpu_run_t run;
+    int rc = -1;
+    /* The stream's scratch, while memory is granted (the backoff of an earlier test may
+     * still hold a few launches back). */
+    for (int i = 0; i < 16 && rc != 0; i++)
+        rc = check(&use_host);
+    g_assert_cmpint(rc, ==, 0);
+    alloc_fails = true;
+    last_host_alloc = NULL;
+    kernel_launches = 0;
+    uint64_t before = lg_validate_gpu_host_fallbacks();
+    memset(&run, 0, sizeof run);
+    rc = check_copy((void *)0x7000, &run, &use_host);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_false(use_host);
+    g_assert_cmpint(kernel_launches, ==, 1);
+    g_assert_nonnull(last_host_alloc);
+    g_assert_true(last_host_flags & CU_MEMHOSTALLOC_DEVICEMAP);
+    g_assert_cmphex(run.copy, ==, (uint64_t)(uintptr_t)last_host_alloc);
+    g_assert_cmpuint(lg_validate_gpu_host_fallbacks() - before, ==, 0);
+    /* The next masked launch of the stream reuses it. */
+    last_host_alloc = NULL;
+    rc = check_copy((void *)0x7000, &run, &use_host);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_null(last_host_alloc);
+    alloc_fails = false;
+}
+
+/* Labels on device 1 while the current context is device 0's: the validator must not read
+ * them in this context; the host backend (the runtime's copy) takes the check. */
+static void test_labels_on_other_device(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    bool use_host;
+    label_device = 1;
+    kernel_launches = 0;
+    for (int i = 0; i < 4; i++) {
+        g_assert_cmpint(check(&use_host), ==, -1);
+        g_assert_true(use_host);
+    }
+    g_assert_cmpint(kernel_launches, ==, 0);
+    label_device = 0;
+    int rc = -1;
+    for (int i = 0; i < 16 && rc != 0; i++)
+        rc = check(&use_host);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_cmpint(kernel_launches, ==, 1);
+}
+
+/* Scratch is never freed, so a process checking on ever new streams must not take GPU memory
+ * for each: past the bound (256 streams) the host backend takes the check, with the reason;
+ * streams that have scratch keep it. */
+static void test_stream_scratch_bounded(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    label_device = 0;
+    int on_gpu = 0, on_host = 0;
+    for (int i = 0; i < 400; i++) {
+        static int64_t labels[64];
+        lg_target_t t;
+        memset(&t, 0, sizeof t);
+        t.data = (uint64_t)(uintptr_t)labels;
+        t.dtype = LG_DTYPE_INT64;
+        t.count = 64;
+        t.ndim = 1;
+        t.sizes[0] = 64;
+        t.strides[0] = 1;
+        t.n_classes = 10;
+        lg_gpu_run_t run;
+        char why[512] = "";
+        bool use_host = false;
+        int rc = lg_validate_gpu_launch(NULL, &t, (void *)(uintptr_t)(0x100000 + 16 * i), 64, 4, false, 0, false, &run,
+                                        &use_host, why, sizeof why);
+        if (rc == 0) {
+            on_gpu++;
+        } else {
+            g_assert_true(use_host);
+            g_assert_nonnull(strstr(why, "streams already have validator scratch"));
+            on_host++;
+        }
+    }
+    g_assert_cmpint(on_gpu, <=, 256);
+    g_assert_cmpint(on_host, >=, 400 - 256);
+    bool use_host;
+    g_assert_cmpint(check(&use_host), ==, 0); /* stream 0x7000 had scratch before: it keeps it */
+}
+
 static void test_scratch_refused(void)
 {
     fake_driver();
@@ -259,5 +391,8 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/ptx_fallback", test_ptx_fallback);
     g_test_add_func("/gpu_driver/no_ptx_for_other_errors", test_no_ptx_for_other_errors);
     g_test_add_func("/gpu_driver/scratch_refused", test_scratch_refused);
+    g_test_add_func("/gpu_driver/copy_in_pinned_memory", test_copy_in_pinned_memory);
+    g_test_add_func("/gpu_driver/labels_on_other_device", test_labels_on_other_device);
+    g_test_add_func("/gpu_driver/stream_scratch_bounded", test_stream_scratch_bounded);
     return g_test_run();
 }

@@ -2,11 +2,13 @@
  * hold checks (lg_graphs_watching, the one load the graph-launch hook pays), that a new
  * exec's record starts from nothing even when its memory held something before, and that a
  * graph handle reused after cudaGraphDestroy (PyTorch destroys each graph once instantiated)
- * does not inherit the destroyed graph's checks. The replays
+ * does not inherit the destroyed graph's checks, and that checks captured into a graph only
+ * replayed inside another one (child graph node) give one graph_checks_unreported warning. The replays
  * themselves, their verdicts and delivery are tested end to end (tests/e2e/test_graphs.sh).
  * Run: make build/tests/unit/test_graphs && build/tests/unit/test_graphs
  */
 #include <glib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,8 +48,10 @@ static void test_watching(void)
         memset(p, 0xbe, 256 << (i % 4));
         free(p);
     }
-    lg_graphs_instantiated(&exec_2, &graph_b); /* a graph without checks: not watched */
-    g_assert_false(lg_graphs_watching());
+    /* A graph without checks, while graph_a has no exec yet: watched only until graph_a gets
+     * one (or its first replay), in case graph_a's checks reached it inside a node. */
+    lg_graphs_instantiated(&exec_2, &graph_b);
+    g_assert_true(lg_graphs_watching());
     lg_graphs_instantiated(&exec_1, &graph_a); /* its record: the table's second, 0xbe before */
     g_assert_true(lg_graphs_watching());
     lg_graphs_instantiated(&exec_3, &graph_a); /* a second exec of the checked graph */
@@ -156,14 +160,109 @@ static void test_unpublished_bounded(void)
     lg_graphs_destroyed(&graph_h);
 }
 
+static char *log_dir;
+
+/* How many lines of the run's logs mention `what`. */
+static int log_mentions(const char *what)
+{
+    int n = 0;
+    GDir *d = g_dir_open(log_dir, 0, NULL);
+    for (const char *f; d && (f = g_dir_read_name(d));) {
+        char *path = g_build_filename(log_dir, f, NULL), *text = NULL;
+        if (g_file_get_contents(path, &text, NULL, NULL)) {
+            char **lines = g_strsplit(text, "\n", -1);
+            for (char **l = lines; *l; l++)
+                n += strstr(*l, what) != NULL;
+            g_strfreev(lines);
+        }
+        g_free(text);
+        g_free(path);
+    }
+    if (d)
+        g_dir_close(d);
+    return n;
+}
+
+/* Checks captured into a graph that is then only replayed inside another one (a child graph
+ * node, a conditional body, a clone): the exec made is the other graph's, which maps to no
+ * checks. One graph_checks_unreported warning, naming the graph, at the parent exec's first
+ * replay; none before (test_watching instantiated a graph without checks while a checked one
+ * had no exec, and never replayed it); no second one when the child graph is then destroyed
+ * never instantiated. */
+static void test_child_graph_unreported(void)
+{
+    static char child, parent, exec_p, other, exec_o;
+    g_assert_cmpint(log_mentions("graph_checks_unreported"), ==, 0);
+    /* PyTorch's order first: captured, instantiated, destroyed: nothing to say. */
+    capture_one(21, &other);
+    lg_graphs_instantiated(&exec_o, &other);
+    lg_graphs_destroyed(&other);
+    lg_graphs_exec_destroyed(&exec_o);
+    g_assert_cmpint(log_mentions("graph_checks_unreported"), ==, 0);
+    /* The child's capture holds the check; the parent (which cudaGraphAddChildGraphNode gave a
+     * copy of it) is what gets instantiated and replayed. */
+    capture_one(22, &child);
+    lg_graphs_instantiated(&exec_p, &parent);
+    g_assert_cmpint(log_mentions("graph_checks_unreported"), ==, 0);
+    g_assert_true(lg_graphs_watching()); /* until its first replay says which */
+    g_assert_false(lg_graphs_launched(&exec_p, NULL));
+    g_assert_false(lg_graphs_watching());
+    g_assert_false(lg_graphs_launched(&exec_p, NULL));
+    g_assert_cmpint(log_mentions("graph_checks_unreported"), ==, 1);
+    g_assert_cmpint(log_mentions("graph 22, with 1 checked loss launch"), ==, 1);
+    lg_graphs_destroyed(&child);
+    lg_graphs_exec_destroyed(&exec_p);
+    g_assert_cmpint(log_mentions("graph_checks_unreported"), ==, 1);
+    g_assert_false(lg_graphs_mapped());
+}
+
+/* Two execs of one checked graph share its check nodes' scratch: one graph_exec_shares_checks
+ * warning, at the second instantiate (none for the first, none again for a third). */
+static void test_second_exec_warned(void)
+{
+    static char graph_h, exec_a, exec_b, exec_c;
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 0);
+    capture_one(31, &graph_h);
+    lg_graphs_instantiated(&exec_a, &graph_h);
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 0);
+    lg_graphs_instantiated(&exec_a, &graph_h); /* the same exec handle again: not a second exec */
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 0);
+    lg_graphs_instantiated(&exec_b, &graph_h);
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 1);
+    g_assert_cmpint(log_mentions("graph 31 was instantiated a second time"), ==, 1);
+    lg_graphs_instantiated(&exec_c, &graph_h);
+    g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 1);
+    lg_graphs_exec_destroyed(&exec_a);
+    lg_graphs_exec_destroyed(&exec_b);
+    lg_graphs_exec_destroyed(&exec_c);
+    lg_graphs_destroyed(&graph_h);
+    g_assert_false(lg_graphs_watching());
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    log_dir = g_dir_make_tmp("lg-test-graphs-XXXXXX", NULL);
+    g_assert_nonnull(log_dir);
+    lg_cfg.quiet = true;
+    snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", log_dir);
+    /* graphs.c refers to the report module weakly (the GPU tests link it without one): this
+     * reference is what links it in here. */
+    void (*volatile report)(const char *, const char *) = lg_report_warning_once;
+    g_assert_nonnull((void *)report);
+    /* First: test_watching makes a second exec of its graph, which is warned about once. */
+    g_test_add_func("/graphs/second_exec_warned", test_second_exec_warned);
     g_test_add_func("/graphs/watching", test_watching);
     g_test_add_func("/graphs/failed_capture", test_failed_capture);
     g_test_add_func("/graphs/reused_after_destroy", test_reused_after_destroy);
     g_test_add_func("/graphs/reused_unseen_destroy", test_reused_unseen_destroy);
     g_test_add_func("/graphs/exec_outlives_graph", test_exec_outlives_graph);
     g_test_add_func("/graphs/unpublished_bounded", test_unpublished_bounded);
-    return g_test_run();
+    g_test_add_func("/graphs/child_graph_unreported", test_child_graph_unreported);
+    int rc = g_test_run();
+    char *cmd = g_strdup_printf("rm -rf '%s'", log_dir);
+    if (system(cmd) != 0)
+        rc = 1;
+    g_free(cmd);
+    return rc;
 }

@@ -9,9 +9,12 @@
 // "v1-early" is v1 by a client that had subscribed (cuptiSubscribe) and unsubscribed before
 // the first launch, as a v1 profiler initialised at import does; it prints "early: <result>"
 // and, after the first launch, "started: <holder>" (who took the slot at labelguard's start).
+// Built twice: kineto_like against build/fakecupti/libcupti.so.13, kineto_like12 against a
+// second instance of the double, build/fakecupti12/libcupti.so.12.
 // 0 means the profiler got the slot; 39 (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) means
 // someone else (labelguard) kept it and the profiler would record nothing.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <cuda_runtime.h>
@@ -27,7 +30,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: kineto_like v1|v2|v1-early\n");
         return 2;
     }
-    const char *(*holder)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "fakecupti_holder");
+    // KINETO_CUPTI_SONAME: the holder of that CUPTI instance (the one this build links against,
+    // where the process holds two), not the first one in the global scope.
+    const char *own = getenv("KINETO_CUPTI_SONAME");
+    void *own_h = own ? dlopen(own, RTLD_LAZY | RTLD_NOLOAD) : nullptr;
+    const char *(*holder)(void) = (const char *(*)(void))(own ? (own_h ? dlsym(own_h, "fakecupti_holder") : nullptr)
+                                                                : dlsym(RTLD_DEFAULT, "fakecupti_holder"));
     CUpti_SubscriberHandle s = nullptr;
     CUptiResult r;
     if (!strcmp(argv[1], "v1-early")) {

@@ -1,5 +1,7 @@
 /* libcupti.c: a CUPTI double with CUPTI's one subscriber slot, built as
- * build/fakecupti/libcupti.so.13 (soname libcupti.so.13) for tests/e2e/test_cupti_subscriber.sh.
+ * build/fakecupti/libcupti.so.13 (soname libcupti.so.13) for tests/e2e/test_cupti_subscriber.sh
+ * and test_cupti_layout.sh, and a second time as build/fakecupti12/libcupti.so.12: two CUPTI
+ * instances in one process, each with its own slot.
  *
  * It models what a profiler sees of the slot and nothing else: cuptiSubscribe and
  * cuptiSubscribe_v2 succeed for the first subscriber and answer
