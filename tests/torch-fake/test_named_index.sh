@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test_named_index.sh: the index kernels with named parameters on real torch (build/torch-python,
+# both wheels): index_add_ / index_reduce_ (indexFuncSmallIndex / indexFuncLargeIndex, 32- and
+# 64-bit index math, int32 and int64 ids, a strided id view) and nn.EmbeddingBag forward (sum,
+# max, offsets, padding_idx, per_sample_weights). Under raise each bad launch is a RuntimeError
+# naming the kernel and ids[i] = v, with the JSONL event giving the exact position, value, bound
+# and cause; under mask the EmbeddingBag with padding_idx runs on a copy, every other case falls
+# back to raise and says why; under log the launch runs and is reported; plain (no labelguard)
+# runs the controls. The controls (valid ids, padding ids) give no event. The checks are in
+# named_index_cases.py; one process per wheel and mode.
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$(dirname "$0")/../.." || exit 1
+T="$(mktemp -d "${TMPDIR:-/tmp}/lg-namedindex.XXXXXX")"
+trap 'rm -rf "$T"' EXIT
+unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_KERNELS LABELGUARD_BACKTRACE \
+      LABELGUARD_SAMPLES LABELGUARD_QUIET LABELGUARD_DEBUG_KERNELS LABELGUARD_LOG
+rc=0
+for wheel in 13 12; do
+  for mode in raise mask log plain; do
+    out="$T/$wheel-$mode"
+    mkdir -p "$out"
+    lg=()
+    [ "$mode" = plain ] || lg=(LD_PRELOAD="$LG_PRELOAD" LABELGUARD_ACTION="$mode" LABELGUARD_LOG="$out" LABELGUARD_QUIET=1)
+    env "${lg[@]}" TORCH_CUDA=$wheel "$TP" tests/torch-fake/named_index_cases.py "$mode" "$out" >"$out.txt" 2>"$out.err"
+    r=$?
+    sed "s/^/[cuda$wheel $mode] /" "$out.txt"
+    n=$(grep -c '^ok: ' "$out.txt")
+    # a run that stops early (an exception in the script) must not pass on the checks it printed
+    if [ $r -ne 0 ] || [ "$n" -lt 10 ]; then rc=1; sed "s/^/[cuda$wheel $mode] err| /" "$out.err" | tail -15; fi
+  done
+done
+[ $rc -eq 0 ] && echo "all checks passed" || echo "checks failed"
+exit $rc
