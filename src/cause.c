@@ -188,9 +188,9 @@ void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v,
         break;
     case LG_CAUSE_NODE_ID_OUT_OF_RANGE:
         snprintf(out, out_len,
-                 "node ids span %" PRId64 "..%" PRId64 " but the output has %" PRId64 " rows (nodes): an edge points "
-                 "past the last node: build the output with num_nodes >= %" PRId64 " (edge_index.max() + 1), offset "
-                 "each graph's edge ids by the nodes before it when batching, and relabel them after taking a subgraph",
+                 "node ids span %" PRId64 "..%" PRId64 " but the output has %" PRId64 " rows (nodes): an edge "
+                 "points past the last node: give it num_nodes >= %" PRId64 " rows; when batching graphs, offset "
+                 "each graph's edge ids by the nodes before it",
                  v->min, v->max, n, v->max + 1);
         break;
     case LG_CAUSE_NEGATIVE_ID:
