@@ -5,7 +5,9 @@
 # max, offsets, padding_idx, per_sample_weights). Under raise each bad launch is a RuntimeError
 # naming the kernel and ids[i] = v, with the JSONL event giving the exact position, value, bound
 # and cause; under mask the EmbeddingBag with padding_idx runs on a copy, every other case falls
-# back to raise and says why; under log the launch runs and is reported; plain (no labelguard)
+# back to raise and says why; under log the launch runs and is reported; async mode checks the
+# EmbeddingBag with padding_idx on a sanitized copy and raises at the next sync, the others
+# synchronously; plain (no labelguard)
 # runs the controls. The controls (valid ids, padding ids) give no event. The checks are in
 # named_index_cases.py; one process per wheel and mode.
 set -u
@@ -17,11 +19,15 @@ unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_K
       LABELGUARD_SAMPLES LABELGUARD_QUIET LABELGUARD_DEBUG_KERNELS LABELGUARD_LOG
 rc=0
 for wheel in 13 12; do
-  for mode in raise mask log plain; do
+  for mode in raise mask log async plain; do
     out="$T/$wheel-$mode"
     mkdir -p "$out"
     lg=()
-    [ "$mode" = plain ] || lg=(LD_PRELOAD="$LG_PRELOAD" LABELGUARD_ACTION="$mode" LABELGUARD_LOG="$out" LABELGUARD_QUIET=1)
+    case $mode in
+      plain) ;;
+      async) lg=(LD_PRELOAD="$LG_PRELOAD" LABELGUARD_ACTION=raise LABELGUARD_MODE=async LABELGUARD_LOG="$out" LABELGUARD_QUIET=1) ;;
+      *) lg=(LD_PRELOAD="$LG_PRELOAD" LABELGUARD_ACTION="$mode" LABELGUARD_LOG="$out" LABELGUARD_QUIET=1) ;;
+    esac
     env "${lg[@]}" TORCH_CUDA=$wheel "$TP" tests/torch-fake/named_index_cases.py "$mode" "$out" >"$out.txt" 2>"$out.err"
     r=$?
     sed "s/^/[cuda$wheel $mode] /" "$out.txt"
