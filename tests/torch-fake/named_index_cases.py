@@ -5,18 +5,19 @@ test double, judged here. Prints one "ok: ..." or "FAIL: ..." line per check and
 any failed. Run by test_named_index.sh under both wheels, one process per mode.
 
 MODE: raise, mask or log (LABELGUARD_ACTION set by the caller to the same), async (raise with
-LABELGUARD_MODE=async), or plain (no labelguard: the controls only, to show the cases run as
-PyTorch runs them). OUT: the directory
-the caller gave LABELGUARD_LOG.
+LABELGUARD_MODE=async), or plain (no labelguard). In plain and log mode the bad launches run
+and the double emulates their asserts (tests/fakecuda/named_index.c), which poison the
+process: there a third argument CASE runs that one bad case only (plain: it must die with the
+device-side assert; log: the event first, then the assert), and a run without it the controls.
+OUT: the directory the caller gave LABELGUARD_LOG.
 
-Every case runs in this one process: under raise and mask a bad launch is blocked (or runs on
-a sanitized copy), and the double has no emulator for these kernels (they are no-ops), so under
-log the launch runs and poisons nothing either. A case's events are the ones its call added.
+Under raise, mask and async every case runs in one process: a bad launch is blocked (or runs
+on a sanitized copy), so no assert fires. A case's events are the ones its call added.
 
 The double computes nothing in these kernels, so a check reads what labelguard decoded (the JSONL
 event: position, value, bound, count, dtype) against what the tensors are, never an output.
 
-CASES (each bad case under raise, mask and log; the controls must give no event)
+CASES (each bad case under raise, mask, async and log; the controls must give no event)
   ia_small     x[10, 4].index_add_(0, ids, src, alpha=2) with 4 int64 ids, ids[2] = 10:
                indexFuncSmallIndex (32-bit index math); alpha != 1 keeps 2.15's scatter_add
                fast path away; cause node_id_out_of_range; mask falls back to raise
@@ -44,6 +45,7 @@ import sys
 import torch
 
 MODE, OUT = sys.argv[1], sys.argv[2]
+ONLY = sys.argv[3] if len(sys.argv) > 3 else None  # plain: the one bad case to run
 fails = 0
 seen = 0
 KIND = {"raise": "blocked", "mask": "blocked", "log": "launched", "async": "blocked"}
@@ -75,17 +77,36 @@ def run(fn):
         return e
 
 
-def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padding=None, mask_runs=False):
-    """One bad launch: the exception (raise, mask fallback) or none (log, mask that ran), and its event."""
-    exc = run(fn)
-    if MODE == "plain":
-        return
+def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padding=None, mask_runs=False,
+             asserts=True):
+    """One bad launch: the exception (raise, mask fallback) or none (log, mask that ran), and its event.
+    asserts: the kernel's own assert fires on these ids (EmbeddingBag has no `>= 0` check: a
+    negative id reads before the weight, silently)."""
+    if MODE in ("plain", "log"):
+        # the kernel runs on the bad ids, and its assert (emulated by the double) kills the
+        # context: one bad case per process (ONLY), the controls in a run of their own
+        if (ONLY != name) if asserts else ONLY:
+            return  # a case whose kernel asserts nothing runs with the controls
+        exc = run(fn)
+        if asserts:
+            check("%s %s: the kernel ran, and its device-side assert kills the job" % (name, MODE),
+                  exc is not None and "device-side assert triggered" in str(exc), exc)
+        else:
+            check("%s %s: the kernel ran (it asserts nothing on these ids)" % (name, MODE), exc is None, exc)
+        if MODE == "plain":
+            if asserts:
+                sys.exit(1 if fails else 0)
+            return
+    else:
+        exc = run(fn)
     V = new_events()
     tag = "%s %s" % (name, MODE)
     # async: a launch with a padding_idx runs on a sanitized copy (outcome masked) and its verdict
     # is raised at the next synchronizing call; one without falls back to the synchronous check
     expect_outcome = "masked" if (MODE in ("mask", "async") and mask_runs) else KIND[MODE]
-    if expect_outcome == "blocked" or MODE == "async":
+    if MODE == "log":
+        pass  # the exception, if any, is the kernel's own assert, checked above
+    elif expect_outcome == "blocked" or MODE == "async":
         i, v0 = samples[0]
         check("%s: a labelguard RuntimeError at the call naming %s and ids[%d] = %d" % (tag, kernel, i, v0),
               exc is not None and "labelguard" in str(exc) and kernel in str(exc)
@@ -96,6 +117,8 @@ def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padd
           len(V) == 1 and V[0]["kernel"] == kernel and V[0]["family"] == family,
           [(v["kernel"], v["family"]) for v in V])
     if len(V) != 1:
+        if MODE == "log" and asserts:
+            sys.exit(1)
         return
     v = V[0]
     t = v["target"]
@@ -111,10 +134,14 @@ def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padd
               "mask fell back to raise" in v.get("note", "") and "padding_idx" in v.get("note", ""), v.get("note"))
     frames = [os.path.basename(f["file"]) for f in v["python_stack"]]
     check("%s: python_stack names named_index_cases.py" % tag, "named_index_cases.py" in frames, frames)
+    if MODE == "log" and asserts:
+        sys.exit(1 if fails else 0)
     return v
 
 
 def control(name, fn):
+    if ONLY:
+        return
     exc = run(fn)
     check("%s %s: runs" % (name, MODE), exc is None, exc)
     if MODE != "plain":
