@@ -216,6 +216,11 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
                            "forward runs as index_select, which has none)");
             return false;
         }
+        if (spec->no_mask[0]) { /* what reads the caller's ids later would still fault */
+            snprintf(why, why_len, "padding_idx %lld could replace the bad ids, but %s", (long long)*value,
+                     spec->no_mask);
+            return false;
+        }
         *rewrite = false;
         lg_in_library++;
         uint64_t copy = lg_validate_masked_copy(in->target, in->stream, *value, why, why_len);

@@ -220,6 +220,7 @@ typedef struct lg_spec {
     lg_field_t n_classes;
     lg_field_t ignore_index; /* param -1: the kernel has no ignore_index */
     bool truncate_to_int32;
+    char no_mask[192]; /* ids: why mask must not run this kernel on a copy ("" when it may) */
     char source[256]; /* "builtin" or file:line, for messages */
 } lg_spec_t;
 

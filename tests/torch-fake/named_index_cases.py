@@ -32,6 +32,9 @@ CASES (each bad case under raise, mask, async and log; the controls must give no
                mask falls back to raise, the note says the op has no padding_idx
   eb_pad       nn.EmbeddingBag(10, 4, mode="max", padding_idx=0), 2-D int32 input, ids[2] = 10:
                mask runs the kernel with the bad id replaced by padding_idx 0
+  eb_mean_pad  nn.EmbeddingBag(10, 4, mode="mean", padding_idx=1), ids[2] = 10: mask falls back to
+               raise all the same, the note says why (the sum/mean backward scatters at the
+               caller's ids); async mode still checks it on a sanitized copy
   eb_psw       per_sample_weights (mode="sum"), ids[0] = -1, padding_idx=None (-1 is not padding
                then): cause negative_id
   controls     index_add_ with every id in [0, 10) (9 included) on both kernels, index_reduce_,
@@ -78,7 +81,7 @@ def run(fn):
 
 
 def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padding=None, mask_runs=False,
-             asserts=True):
+             asserts=True, async_masked=False, note_has=""):
     """One bad launch: the exception (raise, mask fallback) or none (log, mask that ran), and its event.
     asserts: the kernel's own assert fires on these ids (EmbeddingBag has no `>= 0` check: a
     negative id reads before the weight, silently)."""
@@ -103,7 +106,8 @@ def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padd
     tag = "%s %s" % (name, MODE)
     # async: a launch with a padding_idx runs on a sanitized copy (outcome masked) and its verdict
     # is raised at the next synchronizing call; one without falls back to the synchronous check
-    expect_outcome = "masked" if (MODE in ("mask", "async") and mask_runs) else KIND[MODE]
+    masked = (MODE == "mask" and mask_runs) or (MODE == "async" and (mask_runs or async_masked))
+    expect_outcome = "masked" if masked else KIND[MODE]
     if MODE == "log":
         pass  # the exception, if any, is the kernel's own assert, checked above
     elif expect_outcome == "blocked" or MODE == "async":
@@ -130,8 +134,9 @@ def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padd
     check("%s: cause %s" % (tag, cause), v["cause"] == cause, (v["cause"], v["cause_text"]))
     check("%s: outcome %s" % (tag, expect_outcome), v["outcome"] == expect_outcome, (v["outcome"], v.get("note")))
     if MODE == "mask" and not mask_runs:
-        check("%s: mask fell back to raise, and the note says why (padding_idx)" % tag,
-              "mask fell back to raise" in v.get("note", "") and "padding_idx" in v.get("note", ""), v.get("note"))
+        check("%s: mask fell back to raise, and the note says why (padding_idx%s)" % (tag, note_has and ", " + note_has),
+              "mask fell back to raise" in v.get("note", "") and "padding_idx" in v.get("note", "")
+              and note_has in v.get("note", ""), v.get("note"))
     frames = [os.path.basename(f["file"]) for f in v["python_stack"]]
     check("%s: python_stack names named_index_cases.py" % tag, "named_index_cases.py" in frames, frames)
     if MODE == "log" and asserts:
@@ -218,6 +223,11 @@ d_p = p_ids.to(cuda)
 bad_case("eb_pad", lambda: ebp(d_p), "EmbeddingBag_updateOutputKernel_max", "embedding_bag", "int32", 4, 10, [(2, 10)],
          "vocab_too_small", padding=0, mask_runs=True)
 check("eb_pad %s: the caller's ids are untouched (a copy was masked)" % MODE, d_p.cpu().tolist() == p_ids.tolist())
+
+ebm = torch.nn.EmbeddingBag(10, 4, mode="mean", padding_idx=1).to(cuda)
+bad_case("eb_mean_pad", lambda: ebm(torch.tensor([2, 1, 10, 3]).to(cuda), torch.tensor([0, 2]).to(cuda)),
+         "EmbeddingBag_updateOutputKernel_sum_mean", "embedding_bag", "int64", 4, 10, [(2, 10)], "vocab_too_small",
+         padding=1, async_masked=True, note_has="backward")
 
 ebw = torch.nn.EmbeddingBag(10, 4, mode="sum").to(cuda)
 w_ids = torch.tensor([-1, 4, 5, 6])

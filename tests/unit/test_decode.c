@@ -557,6 +557,8 @@ static void test_named_index(void)
         const lg_spec_t *s = spec_named(e[i].spec);
         g_assert_true(s->ids);
         g_assert_cmpstr(s->family, ==, "embedding_bag");
+        /* the sum/mean backward scatters at the caller's ids: mask must not run it on a copy */
+        g_assert_cmpint(s->no_mask[0] != 0, ==, strstr(e[i].spec, "sum_mean") != NULL);
         built_t b;
         build(&b, e[i].sizes);
         const uint64_t ptr = 0x7f0077770000ull + (uint64_t)i * 0x100;
@@ -600,12 +602,30 @@ static void test_named_index(void)
     }
 }
 
+/* no_mask: ids specs only, and its text reaches the spec. */
+static void test_no_mask_key(void)
+{
+    lg_spec_t sp;
+    char err[512];
+    const char *ok = "[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=ids\nparams=8,8,8\ntarget=0\n"
+                     "dtype=int64\ncount=param\ncount_field=1,0,8\nn_classes=2,0,8\nignore_index=1,0,8\n"
+                     "no_mask=a later kernel reads the ids\n";
+    g_assert_cmpint(lg_spec_parse(ok, strlen(ok), "t", &sp, 1, err, sizeof err), ==, 1);
+    g_assert_cmpstr(sp.no_mask, ==, "a later kernel reads the ids");
+    const char *labels = "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,8,8\ntarget=0\n"
+                         "dtype=int64\ncount=param\ncount_field=1,0,8\nn_classes=2,0,8\nignore_index=1,0,8\n"
+                         "no_mask=x\n";
+    g_assert_cmpint(lg_spec_parse(labels, strlen(labels), "t", &sp, 1, err, sizeof err), ==, -1);
+    g_assert_nonnull(strstr(err, "no_mask: only with target_kind=ids"));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/decode/every-builtin-spec", test_every_builtin);
     g_test_add_func("/decode/index-kernels", test_ids_builtins);
     g_test_add_func("/decode/named-index-kernels", test_named_index);
+    g_test_add_func("/decode/no-mask-key", test_no_mask_key);
     g_test_add_func("/decode/sanity-checks", test_sanity_checks);
     g_test_add_func("/decode/rewrite-limits", test_rewrite_limits);
     return g_test_run();
