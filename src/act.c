@@ -183,7 +183,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->note[0] = '\0';
     /* spec is NULL only when the kernel's image was unloaded before its async verdict came. */
     if (info->spec && info->spec->ids) {
-        v->cause = lg_cause_classify_ids(in->target, in->verdict);
+        v->cause = lg_cause_classify_family_ids(info->spec->family, in->target, in->verdict);
         lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     } else {
         bool dense = in->target->ndim >= 2 || (info->spec && strstr(info->spec->family, "2d") != NULL);
@@ -209,10 +209,19 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
          * (index_select, the vectorized gather) has no id that leaves the output unchanged. */
         if (!lg_act_mask_id(in->target, value)) {
             snprintf(why, why_len, "%s",
-                     in->target->has_ignore_index
-                         ? "padding_idx is not a valid row, so no id can replace a bad one"
+                     in->target->has_ignore_index ? "padding_idx is not a valid row, so no id can replace a bad one"
+                     : spec->ignore_index.param >= 0
+                         ? "the op was built without a padding_idx (padding_idx=None), so no id can replace a bad one"
+                     : strcmp(spec->family, "index_add") == 0
+                         ? "this kernel has no padding_idx to put in place of a bad id (index_add_ and "
+                           "index_reduce_ have none)"
                          : "this kernel has no padding_idx to put in place of a bad id (an embedding's "
                            "forward runs as index_select, which has none)");
+            return false;
+        }
+        if (spec->no_mask[0]) { /* what reads the caller's ids later would still fault */
+            snprintf(why, why_len, "padding_idx %lld could replace the bad ids, but %s", (long long)*value,
+                     spec->no_mask);
             return false;
         }
         *rewrite = false;

@@ -40,6 +40,8 @@ bool lg_coverage_is_loss(const char *family)
 
 bool lg_coverage_is_index(const char *family)
 {
+    if (!strcmp(family, "index_add"))
+        return true;
     return !strcmp(family, "index_select") || !strcmp(family, "gather") || !strcmp(family, "scatter_gather") ||
            !strcmp(family, "embedding") || !strcmp(family, "embedding_bag");
 }

@@ -207,6 +207,11 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
             return -1;
         out->ignore_index = ig;
         out->has_ignore_index = 1;
+        /* An index kernel's padding_idx: PyTorch passes -1 for padding_idx=None
+         * (F.embedding_bag), and no negative one names a row; a negative id is then bad, not
+         * skipped. */
+        if (spec->ids && ig < 0)
+            out->has_ignore_index = 0;
     }
     out->truncate_to_int32 = spec->truncate_to_int32;
     if (spec->ids && spec->allow_negative.param >= 0) {

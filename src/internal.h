@@ -229,6 +229,7 @@ typedef struct lg_spec {
     lg_field_t n_classes;
     lg_field_t ignore_index; /* param -1: the kernel has no ignore_index */
     bool truncate_to_int32;
+    char no_mask[192]; /* ids: why mask must not run this kernel on a copy ("" when it may) */
     char source[256]; /* "builtin" or file:line, for messages */
 } lg_spec_t;
 
@@ -600,10 +601,13 @@ typedef enum {
     LG_CAUSE_HEAD_TOO_SMALL,
     LG_CAUSE_VOCAB_TOO_SMALL, /* ids: dense up to K >= the row count */
     LG_CAUSE_NEGATIVE_ID,     /* ids: -1 (or other negatives) used as padding */
+    LG_CAUSE_NODE_ID_OUT_OF_RANGE, /* ids of index_add_/scatter: edge ids past the node count */
     LG_CAUSE_OTHER
 } lg_cause_t;
 /* Ids of an embedding or index kernel (target_kind=ids) get their own causes. */
 LG_HIDDEN lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v);
+/* The same for a kernel family: index_add and scatter ids past the end are node ids. */
+LG_HIDDEN lg_cause_t lg_cause_classify_family_ids(const char *family, const lg_target_t *t, const lg_verdict_t *v);
 LG_HIDDEN lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t *v, bool dense_target);
 LG_HIDDEN const char *lg_cause_name(lg_cause_t c);
 /* The fix alone, a few words ("subtract 1"), for the one-line raise message. */

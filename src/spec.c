@@ -49,7 +49,8 @@ static const char *const known_keys[] = {
     "count_field",     "map_nelem",      "blocks_per_sample",
     "n_classes",       "ignore_index",   "truncate_to_int32",
     "target_kind",     "allow_negative", "weight",
-    "size_average",    "input",          NULL,
+    "size_average",    "input",          "no_mask",
+    NULL,
 };
 
 /* Returns a trimmed copy of the value (g_free), or NULL with err set when missing/required. */
@@ -183,7 +184,7 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
             bad(c, *k,
                 "unknown key (known: versions, match, family, direction, params, target, target_accessor, "
                 "dtype, count, count_field, map_nelem, blocks_per_sample, n_classes, ignore_index, "
-                "truncate_to_int32, target_kind, allow_negative, weight, size_average, input)");
+                "truncate_to_int32, target_kind, allow_negative, weight, size_average, input, no_mask)");
             g_strfreev(keys);
             return -1;
         }
@@ -361,6 +362,17 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
         if (s->input.param >= 0 && s->input.width != 8)
             return bad(c, "input", "the input is an 8-byte device pointer: width must be 8");
     }
+    if ((v = get(c, "no_mask", false, &rc))) {
+        bool too_long = strlen(v) >= sizeof s->no_mask;
+        g_strlcpy(s->no_mask, v, sizeof s->no_mask);
+        g_free(v);
+        if (!s->ids)
+            return bad(c, "no_mask", "only with target_kind=ids");
+        if (too_long)
+            return bad(c, "no_mask", "longer than %zu characters", sizeof s->no_mask - 1);
+    }
+    if (rc)
+        return -1;
     if (s->weight.param >= 0 && s->weight.width != 8)
         return bad(c, "weight", "the weight is an 8-byte device pointer: width must be 8");
 

@@ -59,7 +59,8 @@ READER_VERSION = "1"
 # must cover; the gather-style ones are recorded as facts for the index-kernel guard.
 LOSS_FAMILIES = ("nll_loss", "nll_loss2d", "cross_entropy")
 KEYWORDS = (b"nll_loss", b"NLLCriterion", b"ClassNLL", b"cross_entropy", b"vectorized_gather_kernel",
-            b"indexSelectLargeIndex", b"indexSelectSmallIndex", b"mbedding", b"_scatter_gather_elementwise_kernel")
+            b"indexSelectLargeIndex", b"indexSelectSmallIndex", b"mbedding", b"_scatter_gather_elementwise_kernel",
+            b"indexFuncSmallIndex", b"indexFuncLargeIndex")
 
 # Runtime entry points that launch or register kernels (undefined dynamic symbols).
 ENTRY_RE = re.compile(r"^(__cudaLaunchKernel\w*|cudaLaunchKernel\w*|cudaLaunchCooperativeKernel\w*|"
@@ -101,6 +102,8 @@ def classify(sym):
         return "scatter_gather"
     if "indexSelectLargeIndex" in sym or "indexSelectSmallIndex" in sym:
         return "index_select"
+    if "indexFuncSmallIndex" in sym or "indexFuncLargeIndex" in sym:
+        return "index_add"  # index_add_ / index_reduce_ (TensorInfo ids, like index_select)
     low = sym.lower()
     if "embeddingbag" in low or "embedding_bag" in low:
         return "embedding_bag"

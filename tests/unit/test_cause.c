@@ -162,6 +162,37 @@ static void test_degenerate(void)
     g_assert_cmpstr(lg_cause_name((lg_cause_t)99), ==, "other");
 }
 
+/* Node ids of index_add_ / scatter (a GNN's out.index_add_(0, dst, msg)): past the node count,
+ * node_id_out_of_range with the node count and the fix; the same ids of an embedding stay
+ * vocab_too_small, and negatives stay negative_id in every family. */
+static void test_node_id_out_of_range(void)
+{
+    int64_t edges[8] = { 0, 3, 7, 12, 5, 9, 12, 1 };
+    case_t *c = make_case(edges, 8, 10, -1, 1);
+    c->t.has_ignore_index = 0;
+    lg_scan_host(&c->t, c->labels, 16, &c->v);
+    g_assert_cmpint(c->v.bad_count, ==, 2);
+    lg_cause_t got = lg_cause_classify_family_ids("index_add", &c->t, &c->v);
+    g_assert_cmpstr(lg_cause_name(got), ==, "node_id_out_of_range");
+    char text[512];
+    lg_cause_explain_ids(got, &c->t, &c->v, text, sizeof text);
+    g_test_message("%s", text);
+    g_assert_nonnull(strstr(text, "node ids span 0..12 but the output has 10 rows"));
+    g_assert_nonnull(strstr(text, "num_nodes >= 13"));
+    g_assert_cmpstr(lg_cause_fix(got), ==, "size the output by the graph's node count, or relabel the edge ids");
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("scatter_add", &c->t, &c->v)), ==,
+                    "node_id_out_of_range");
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("embedding_bag", &c->t, &c->v)), ==, "vocab_too_small");
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids(NULL, &c->t, &c->v)), ==, "vocab_too_small");
+    int64_t neg[4] = { 0, -1, 3, 4 };
+    case_t *n = make_case(neg, 4, 10, -1, 1);
+    n->t.has_ignore_index = 0;
+    lg_scan_host(&n->t, n->labels, 16, &n->v);
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("index_add", &n->t, &n->v)), ==, "negative_id");
+    g_free(n);
+    g_free(c);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -174,5 +205,6 @@ int main(int argc, char **argv)
     g_test_add_func("/cause/head_too_small", test_head_too_small);
     g_test_add_func("/cause/other", test_other);
     g_test_add_func("/cause/degenerate", test_degenerate);
+    g_test_add_func("/cause/node_id_out_of_range", test_node_id_out_of_range);
     return g_test_run();
 }

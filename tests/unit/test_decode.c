@@ -75,6 +75,8 @@ static const kcase_t cases[] = {
 
 /* The index kernels (target_kind=ids), tested by test_ids_builtins below. */
 #define N_ID_SPECS 4
+/* The named index kernels (index_add_, nn.EmbeddingBag), tested by test_named_index below. */
+#define N_NAMED_SPECS 19
 
 typedef struct built {
     int n;
@@ -124,7 +126,7 @@ static const lg_spec_t *spec_named(const char *name)
 
 static void test_every_builtin(void)
 {
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -383,7 +385,7 @@ static void test_ids_builtins(void)
         {"indexSelectLargeIndex:index64", "416,416,416,4,4,8,8,8", "_Z21indexSelectLargeIndexIflmLin1ELin1ELin1ELb1EEvv",
          "_Z21indexSelectLargeIndexIfimLin1ELin1ELin1ELb1EEvv", -1, 8, 7, -1, false},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS);
     for (int i = 0; i < N_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -431,11 +433,199 @@ static void test_ids_builtins(void)
     }
 }
 
+/* ---- named index kernels: index_add_ / index_reduce_ and nn.EmbeddingBag --------------------
+ * Positions from Indexing.cu's indexFuncSmallIndex / indexFuncLargeIndex (TensorInfo dst, src,
+ * indices; the bound dstAddDimSize is parameter 6 (small) or 7 (large); alpha, the last
+ * parameter, is sizeof T) and EmbeddingBag.cu (ids at 0, numIndices at 5, padding_idx and
+ * numRows the last two), with the wheels' mangled names (tests/wheels/2.15.0+cu132.tsv). */
+static void test_named_index(void)
+{
+    static const struct {
+        const char *spec, *sizes, *m_long, *m_int;
+        int info_w; /* TensorInfo index width: 4 (unsigned int) or 8 (uint64_t) */
+        int bound_p;
+    } k[] = {
+        {"indexFuncSmallIndex:alpha1", "216,216,216,4,4,4,8,8,8,1",
+         "_ZN2at6native19indexFuncSmallIndexIaljLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_llRKT5_S7_",
+         "_ZN2at6native19indexFuncSmallIndexIaijLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_llRKT5_S7_", 4, 6},
+        {"indexFuncSmallIndex:alpha2", "216,216,216,4,4,4,8,8,8,2",
+         "_ZN2at6native19indexFuncSmallIndexIsljLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_llRKT5_S7_",
+         "_ZN2at6native19indexFuncSmallIndexIsijLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_llRKT5_S7_", 4, 6},
+        {"indexFuncSmallIndex", "216,216,216,4,4,4,8,8,8,4",
+         "_ZN2at6native19indexFuncSmallIndexIfljLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_llRKT5_S7_",
+         "_ZN2at6native19indexFuncSmallIndexIfijLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_llRKT5_S7_", 4, 6},
+        {"indexFuncSmallIndex:alpha8", "216,216,216,4,4,4,8,8,8,8",
+         "_ZN2at6native19indexFuncSmallIndexIdljLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_llRKT5_S7_",
+         "_ZN2at6native19indexFuncSmallIndexIdijLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_llRKT5_S7_", 4, 6},
+        {"indexFuncSmallIndex:alpha16", "216,216,216,4,4,4,8,8,8,16",
+         "_ZN2at6native19indexFuncSmallIndexIN3c107complexIdEEljLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_llRKT5_SA_",
+         "_ZN2at6native19indexFuncSmallIndexIN3c107complexIdEEijLi1ELi1ELin2ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_llRKT5_SA_", 4, 6},
+        {"indexFuncLargeIndex:alpha1", "216,216,216,4,4,4,4,8,8,8,1",
+         "_ZN2at6native19indexFuncLargeIndexIaljLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_",
+         "_ZN2at6native19indexFuncLargeIndexIaijLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_", 4, 7},
+        {"indexFuncLargeIndex:alpha2", "216,216,216,4,4,4,4,8,8,8,2",
+         "_ZN2at6native19indexFuncLargeIndexIsljLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_",
+         "_ZN2at6native19indexFuncLargeIndexIsijLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_", 4, 7},
+        {"indexFuncLargeIndex", "216,216,216,4,4,4,4,8,8,8,4",
+         "_ZN2at6native19indexFuncLargeIndexIfljLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_",
+         "_ZN2at6native19indexFuncLargeIndexIfijLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_", 4, 7},
+        {"indexFuncLargeIndex:alpha8", "216,216,216,4,4,4,4,8,8,8,8",
+         "_ZN2at6native19indexFuncLargeIndexIdljLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_",
+         "_ZN2at6native19indexFuncLargeIndexIdijLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_", 4, 7},
+        {"indexFuncLargeIndex:alpha16", "216,216,216,4,4,4,4,8,8,8,16",
+         "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEEljLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_",
+         "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEEijLi1ELi1ELin2ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_", 4, 7},
+        {"indexFuncLargeIndex:index64:alpha1", "416,416,416,4,4,8,8,8,8,8,1",
+         "_ZN2at6native19indexFuncLargeIndexIalmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_",
+         "_ZN2at6native19indexFuncLargeIndexIaimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_", 8, 7},
+        {"indexFuncLargeIndex:index64:alpha2", "416,416,416,4,4,8,8,8,8,8,2",
+         "_ZN2at6native19indexFuncLargeIndexIslmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_",
+         "_ZN2at6native19indexFuncLargeIndexIsimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_", 8, 7},
+        {"indexFuncLargeIndex:index64", "416,416,416,4,4,8,8,8,8,8,4",
+         "_ZN2at6native19indexFuncLargeIndexIflmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_",
+         "_ZN2at6native19indexFuncLargeIndexIfimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_", 8, 7},
+        {"indexFuncLargeIndex:index64:alpha8", "416,416,416,4,4,8,8,8,8,8,8",
+         "_ZN2at6native19indexFuncLargeIndexIdlmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_",
+         "_ZN2at6native19indexFuncLargeIndexIdimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS6_IKS7_S8_EENS6_IKT0_S8_EEiiS8_S8_llRKT6_S7_", 8, 7},
+        {"indexFuncLargeIndex:index64:alpha16", "416,416,416,4,4,8,8,8,8,8,16",
+         "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEElmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_",
+         "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEEimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_", 8, 7},
+    };
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS);
+    for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
+        g_test_message("spec %s", k[i].spec);
+        const lg_spec_t *s = spec_named(k[i].spec);
+        g_assert_true(s->ids);
+        g_assert_cmpstr(s->family, ==, "index_add");
+        built_t b;
+        build(&b, k[i].sizes);
+        /* dst and src TensorInfos hold other sizes: a decode of the wrong one shows */
+        put(&b, 0, 8, k[i].info_w, 999);
+        put(&b, 1, 8, k[i].info_w, 998);
+        const uint64_t ptr = 0x7f0066660000ull + (uint64_t)i * 0x100;
+        put(&b, 2, 0, 8, (int64_t)ptr);
+        put(&b, 2, 8, k[i].info_w, 23 + (int64_t)i);                       /* sizes[0]: the id count */
+        put(&b, 2, k[i].info_w == 4 ? 108 : 208, k[i].info_w, 2);          /* strides[0] (a [::2] view) */
+        put(&b, 2, k[i].info_w == 4 ? 208 : 408, 4, 1);                    /* dims */
+        const int64_t bound = k[i].info_w == 8 ? (INT64_C(1) << 31) + 8 : 10007;
+        put(&b, k[i].bound_p, 0, 8, bound);
+        put(&b, k[i].bound_p + 1, 0, 8, 77777); /* dstNumel, next to the bound */
+        unsigned grid[3] = {4, 1, 1};
+        for (int variant = 0; variant < 2; variant++) {
+            lg_target_t t;
+            char why[256];
+            int rc = decode_named(s, variant ? k[i].m_int : k[i].m_long, b.args, grid, &t, why, sizeof why);
+            if (rc)
+                g_test_message("why: %s", why);
+            g_assert_cmpint(rc, ==, 0);
+            g_assert_cmpuint(t.data, ==, ptr);
+            g_assert_cmpint(t.dtype, ==, variant ? LG_DTYPE_INT32 : LG_DTYPE_INT64);
+            g_assert_cmpint(t.count, ==, 23 + (int64_t)i);
+            g_assert_cmpint(t.ndim, ==, 1);
+            g_assert_cmpint(t.sizes[0], ==, 23 + (int64_t)i);
+            g_assert_cmpint(t.strides[0], ==, 2);
+            g_assert_cmpint(t.n_classes, ==, bound);
+            g_assert_cmpint(t.has_ignore_index, ==, 0);
+            g_assert_cmpint(t.allow_negative, ==, 0);
+            /* 32-bit index math narrows an id to unsigned int before `dstIndex < dstAddDimSize` */
+            g_assert_cmpint(t.truncate_to_int32, ==, k[i].info_w == 4);
+        }
+        unbuild(&b);
+    }
+
+    /* nn.EmbeddingBag: padding_idx is index_t (4 bytes for int32 ids); -1 is padding_idx=None */
+    static const struct {
+        const char *spec, *sizes, *mangled;
+        int pad_p, pad_w, rows_p;
+        lg_dtype_t dtype;
+    } e[] = {
+        {"EmbeddingBag_updateOutputKernel_max", "8,8,8,8,8,8,8,8,8,8,8,8,8,8",
+         "_ZN2at6native48_GLOBAL__N__e790c892_15_EmbeddingBag_cu_c8847c2f35EmbeddingBag_updateOutputKernel_maxIflEEvPKT0_"
+         "S5_PKT_PS6_PS3_lllllSA_SA_S3_l", 12, 8, 13, LG_DTYPE_INT64},
+        {"EmbeddingBag_updateOutputKernel_max:int32", "8,8,8,8,8,8,8,8,8,8,8,8,4,8",
+         "_ZN2at6native48_GLOBAL__N__e790c892_15_EmbeddingBag_cu_c8847c2f35EmbeddingBag_updateOutputKernel_maxIN3c104"
+         "HalfEiEEvPKT0_S7_PKT_PS8_PS5_lllllSC_SC_S5_l", 12, 4, 13, LG_DTYPE_INT32},
+        {"EmbeddingBag_updateOutputKernel_sum_mean", "8,8,8,8,8,8,8,8,8,8,4,8,8,8,8,8",
+         "_ZN2at6native48_GLOBAL__N__e790c892_15_EmbeddingBag_cu_c8847c2f40EmbeddingBag_updateOutputKernel_sum_meanIdlEE"
+         "vPKT0_S5_PKT_PS6_PS3_llllliSA_S8_lS3_l", 14, 8, 15, LG_DTYPE_INT64},
+        {"EmbeddingBag_updateOutputKernel_sum_mean:int32", "8,8,8,8,8,8,8,8,8,8,4,8,8,8,4,8",
+         "_ZN2at6native48_GLOBAL__N__e790c892_15_EmbeddingBag_cu_c8847c2f40EmbeddingBag_updateOutputKernel_sum_meanIfiEE"
+         "vPKT0_S5_PKT_PS6_PS3_llllliSA_S8_lS3_l", 14, 4, 15, LG_DTYPE_INT32},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(e); i++) {
+        g_test_message("spec %s", e[i].spec);
+        const lg_spec_t *s = spec_named(e[i].spec);
+        g_assert_true(s->ids);
+        g_assert_cmpstr(s->family, ==, "embedding_bag");
+        /* the sum/mean backward scatters at the caller's ids: mask must not run it on a copy */
+        g_assert_cmpint(s->no_mask[0] != 0, ==, strstr(e[i].spec, "sum_mean") != NULL);
+        built_t b;
+        build(&b, e[i].sizes);
+        const uint64_t ptr = 0x7f0077770000ull + (uint64_t)i * 0x100;
+        put(&b, 0, 0, 8, (int64_t)ptr);
+        put(&b, 1, 0, 8, 0x1234); /* offsets: not the ids */
+        put(&b, 5, 0, 8, 41);     /* numIndices */
+        put(&b, 6, 0, 8, 7);      /* numBags */
+        put(&b, e[i].rows_p, 0, 8, 50000);
+        unsigned grid[3] = {1024, 1, 1};
+        for (int pad = 0; pad < 2; pad++) {
+            put(&b, e[i].pad_p, 0, e[i].pad_w, pad ? 3 : -1);
+            lg_target_t t;
+            char why[256];
+            int rc = decode_named(s, e[i].mangled, b.args, grid, &t, why, sizeof why);
+            if (rc)
+                g_test_message("why: %s", why);
+            g_assert_cmpint(rc, ==, 0);
+            g_assert_cmpuint(t.data, ==, ptr);
+            g_assert_cmpint(t.dtype, ==, e[i].dtype);
+            g_assert_cmpint(t.count, ==, 41);
+            g_assert_cmpint(t.strides[0], ==, 1);
+            g_assert_cmpint(t.n_classes, ==, 50000);
+            g_assert_cmpint(t.has_ignore_index, ==, pad); /* -1: no padding, a -1 id is bad */
+            if (pad)
+                g_assert_cmpint(t.ignore_index, ==, 3);
+            g_assert_cmpint(t.truncate_to_int32, ==, 0);
+        }
+        /* mask: the ids pointer is replaced, padding_idx stays (the kernel skips it) */
+        lg_args_copy_t copy;
+        g_assert_cmpint(lg_decode_rewrite(s, b.args, 0xbeef0000ull, false, 0, &copy), ==, 0);
+        lg_target_t t2;
+        char why[256];
+        g_assert_cmpint(decode_named(s, e[i].mangled, copy.args, grid, &t2, why, sizeof why), ==, 0);
+        g_assert_cmpuint(t2.data, ==, 0xbeef0000ull);
+        g_assert_cmpint(t2.ignore_index, ==, 3);
+        g_assert_true(copy.args[1] == b.args[1]);
+        uint64_t orig;
+        memcpy(&orig, b.args[0], 8);
+        g_assert_cmpuint(orig, ==, ptr);
+        unbuild(&b);
+    }
+}
+
+/* no_mask: ids specs only, and its text reaches the spec. */
+static void test_no_mask_key(void)
+{
+    lg_spec_t sp;
+    char err[512];
+    const char *ok = "[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=ids\nparams=8,8,8\ntarget=0\n"
+                     "dtype=int64\ncount=param\ncount_field=1,0,8\nn_classes=2,0,8\nignore_index=1,0,8\n"
+                     "no_mask=a later kernel reads the ids\n";
+    g_assert_cmpint(lg_spec_parse(ok, strlen(ok), "t", &sp, 1, err, sizeof err), ==, 1);
+    g_assert_cmpstr(sp.no_mask, ==, "a later kernel reads the ids");
+    const char *labels = "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,8,8\ntarget=0\n"
+                         "dtype=int64\ncount=param\ncount_field=1,0,8\nn_classes=2,0,8\nignore_index=1,0,8\n"
+                         "no_mask=x\n";
+    g_assert_cmpint(lg_spec_parse(labels, strlen(labels), "t", &sp, 1, err, sizeof err), ==, -1);
+    g_assert_nonnull(strstr(err, "no_mask: only with target_kind=ids"));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/decode/every-builtin-spec", test_every_builtin);
     g_test_add_func("/decode/index-kernels", test_ids_builtins);
+    g_test_add_func("/decode/named-index-kernels", test_named_index);
+    g_test_add_func("/decode/no-mask-key", test_no_mask_key);
     g_test_add_func("/decode/sanity-checks", test_sanity_checks);
     g_test_add_func("/decode/rewrite-limits", test_rewrite_limits);
     return g_test_run();

@@ -32,7 +32,10 @@ static void reset_warnings(void)
     n_warnings = 0;
 }
 
-#define BUILTIN_SPECS 31
+/* index_add_ (indexFunc{Small,Large}Index: 5 alpha sizes; large also 64-bit index math) and
+ * nn.EmbeddingBag (max, sum_mean; int64 and int32 ids) */
+#define NAMED_INDEX_SPECS (5 + 5 + 5 + 4)
+#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS)
 
 static void test_builtin(void)
 {
@@ -51,13 +54,15 @@ static void test_builtin(void)
         g_assert_cmpint(s->n_classes.param, >=, 0);
         g_assert_true(g_str_has_prefix(s->source, "builtin:"));
         families[s->ids ? 2 : strcmp(s->family, "nll_loss2d") == 0]++;
-        g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0);
+        g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0 || strcmp(s->family, "index_add") == 0 ||
+                      strcmp(s->family, "embedding_bag") == 0);
         for (int j = 0; j < i; j++)
             g_assert_cmpstr(lg_registry_get(j)->name, !=, s->name);
     }
     g_assert_cmpint(families[0], ==, 6 + 6 + 6); /* Loss.cu >=1.13, 1.10-1.12, ClassNLLCriterion */
     g_assert_cmpint(families[1], ==, 5 + 4);     /* NLLLoss2d.cu (+ int64 index_t backward), SpatialClassNLLCriterion */
-    g_assert_cmpint(families[2], ==, 1 + 1 + 2); /* vectorized gather, indexSelect small, large (u32, u64) */
+    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + NAMED_INDEX_SPECS); /* vectorized gather, indexSelect small,
+                                                                         large (u32, u64); the named ones */
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
