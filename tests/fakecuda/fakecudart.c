@@ -1048,6 +1048,23 @@ static unsigned long submit_op(struct CUstream_st *st, fk_op_t *op)
     } else if (!(x->flags & cudaStreamNonBlocking) && legacy_stream.a_done < legacy_stream.a_submitted) {
         n = 1;
     }
+    /* What needs no device time completes at the call: a record on an idle stream (the GPU
+     * writes it within microseconds) and a wait for an event already reached. */
+    int now_done = op->type == OP_RECORD ? !n && !x->q_head : op->type == OP_WAIT_EVENT && op->ev->a_done >= op->ev->a_rec;
+    if (now_done) {
+        pthread_mutex_unlock(&obj_lock);
+        if (op->type == OP_RECORD) {
+            op->ev->a_done = ++op->ev->a_rec;
+            clock_gettime(CLOCK_MONOTONIC, &op->ev->when);
+        }
+        x->a_submitted++;
+        x->a_done++;
+        unsigned long seq = x->a_submitted;
+        pthread_cond_broadcast(&q_done_cv);
+        pthread_mutex_unlock(&q_lock);
+        op_free(op);
+        return seq;
+    }
     if (n && (barrier = calloc(1, sizeof *barrier)) != NULL && (barrier->waits = calloc(n, sizeof *barrier->waits)) != NULL) {
         barrier->type = OP_WAIT_STREAMS;
         if (x == &legacy_stream) {

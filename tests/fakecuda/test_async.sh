@@ -29,7 +29,7 @@ for line in stream_query=600 stream_query_again=600 event_query=600 event_query_
             sync=0 event_query_after=0 stream_query_after=0 last_error_after=0; do expect_line "$line"; done
 
 fk_run asyncq wait_event
-expect_line "wait_call_ms=0"
+expect_line "wait_call_returns_at_once=1"
 expect_line "order=CAB"          # C's stream is free; B waited for A's event
 expect_line "copied=1"           # B's copy saw A's kernel
 
@@ -38,7 +38,7 @@ expect_line "order=SLTN"         # legacy after blocking S1, before non-blocking
 expect_line "sync0_order=SXN"    # cudaStreamSynchronize(0) waited for S1, not for N
 
 fk_run asyncq copies
-for line in h2d_pageable=1 h2d_pinned=2 d2h_pageable_ms_ge_15=1 d2h_pageable_value=2 d2h_pinned_ms_lt_10=1 \
+for line in h2d_pageable=1 h2d_pinned=2 d2h_pageable_ms_ge_15=1 d2h_pageable_value=2 d2h_pinned_ms_lt_15=1 \
             d2h_pinned_before_sync=-1 d2h_pinned_after_sync=2 blocking_d2h=1 h2h=5; do expect_line "$line"; done
 
 fk_run asyncq assert

@@ -102,7 +102,7 @@ static int case_wait_event()
     cudaEventRecord(ev, a);
     double t0 = now_ms();
     cudaStreamWaitEvent(b, ev, 0);
-    printf("wait_call_ms=%.0f\n", now_ms() - t0);
+    printf("wait_call_returns_at_once=%d\n", now_ms() - t0 < 30); // A has 40 ms of kernels queued
     mark_on(b, 'B');
     cudaMemcpyAsync(h, d, 4 * sizeof(float), cudaMemcpyDeviceToHost, b);
     mark_on(c, 'C');
@@ -173,7 +173,7 @@ static int case_copies()
     spin(s, 1);
     t0 = now_ms();
     cudaMemcpyAsync(pin, d2, sizeof(float), cudaMemcpyDeviceToHost, s);
-    printf("d2h_pinned_ms_lt_10=%d\nd2h_pinned_before_sync=%g\n", now_ms() - t0 < 10, *pin);
+    printf("d2h_pinned_ms_lt_15=%d\nd2h_pinned_before_sync=%g\n", now_ms() - t0 < 15, *pin);
     cudaStreamSynchronize(s);
     printf("d2h_pinned_after_sync=%g\n", *pin);
     // A blocking cudaMemcpy waits for the legacy stream and the blocking streams.
