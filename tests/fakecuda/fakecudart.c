@@ -29,9 +29,18 @@
  * H200, work completes as modelled below ("streams and capture state": cudaErrorNotReady for
  * work in flight), and stream capture follows CUDA's rules for unsafe calls.
  *
+ * FAKECUDA_ASYNC_US=N (N > 0) makes the device asynchronous, as a GPU is ("asynchronous
+ * streams" below): each stream's work runs in order on a worker thread of that stream, every
+ * kernel takes N µs, launches and async copies return at once, and syncs, queries
+ * (cudaErrorNotReady while work is really in flight), blocking copies, cudaFree and the legacy
+ * stream's implicit synchronisation wait as CUDA's do. Unset or 0: the synchronous double above.
+ * Stream capture is the same in both (captured work is recorded, not run).
+ *
  * Called from any thread of the test program (16 threads on 16 streams in tests/progs/threads):
- * the registry, allocations and handle lists are behind one mutex each; kernels run on the
- * launching thread. Tested by tests/fakecuda/test_*.sh.
+ * the registry, allocations and handle lists are behind one mutex each (the async queues behind
+ * one more, q_lock); kernels run on the launching thread, or on the stream's worker under
+ * FAKECUDA_ASYNC_US. Tested by tests/fakecuda/test_*.sh (test_async.sh: the asynchronous
+ * device) and, through labelguard, by the suites tests/run.sh reruns as async:<suite>.
  */
 #include "fakecudart.h"
 
@@ -620,7 +629,8 @@ struct CUgraph_st { unsigned magic; node_t *head, *tail; size_t n_nodes; uref_t 
  * instantiating it and replays the exec. */
 struct CUgraphExec_st { unsigned magic; node_t *head; unsigned long replays; struct CUgraphExec_st *next_live; };
 
-/* Work is executed when it is submitted, but completion is modelled: `submitted` counts the
+/* Synchronous double (FAKECUDA_ASYNC_US unset): work is executed when it is submitted, but
+ * completion is modelled: `submitted` counts the
  * stream's operations, `completed` how many the host has seen finish. An operation is seen
  * finished at a synchronisation (stream, event, device, blocking copy) or after a query has
  * answered cudaErrorNotReady FAKECUDA_NOT_READY times (default 1), so code that polls with
@@ -2056,7 +2066,8 @@ static int user_emulated(struct CUkern_st *k)
     return hit;
 }
 
-/* Runs the kernel's emulator (user-registered first, then built-in), on this thread.
+/* Runs the kernel's emulator (user-registered first, then built-in), on this thread (the
+ * launching one, or the stream's worker under FAKECUDA_ASYNC_US).
  * Returns the error the kernel leaves in the context. */
 static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void **args, size_t shm, cudaStream_t stream)
 {
