@@ -73,8 +73,8 @@ fk_run asyncq fork
 expect_line "child=3,3,3,3 value=-1"   # without FAKECUDA_FORK_OK the child has no runtime
 expect_line "parent_sync=0"
 
-# Unset: today's synchronous double (kernels run inside the launch call).
-FAKECUDA_ASYNC_US= fk_run asyncq timing
+# Empty or 0: today's synchronous double (kernels run inside the launch call).
+FAKECUDA_ASYNC_US='' fk_run asyncq timing
 l=$(num sync_ms)
 [ -n "$l" ] && [ "$l" -lt 100 ] || fail "FAKECUDA_ASYNC_US unset: the sync waited ${l:-?} ms (want < 100)"
 FAKECUDA_ASYNC_US=0 fk_run asyncq wait_event
