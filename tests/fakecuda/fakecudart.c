@@ -630,8 +630,8 @@ struct CUgraph_st { unsigned magic; node_t *head, *tail; size_t n_nodes; uref_t 
 struct CUgraphExec_st { unsigned magic; node_t *head; unsigned long replays; struct CUgraphExec_st *next_live; };
 
 /* Synchronous double (FAKECUDA_ASYNC_US unset): work is executed when it is submitted, but
- * completion is modelled: `submitted` counts the
- * stream's operations, `completed` how many the host has seen finish. An operation is seen
+ * completion is modelled: `submitted` counts the stream's operations, `completed` how many the
+ * host has seen finish. An operation is seen
  * finished at a synchronisation (stream, event, device, blocking copy) or after a query has
  * answered cudaErrorNotReady FAKECUDA_NOT_READY times (default 1), so code that polls with
  * cudaEventQuery / cudaStreamQuery meets the not-ready answer the real runtime gives for work
