@@ -1234,7 +1234,9 @@ static int copy_side(const void *p, size_t n, int declared_host)
  * copy is done (device to device: queued, no host synchronisation). cudaMemcpyAsync: from
  * pageable memory the source is staged at the call (the caller may reuse it at once); to
  * pageable memory, and host to host, the copy is synchronous with the host; between pinned
- * and device memory it is fully asynchronous. On the stream, always in order. */
+ * and device memory it is fully asynchronous. On the stream, always in order. A blocking
+ * cudaMemcpy then reports a kernel error seen by its wait; cudaMemcpyAsync leaves that to the
+ * stream's next synchronisation. */
 static cudaError_t async_copy(struct CUstream_st *st, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, int is_async)
 {
     int dside, sside;
