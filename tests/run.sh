@@ -4,6 +4,9 @@
 #   - a GTest binary build/tests/unit/test_* (TAP output; its exit status decides),
 #   - a script tests/{fakecuda,e2e,cli,torch,torch-fake,pip,fuzz}/test_*.sh (exit 0 pass, 77 skip, else fail).
 # Each test's output goes to $LG_BUILD/test-logs/<name>.log and is shown when it fails.
+# Then the suites in LG_ASYNC_SUITES (default: the list below) run a second time on the
+# asynchronous double (FAKECUDA_ASYNC_US=$LG_ASYNC_US µs per kernel, default 500), named
+# async:<dir>/<test>; LG_ASYNC_SUITES=none skips them, LG_TESTS=async: runs only them.
 set -u
 cd "$(dirname "$0")/.."
 export LG_BUILD="${LG_BUILD:-build}"
@@ -46,6 +49,17 @@ for dir in fakecuda e2e cli torch torch-fake pip fuzz; do
     [ -f "$t" ] || continue
     run_one "$dir/$(basename "$t" .sh)" bash "$t"
   done
+done
+# Suites that must hold on a device that runs behind the host, as a GPU does.
+async_default="e2e/test_delivery e2e/test_graphs e2e/test_threads e2e/test_notready e2e/test_actions
+  e2e/test_tsan fakecuda/test_threads_fork torch-fake/test_async torch-fake/test_raise
+  torch-fake/test_graphs"
+async_suites="${LG_ASYNC_SUITES:-$async_default}"
+[ "$async_suites" = none ] && async_suites=""
+for t in $async_suites; do
+  if [ -n "$only" ] && [[ "async:$t" != *"$only"* ]]; then continue; fi
+  [ -f "tests/$t.sh" ] || { fail=$((fail+1)); failed+=("async:$t"); printf 'FAIL %-50s (no tests/%s.sh)\n' "async:$t" "$t"; continue; }
+  run_one "async:$t" env FAKECUDA_ASYNC_US="${LG_ASYNC_US:-500}" bash "tests/$t.sh"
 done
 [ ${#failed[@]} -eq 0 ] || printf 'failed: %s\n' "${failed[*]}"
 [ $skip -eq 0 ] || printf '%d skipped\n' $skip

@@ -6,6 +6,10 @@
 # NotReady status. In sync mode the launch is blocked, nothing is in flight, and the first check
 # gets the error. Under the runtime test double, which answers NotReady for work in flight.
 . "$(dirname "$0")/lib.sh"
+# Without labelguard the bad kernel asserts when it runs: inside the launch on the synchronous
+# double; on an asynchronous device (FAKECUDA_ASYNC_US) after the query, which finds it in flight.
+plain='query=710 cleared=710 next=710 sync=710'
+[ "${FAKECUDA_ASYNC_US:-0}" != 0 ] && plain='query=600 cleared=600 next=0 sync=710'
 for v in notready notready_legacy; do
   run_lg "$v-async" env LD_LIBRARY_PATH="$LG_FAKE_DIR" LABELGUARD_MODE=async LABELGUARD_QUIET=1 "$PROGS/$v"
   require_fake "$v-async"
@@ -13,6 +17,6 @@ for v in notready notready_legacy; do
   run_lg "$v-sync" env LD_LIBRARY_PATH="$LG_FAKE_DIR" LABELGUARD_MODE=sync LABELGUARD_QUIET=1 "$PROGS/$v"
   check "$v sync: the blocked launch's error at the first check" grep -qx 'query=0 cleared=800 next=0 sync=0' "$T/$v-sync.out"
   run_plain "$v-plain" env LD_LIBRARY_PATH="$LG_FAKE_DIR" "$PROGS/$v"
-  check "$v plain: the device assert, sticky" grep -qx 'query=710 cleared=710 next=710 sync=710' "$T/$v-plain.out"
+  check "$v plain: the device assert, sticky" grep -qx "$plain" "$T/$v-plain.out"
 done
 finish

@@ -29,14 +29,24 @@
  * H200, work completes as modelled below ("streams and capture state": cudaErrorNotReady for
  * work in flight), and stream capture follows CUDA's rules for unsafe calls.
  *
+ * FAKECUDA_ASYNC_US=N (N > 0) makes the device asynchronous, as a GPU is ("asynchronous
+ * streams" below): each stream's work runs in order on a worker thread of that stream, every
+ * kernel takes N µs, launches and async copies return at once, and syncs, queries
+ * (cudaErrorNotReady while work is really in flight), blocking copies, cudaFree and the legacy
+ * stream's implicit synchronisation wait as CUDA's do. Unset or 0: the synchronous double above.
+ * Stream capture is the same in both (captured work is recorded, not run).
+ *
  * Called from any thread of the test program (16 threads on 16 streams in tests/progs/threads):
- * the registry, allocations and handle lists are behind one mutex each; kernels run on the
- * launching thread. Tested by tests/fakecuda/test_*.sh.
+ * the registry, allocations and handle lists are behind one mutex each (the async queues behind
+ * one more, q_lock); kernels run on the launching thread, or on the stream's worker under
+ * FAKECUDA_ASYNC_US. Tested by tests/fakecuda/test_*.sh (test_async.sh: the asynchronous
+ * device) and, through labelguard, by the suites tests/run.sh reruns as async:<suite>.
  */
 #include "fakecudart.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -77,6 +87,7 @@ static size_t msg_len;
 static int trace_on;
 static int fork_ok;
 static int cupti_on;
+static int async_us_v;                        /* FAKECUDA_ASYNC_US: 0 synchronous, else each kernel's µs */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void read_env(void)
@@ -87,6 +98,9 @@ static void read_env(void)
     fork_ok = f && *f && strcmp(f, "0") != 0;
     const char *c = getenv("FAKECUDA_CUPTI");
     cupti_on = c && *c && strcmp(c, "0") != 0;
+    const char *a = getenv("FAKECUDA_ASYNC_US");
+    long us = a && *a ? strtol(a, NULL, 10) : 0;
+    async_us_v = us < 0 ? 0 : us > 10000000 ? 10000000 : (int)us;
 }
 
 static void trace(const char *fmt, ...)
@@ -169,8 +183,15 @@ static void poison(cudaError_t e)
  * of them must not inherit it held (FAKECUDA_FORK_OK lets the child use the runtime). */
 static pthread_mutex_t reg_lock, mem_lock, obj_lock;
 
+static void async_fork_prepare(void);
+static void async_fork_parent(void);
+static void async_fork_child(void);
+static void async_shutdown(void);
+static int async_us(void);
+
 static void after_fork_child(void)
 {
+    async_fork_child();
     if (atomic_load(&ctx_used)) atomic_store(&forked_child, 1);
     pthread_mutex_init(&msg_lock, NULL);
     pthread_mutex_init(&reg_lock, NULL);
@@ -180,11 +201,12 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void fk_init(void)
 {
-    pthread_atfork(NULL, NULL, after_fork_child);
+    pthread_atfork(async_fork_prepare, async_fork_parent, after_fork_child);
 }
 
 __attribute__((destructor)) static void fk_fini(void)
 {
+    if (async_us() > 0) async_shutdown();
     /* A context torn down with a failed kernel still prints the device's lines. */
     if (atomic_load(&pending_err)) flush_messages();
 }
@@ -613,8 +635,9 @@ struct CUgraph_st { unsigned magic; node_t *head, *tail; size_t n_nodes; uref_t 
  * instantiating it and replays the exec. */
 struct CUgraphExec_st { unsigned magic; node_t *head; unsigned long replays; struct CUgraphExec_st *next_live; };
 
-/* Work is executed when it is submitted, but completion is modelled: `submitted` counts the
- * stream's operations, `completed` how many the host has seen finish. An operation is seen
+/* Synchronous double (FAKECUDA_ASYNC_US unset): work is executed when it is submitted, but
+ * completion is modelled: `submitted` counts the stream's operations, `completed` how many the
+ * host has seen finish. An operation is seen
  * finished at a synchronisation (stream, event, device, blocking copy) or after a query has
  * answered cudaErrorNotReady FAKECUDA_NOT_READY times (default 1), so code that polls with
  * cudaEventQuery / cudaStreamQuery meets the not-ready answer the real runtime gives for work
@@ -634,6 +657,15 @@ struct CUstream_st {
     struct { struct CUstream_st *s; unsigned long seq; } deps[4]; /* waited-for work (cudaStreamWaitEvent) */
     int next_dep;
     struct CUstream_st *next_live;
+    /* FAKECUDA_ASYNC_US only ("asynchronous streams" below), all under q_lock: the queue the
+     * stream's worker runs in order (the op at the head is the one running), how many ops were
+     * queued and finished, and the references that keep a destroyed stream's memory alive
+     * while its worker drains it or another stream's wait reads its counters. */
+    struct fk_op *q_head, *q_tail;
+    unsigned long a_submitted, a_done;
+    pthread_cond_t q_cv;           /* work queued, or the stream is destroyed */
+    int worker_on, dying, refs;
+    struct CUstream_st *next_dying;
 };
 struct CUevent_st {
     unsigned magic;
@@ -645,10 +677,15 @@ struct CUevent_st {
     int polls;
     struct CUstream_st *captured_on; /* recorded inside a capture: a fork point for other streams */
     struct CUevent_st *next_live;
+    /* FAKECUDA_ASYNC_US only, under q_lock: records made and records the stream has reached
+     * (the event is complete when they are equal), and the references of the handle and of the
+     * queued ops that name it (a destroyed event is freed when its last record has run). */
+    unsigned long a_rec, a_done;
+    int refs;
 };
 
 static pthread_mutex_t obj_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct CUstream_st legacy_stream = { .magic = STREAM_MAGIC }; /* 0, cudaStreamLegacy, cudaStreamPerThread */
+static struct CUstream_st legacy_stream = { .magic = STREAM_MAGIC, .q_cv = PTHREAD_COND_INITIALIZER, .refs = 1 }; /* 0, cudaStreamLegacy, cudaStreamPerThread */
 static struct CUstream_st *live_streams;
 static struct CUevent_st *live_events;
 static struct CUgraph_st *live_graphs;
@@ -785,6 +822,521 @@ static int capturing(const struct CUstream_st *st)
     return st && st->capture != cudaStreamCaptureStatusNone;
 }
 
+/* ------------------------------------------------------------------ asynchronous streams */
+
+/* FAKECUDA_ASYNC_US=N (N > 0) makes the device asynchronous, as a GPU is: each stream's work
+ * (kernels from every entry point, async copies and memsets, host functions and callbacks,
+ * graph replays, event records, cudaStreamWaitEvent waits) is queued as ops and run in order
+ * by a worker thread of its own (one per stream, the legacy/per-thread stream included), and
+ * every kernel, emulated or not, takes N microseconds before it runs. Launches return at once;
+ * syncs, queries, blocking copies and cudaFree wait for the work as CUDA's do (see the entry
+ * points). The legacy stream's implicit synchronisation is two kinds of wait op: work queued on
+ * the legacy stream first waits for what every blocking stream has queued so far, work queued
+ * on a blocking stream first waits for what the legacy stream has queued (non-blocking streams
+ * are exempt). Ops take copies of what the caller's storage holds only at the call (kernel
+ * arguments, pageable sources), so nothing of the caller is read later.
+ *
+ * Locks: q_lock guards every queue, counter and reference here; obj_lock may be held when
+ * taking it, never the reverse. A worker runs an op without q_lock. At exit, work still queued
+ * is given one second to finish, then dropped (a process exits without syncing, as PyTorch
+ * does); a forked child starts with no workers and no queued work. */
+
+enum { OP_KERNEL, OP_COPY, OP_SET, OP_HOST, OP_CALLBACK, OP_GRAPH, OP_RECORD, OP_WAIT_EVENT, OP_WAIT_STREAMS, OP_FREE };
+typedef struct fk_wait { struct CUstream_st *s; unsigned long seq; } fk_wait_t;
+typedef struct fk_op {
+    int type;
+    struct fk_op *next;
+    struct CUkern_st *kernel;      /* OP_KERNEL */
+    dim3 grid, block;
+    size_t shm;
+    cudaStream_t stream;           /* the handle the caller named, for emulators and callbacks */
+    unsigned char *argbuf;         /* copies of the parameter values */
+    void *argv[FK_MAX_PARAMS];
+    void **caller_args;            /* parameters not copied: the caller waits for the op */
+    void *dst;                     /* OP_COPY, OP_SET, OP_FREE */
+    const void *src;
+    void *staged;                  /* a pageable source's bytes, taken at the call */
+    size_t n;
+    int value;
+    cudaHostFn_t fn;               /* OP_HOST */
+    cudaStreamCallback_t cb;       /* OP_CALLBACK */
+    void *user;
+    node_t *nodes;                 /* OP_GRAPH: the exec's nodes, copied at the launch */
+    struct CUevent_st *ev;         /* OP_RECORD, OP_WAIT_EVENT */
+    unsigned long seq;
+    fk_wait_t *waits;              /* OP_WAIT_STREAMS */
+    size_t n_waits;
+} fk_op_t;
+
+static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_done_cv = PTHREAD_COND_INITIALIZER; /* some op finished */
+static struct CUstream_st *dying_streams;  /* destroyed, worker still draining */
+static unsigned long a_inflight;           /* ops queued and not finished, every stream */
+static int a_running;                      /* ops a worker is executing now */
+static _Atomic int a_exiting;              /* the process is exiting: run nothing more */
+
+static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void **args, size_t shm, cudaStream_t stream);
+static void graph_free_nodes(node_t *n);
+
+static int async_us(void)
+{
+    pthread_once(&env_once, read_env);
+    return async_us_v;
+}
+
+static void sleep_us(int us)
+{
+    struct timespec t = { us / 1000000, (long)(us % 1000000) * 1000 };
+    while (nanosleep(&t, &t) != 0) {}
+}
+
+static void stream_unref_locked(struct CUstream_st *s)
+{
+    if (s == &legacy_stream || --s->refs > 0) return;
+    for (struct CUstream_st **pp = &dying_streams; *pp; pp = &(*pp)->next_dying)
+        if (*pp == s) { *pp = s->next_dying; break; }
+    pthread_cond_destroy(&s->q_cv);
+    free(s);
+}
+
+static void event_unref_locked(struct CUevent_st *ev)
+{
+    if (--ev->refs == 0) free(ev);
+}
+
+static void op_free(fk_op_t *op)
+{
+    free(op->argbuf);
+    free(op->staged);
+    free(op->waits);
+    graph_free_nodes(op->nodes);
+    free(op);
+}
+
+/* One kernel as the device runs it: its duration, then its effect, unless the context died
+ * meanwhile (a dead device runs nothing more) or the process is exiting. */
+static void run_async_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void **args, size_t shm, cudaStream_t stream)
+{
+    sleep_us(async_us());
+    if (atomic_load(&pending_err) || atomic_load(&a_exiting)) return;
+    cudaError_t e = run_kernel(k, grid, block, args, shm, stream);
+    if (e != cudaSuccess) poison(e);
+}
+
+/* Waits, on a worker, until stream w->s has finished op number w->seq. Under q_lock. */
+static void wait_for_locked(struct CUstream_st *s, unsigned long seq)
+{
+    while (s->a_done < seq && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
+}
+
+static void run_op(fk_op_t *op)
+{
+    int dead = atomic_load(&pending_err) || atomic_load(&a_exiting);
+    switch (op->type) {
+    case OP_KERNEL:
+        run_async_kernel(op->kernel, op->grid, op->block, op->caller_args ? op->caller_args : op->argbuf ? op->argv : NULL,
+                         op->shm, op->stream);
+        break;
+    case OP_GRAPH:
+        for (node_t *n = op->nodes; n; n = n->next) {
+            if (atomic_load(&pending_err) || atomic_load(&a_exiting)) break;
+            if (n->type == NODE_MEMCPY) memmove(n->dst, n->src, n->n);
+            else if (n->type == NODE_MEMSET) memset(n->dst, n->value, n->n);
+            else if (n->type == NODE_HOST) n->fn(n->user);
+            else run_async_kernel(n->kernel, n->grid, n->block, n->argbuf ? n->argv : NULL, n->shm, op->stream);
+        }
+        break;
+    case OP_COPY:
+        if (!dead && op->n) memmove(op->dst, op->staged ? op->staged : op->src, op->n);
+        break;
+    case OP_SET:
+        if (!dead && op->n) memset(op->dst, op->value, op->n);
+        break;
+    case OP_HOST:
+        if (!atomic_load(&a_exiting)) op->fn(op->user);
+        break;
+    case OP_CALLBACK:
+        if (!atomic_load(&a_exiting)) op->cb(op->stream, (cudaError_t)atomic_load(&pending_err), op->user);
+        break;
+    case OP_WAIT_EVENT:
+        pthread_mutex_lock(&q_lock);
+        while (op->ev->a_done < op->seq && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
+        pthread_mutex_unlock(&q_lock);
+        break;
+    case OP_WAIT_STREAMS:
+        pthread_mutex_lock(&q_lock);
+        for (size_t i = 0; i < op->n_waits; i++) wait_for_locked(op->waits[i].s, op->waits[i].seq);
+        pthread_mutex_unlock(&q_lock);
+        break;
+    case OP_FREE:
+        if (mem_remove(op->dst, MEM_DEVICE)) free(op->dst);
+        break;
+    default: /* OP_RECORD: completed below, with the stream's counter */
+        break;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct CUstream_st *s = arg;
+    pthread_mutex_lock(&q_lock);
+    for (;;) {
+        while (!s->q_head && !s->dying) pthread_cond_wait(&s->q_cv, &q_lock);
+        fk_op_t *op = s->q_head;
+        if (!op) break;            /* destroyed and drained */
+        a_running++;
+        pthread_mutex_unlock(&q_lock);
+        run_op(op);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        pthread_mutex_lock(&q_lock);
+        a_running--;
+        s->q_head = op->next;
+        if (!s->q_head) s->q_tail = NULL;
+        s->a_done++;
+        a_inflight--;
+        if (op->ev) {
+            if (op->type == OP_RECORD && op->ev->a_done < op->seq) { op->ev->a_done = op->seq; op->ev->when = now; }
+            event_unref_locked(op->ev);
+        }
+        for (size_t i = 0; i < op->n_waits; i++) stream_unref_locked(op->waits[i].s);
+        pthread_cond_broadcast(&q_done_cv);
+        pthread_mutex_unlock(&q_lock);
+        op_free(op);
+        pthread_mutex_lock(&q_lock);
+    }
+    s->worker_on = 0;
+    stream_unref_locked(s);
+    pthread_mutex_unlock(&q_lock);
+    return NULL;
+}
+
+/* Under q_lock. Workers take no signals: the program's handlers run on its own threads. */
+static int ensure_worker_locked(struct CUstream_st *s)
+{
+    if (s->worker_on) return 0;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, &a, worker_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (rc != 0) return -1;
+    s->worker_on = 1;
+    s->refs++;
+    return 0;
+}
+
+/* Under q_lock: appends op to x's queue. */
+static void append_locked(struct CUstream_st *x, fk_op_t *op)
+{
+    op->next = NULL;
+    if (x->q_tail) x->q_tail->next = op; else x->q_head = op;
+    x->q_tail = op;
+    x->a_submitted++;
+    a_inflight++;
+    pthread_cond_signal(&x->q_cv);
+}
+
+/* Queues op on stream st (NULL: the legacy stream), behind the implicit synchronisation the
+ * legacy stream imposes, and returns the op's number in the stream (0: not queued, op freed).
+ * Event ops take their sequence number and a reference here, atomically with the queueing. */
+static unsigned long submit_op(struct CUstream_st *st, fk_op_t *op)
+{
+    struct CUstream_st *x = state_of(st);
+    fk_op_t *barrier = NULL;
+    pthread_mutex_lock(&obj_lock);
+    pthread_mutex_lock(&q_lock);
+    if (ensure_worker_locked(x) != 0) {
+        pthread_mutex_unlock(&q_lock);
+        pthread_mutex_unlock(&obj_lock);
+        op_free(op);
+        return 0;
+    }
+    size_t n = 0;
+    if (x == &legacy_stream) {
+        for (struct CUstream_st *s = live_streams; s; s = s->next_live)
+            if (!(s->flags & cudaStreamNonBlocking) && s->a_done < s->a_submitted) n++;
+    } else if (!(x->flags & cudaStreamNonBlocking) && legacy_stream.a_done < legacy_stream.a_submitted) {
+        n = 1;
+    }
+    /* What needs no device time completes at the call: a record on an idle stream (the GPU
+     * writes it within microseconds) and a wait for an event already reached. */
+    int now_done = op->type == OP_RECORD ? !n && !x->q_head : op->type == OP_WAIT_EVENT && op->ev->a_done >= op->ev->a_rec;
+    if (now_done) {
+        pthread_mutex_unlock(&obj_lock);
+        if (op->type == OP_RECORD) {
+            op->ev->a_done = ++op->ev->a_rec;
+            clock_gettime(CLOCK_MONOTONIC, &op->ev->when);
+        }
+        x->a_submitted++;
+        x->a_done++;
+        unsigned long seq = x->a_submitted;
+        pthread_cond_broadcast(&q_done_cv);
+        pthread_mutex_unlock(&q_lock);
+        op_free(op);
+        return seq;
+    }
+    if (n && (barrier = calloc(1, sizeof *barrier)) != NULL && (barrier->waits = calloc(n, sizeof *barrier->waits)) != NULL) {
+        barrier->type = OP_WAIT_STREAMS;
+        if (x == &legacy_stream) {
+            for (struct CUstream_st *s = live_streams; s; s = s->next_live)
+                if (!(s->flags & cudaStreamNonBlocking) && s->a_done < s->a_submitted) {
+                    barrier->waits[barrier->n_waits++] = (fk_wait_t){ s, s->a_submitted };
+                    s->refs++;
+                }
+        } else {
+            barrier->waits[barrier->n_waits++] = (fk_wait_t){ &legacy_stream, legacy_stream.a_submitted };
+        }
+        append_locked(x, barrier);
+    } else if (barrier) {
+        free(barrier);
+    }
+    pthread_mutex_unlock(&obj_lock);
+    if (op->type == OP_RECORD) {
+        op->seq = ++op->ev->a_rec;
+        op->ev->refs++;
+    } else if (op->type == OP_WAIT_EVENT) {
+        op->seq = op->ev->a_rec;
+        op->ev->refs++;
+    }
+    append_locked(x, op);
+    unsigned long seq = x->a_submitted;
+    pthread_mutex_unlock(&q_lock);
+    return seq;
+}
+
+/* Blocks the caller until stream x has finished its op number seq. */
+static void wait_seq(struct CUstream_st *x, unsigned long seq)
+{
+    pthread_mutex_lock(&q_lock);
+    wait_for_locked(x, seq);
+    pthread_mutex_unlock(&q_lock);
+}
+
+static void wait_stream(struct CUstream_st *x)
+{
+    pthread_mutex_lock(&q_lock);
+    wait_for_locked(x, x->a_submitted);
+    pthread_mutex_unlock(&q_lock);
+}
+
+/* What a legacy-stream sync (all == 0: the legacy stream and every blocking stream) or a device
+ * sync (all == 1: every stream, destroyed ones still draining included) waits for: the work
+ * queued so far, not what other threads queue meanwhile. */
+static void wait_all(int all)
+{
+    pthread_mutex_lock(&obj_lock);
+    pthread_mutex_lock(&q_lock);
+    size_t n = 1;
+    for (struct CUstream_st *s = live_streams; s; s = s->next_live) n++;
+    for (struct CUstream_st *s = dying_streams; s; s = s->next_dying) n++;
+    fk_wait_t *w = malloc(n * sizeof *w);
+    if (!w) {                      /* no memory to snapshot: wait for every op instead */
+        pthread_mutex_unlock(&obj_lock);
+        while (a_inflight && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
+        pthread_mutex_unlock(&q_lock);
+        return;
+    }
+    size_t k = 0;
+    w[k++] = (fk_wait_t){ &legacy_stream, legacy_stream.a_submitted };
+    for (struct CUstream_st *s = live_streams; s; s = s->next_live)
+        if (all || !(s->flags & cudaStreamNonBlocking)) { w[k++] = (fk_wait_t){ s, s->a_submitted }; s->refs++; }
+    if (all)
+        for (struct CUstream_st *s = dying_streams; s; s = s->next_dying) { w[k++] = (fk_wait_t){ s, s->a_submitted }; s->refs++; }
+    pthread_mutex_unlock(&obj_lock);
+    for (size_t i = 0; i < k; i++) wait_for_locked(w[i].s, w[i].seq);
+    for (size_t i = 0; i < k; i++) stream_unref_locked(w[i].s);
+    pthread_mutex_unlock(&q_lock);
+    free(w);
+}
+
+/* After a wait: a kernel that failed meanwhile is seen now, and from then on is sticky. */
+static cudaError_t settle(void)
+{
+    sync_point();
+    int s = atomic_load(&sticky_err);
+    return s ? ret((cudaError_t)s) : cudaSuccess;
+}
+
+/* The stream is busy: ops queued that its worker has not finished. */
+static int stream_busy(struct CUstream_st *x)
+{
+    pthread_mutex_lock(&q_lock);
+    int busy = x->a_done < x->a_submitted;
+    pthread_mutex_unlock(&q_lock);
+    return busy;
+}
+
+/* cudaStreamDestroy: the handle is gone (the caller removed it from live_streams); the work
+ * already queued still runs, then the worker ends and the memory goes. */
+static void async_stream_destroy(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&q_lock);
+    s->dying = 1;
+    if (s->worker_on) {
+        s->next_dying = dying_streams;
+        dying_streams = s;
+        pthread_cond_signal(&s->q_cv);
+    }
+    stream_unref_locked(s);
+    pthread_mutex_unlock(&q_lock);
+}
+
+static void async_event_destroy(struct CUevent_st *ev)
+{
+    pthread_mutex_lock(&q_lock);
+    event_unref_locked(ev);
+    pthread_mutex_unlock(&q_lock);
+}
+
+/* A kernel launch: the op holds copies of the parameter values, read with the sizes of the
+ * kernel's parameter list. A kernel whose list the double cannot read, but whose emulator
+ * will read them (a user emulator), keeps the caller's pointers, and the launch then waits
+ * for it to run, while they are still valid. */
+static int user_emulated(struct CUkern_st *k);
+static cudaError_t async_launch(struct CUstream_st *st, struct CUkern_st *k, dim3 grid, dim3 block, void **args,
+                                size_t shm, cudaStream_t stream)
+{
+    fk_op_t *op = calloc(1, sizeof *op);
+    if (!op) return ret(cudaErrorMemoryAllocation);
+    op->type = OP_KERNEL;
+    op->kernel = k; op->grid = grid; op->block = block; op->shm = shm; op->stream = stream;
+    const fk_sig_t *sig = kernel_sig(k);
+    if (args && sig->ok && sig->n_params > 0) {
+        size_t total = sig->offset[sig->n_params - 1] + sig->size[sig->n_params - 1];
+        op->argbuf = malloc(total);
+        if (!op->argbuf) { free(op); return ret(cudaErrorMemoryAllocation); }
+        for (int i = 0; i < sig->n_params; i++) {
+            memcpy(op->argbuf + sig->offset[i], args[i], sig->size[i]);
+            op->argv[i] = op->argbuf + sig->offset[i];
+        }
+    } else if (args && !sig->ok && user_emulated(k)) {
+        op->caller_args = args;
+    }
+    int wait = op->caller_args != NULL;
+    unsigned long seq = submit_op(st, op);
+    if (!seq) return ret(cudaErrorMemoryAllocation);
+    if (wait) wait_seq(state_of(st), seq);
+    return cudaSuccess;
+}
+
+/* Where a copy's side lives: device memory, pinned host memory (cudaMallocHost, cudaHostAlloc,
+ * cudaHostRegister, or a device variable's shadow), or pageable host memory. */
+enum { SIDE_DEVICE, SIDE_PINNED, SIDE_PAGEABLE };
+static int copy_side(const void *p, size_t n, int declared_host)
+{
+    int k = mem_kind(p, n, NULL, NULL);
+    if (k == MEM_DEVICE) return declared_host ? SIDE_PINNED : SIDE_DEVICE; /* UVA: host-declared device memory copies like pinned */
+    if (k == MEM_HOST || k == MEM_REGISTERED) return SIDE_PINNED;
+    return SIDE_PAGEABLE;
+}
+
+/* A copy, as CUDA's "API synchronization behavior" describes it. cudaMemcpy: returns when the
+ * copy is done (device to device: queued, no host synchronisation). cudaMemcpyAsync: from
+ * pageable memory the source is staged at the call (the caller may reuse it at once); to
+ * pageable memory, and host to host, the copy is synchronous with the host; between pinned
+ * and device memory it is fully asynchronous. On the stream, always in order. A blocking
+ * cudaMemcpy then reports a kernel error seen by its wait; cudaMemcpyAsync leaves that to the
+ * stream's next synchronisation. */
+static cudaError_t async_copy(struct CUstream_st *st, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, int is_async)
+{
+    int dside, sside;
+    switch (kind) {
+    case cudaMemcpyHostToHost: dside = copy_side(dst, n, 1); sside = copy_side(src, n, 1); break;
+    case cudaMemcpyHostToDevice: dside = SIDE_DEVICE; sside = copy_side(src, n, 1); break;
+    case cudaMemcpyDeviceToHost: dside = copy_side(dst, n, 1); sside = SIDE_DEVICE; break;
+    case cudaMemcpyDeviceToDevice: dside = sside = SIDE_DEVICE; break;
+    default: dside = copy_side(dst, n, 0); sside = copy_side(src, n, 0); break;
+    }
+    int host_to_host = dside != SIDE_DEVICE && sside != SIDE_DEVICE;
+    int host_waits = is_async ? (dside == SIDE_PAGEABLE || host_to_host) : !(dside == SIDE_DEVICE && sside == SIDE_DEVICE);
+    fk_op_t *op = calloc(1, sizeof *op);
+    if (!op) return ret(cudaErrorMemoryAllocation);
+    op->type = OP_COPY;
+    op->dst = dst; op->src = src; op->n = n;
+    if (sside == SIDE_PAGEABLE && !host_waits && n) {
+        op->staged = malloc(n);
+        if (!op->staged) { free(op); return ret(cudaErrorMemoryAllocation); }
+        memcpy(op->staged, src, n);
+    }
+    unsigned long seq = submit_op(st, op);
+    if (!seq) return ret(cudaErrorMemoryAllocation);
+    if (!host_waits) return cudaSuccess;
+    wait_seq(state_of(st), seq);
+    return is_async ? cudaSuccess : settle();
+}
+
+/* cudaMemset is asynchronous with the host unless the target is pinned host memory;
+ * cudaMemsetAsync always is. */
+static cudaError_t async_set(struct CUstream_st *st, void *dst, int value, size_t n, int is_async)
+{
+    int k = mem_kind(dst, n, NULL, NULL);
+    int host_waits = !is_async && (k == MEM_HOST || k == MEM_REGISTERED);
+    fk_op_t *op = calloc(1, sizeof *op);
+    if (!op) return ret(cudaErrorMemoryAllocation);
+    op->type = OP_SET;
+    op->dst = dst; op->value = value; op->n = n;
+    unsigned long seq = submit_op(st, op);
+    if (!seq) return ret(cudaErrorMemoryAllocation);
+    if (!host_waits) return cudaSuccess;
+    wait_seq(state_of(st), seq);
+    return settle();
+}
+
+/* Queues a simple op (host function, callback, free, event record or wait, graph replay). */
+static cudaError_t async_simple(struct CUstream_st *st, fk_op_t *tmpl)
+{
+    fk_op_t *op = malloc(sizeof *op);
+    if (!op) { graph_free_nodes(tmpl->nodes); return ret(cudaErrorMemoryAllocation); }
+    *op = *tmpl;
+    return submit_op(st, op) ? cudaSuccess : ret(cudaErrorMemoryAllocation);
+}
+
+/* Process exit with work in flight: the queued work gets one second, then the workers drop
+ * what is left and the one running op gets one more second; exit never hangs on the device. */
+static void async_shutdown(void)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 1;
+    pthread_mutex_lock(&q_lock);
+    while (a_inflight > 0 && pthread_cond_timedwait(&q_done_cv, &q_lock, &dl) == 0) {}
+    atomic_store(&a_exiting, 1);
+    pthread_cond_broadcast(&q_done_cv);
+    dl.tv_sec += 1;
+    while (a_running > 0 && pthread_cond_timedwait(&q_done_cv, &q_lock, &dl) == 0) {}
+    pthread_mutex_unlock(&q_lock);
+}
+
+/* fork(): the child has none of the parent's threads, so no workers; the parent's queued work
+ * is the parent's (its device runs it) and the child forgets it. */
+static void async_fork_prepare(void) { if (async_us() > 0) pthread_mutex_lock(&q_lock); }
+static void async_fork_parent(void) { if (async_us() > 0) pthread_mutex_unlock(&q_lock); }
+static void async_reset_stream(struct CUstream_st *s)
+{
+    s->q_head = s->q_tail = NULL;  /* the ops are leaked: they may hold the parent's state */
+    s->a_done = s->a_submitted;
+    s->worker_on = 0;
+    pthread_cond_init(&s->q_cv, NULL);
+}
+static void async_fork_child(void)
+{
+    if (async_us() <= 0) return;
+    pthread_mutex_init(&q_lock, NULL);
+    pthread_cond_init(&q_done_cv, NULL);
+    async_reset_stream(&legacy_stream);
+    for (struct CUstream_st *s = live_streams; s; s = s->next_live) async_reset_stream(s);
+    for (struct CUevent_st *ev = live_events; ev; ev = ev->next_live) ev->a_done = ev->a_rec;
+    dying_streams = NULL;
+    a_inflight = 0;
+    a_running = 0;
+}
+
 /* ------------------------------------------------------------------ memory calls */
 
 cudaError_t cudaMalloc(void **devPtr, size_t size)
@@ -808,6 +1360,7 @@ cudaError_t cudaFree(void *devPtr)
     if (e) return e;
     if (!devPtr) return cudaSuccess;
     if ((e = unsafe_call())) return e;
+    if (async_us()) { wait_all(1); if ((e = settle())) return e; }
     complete_all(1);
     if (!mem_remove(devPtr, MEM_DEVICE)) return ret(cudaErrorInvalidValue);
     free(devPtr);
@@ -835,6 +1388,13 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t s)
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (!devPtr) return cudaSuccess;
+    if (async_us() && !capturing(st)) {
+        /* Stream-ordered: the memory goes when the stream reaches the free. */
+        const char *lo = NULL;
+        if (mem_kind(devPtr, 0, &lo, NULL) != MEM_DEVICE || lo != (const char *)devPtr) return ret(cudaErrorInvalidValue);
+        fk_op_t op = { .type = OP_FREE, .dst = devPtr };
+        return async_simple(st, &op);
+    }
     if (!mem_remove(devPtr, MEM_DEVICE)) return ret(cudaErrorInvalidValue);
     free(devPtr);
     return cudaSuccess;
@@ -916,6 +1476,7 @@ cudaError_t cudaFreeHost(void *ptr)
     if (e) return e;
     if (!ptr) return cudaSuccess;
     if ((e = unsafe_call())) return e;
+    if (async_us()) { wait_all(1); if ((e = settle())) return e; }
     complete_all(1);
     if (!mem_remove(ptr, MEM_HOST)) return ret(cudaErrorInvalidValue);
     free(ptr);
@@ -1065,6 +1626,8 @@ static cudaError_t stream_create(cudaStream_t *p, unsigned flags, int priority)
     s->flags = flags;
     s->priority = priority < -5 ? -5 : priority > 0 ? 0 : priority;
     s->capture = cudaStreamCaptureStatusNone;
+    s->refs = 1;
+    pthread_cond_init(&s->q_cv, NULL);
     pthread_mutex_lock(&obj_lock);
     s->next_live = live_streams;
     live_streams = s;
@@ -1127,6 +1690,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
     if (!found) return ret(cudaErrorInvalidResourceHandle);
     if (s->graph && !s->joined) { graph_free_nodes(s->graph->head); free(s->graph); }
     s->magic = 0;
+    if (async_us()) { async_stream_destroy(s); return cudaSuccess; }
+    pthread_cond_destroy(&s->q_cv);
     free(s);
     return cudaSuccess;
 }
@@ -1143,6 +1708,11 @@ static cudaError_t stream_sync(cudaStream_t s)
     cudaError_t e = enter();
     if (e) return e;
     if (!st && (e = legacy_use(st))) return e;
+    if (async_us()) {
+        if (st) wait_stream(st);
+        else wait_all(0);
+        return settle();
+    }
     if (st) complete_stream(st);
     else complete_all(0);
     return cudaSuccess;
@@ -1164,6 +1734,7 @@ static cudaError_t stream_query(cudaStream_t s)
     if (e) return e;
     if ((e = unsafe_call())) return e;
     struct CUstream_st *x = state_of(st);
+    if (async_us()) return stream_busy(x) ? ret(cudaErrorNotReady) : settle();
     pthread_mutex_lock(&obj_lock);
     int busy = x->completed < x->submitted;
     if (busy && x->polls < not_ready_polls()) x->polls++;
@@ -1186,6 +1757,7 @@ cudaError_t cudaDeviceSynchronize(void)
     sync_point();
     cudaError_t e = enter();
     if (e) return e;
+    if (async_us()) { wait_all(1); return settle(); }
     complete_all(1);
     return cudaSuccess;
 }
@@ -1196,7 +1768,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
     if (e) return e;
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
-    int found;
+    int found, queue_wait = 0;
     pthread_mutex_lock(&obj_lock);
     LIVE_FIND(live_events, ev, found);
     if (found) {
@@ -1210,6 +1782,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
             st->capture_thread = ev->captured_on->capture_thread;
             st->graph = ev->captured_on->graph;
             st->joined = 1;
+        } else if (async_us()) {
+            if (!capturing(st)) queue_wait = 1;
         } else if (ev->on && ev->on != x) {
             x->deps[x->next_dep].s = ev->on;
             x->deps[x->next_dep].seq = ev->seq;
@@ -1219,6 +1793,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
     pthread_mutex_unlock(&obj_lock);
     if (!found) return ret(cudaErrorInvalidResourceHandle);
     (void)flags;
+    if (queue_wait) {
+        /* The stream waits, on the device, for the event's latest record. */
+        fk_op_t op = { .type = OP_WAIT_EVENT, .ev = ev };
+        return async_simple(st, &op);
+    }
     return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, unsigned int flags) { return cudaStreamWaitEvent(s, ev, flags); }
@@ -1390,6 +1969,7 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t n, enum cudaMemc
         capture_append(st, nd);
         return cudaSuccess;
     }
+    if (async_us()) return async_copy(st, dst, src, n, kind, is_async);
     /* Done now, in submission order with every kernel (kernels run when launched too), so what
      * a later operation on any stream reads is what stream order promises. */
     if (n && !atomic_load(&pending_err)) memmove(dst, src, n);
@@ -1457,6 +2037,7 @@ static cudaError_t memset_on(void *dst, int value, size_t n, cudaStream_t s, int
         return cudaSuccess;
     }
     if (!capturing(st) && (e = legacy_use(st))) return e;
+    if (async_us() && !capturing(st)) return async_set(st, dst, value, n, is_async);
     if (n && !atomic_load(&pending_err)) memset(dst, value, n);
     if (is_async) submit(st);
     else complete_all(0);
@@ -1486,7 +2067,19 @@ static const fk_emulator_t *const emulator_tables[] = { fk_nll_emulators, fk_ind
                                                          fk_named_index_emulators, NULL };
 #define EMU_TABLE_STRIDE 1000
 
-/* Runs the kernel's emulator (user-registered first, then built-in), on this thread.
+/* A user emulator (fakecudart_register_emulator) matches the kernel's name. */
+static int user_emulated(struct CUkern_st *k)
+{
+    int hit = 0;
+    pthread_mutex_lock(&reg_lock);
+    for (int i = 0; i < n_user_emus && !hit; i++)
+        if (strstr(k->name, user_emus[i].substring)) hit = 1;
+    pthread_mutex_unlock(&reg_lock);
+    return hit;
+}
+
+/* Runs the kernel's emulator (user-registered first, then built-in), on this thread (the
+ * launching one, or the stream's worker under FAKECUDA_ASYNC_US).
  * Returns the error the kernel leaves in the context. */
 static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void **args, size_t shm, cudaStream_t stream)
 {
@@ -1569,6 +2162,7 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
         return cudaSuccess;
     }
     if ((e = legacy_use(st))) return e;
+    if (async_us()) return async_launch(st, k, grid, block, args, shm, stream);
     submit(st);
     if (atomic_load(&pending_err)) return cudaSuccess; /* the device is dead; it runs nothing more */
     e = run_kernel(k, grid, block, args, shm, stream);
@@ -1647,6 +2241,10 @@ static cudaError_t host_func(cudaStream_t stream, cudaHostFn_t fn, void *user)
         return cudaSuccess;
     }
     if ((e = legacy_use(st))) return e;
+    if (async_us()) {
+        fk_op_t op = { .type = OP_HOST, .fn = fn, .user = user };
+        return async_simple(st, &op);
+    }
     submit(st);
     fn(user);
     return cudaSuccess;
@@ -1662,6 +2260,10 @@ cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void 
     struct CUstream_st *st;
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (capturing(st)) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
+    if (async_us()) {
+        fk_op_t op = { .type = OP_CALLBACK, .cb = cb, .user = user, .stream = s };
+        return async_simple(st, &op);
+    }
     submit(st);
     cb(s, cudaSuccess, user);
     return cudaSuccess;
@@ -1764,6 +2366,16 @@ static cudaError_t graph_launch(cudaGraphExec_t x, cudaStream_t s)
     if (!found) return ret(cudaErrorInvalidResourceHandle);
     if (capturing(st)) { st->capture = cudaStreamCaptureStatusInvalidated; return ret(cudaErrorStreamCaptureUnsupported); }
     if ((e = legacy_use(st))) return e;
+    if (async_us()) {
+        /* The replay runs the nodes as they are now (an exec may be destroyed while in flight). */
+        int err;
+        pthread_mutex_lock(&obj_lock);
+        x->replays++;
+        fk_op_t op = { .type = OP_GRAPH, .stream = s, .nodes = copy_nodes(x->head, &err) };
+        pthread_mutex_unlock(&obj_lock);
+        if (err) return ret(cudaErrorMemoryAllocation);
+        return async_simple(st, &op);
+    }
     pthread_mutex_lock(&obj_lock);
     x->replays++;
     pthread_mutex_unlock(&obj_lock);
@@ -1957,6 +2569,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags)
     if (!x) return ret(cudaErrorMemoryAllocation);
     x->magic = EVENT_MAGIC;
     x->flags = flags;
+    x->refs = 1;
     pthread_mutex_lock(&obj_lock);
     x->next_live = live_events;
     live_events = x;
@@ -1976,6 +2589,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev)
     LIVE_REMOVE(live_events, ev, found);
     pthread_mutex_unlock(&obj_lock);
     if (!found) return ret(cudaErrorInvalidResourceHandle);
+    if (async_us()) { async_event_destroy(ev); return cudaSuccess; } /* freed once its records ran */
     free(ev);
     return cudaSuccess;
 }
@@ -1989,6 +2603,12 @@ static cudaError_t event_record(cudaEvent_t ev, cudaStream_t s)
     pthread_mutex_lock(&obj_lock);
     if (st && st->capture == cudaStreamCaptureStatusActive) {
         ev->captured_on = st;      /* a fork point: a stream that waits on it joins the capture */
+    } else if (async_us() && !capturing(st)) {
+        /* Complete (and timed) when the stream's worker reaches it. */
+        ev->recorded = 1;
+        pthread_mutex_unlock(&obj_lock);
+        fk_op_t op = { .type = OP_RECORD, .ev = ev };
+        return async_simple(st, &op);
     } else {
         struct CUstream_st *x = state_of(st);
         ev->on = x;
@@ -2013,6 +2633,13 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     cudaError_t e = enter();
     if (e) return e;
     if ((e = unsafe_call())) return e;
+    if (async_us()) {
+        pthread_mutex_lock(&q_lock);
+        unsigned long want = ev->a_rec;
+        while (ev->a_done < want && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
+        pthread_mutex_unlock(&q_lock);
+        return settle();
+    }
     pthread_mutex_lock(&obj_lock);
     if (ev->on) complete_locked(ev->on, ev->seq, 0);
     pthread_mutex_unlock(&obj_lock);
@@ -2028,6 +2655,12 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
     cudaError_t e = enter();
     if (e) return e;
     if ((e = unsafe_call())) return e;
+    if (async_us()) {
+        pthread_mutex_lock(&q_lock);
+        int busy = ev->a_done < ev->a_rec;
+        pthread_mutex_unlock(&q_lock);
+        return busy ? ret(cudaErrorNotReady) : settle();
+    }
     pthread_mutex_lock(&obj_lock);
     int busy = ev->on && ev->on->completed < ev->seq;
     if (busy && ev->polls < not_ready_polls()) ev->polls++;
@@ -2044,6 +2677,15 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
     if (!event_ok(start) || !event_ok(end)) return ret(cudaErrorInvalidResourceHandle);
     if ((start->flags | end->flags) & cudaEventDisableTiming) return ret(cudaErrorInvalidResourceHandle);
     if (!start->recorded || !end->recorded) return ret(cudaErrorInvalidResourceHandle);
+    if (async_us()) {
+        pthread_mutex_lock(&q_lock);
+        int busy = start->a_done < start->a_rec || end->a_done < end->a_rec;
+        struct timespec a = start->when, b = end->when;
+        pthread_mutex_unlock(&q_lock);
+        if (busy) return ret(cudaErrorNotReady);
+        *ms = (float)((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+        return cudaSuccess;
+    }
     *ms = (float)((double)(end->when.tv_sec - start->when.tv_sec) * 1e3 +
                   (double)(end->when.tv_nsec - start->when.tv_nsec) / 1e6);
     return cudaSuccess;
@@ -2078,6 +2720,7 @@ cudaError_t cudaDeviceReset(void)
 {
     /* A context that has seen a device assert cannot be recovered (CUDA: "the process must be
      * terminated and relaunched"), so the sticky error survives this too. */
+    if (async_us()) wait_all(1);
     sync_point();
     return enter();
 }

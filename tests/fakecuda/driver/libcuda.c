@@ -8,6 +8,9 @@
  * lacks it: dlsym fails, torch raises where it needed one (NVRTC/jiterator kernels), labelguard
  * finds no cuModuleLoadData and uses its host backend, CUPTI finds no driver and stays off.
  * The context is "active" once the runtime double has been used (fakecudart_context_active).
+ * It launches and copies nothing (no cuLaunchKernel, cuMemcpy*, cuStream*), so the runtime's
+ * FAKECUDA_ASYNC_US stream ordering has nothing to order here; a driver function that queues
+ * work must go through the runtime double's stream queues when one is added.
  * The existing fakecuda tests never see this library (it is not in build/fakecuda).
  * Tested through tests/torch-fake/test_smoke.sh.
  */
