@@ -7,7 +7,9 @@
  * fatbin numbered from 0 in the order of its first registration. Forwards every call to the
  * next definition (the runtime). Not part of the library; built by the Makefile's bench rules.
  */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_NEXT */
+#endif
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
