@@ -412,7 +412,7 @@ void lg_names_publish(lg_kernel_info_t *info, const lg_spec_t *spec, const lg_ke
         info->spec = spec;
         info->dtype = facts->dtype;
         if (spec) {
-            /* Only watched kernels carry a short name: entries are many (PyTorch: 24k). The
+            /* Only watched kernels carry a short name: entries are many (one per launched kernel). The
              * string is never freed, a reader (an async check's verdict) may hold it. */
             char *name = strdup(facts->short_name);
             info->short_name = name ? name : spec->name;
