@@ -48,8 +48,8 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
  * hundred of them, so a registration makes no entry of the launch table: it appends one record
  * (stub, name) to a log and indexes it by stub; the kernel's entry (56 bytes) is made at its
  * first launch, which takes the slow path once anyway (lg_names_info_insert), and takes its
- * name from the record then. 16 bytes of log and 4-5 of index per kernel: for torch 2.15,
- * 386 KiB and 128 KiB, where entries and launch-table slots for all were 2.4 MB
+ * name from the record then. A record is 16 bytes and an index slot 4: for torch 2.15, 386 KiB
+ * and 128 KiB, where an entry and a launch-table slot for each kernel would take 2.4 MB
  * (bench/torch_bench.py). Everything here is under table_lock and read on the slow path only.
  *
  * The log is chunked so that records never move (the index holds record numbers + 1, 0 for an
