@@ -427,6 +427,17 @@ $(BUILD)/bench/throw_loop: bench/throw_loop.cpp
 	@mkdir -p $(dir $@)
 	$(Q)$(CXX) -std=c++17 -O2 -g -o $@ $<
 bench: $(BUILD)/bench/throw_loop
+# Registration of torch's kernels with and without the library (bench/torch_bench.py): the
+# names, written down by a preload shim in a torch process, registered again by a small program.
+$(BUILD)/bench/register_loop: bench/register_loop.c $(FAKE_LIB)
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O2 -g -o $@ $< -L$(FAKE_DIR) -l:libcudart.so.13
+$(BUILD)/bench/libkernel_names.so: bench/kernel_names.c
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
+bench: $(BUILD)/bench/register_loop $(BUILD)/bench/libkernel_names.so
 
 # The GPU-free demo program: a training loop around PyTorch's NLL kernel.
 DEMO_BIN := $(BUILD)/demo/demo_train

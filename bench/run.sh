@@ -3,7 +3,7 @@
 # runtime test double: instructions and wall time labelguard adds to an unwatched launch
 # (bench/launch_loop.cu under callgrind), start-up cost in processes that never launch, and the
 # host backend's cost per watched launch, C++ throw/catch with and without the library, and real
-# torch's import, memory and step cost with the library (bench/torch_bench.py, through
+# torch's import, memory, registration and step cost with the library (bench/torch_bench.py, through
 # build/torch-python). The work is in bench/bench.py; this wrapper checks what it needs.
 # Prints a table and writes $LG_BUILD/bench.json. LG_BENCH_QUICK=1: fewer
 # launches and repetitions. Figures are reported, never asserted (GPU figures: scripts/gpu-check.sh).

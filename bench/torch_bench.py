@@ -3,12 +3,19 @@
 
 Used by bench/bench.py (section `torch`), which calls measure(build, quick); also runnable by
 hand: `python3 bench/torch_bench.py --build build [--quick]` prints the JSON. Runs
-BUILD/torch-python (real torch, CUDA 13 wheel, on the double), with and without
+BUILD/torch-python (real torch, CUDA 13 wheel unless said, on the double), with and without
 LD_PRELOAD=BUILD/liblabelguard.so, interleaved so that a loaded machine slows both alike:
-  startup   `import torch` and the first CUDA tensor: wall time of the whole process and its
-            peak RSS (VmHWM), medians; the ratio and the megabytes the library adds
-            (goals: < 3 % and < 2 MB)
+  startup   `import torch` and the first CUDA tensor, 20 pairs of runs: CPU time (user + system)
+            and wall time of the whole process and its peak RSS (VmHWM); the median of the
+            pairs' CPU ratios, the ratio of the medians, and the megabytes the library adds
+            (goals: CPU <= 1.03, RSS <= 2 MB)
+  startup_cu12  the same on the CUDA 12 wheel (torch 2.10), fewer pairs: its RSS and CPU ratio
   kernels   the library's own count of registered kernels, from its `start` event
+  registration  instructions the library adds to registering torch 2.15's kernels (callgrind):
+            their names, grouped in their fatbins, are written down once by
+            BUILD/bench/libkernel_names.so in a torch process (kept in BUILD/bench), then
+            registered by BUILD/bench/register_loop with and without the library, at N=0 and N=all
+            (start-up and reading the file cancel out); also the unregistration at exit
   enable    `import labelguard` + `labelguard.enable()` (the Python API, no preload): its time
             inside the process, after torch's first CUDA tensor and before `import torch`, and
             the whole process against one without labelguard (wall and CPU ratios)
@@ -23,6 +30,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,18 +86,19 @@ def worker(kind, steps):
             if line.startswith("VmHWM:"):
                 out["peak_rss_kb"] = int(line.split()[1])
     print("TORCH_BENCH " + json.dumps(out), flush=True)
-    if kind == "startup" and "liblabelguard" in os.environ.get("LD_PRELOAD", ""):
+    if kind == "kernels" and "liblabelguard" in os.environ.get("LD_PRELOAD", ""):
         # After the figures: one bad label, so that the library writes its log, whose start
-        # event carries registered_kernels (the log is created at the first event only).
+        # event carries registered_kernels (the log is created at the first event only). A run
+        # of its own: the timed start-up runs do nothing after the first tensor.
         try:
             F.nll_loss(torch.zeros(2, 3).cuda(), torch.tensor([0, 7]).cuda())
         except RuntimeError:
             pass
 
 
-def run(build, kind, preload, logdir, steps):
+def run(build, kind, preload, logdir, steps, wheel="13"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELGUARD_") and k != "LD_PRELOAD"}
-    env["TORCH_CUDA"] = "13"
+    env["TORCH_CUDA"] = wheel
     if preload:
         env["LD_PRELOAD"] = os.path.join(build, "liblabelguard.so")
         env["LABELGUARD_LOG"] = logdir
@@ -126,6 +135,85 @@ def start_event(logdir):
     return None
 
 
+def startup(build, pairs, d, wheel):
+    """`import torch` + first CUDA tensor, `pairs` pairs of runs with and without the library,
+    each pair in alternating order. CPU time is the figure a shared machine blurs least: the
+    median of the pairs' ratios is the goal's figure, the ratio of the medians beside it."""
+    runs = {False: [], True: []}
+    for i in range(pairs):
+        for pre in ((False, True) if i % 2 == 0 else (True, False)):
+            runs[pre].append(run(build, "startup", pre, os.path.join(d, "s%s_%d" % (wheel, i)), 0, wheel))
+    med = {pre: {k: statistics.median(r[k] for r in runs[pre]) for k in runs[pre][0]} for pre in runs}
+    paired = [w["cpu_s"] / wo["cpu_s"] for wo, w in zip(runs[False], runs[True])]
+    return {
+        "pairs": pairs,
+        "wall_s_without": med[False]["wall_s"], "wall_s_with": med[True]["wall_s"],
+        "wall_ratio": med[True]["wall_s"] / med[False]["wall_s"],
+        "cpu_s_without": med[False]["cpu_s"], "cpu_s_with": med[True]["cpu_s"],
+        "cpu_ratio": med[True]["cpu_s"] / med[False]["cpu_s"],
+        "cpu_ratio_paired_median": statistics.median(paired),
+        "cpu_ratio_paired_quartiles": statistics.quantiles(paired, n=4) if pairs >= 2 else None,
+        "inner_s_without": med[False]["import_first_tensor_s"], "inner_s_with": med[True]["import_first_tensor_s"],
+        "peak_rss_mb_without": med[False]["peak_rss_kb"] / 1024, "peak_rss_mb_with": med[True]["peak_rss_kb"] / 1024,
+        "added_rss_mb": (med[True]["peak_rss_kb"] - med[False]["peak_rss_kb"]) / 1024}
+
+
+def callgrind_total(argv, env):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cg.out")
+        p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + argv,
+                           env=env, capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError("callgrind %s failed: %s" % (" ".join(argv), p.stderr[-500:]))
+        with open(out) as f:
+            for line in f:
+                if line.startswith(("summary:", "totals:")):
+                    return int(line.split()[1])
+    raise RuntimeError("no instruction total in callgrind output")
+
+
+def kernel_names(build):
+    """The file of torch 2.15's registrations ("<fatbin> <name>" a line), written once by the
+    preload shim in a torch process and kept beside the programs, per installed wheel."""
+    bench = os.path.join(build, "bench")
+    wheel = os.path.basename(os.path.realpath(subprocess.run(
+        [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "torch-fake", "install.sh"),
+         "13", "--print-dir"], capture_output=True, text=True, check=True).stdout.strip()))
+    path = os.path.join(bench, "kernels-%s.txt" % wheel)
+    if not os.path.exists(path):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LABELGUARD_")}
+        env.update(TORCH_CUDA="13", LD_PRELOAD=os.path.join(bench, "libkernel_names.so"),
+                   LG_KERNEL_NAMES_OUT=path + ".tmp")
+        subprocess.run([os.path.join(build, "torch-python"), "-c", "import torch"], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def registration(build):
+    """Instructions the library adds to registering torch 2.15's kernels, and to unregistering
+    them (atexit), counted by callgrind on BUILD/bench/register_loop with and without it."""
+    if not shutil.which("valgrind"):
+        return {"error": "valgrind not installed (Debian package valgrind)"}
+    names = kernel_names(build)
+    prog = os.path.join(build, "bench", "register_loop")
+    with open(names) as f:
+        n = sum(1 for _ in f)
+    ir = {}
+    for pre in (False, True):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LABELGUARD_") and k != "LD_PRELOAD"}
+        env["LD_LIBRARY_PATH"] = os.path.join(build, "fakecuda")
+        if pre:
+            env["LD_PRELOAD"] = os.path.join(build, "liblabelguard.so")
+        for mode, argv in (("none", [names, "0"]), ("all", [names, "-1"]), ("unreg", [names, "-1", "unregister"])):
+            ir[(pre, mode)] = callgrind_total([prog] + argv, env)
+    added = (ir[(True, "all")] - ir[(True, "none")]) - (ir[(False, "all")] - ir[(False, "none")])
+    unreg = (ir[(True, "unreg")] - ir[(True, "all")]) - (ir[(False, "unreg")] - ir[(False, "all")])
+    return {"kernels": n, "names_file": names, "added_ir": added, "added_ir_per_kernel": added / n,
+            "unregister_added_ir": unreg,
+            "ir": {"%s_%s" % ("with" if k[0] else "without", k[1]): v for k, v in ir.items()}}
+
+
 def measure(build, quick):
     build = os.path.abspath(build)
     if not os.access(os.path.join(build, "torch-python"), os.X_OK):
@@ -134,20 +222,14 @@ def measure(build, quick):
     steps = 100 if quick else 400
     res = {"wheel": "CUDA 13", "reps": reps, "steps": steps}
     with tempfile.TemporaryDirectory() as d:
-        runs = {False: [], True: []}
-        for i in range(reps):
-            for pre in ((False, True) if i % 2 == 0 else (True, False)):
-                runs[pre].append(run(build, "startup", pre, os.path.join(d, "s%d" % i), 0))
-        med = {pre: {k: statistics.median(r[k] for r in runs[pre]) for k in runs[pre][0]} for pre in runs}
-        res["startup"] = {
-            "wall_s_without": med[False]["wall_s"], "wall_s_with": med[True]["wall_s"],
-            "wall_ratio": med[True]["wall_s"] / med[False]["wall_s"],
-            "cpu_s_without": med[False]["cpu_s"], "cpu_s_with": med[True]["cpu_s"],
-            "cpu_ratio": med[True]["cpu_s"] / med[False]["cpu_s"],
-            "inner_s_without": med[False]["import_first_tensor_s"], "inner_s_with": med[True]["import_first_tensor_s"],
-            "peak_rss_mb_without": med[False]["peak_rss_kb"] / 1024, "peak_rss_mb_with": med[True]["peak_rss_kb"] / 1024,
-            "added_rss_mb": (med[True]["peak_rss_kb"] - med[False]["peak_rss_kb"]) / 1024}
-        st = start_event(os.path.join(d, "s0"))
+        res["startup"] = startup(build, 20, d, "13")
+        res["startup_cu12"] = startup(build, 3 if quick else 5, d, "12")
+        try:
+            res["registration"] = registration(build)
+        except Exception as e:  # the other figures stand without it
+            res["registration"] = {"error": str(e)}
+        run(build, "kernels", True, os.path.join(d, "k"), 0)
+        st = start_event(os.path.join(d, "k"))
         res["registered_kernels"] = st.get("registered_kernels") if st else None
         res["start_event_found"] = st is not None
         runs = {False: [], True: []}
@@ -190,7 +272,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--worker", choices=("startup", "steps", "enable_after", "enable_before"))
+    ap.add_argument("--worker", choices=("startup", "kernels", "steps", "enable_after", "enable_before"))
     ap.add_argument("--steps", type=int, default=0)
     a = ap.parse_args()
     if a.worker:

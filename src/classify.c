@@ -98,7 +98,8 @@ static const lg_spec_t *find_spec(const lg_runtime_t *rt, const lg_launch_t *l, 
 
 lg_kernel_info_t *lg_classify(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info)
 {
-    if (!info)
+    /* The entry is made here, at the kernel's first launch, and takes its registered name. */
+    if (!info || !info->mangled)
         info = lg_names_info_insert(l->func);
     const char *mangled = resolve_name(rt, l, info);
     if (info && mangled && !info->mangled)

@@ -804,8 +804,8 @@ enum { LG_WARNED_CAPTURE_QUERY = 8 }; /* the stream's capture state could not be
 /* The table lives in names.c; the lookup is inline because it is the whole cost of an
  * unwatched launch (preload.c's fast path). Open addressing on the pointer value; a slot's key is
  * published with release ordering after its entry is complete. The table grows by generations
- * (4096 slots in BSS, then mapped ones four times larger each), so a process that registers a
- * few kernels touches 64 KiB and PyTorch's 24k registrations 1 MiB. A generation, once
+ * (4096 slots in BSS, then mapped ones four times larger each). It holds the kernels launched
+ * so far (registrations are kept apart, names.c): PyTorch's few hundred touch 64 KiB. A generation, once
  * published, never changes its slots pointer or mask; an outgrown one keeps its mapping but
  * not its memory, so a reader still probing it reads empty slots (NULL: the slow path, which
  * looks again in the current one). */
