@@ -221,6 +221,27 @@ typedef struct lg_spec {
     lg_field_t ignore_index; /* param -1: the kernel has no ignore_index */
     bool truncate_to_int32;
     char source[256]; /* "builtin" or file:line, for messages */
+
+    /* Closure-taking TensorIterator kernels (target_calc=): the target is read through an
+     * OffsetCalculator<calc_nargs, index_t> captured at calc.param + calc.offset; its
+     * strides_[d][calc_arg] are the target's byte strides. calc.param -1: none. */
+    lg_field_t calc;       /* offset of the calculator; width = sizeof(index_t), 4 or 8 */
+    int calc_max_dims;     /* MAX_DIMS of the build (25) */
+    int calc_nargs, calc_arg;
+    bool allow_negative_always; /* allow_negative=always: the kernel wraps every negative id */
+    /* dtype=from_functor:MARK:N[:int64]: the N-th template argument of the functor whose
+     * mangled name (with its I) is MARK, e.g. _cuda_scatter_gather_internal_kernel<bool,
+     * scalar_t, index_t>; the default when the functor has fewer (older releases). */
+    char dtype_functor[64];
+    int dtype_functor_arg;
+    bool dtype_functor_has_default;
+    lg_dtype_t dtype_functor_default;
+    /* targets=: a kernel reading several index tensors (gpu_index_kernel): their number is the
+     * field targets; target k's pointer and bound sit k * 8 bytes after target 0's. */
+    lg_field_t targets;
+    int targets_max;
+    bool unsized_ok; /* layout_check=offset_calc: without runtime sizes, the per-launch
+                      * OffsetCalculator check stands in for the parameter-size check */
 } lg_spec_t;
 
 /* The registry is built once (lazily, by lg_ensure_registry in lg.c) from the built-in table
@@ -313,6 +334,11 @@ LG_HIDDEN char *lg_demangle_full(const char *mangled);
  * note (e.g. n_classes <= 0: every label will be reported out of range). */
 LG_HIDDEN int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], lg_target_t *out,
                         char *why, size_t why_len);
+/* Kernels reading several index tensors (spec targets=): how many this launch has (1 for every
+ * other spec; 0 or -1 with why when the count field is not plausible), and target k of them. */
+LG_HIDDEN int lg_decode_targets(const lg_spec_t *spec, void **args, char *why, size_t why_len);
+LG_HIDDEN int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], int k,
+                            lg_target_t *out, char *why, size_t why_len);
 /* The label dtype of a kernel: the spec's, or the last template argument of its mangled name
  * (l/x int64, h uint8, i int32). Returns 0, or -1 with a reason. Once per kernel (classify.c). */
 LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len);
