@@ -480,6 +480,8 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
 {
     if (!spec || !args || !copy || spec->n_params > LG_MAX_PARAMS || spec->n_params < 0)
         return -1;
+    if (spec->targets.param >= 0)
+        return -1; /* several index tensors: a copy of one cannot stand in for the launch */
     for (int i = 0; i < spec->n_params; i++)
         copy->args[i] = args[i];
     for (int i = spec->n_params; i < LG_MAX_PARAMS; i++)

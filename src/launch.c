@@ -186,13 +186,28 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     free(verdict);
 }
 
-/* Decode, then the check the mode and the stream's capture state call for. */
+/* Decode, then the check the mode and the stream's capture state call for; once per index
+ * tensor for a kernel that reads several (x[rows, cols]: decode.c), until one is blocked. */
+static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int k, lg_decision_t *d);
+
 static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
 {
     atomic_fetch_add(&watched, 1);
+    char why[512] = "";
+    int n = lg_decode_targets(info->spec, l->args, why, sizeof why);
+    if (n < 0) {
+        warn_unchecked("decode_failed", LG_WARNED_DECODE, info, "%s; the launch runs unchecked", why);
+        return;
+    }
+    for (int k = 0; k < n && d->kind == LG_VERDICT_RUN; k++)
+        check_one(rt, l, info, k, d);
+}
+
+static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int k, lg_decision_t *d)
+{
     lg_target_t t;
     char why[512] = "";
-    if (lg_decode(info->spec, info->dtype, l->args, l->grid, &t, why, sizeof why) != 0) {
+    if (lg_decode_nth(info->spec, info->dtype, l->args, l->grid, k, &t, why, sizeof why) != 0) {
         warn_unchecked("decode_failed", LG_WARNED_DECODE, info, "%s; the launch runs unchecked", why);
         return;
     }
@@ -210,7 +225,8 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
         validate_async(l, info, &t, &cap, d);
         return;
     }
-    if (lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
+    /* A sanitized copy replaces index tensor 0's pointer only (decode.c's rewrite). */
+    if (k == 0 && lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
         return;
     if (info->spec->input.param >= 0)
         lg_logprobs_check(rt, l, info, &t);
