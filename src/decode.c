@@ -167,7 +167,7 @@ int lg_decode_targets(const lg_spec_t *spec, void **args, char *why, size_t why_
         why = dummy;
         why_len = sizeof dummy;
     }
-    if (!spec || spec->targets.param < 0)
+    if (!spec || spec->targets.width == 0)
         return 1;
     int64_t n;
     if (field_value(spec, args, &spec->targets, &n, "targets", why, why_len))
@@ -298,7 +298,7 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
         return -1;
     }
     memset(out, 0, sizeof *out);
-    if (k < 0 || (k > 0 && (spec->targets.param < 0 || k >= spec->targets_max))) {
+    if (k < 0 || (k > 0 && (spec->targets.width == 0 || k >= spec->targets_max))) {
         snprintf(why, why_len, "[%s]: no index tensor %d", spec->name, k);
         return -1;
     }
@@ -391,7 +391,7 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
         snprintf(why, why_len, "[%s]: label count %lld is not plausible", spec->name, (long long)count);
         return -1;
     }
-    if (spec->calc.param >= 0) {
+    if (spec->calc.width != 0) {
         if (decode_calc(spec, dtype, args, count, out, why, why_len))
             return -1;
         count = out->count;
@@ -480,7 +480,7 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
 {
     if (!spec || !args || !copy || spec->n_params > LG_MAX_PARAMS || spec->n_params < 0)
         return -1;
-    if (spec->targets.param >= 0)
+    if (spec->targets.width != 0)
         return -1; /* several index tensors: a copy of one cannot stand in for the launch */
     for (int i = 0; i < spec->n_params; i++)
         copy->args[i] = args[i];

@@ -224,7 +224,8 @@ typedef struct lg_spec {
 
     /* Closure-taking TensorIterator kernels (target_calc=): the target is read through an
      * OffsetCalculator<calc_nargs, index_t> captured at calc.param + calc.offset; its
-     * strides_[d][calc_arg] are the target's byte strides. calc.param -1: none. */
+     * strides_[d][calc_arg] are the target's byte strides. calc.width 0: none (so that a
+     * zeroed spec has none; likewise targets). */
     lg_field_t calc;       /* offset of the calculator; width = sizeof(index_t), 4 or 8 */
     int calc_max_dims;     /* MAX_DIMS of the build (25) */
     int calc_nargs, calc_arg;

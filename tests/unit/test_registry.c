@@ -231,6 +231,27 @@ static const bad_case_t bad_cases[] = {
     {"bad family", "[k]\nmatch=x\nfamily=Bad Family\n", 0, "t.conf:3: [k] family:"},
     {"match with blank", "[k]\nmatch=a b\n", 0, "t.conf:2: [k] match:"},
     {"negative number", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,-8\n", 0, "t.conf:5: [k] params:"},
+#define CLOSURE_BODY(calc) \
+    "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\ntarget_kind=ids\nparams=4,664\ntarget=1,608\n" \
+    "dtype=int64\ncount=param\ncount_field=0,0,4\nn_classes=1,616,8\nignore_index=none\ntarget_calc=" calc "\n"
+    {"target_calc beyond its parameter", CLOSURE_BODY("1,64,25,3,2,4"), 0,
+     "[k] target_calc: offset 64 + 604 bytes of OffsetCalculator is beyond parameter 1 (664 bytes)"},
+    {"target_calc index width", CLOSURE_BODY("1,0,25,3,2,2"), 0, "[k] target_calc: index width 2"},
+    {"target_calc arg >= nargs", CLOSURE_BODY("1,0,25,3,3,4"), 0, "[k] target_calc: nargs 3 / arg 3"},
+    {"target_calc short", CLOSURE_BODY("1,0,25"), 0, "[k] target_calc: expected param,offset,max_dims,nargs,arg,index_width"},
+    {"target_calc misaligned", CLOSURE_BODY("1,2,25,3,2,4"), 0, "[k] target_calc: offset 2: an OffsetCalculator is 4-byte aligned"},
+    {"targets without room", CLOSURE_BODY("1,0,25,3,2,4") "targets=1,624,8,25\n", 0,
+     "[k] targets: 25 target pointers from offset 608 are beyond parameter 1"},
+    {"layout_check without target_calc", "[k]\n" GOOD_BODY "layout_check=offset_calc\n", 0,
+     "[k] layout_check: offset_calc needs target_calc"},
+    {"layout_check unknown", CLOSURE_BODY("1,0,25,3,2,4") "layout_check=trust_me\n", 0,
+     "[k] layout_check: \"trust_me\": must be offset_calc"},
+    {"from_functor without I", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=from_functor:5myfun:3\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0,
+     "[k] dtype: from_functor:MARK:N[:default]"},
+    {"from_functor bad default", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=from_functor:5myfunI:3:uint8\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0,
+     "[k] dtype: from_functor: the default must be int64 or int32"},
 };
 
 static void test_malformed(void)
