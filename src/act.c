@@ -183,7 +183,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->note[0] = '\0';
     /* spec is NULL only when the kernel's image was unloaded before its async verdict came. */
     if (info->spec && info->spec->ids) {
-        v->cause = lg_cause_classify_ids(in->target, in->verdict);
+        v->cause = lg_cause_classify_ids_of(info->spec->family, in->target, in->verdict);
         lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     } else {
         bool dense = in->target->ndim >= 2 || (info->spec && strstr(info->spec->family, "2d") != NULL);

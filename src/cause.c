@@ -6,7 +6,8 @@
  *
  * Ids of embedding and index kernels (target_kind=ids) have causes of their own: a vocabulary
  * larger than the embedding (special tokens added to a tokenizer without resizing the
- * embedding) and -1 used as padding.
+ * embedding) and -1 used as padding; the ids of a scatter or index_add (graph message passing:
+ * out.scatter_add_(0, dst, msg)) past the end are edge endpoints past the node count.
  *
  * Called by act.c, once per violation, on the reporting thread; pure functions, no state,
  * no lock.
@@ -20,6 +21,7 @@
  */
 #include <stdio.h>
 #include <inttypes.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -31,6 +33,7 @@ static const char *const names[] = {
     [LG_CAUSE_HEAD_TOO_SMALL] = "head_too_small",
     [LG_CAUSE_VOCAB_TOO_SMALL] = "vocab_too_small",
     [LG_CAUSE_NEGATIVE_ID] = "negative_id",
+    [LG_CAUSE_NODE_ID_OUT_OF_RANGE] = "node_id_out_of_range",
     [LG_CAUSE_OTHER] = "other",
 };
 
@@ -42,6 +45,7 @@ static const char *const fixes[] = {
     [LG_CAUSE_HEAD_TOO_SMALL] = "give the last layer more outputs",
     [LG_CAUSE_VOCAB_TOO_SMALL] = "resize the embedding to the tokenizer (resize_token_embeddings)",
     [LG_CAUSE_NEGATIVE_ID] = "use padding_idx or mask the -1 ids",
+    [LG_CAUSE_NODE_ID_OUT_OF_RANGE] = "give the output one row per node: num_nodes > edge_index.max()",
     [LG_CAUSE_OTHER] = "check the label mapping and num_classes",
 };
 
@@ -127,6 +131,18 @@ lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v)
     return LG_CAUSE_OTHER;
 }
 
+static bool node_family(const char *family)
+{
+    return family && (strcmp(family, "scatter") == 0 || strncmp(family, "index_add", 9) == 0);
+}
+
+lg_cause_t lg_cause_classify_ids_of(const char *family, const lg_target_t *t, const lg_verdict_t *v)
+{
+    if (node_family(family) && t->n_classes > 0 && v->bad_count > 0 && v->min >= 0 && v->max >= t->n_classes)
+        return LG_CAUSE_NODE_ID_OUT_OF_RANGE;
+    return lg_cause_classify_ids(t, v);
+}
+
 void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)
 {
     int64_t n = t->n_classes;
@@ -173,6 +189,13 @@ void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v,
                  " rows (model.resize_token_embeddings(len(tokenizer)))",
                  v->min, v->max, n, v->max + 1);
         break;
+    case LG_CAUSE_NODE_ID_OUT_OF_RANGE:
+        snprintf(out, out_len,
+                 "node ids up to %" PRId64 " but the output has %" PRId64 " rows (nodes): an edge points past the last "
+                 "node (edge_index built for a bigger graph, or not remapped after sampling a subgraph): give the "
+                 "output num_nodes > edge_index.max() (at least %" PRId64 ") or remap the edges",
+                 v->max, n, v->max + 1);
+        break;
     case LG_CAUSE_NEGATIVE_ID:
         snprintf(out, out_len,
                  "negative ids (min %" PRId64 ") where the op takes none: -1 used as padding? pass padding_idx to the "
@@ -190,7 +213,7 @@ void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v,
 
 void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)
 {
-    if (c == LG_CAUSE_VOCAB_TOO_SMALL || c == LG_CAUSE_NEGATIVE_ID) {
+    if (c == LG_CAUSE_VOCAB_TOO_SMALL || c == LG_CAUSE_NEGATIVE_ID || c == LG_CAUSE_NODE_ID_OUT_OF_RANGE) {
         lg_cause_explain(c, t, v, out, out_len);
         return;
     }

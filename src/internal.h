@@ -588,10 +588,14 @@ typedef enum {
     LG_CAUSE_HEAD_TOO_SMALL,
     LG_CAUSE_VOCAB_TOO_SMALL, /* ids: dense up to K >= the row count */
     LG_CAUSE_NEGATIVE_ID,     /* ids: -1 (or other negatives) used as padding */
+    LG_CAUSE_NODE_ID_OUT_OF_RANGE, /* scatter / index_add ids: an edge points past the last node */
     LG_CAUSE_OTHER
 } lg_cause_t;
 /* Ids of an embedding or index kernel (target_kind=ids) get their own causes. */
 LG_HIDDEN lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v);
+/* The same for the ids of one op family (the spec's): scatter and index_add ids past the end
+ * are node ids past the node count (message passing over an edge list). */
+LG_HIDDEN lg_cause_t lg_cause_classify_ids_of(const char *family, const lg_target_t *t, const lg_verdict_t *v);
 LG_HIDDEN lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t *v, bool dense_target);
 LG_HIDDEN const char *lg_cause_name(lg_cause_t c);
 /* The fix alone, a few words ("subtract 1"), for the one-line raise message. */

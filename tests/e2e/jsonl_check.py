@@ -62,7 +62,7 @@ def check_event(e, where):
         if e["outcome"] not in ("blocked", "held", "masked", "launched", "aborted"):
             fail(where, f"outcome {e['outcome']}")
         if e["cause"] not in ("one_based", "scaled_255", "void_255", "negative_unknown", "head_too_small",
-                              "vocab_too_small", "negative_id", "other"):
+                              "vocab_too_small", "negative_id", "node_id_out_of_range", "other"):
             fail(where, f"cause {e['cause']}")
         need(e, "launch_seq", int, where)
         need(e, "device", int, where)

@@ -54,7 +54,7 @@ def view_of(t):
     return [s for s, _ in out], [st for _, st in out]
 
 
-def case(name, fn, idx, bound, elem, value, kernels, family, negative=False):
+def case(name, fn, idx, bound, elem, value, kernels, family, negative=False, cause=None):
     """fn() launches the op; idx the index tensor holding the bad id at element offset elem."""
     exc = None
     try:
@@ -89,6 +89,9 @@ def case(name, fn, idx, bound, elem, value, kernels, family, negative=False):
           t.get("strides") == (strides or [1]) and (len(sizes) < 2 or t.get("shape") == sizes), t)
     check("%s: the one sample is (element %d, %d)" % (tag, elem, value),
           [(s["index"], s["value"]) for s in b["samples"]] == [(elem, value)] and b["count"] == 1, b)
+    if cause:
+        check("%s: cause %s, its fix in the message" % (tag, cause), V[0]["cause"] == cause and
+              (MODE == "log" or cause in str(exc)), (V[0]["cause"], V[0].get("cause_text")))
     outcome = {"log": "launched", "raise": "blocked", "mask": "blocked"}[MODE]
     check("%s: outcome %s" % (tag, outcome), V[0]["outcome"] == outcome, V[0]["outcome"])
     if MODE == "mask":
@@ -128,7 +131,8 @@ dst = torch.tensor([0, 1, 2, 3, 4, 6, 5, 1]).cuda()
 msg = torch.randn(E, F).cuda()
 agg = torch.zeros(N, F).cuda()
 dx = dst.view(-1, 1).expand(-1, F)
-case("scatter_add GNN expanded dst", lambda: agg.scatter_add_(0, dx, msg), dx, N, 5, 6, SG, "scatter")
+case("scatter_add GNN expanded dst", lambda: agg.scatter_add_(0, dx, msg), dx, N, 5, 6, SG, "scatter",
+     cause="node_id_out_of_range")
 s = torch.zeros(4, 7).cuda()
 src = torch.randn(4, 3).cuda()
 case("scatter_", lambda: s.scatter_(1, idx, src), idx, 7, 7, 7, SG, "scatter")

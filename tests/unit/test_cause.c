@@ -162,6 +162,34 @@ static void test_degenerate(void)
     g_assert_cmpstr(lg_cause_name((lg_cause_t)99), ==, "other");
 }
 
+/* Graph message passing: out.scatter_add_(0, dst, msg) with an edge to node 6 of 6. The same
+ * ids in an embedding are a vocabulary too small; a negative one is negative_id either way. */
+static void test_node_id_out_of_range(void)
+{
+    const int64_t dst[] = {0, 1, 2, 3, 4, 6, 5, 1};
+    case_t *c = make_case(dst, 8, 6, 0, 1);
+    c->t.has_ignore_index = 0;
+    lg_scan_host(&c->t, c->labels, 16, &c->v);
+    g_assert_cmpint(lg_cause_classify_ids_of("scatter", &c->t, &c->v), ==, LG_CAUSE_NODE_ID_OUT_OF_RANGE);
+    g_assert_cmpint(lg_cause_classify_ids_of("index_add", &c->t, &c->v), ==, LG_CAUSE_NODE_ID_OUT_OF_RANGE);
+    g_assert_cmpint(lg_cause_classify_ids_of("index_select", &c->t, &c->v), ==, LG_CAUSE_VOCAB_TOO_SMALL);
+    g_assert_cmpstr(lg_cause_name(LG_CAUSE_NODE_ID_OUT_OF_RANGE), ==, "node_id_out_of_range");
+    g_assert_nonnull(strstr(lg_cause_fix(LG_CAUSE_NODE_ID_OUT_OF_RANGE), "num_nodes > edge_index.max()"));
+    char text[300];
+    lg_cause_explain_ids(LG_CAUSE_NODE_ID_OUT_OF_RANGE, &c->t, &c->v, text, sizeof text);
+    g_test_message("%s", text);
+    g_assert_nonnull(strstr(text, "node ids up to 6 but the output has 6 rows (nodes)"));
+    g_assert_nonnull(strstr(text, "at least 7"));
+    const int64_t neg[] = {0, 1, -1, 3};
+    case_t *n = make_case(neg, 4, 6, 0, 1);
+    n->t.has_ignore_index = 0;
+    lg_scan_host(&n->t, n->labels, 16, &n->v);
+    g_assert_cmpint(lg_cause_classify_ids_of("scatter", &n->t, &n->v), ==, LG_CAUSE_NEGATIVE_ID);
+    g_free(c);
+    g_free(n);
+}
+
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -174,5 +202,6 @@ int main(int argc, char **argv)
     g_test_add_func("/cause/head_too_small", test_head_too_small);
     g_test_add_func("/cause/other", test_other);
     g_test_add_func("/cause/degenerate", test_degenerate);
+    g_test_add_func("/cause/node_id_out_of_range", test_node_id_out_of_range);
     return g_test_run();
 }
