@@ -464,15 +464,20 @@ static void write_int(void *base, int offset, int width, int64_t v)
 }
 
 /* Copies one parameter into the copy's storage (once) and points the copy's slot at it. */
-static int own(const lg_spec_t *s, void **args, lg_args_copy_t *copy, int param)
+static unsigned char *own(const lg_spec_t *s, void **args, lg_args_copy_t *copy, int param)
 {
-    if (param < 0 || param >= s->n_params || s->param_sizes[param] > (int)sizeof copy->storage[0] || !args[param])
-        return -1;
-    if (copy->args[param] != copy->storage[param]) {
-        memcpy(copy->storage[param], args[param], (size_t)s->param_sizes[param]);
-        copy->args[param] = copy->storage[param];
-    }
-    return 0;
+    if (param < 0 || param >= s->n_params || !args[param] || s->param_sizes[param] <= 0)
+        return NULL;
+    unsigned char *lo = copy->storage, *p = copy->args[param];
+    if (p >= lo && p < lo + sizeof copy->storage)
+        return p;
+    int size = s->param_sizes[param], at = (copy->used + 7) & ~7;
+    if (at < 0 || (size_t)at + (size_t)size > sizeof copy->storage)
+        return NULL;
+    memcpy(lo + at, args[param], (size_t)size);
+    copy->used = at + size;
+    copy->args[param] = lo + at;
+    return lo + at;
 }
 
 int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, bool rewrite_ignore, int64_t new_ignore,
@@ -480,12 +485,17 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
 {
     if (!spec || !args || !copy || spec->n_params > LG_MAX_PARAMS || spec->n_params < 0)
         return -1;
-    if (spec->targets.width != 0)
-        return -1; /* several index tensors: a copy of one cannot stand in for the launch */
+    if (spec->targets.width != 0) {
+        /* several index tensors: a copy of one cannot stand in for the launch */
+        int64_t n;
+        if (lg_decode_field(spec, args, &spec->targets, &n) != 0 || n != 1)
+            return -1;
+    }
     for (int i = 0; i < spec->n_params; i++)
         copy->args[i] = args[i];
     for (int i = spec->n_params; i < LG_MAX_PARAMS; i++)
         copy->args[i] = NULL;
+    copy->used = 0;
 
     if (rewrite_ignore) {
         const lg_field_t *f = &spec->ignore_index;
@@ -502,9 +512,9 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
     }
 
     const lg_field_t *tf = &spec->target;
-    if (own(spec, args, copy, tf->param) || tf->offset + 8 > spec->param_sizes[tf->param])
+    unsigned char *tp = own(spec, args, copy, tf->param);
+    if (!tp || tf->offset + 8 > spec->param_sizes[tf->param])
         return -1;
-    unsigned char *tp = copy->storage[tf->param];
     memcpy(tp + tf->offset, &new_data, 8);
     if (spec->target_ndim > 0) {
         /* The masked copy is dense in logical (row-major) order: contiguous strides. */
@@ -524,9 +534,10 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
 
     if (rewrite_ignore) {
         const lg_field_t *f = &spec->ignore_index;
-        if (own(spec, args, copy, f->param))
+        unsigned char *ip = own(spec, args, copy, f->param);
+        if (!ip)
             return -1;
-        write_int(copy->storage[f->param], f->offset, f->width, new_ignore);
+        write_int(ip, f->offset, f->width, new_ignore);
     }
     return 0;
 }

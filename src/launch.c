@@ -111,6 +111,20 @@ static void warn_unchecked(const char *what, int bit, lg_kernel_info_t *info, co
     lg_report_warning(what, kernel_detail(detail, sizeof detail, info, fmt, why));
 }
 
+/* What a sanitized copy of ids holds in place of a bad one: padding_idx where the kernel has
+ * one; else, under raise, any valid row (0): the launch reads it instead of asserting, and the
+ * verdict raises at the next check as for a loss. Under mask a kernel without padding_idx is
+ * checked synchronously, so that its fall-back to raise blocks the launch itself. */
+static bool async_id(const lg_target_t *t, int64_t *value)
+{
+    if (lg_act_mask_id(t, value))
+        return true;
+    if (lg_cfg.action != LG_ACTION_RAISE || t->n_classes <= 0)
+        return false;
+    *value = 0;
+    return true;
+}
+
 /* Async mode and graph capture: the validator writes a sanitized copy that the kernel reads,
  * and the verdict is collected later (captured: at every replay). Returns true when the
  * launch is taken care of (run on the copy, or left unchecked inside a capture); false to fall
@@ -123,7 +137,7 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     bool rewrite;
     char why[512] = "";
     bool have_value =
-        info->spec->ids ? (rewrite = false, lg_act_mask_id(t, &value)) : lg_act_mask_value(t, &value, &rewrite);
+        info->spec->ids ? (rewrite = false, async_id(t, &value)) : lg_act_mask_value(t, &value, &rewrite);
     if (have_value) {
         uint64_t copy = 0;
         lg_in_library++;
