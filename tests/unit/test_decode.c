@@ -575,12 +575,49 @@ static void test_closure_builtins(void)
     unbuild(&b);
 }
 
+/* A 64-bit index-math calculator (OffsetCalculator<2, uint64_t>: dims at 0, IntDivider<uint64_t>
+ * {divisor} from 8, strides from 8 + 8 * max_dims) in a user spec: sizes and strides are read
+ * at 8 bytes, and no magic numbers are asked of the dividers. */
+static void test_closure_index64(void)
+{
+    const char *text = "[k64]\nmatch=6mykernI\nfamily=gather\ndirection=forward\ntarget_kind=ids\nparams=8,440\n"
+                       "target=1,424\ntarget_calc=1,0,13,2,1,8\ndtype=int32\ncount=param\ncount_field=0,0,8\n"
+                       "n_classes=1,432,8\nignore_index=none\n";
+    lg_spec_t sp[1];
+    char err[512] = "";
+    g_assert_cmpint(lg_spec_parse(text, strlen(text), "k.conf", sp, 1, err, sizeof err), ==, 1);
+    built_t b;
+    build(&b, "8,440");
+    put(&b, 1, 0, 4, 2);
+    put(&b, 1, 8, 8, 5);                        /* sizes_[0] */
+    put(&b, 1, 16, 8, 3);                       /* sizes_[1] */
+    put(&b, 1, 8 + 8 * 13 + 8 * (0 * 2 + 1), 8, 4);  /* strides_[0][1]: int32 ids, dense */
+    put(&b, 1, 8 + 8 * 13 + 8 * (1 * 2 + 1), 8, 40); /* strides_[1][1]: rows of 10 ids */
+    put(&b, 0, 0, 8, 15);
+    put(&b, 1, 424, 8, 0x7f0000004000);
+    put(&b, 1, 432, 8, 1000);
+    lg_target_t t;
+    char why[256];
+    unsigned grid[3] = {1, 1, 1};
+    g_assert_cmpint(lg_decode(&sp[0], LG_DTYPE_INT32, b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.count, ==, 15);
+    g_assert_cmpint(t.ndim, ==, 2);
+    g_assert_cmpint(t.sizes[0], ==, 3);
+    g_assert_cmpint(t.strides[0], ==, 10);
+    g_assert_cmpint(t.sizes[1], ==, 5);
+    g_assert_cmpint(t.strides[1], ==, 1);
+    g_assert_cmpint(t.n_classes, ==, 1000);
+    unbuild(&b);
+}
+
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/decode/every-builtin-spec", test_every_builtin);
     g_test_add_func("/decode/index-kernels", test_ids_builtins);
     g_test_add_func("/decode/closure-kernels", test_closure_builtins);
+    g_test_add_func("/decode/closure-index64", test_closure_index64);
     g_test_add_func("/decode/sanity-checks", test_sanity_checks);
     g_test_add_func("/decode/rewrite-limits", test_rewrite_limits);
     return g_test_run();
