@@ -130,8 +130,7 @@ case("gather transposed", lambda: torch.gather(x, 1, it), it, 7, 6, -1, SG, "gat
 ie = torch.tensor([[1], [9], [2], [3]]).cuda().expand(4, 3)
 case("gather expanded", lambda: torch.gather(x, 1, ie), ie, 7, 1, 9, SG, "gather")
 i32 = torch.tensor([[0, 1, 2], [3, 4, 5], [6, 8, 0], [1, 2, 3]], dtype=torch.int32).cuda()
-if V215:
-    case("gather int32 ids (2.15)", lambda: torch.gather(x, 1, i32), i32, 7, 7, 8, SG, "gather")
+case("gather int32 ids", lambda: torch.gather(x, 1, i32), i32, 7, 7, 8, SG, "gather")
 # GNN aggregation: out.scatter_add_(0, dst.view(-1, 1).expand(-1, F), msg); dst[5] == num_nodes
 N, F, E = 6, 4, 8
 dst = torch.tensor([0, 1, 2, 3, 4, 6, 5, 1]).cuda()
@@ -149,7 +148,8 @@ good = torch.tensor([[0, 1, 2], [3, 4, 5], [6, 6, 0], [1, 2, 3]]).cuda()
 control("gather valid ids", lambda: torch.gather(x, 1, good))
 control("scatter_add valid dst", lambda: agg.scatter_add_(0, torch.tensor([0, 1, 2, 3, 4, 5, 5, 1]).cuda()
                                                           .view(-1, 1).expand(-1, F), msg))
-# nn.Embedding(20, 16): 64-byte rows; from 2.8 the TensorIterator gather for 17+ ids (2.15)
+# nn.Embedding(20, 16) with 40 ids (64-byte rows): the TensorIterator gather in 2.15; 2.10 takes
+# vectorized_gather_kernel (a named-parameter kernel, tests/torch-fake/beyond_cases.py)
 if V215:
     emb = torch.nn.Embedding(20, 16).cuda()
     ids = torch.tensor([i % 20 for i in range(40)])
