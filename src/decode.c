@@ -9,7 +9,14 @@
  * copied with memcpy (args[] slots need not be aligned), and whatever comes out is checked
  * for sanity before the validator trusts it.
  *
- * Tested by tests/unit/test_decode.c: every built-in spec against a hand-built args[] array.
+ * Closure-taking TensorIterator kernels (spec target_calc): the ids are read through the
+ * OffsetCalculator the closure captured, as the view the kernel reads (each distinct element
+ * once, samples at element offsets), after checking that the calculator is one (its sizes make
+ * the launch's N, its IntDividers carry their magic numbers); gpu_index_kernel's several index
+ * tensors are decoded one by one (lg_decode_nth).
+ *
+ * Tested by tests/unit/test_decode.c: every built-in spec against a hand-built args[] array;
+ * the closures also against real torch's launches by tests/torch-fake/test_closure.sh.
  */
 #include <stdio.h>
 #include <string.h>
