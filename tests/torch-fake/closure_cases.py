@@ -1,6 +1,6 @@
 """closure_cases.py MODE OUT: the closure-taking TensorIterator index kernels on real torch on the
-test double (gather / scatter: _scatter_gather_elementwise_kernel; x[idx], index_put_, index_fill_:
-index_elementwise_kernel). Each case puts one bad id at a known element of an index tensor
+test double (gather / scatter: _scatter_gather_elementwise_kernel; x[idx], index_put_,
+index_fill_, index_copy_: index_elementwise_kernel). Each case puts one bad id at a known element of an index tensor
 (contiguous, transposed, expanded) and checks what labelguard decoded from the closure against
 the tensors themselves: the index pointer is idx.data_ptr(), the id count is the number of distinct
 elements the view reads, the bound is the indexed dimension's size, the strides are the view's own
@@ -158,7 +158,7 @@ if V215:
     case("embedding 20x16, 40 ids (2.15)", lambda: emb(ids), ids, 20, 33, 20, SG, "gather")
     control("embedding valid ids", lambda: emb(torch.tensor([i % 20 for i in range(40)]).cuda()))
 
-# ---- x[idx], index_put_, index_fill_: index_elementwise_kernel ----
+# ---- x[idx], index_put_, index_fill_, index_copy_: index_elementwise_kernel ----
 y = torch.randn(6, 5).cuda()
 i1 = torch.tensor([0, 5, -1, 6]).cuda()
 case("x[idx]", lambda: y[i1], i1, 6, 3, 6, IE, "index", negative=True)
@@ -174,6 +174,9 @@ case("x[idx] = 3.0", lambda: y.__setitem__(ip, 3.0), ip, 6, 1, 8, IE, "index_fil
      negative=True)
 fi = torch.tensor([1, 5]).cuda()
 case("index_fill_", lambda: y.index_fill_(1, fi, 2.0), fi, 5, 1, 5, IE, "index_fill", negative=True)
+ci = torch.tensor([1, 6]).cuda()
+case("index_copy_", lambda: y.index_copy_(0, ci, torch.ones(2, 5).cuda()), ci, 6, 1, 6, IE, "index_copy")
+control("index_copy_ valid", lambda: y.index_copy_(0, torch.tensor([1, 5]).cuda(), torch.ones(2, 5).cuda()))
 control("x[idx] with allowed negatives -1, -6", lambda: y[torch.tensor([0, 5, -1, -6]).cuda()])
 control("x[rows, cols] valid", lambda: y[rows, torch.tensor([4, 3, -5]).cuda()])
 check("%s: the context is alive" % MODE, i1.cpu().tolist() == [0, 5, -1, 6])

@@ -32,7 +32,7 @@ static void reset_warnings(void)
     n_warnings = 0;
 }
 
-#define BUILTIN_SPECS 39 /* 31 + 8 closure groups (specs/pytorch.conf, closure section) */
+#define BUILTIN_SPECS 40 /* 31 + 9 closure groups (specs/pytorch.conf, closure section) */
 
 static void test_builtin(void)
 {
@@ -58,9 +58,9 @@ static void test_builtin(void)
     }
     g_assert_cmpint(families[0], ==, 6 + 6 + 6); /* Loss.cu >=1.13, 1.10-1.12, ClassNLLCriterion */
     g_assert_cmpint(families[1], ==, 5 + 4);     /* NLLLoss2d.cu (+ int64 index_t backward), SpatialClassNLLCriterion */
-    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + 4 + 4); /* vectorized gather, indexSelect small, large (u32,
+    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + 4 + 5); /* vectorized gather, indexSelect small, large (u32,
                                                            * u64), closures: gather, scatter, scatter_fill x2,
-                                                           * x[idx], index_put_, index_fill x2 */
+                                                           * x[idx], index_put_, index_fill x2, index_copy_ */
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
