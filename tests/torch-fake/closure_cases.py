@@ -1,6 +1,6 @@
 """closure_cases.py MODE OUT: the closure-taking TensorIterator index kernels on real torch on the
 test double (gather / scatter: _scatter_gather_elementwise_kernel; x[idx], index_put_,
-index_fill_, index_copy_: index_elementwise_kernel). Each case puts one bad id at a known element of an index tensor
+index_fill_, index_copy_, take, put_: index_elementwise_kernel). Each case puts one bad id at a known element of an index tensor
 (contiguous, transposed, expanded) and checks what labelguard decoded from the closure against
 the tensors themselves: the index pointer is idx.data_ptr(), the id count is the number of distinct
 elements the view reads, the bound is the indexed dimension's size, the strides are the view's own
@@ -177,6 +177,12 @@ case("index_fill_", lambda: y.index_fill_(1, fi, 2.0), fi, 5, 1, 5, IE, "index_f
 ci = torch.tensor([1, 6]).cuda()
 case("index_copy_", lambda: y.index_copy_(0, ci, torch.ones(2, 5).cuda()), ci, 6, 1, 6, IE, "index_copy")
 control("index_copy_ valid", lambda: y.index_copy_(0, torch.tensor([1, 5]).cuda(), torch.ones(2, 5).cuda()))
+ti = torch.tensor([1, -31]).cuda()  # y has 30 elements: -31 is one before -30
+case("torch.take", lambda: torch.take(y, ti), ti, 30, 1, -31, IE, "take", negative=True)
+pi = torch.tensor([30, 2]).cuda()
+yt = y.t()  # put_ into a non-contiguous tensor: the bound is still its numel
+case("put_ (transposed self)", lambda: yt.put_(pi, torch.ones(2).cuda()), pi, 30, 0, 30, IE, "put", negative=True)
+control("take with -30 and 29", lambda: torch.take(y, torch.tensor([-30, 29]).cuda()))
 control("x[idx] with allowed negatives -1, -6", lambda: y[torch.tensor([0, 5, -1, -6]).cuda()])
 control("x[rows, cols] valid", lambda: y[rows, torch.tensor([4, 3, -5]).cuda()])
 check("%s: the context is alive" % MODE, i1.cpu().tolist() == [0, 5, -1, 6])

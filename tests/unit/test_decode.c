@@ -75,7 +75,7 @@ static const kcase_t cases[] = {
 
 /* The index kernels (target_kind=ids), tested by test_ids_builtins below. */
 #define N_NAMED_ID_SPECS 4
-#define N_ID_SPECS (N_NAMED_ID_SPECS + 9) /* + the closure kernels (test_closure_builtins) */
+#define N_ID_SPECS (N_NAMED_ID_SPECS + 15) /* + the closure kernels (test_closure_builtins) */
 
 typedef struct built {
     int n;

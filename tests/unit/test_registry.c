@@ -32,7 +32,7 @@ static void reset_warnings(void)
     n_warnings = 0;
 }
 
-#define BUILTIN_SPECS 40 /* 31 + 9 closure groups (specs/pytorch.conf, closure section) */
+#define BUILTIN_SPECS 46 /* 31 + 15 closure groups (specs/pytorch.conf, closure section) */
 
 static void test_builtin(void)
 {
@@ -52,15 +52,17 @@ static void test_builtin(void)
         g_assert_true(g_str_has_prefix(s->source, "builtin:"));
         families[s->ids ? 2 : strcmp(s->family, "nll_loss2d") == 0]++;
         g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0 || strcmp(s->family, "gather") == 0 ||
-                      strcmp(s->family, "scatter") == 0 || g_str_has_prefix(s->family, "index"));
+                      strcmp(s->family, "scatter") == 0 || g_str_has_prefix(s->family, "index") ||
+                      strcmp(s->family, "take") == 0 || strcmp(s->family, "put") == 0);
         for (int j = 0; j < i; j++)
             g_assert_cmpstr(lg_registry_get(j)->name, !=, s->name);
     }
     g_assert_cmpint(families[0], ==, 6 + 6 + 6); /* Loss.cu >=1.13, 1.10-1.12, ClassNLLCriterion */
     g_assert_cmpint(families[1], ==, 5 + 4);     /* NLLLoss2d.cu (+ int64 index_t backward), SpatialClassNLLCriterion */
-    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + 4 + 5); /* vectorized gather, indexSelect small, large (u32,
+    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + 4 + 11); /* vectorized gather, indexSelect small, large (u32,
                                                            * u64), closures: gather, scatter, scatter_fill x2,
-                                                           * x[idx], index_put_, index_fill x2, index_copy_ */
+                                                           * x[idx], index_put_, index_fill x2, index_copy_,
+                                                           * take x3, put x3 */
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
