@@ -37,11 +37,13 @@ typedef struct lg_target {
     int has_ignore_index;  /* 0: the kernel has no ignore_index */
     int truncate_to_int32; /* the kernel compares (int)label: mirror it */
     int allow_negative;    /* ids in [-n_classes, 0) are valid: the kernel wraps them (index kernels) */
-    int pad;               /* explicit: the layout nvcc and gcc see stays the same */
+    int index_is_offset;   /* samples carry the element offset from data, not the logical index: a
+                            * view decoded from a TensorIterator's OffsetCalculator (decode.c) */
 } lg_target_t;
 
 typedef struct lg_sample {
-    int64_t index; /* linear index in the target's logical (row-major) order */
+    int64_t index; /* linear index in the target's logical (row-major) order; with
+                    * index_is_offset, the element offset from data (lg_scan_sample_index) */
     int64_t value;
 } lg_sample_t;
 
@@ -67,6 +69,13 @@ LG_HD int64_t lg_scan_offset(const lg_target_t *t, int64_t i)
         i /= sz;
     }
     return off;
+}
+
+/* What a sample reports for logical index i: i itself, or for a view read through a
+ * TensorIterator the element of the tensor it views (its offset from data). */
+LG_HD int64_t lg_scan_sample_index(const lg_target_t *t, int64_t i)
+{
+    return t->index_is_offset ? lg_scan_offset(t, i) : i;
 }
 
 LG_HD int64_t lg_scan_load(const lg_target_t *t, const void *base, int64_t i)
@@ -175,7 +184,7 @@ LG_HD void lg_scan_host(const lg_target_t *t, const void *base, int max_samples,
         v->checked++;
         if (lg_scan_is_bad(t, val)) {
             if (v->n_samples < max_samples) {
-                v->samples[v->n_samples].index = i;
+                v->samples[v->n_samples].index = lg_scan_sample_index(t, i);
                 v->samples[v->n_samples].value = val;
                 v->n_samples++;
             }

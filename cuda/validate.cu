@@ -188,7 +188,7 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
                     if (!((m >> k) & 1))
                         continue;
                     if (pos < samples) {
-                        cand[pos].index = tbase + u * SUB + (int64_t)threadIdx.x * K + k;
+                        cand[pos].index = lg_scan_sample_index(&t, tbase + u * SUB + (int64_t)threadIdx.x * K + k);
                         cand[pos].value = (int64_t)raw[u].e[k];
                     }
                     pos++;

@@ -43,7 +43,7 @@ bool lg_coverage_is_index(const char *family)
     if (!strcmp(family, "index_add"))
         return true;
     return !strcmp(family, "index_select") || !strcmp(family, "gather") || !strcmp(family, "scatter_gather") ||
-           !strcmp(family, "embedding") || !strcmp(family, "embedding_bag");
+           !strcmp(family, "embedding") || !strcmp(family, "embedding_bag") || !strcmp(family, "index_elementwise");
 }
 
 /* The registry's match rule (every ';'-separated part occurs); registry.c keeps its own copy

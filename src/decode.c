@@ -9,7 +9,14 @@
  * copied with memcpy (args[] slots need not be aligned), and whatever comes out is checked
  * for sanity before the validator trusts it.
  *
- * Tested by tests/unit/test_decode.c: every built-in spec against a hand-built args[] array.
+ * Closure-taking TensorIterator kernels (spec target_calc): the ids are read through the
+ * OffsetCalculator the closure captured, as the view the kernel reads (each distinct element
+ * once, samples at element offsets), after checking that the calculator is one (its sizes make
+ * the launch's N, its IntDividers carry their magic numbers); gpu_index_kernel's several index
+ * tensors are decoded one by one (lg_decode_nth).
+ *
+ * Tested by tests/unit/test_decode.c: every built-in spec against a hand-built args[] array;
+ * the closures also against real torch's launches by tests/torch-fake/test_closure.sh.
  */
 #include <stdio.h>
 #include <string.h>
@@ -57,8 +64,209 @@ static int field_value(const lg_spec_t *s, void **args, const lg_field_t *f, int
     return 0;
 }
 
+/* IntDivider<uint32_t>'s magic numbers, as its constructor computes them: shift the least s
+ * with 2^s >= divisor, m1 = 2^32 * (2^shift - divisor) / divisor + 1. A calculator whose every
+ * divisor carries its own m1 and shift is an OffsetCalculator, not bytes read at a wrong offset. */
+static bool divider_ok(uint32_t divisor, uint32_t m1, uint32_t shift)
+{
+    if (divisor == 0)
+        return false;
+    uint32_t sh = 0;
+    while (sh < 32 && (UINT64_C(1) << sh) < divisor)
+        sh++;
+    uint64_t want = ((UINT64_C(1) << 32) * ((UINT64_C(1) << sh) - divisor)) / divisor + 1;
+    return shift == sh && (uint64_t)m1 == (want & 0xffffffffu);
+}
+
+/* The target as a TensorIterator operand: the OffsetCalculator's sizes (dimension 0 fastest)
+ * and the operand's byte strides. Dimensions of size 1 or stride 0 (expanded) are dropped, so
+ * the view holds each distinct element once, and adjacent ones that are dense together merge;
+ * the dimensions are then stored slowest first, as lg_scan_offset walks them. The product of
+ * all sizes must be the launch's N: the check that the calculator sits where the spec says. */
+static int decode_calc(const lg_spec_t *s, lg_dtype_t dtype, void **args, int64_t n, lg_target_t *out, char *why,
+                       size_t why_len)
+{
+    const lg_field_t *f = &s->calc;
+    int w = f->width, md = s->calc_max_dims, nargs = s->calc_nargs;
+    int head = w == 4 ? 4 : 8, div = w == 4 ? 12 : 8;
+    int bytes = head + md * div + md * nargs * w;
+    if (f->param < 0 || f->param >= s->n_params || (w != 4 && w != 8) || s->calc_arg >= nargs ||
+        f->offset + bytes > s->param_sizes[f->param] || !args[f->param]) {
+        snprintf(why, why_len, "[%s]: OffsetCalculator outside the declared parameters", s->name);
+        return -1;
+    }
+    const unsigned char *p = (const unsigned char *)args[f->param] + f->offset;
+    int64_t dims = read_int(p, 0, 4, true);
+    if (dims < 0 || dims > md) {
+        snprintf(why, why_len, "[%s]: OffsetCalculator has %lld dimensions (at most %d): not a calculator", s->name,
+                 (long long)dims, md);
+        return -1;
+    }
+    int64_t esz = (int64_t)lg_scan_elem_size(dtype), total = 1;
+    int64_t sz[64], st[64];
+    int k = 0;
+    for (int d = 0; d < dims; d++) {
+        int64_t size = read_int(p, head + d * div, w, false);
+        int64_t stride = read_int(p, head + md * div + (d * nargs + s->calc_arg) * w, w, false);
+        if (w == 4 && !divider_ok((uint32_t)size, (uint32_t)read_int(p, head + d * div + 4, 4, false),
+                                  (uint32_t)read_int(p, head + d * div + 8, 4, false))) {
+            snprintf(why, why_len, "[%s]: OffsetCalculator dimension %d (size %lld) is not an IntDivider: not a calculator",
+                     s->name, d, (long long)size);
+            return -1;
+        }
+        if (size <= 0 || size > ABSURD_COUNT || stride < 0 || stride > ABSURD_COUNT * 8 || stride % esz) {
+            snprintf(why, why_len, "[%s]: OffsetCalculator dimension %d has size %lld, byte stride %lld: not plausible",
+                     s->name, d, (long long)size, (long long)stride);
+            return -1;
+        }
+        if (total > ABSURD_COUNT / size) {
+            snprintf(why, why_len, "[%s]: OffsetCalculator sizes overflow", s->name);
+            return -1;
+        }
+        total *= size;
+        if (size == 1 || stride == 0)
+            continue;
+        if (k > 0 && st[k - 1] * sz[k - 1] == stride / esz) {
+            sz[k - 1] *= size;
+            continue;
+        }
+        sz[k] = size;
+        st[k] = stride / esz;
+        k++;
+    }
+    if (total != n) {
+        snprintf(why, why_len,
+                 "[%s]: the OffsetCalculator's sizes make %lld elements, the launch has N = %lld: the closure's layout "
+                 "is not the spec's",
+                 s->name, (long long)total, (long long)n);
+        return -1;
+    }
+    if (k > LG_MAX_TARGET_DIMS) {
+        snprintf(why, why_len, "[%s]: the index view has %d strided dimensions (at most %d are read)", s->name, k,
+                 LG_MAX_TARGET_DIMS);
+        return -1;
+    }
+    int64_t count = 1;
+    for (int d = 0; d < LG_MAX_TARGET_DIMS; d++)
+        out->sizes[d] = out->strides[d] = 0;
+    if (k == 0) {
+        /* every position reads the same element (or there is one) */
+        out->ndim = 1;
+        out->sizes[0] = 1;
+        out->strides[0] = 1;
+    } else {
+        out->ndim = k;
+        for (int j = 0; j < k; j++) {
+            out->sizes[k - 1 - j] = sz[j];
+            out->strides[k - 1 - j] = st[j];
+            count *= sz[j];
+        }
+    }
+    out->count = n > 0 ? count : 0;
+    out->index_is_offset = 1;
+    return 0;
+}
+
+int lg_decode_targets(const lg_spec_t *spec, void **args, char *why, size_t why_len)
+{
+    char dummy[8];
+    if (!why || !why_len) {
+        why = dummy;
+        why_len = sizeof dummy;
+    }
+    if (!spec || spec->targets.width == 0)
+        return 1;
+    int64_t n;
+    if (field_value(spec, args, &spec->targets, &n, "targets", why, why_len))
+        return -1;
+    if (n < 1 || n > spec->targets_max) {
+        snprintf(why, why_len, "[%s]: %lld index tensors (1..%d expected): not plausible", spec->name, (long long)n,
+                 spec->targets_max);
+        return -1;
+    }
+    return (int)n;
+}
+
+/* Skips one <template-arg> of a mangled name: a builtin letter, a literal L...E, or a name or
+ * type with nested parts (N...E, I...E; source names by their length). NULL when unreadable. */
+static const char *skip_targ(const char *p)
+{
+    if (!*p)
+        return NULL;
+    if (*p == 'L') {
+        const char *e = strchr(p, 'E');
+        return e ? e + 1 : NULL;
+    }
+    if (*p == 'r' || *p == 'V' || *p == 'K' || *p == 'P' || *p == 'R')
+        return skip_targ(p + 1);
+    if (*p != 'N' && *p != 'I' && !(*p >= '0' && *p <= '9') && *p != 'S')
+        return p + 1; /* builtin */
+    int depth = 0;
+    do {
+        if (*p >= '0' && *p <= '9') {
+            long n = 0;
+            while (*p >= '0' && *p <= '9' && n < 4096)
+                n = n * 10 + (*p++ - '0');
+            if ((long)strnlen(p, (size_t)n) < n)
+                return NULL;
+            p += n;
+        } else if (*p == 'S') { /* substitution S_ / S<seq>_ */
+            const char *u = strchr(p, '_');
+            if (!u)
+                return NULL;
+            p = u + 1;
+        } else if (*p == 'L') {
+            const char *e = strchr(p, 'E');
+            if (!e)
+                return NULL;
+            p = e + 1;
+        } else if (*p == 'N' || *p == 'I') {
+            depth++;
+            p++;
+        } else if (*p == 'E') {
+            depth--;
+            p++;
+        } else if (*p) {
+            p++;
+        } else {
+            return NULL;
+        }
+    } while (depth > 0);
+    return p;
+}
+
+/* The pos-th (1-based) template argument's builtin letter of the functor `mark` names; 'E'
+ * when it has fewer, 0 when unreadable. */
+static char functor_arg(const char *mangled, const char *mark, int pos)
+{
+    const char *p = mangled ? strstr(mangled, mark) : NULL;
+    if (!p)
+        return 0;
+    p += strlen(mark); /* just past the functor's I */
+    for (int i = 1; i < pos && p; i++) {
+        if (*p == 'E')
+            return 'E';
+        p = skip_targ(p);
+    }
+    return p ? *p : 0;
+}
+
 int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len)
 {
+    if (spec->dtype_functor[0]) {
+        char c = functor_arg(mangled, spec->dtype_functor, spec->dtype_functor_arg);
+        if (c == 'l' || c == 'x' || c == 'i') {
+            *dtype = c == 'i' ? LG_DTYPE_INT32 : LG_DTYPE_INT64;
+            return 0;
+        }
+        if (c == 'E' && spec->dtype_functor_has_default) {
+            *dtype = spec->dtype_functor_default;
+            return 0;
+        }
+        snprintf(why, why_len, "[%s]: id type unknown (template argument %d of %s in %s: '%c')", spec->name,
+                 spec->dtype_functor_arg, spec->dtype_functor, mangled ? mangled : "(no name)", c ? c : '?');
+        return -1;
+    }
     if (!spec->dtype_from_template) {
         *dtype = spec->dtype;
         return 0;
@@ -80,6 +288,12 @@ int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtyp
 int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], lg_target_t *out, char *why,
               size_t why_len)
 {
+    return lg_decode_nth(spec, dtype, args, grid, 0, out, why, why_len);
+}
+
+int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], int k, lg_target_t *out,
+                  char *why, size_t why_len)
+{
     char dummy[8];
     if (!why || !why_len) {
         why = dummy;
@@ -91,9 +305,15 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
         return -1;
     }
     memset(out, 0, sizeof *out);
+    if (k < 0 || (k > 0 && (spec->targets.width == 0 || k >= spec->targets_max))) {
+        snprintf(why, why_len, "[%s]: no index tensor %d", spec->name, k);
+        return -1;
+    }
 
-    /* target pointer */
-    const lg_field_t *tf = &spec->target;
+    /* target pointer (target k of several: 8 bytes apart) */
+    lg_field_t tk = spec->target;
+    tk.offset += 8 * k;
+    const lg_field_t *tf = &tk;
     if (tf->param < 0 || tf->param >= spec->n_params || tf->offset + 8 > spec->param_sizes[tf->param] ||
         !args[tf->param]) {
         snprintf(why, why_len, "[%s]: target argument missing", spec->name);
@@ -178,7 +398,11 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
         snprintf(why, why_len, "[%s]: label count %lld is not plausible", spec->name, (long long)count);
         return -1;
     }
-    if (spec->target_ndim == 0 || spec->count_kind != LG_COUNT_ACCESSOR) {
+    if (spec->calc.width != 0) {
+        if (decode_calc(spec, dtype, args, count, out, why, why_len))
+            return -1;
+        count = out->count;
+    } else if (spec->target_ndim == 0 || spec->count_kind != LG_COUNT_ACCESSOR) {
         /* a dense vector (or the first dimension of an accessor, when the count comes from
          * elsewhere) */
         int64_t stride = spec->target_ndim > 0 ? out->strides[0] : 1;
@@ -196,7 +420,9 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
 
     /* n_classes */
     int64_t nc;
-    if (field_value(spec, args, &spec->n_classes, &nc, "n_classes", why, why_len))
+    lg_field_t nk = spec->n_classes;
+    nk.offset += 8 * k;
+    if (field_value(spec, args, &nk, &nc, "n_classes", why, why_len))
         return -1;
     out->n_classes = nc;
 
@@ -220,6 +446,8 @@ int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsign
             return -1;
         out->allow_negative = neg != 0;
     }
+    if (spec->ids && spec->allow_negative_always)
+        out->allow_negative = 1;
     if (nc <= 0)
         snprintf(why, why_len, "[%s]: n_classes is %lld: every label is out of range", spec->name, (long long)nc);
     return 0;
@@ -248,15 +476,20 @@ static void write_int(void *base, int offset, int width, int64_t v)
 }
 
 /* Copies one parameter into the copy's storage (once) and points the copy's slot at it. */
-static int own(const lg_spec_t *s, void **args, lg_args_copy_t *copy, int param)
+static unsigned char *own(const lg_spec_t *s, void **args, lg_args_copy_t *copy, int param)
 {
-    if (param < 0 || param >= s->n_params || s->param_sizes[param] > (int)sizeof copy->storage[0] || !args[param])
-        return -1;
-    if (copy->args[param] != copy->storage[param]) {
-        memcpy(copy->storage[param], args[param], (size_t)s->param_sizes[param]);
-        copy->args[param] = copy->storage[param];
-    }
-    return 0;
+    if (param < 0 || param >= s->n_params || !args[param] || s->param_sizes[param] <= 0)
+        return NULL;
+    unsigned char *lo = copy->storage, *p = copy->args[param];
+    if (p >= lo && p < lo + sizeof copy->storage)
+        return p;
+    int size = s->param_sizes[param], at = (copy->used + 7) & ~7;
+    if (at < 0 || (size_t)at + (size_t)size > sizeof copy->storage)
+        return NULL;
+    memcpy(lo + at, args[param], (size_t)size);
+    copy->used = at + size;
+    copy->args[param] = lo + at;
+    return lo + at;
 }
 
 int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, bool rewrite_ignore, int64_t new_ignore,
@@ -264,10 +497,17 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
 {
     if (!spec || !args || !copy || spec->n_params > LG_MAX_PARAMS || spec->n_params < 0)
         return -1;
+    if (spec->targets.width != 0) {
+        /* several index tensors: a copy of one cannot stand in for the launch */
+        int64_t n;
+        if (lg_decode_field(spec, args, &spec->targets, &n) != 0 || n != 1)
+            return -1;
+    }
     for (int i = 0; i < spec->n_params; i++)
         copy->args[i] = args[i];
     for (int i = spec->n_params; i < LG_MAX_PARAMS; i++)
         copy->args[i] = NULL;
+    copy->used = 0;
 
     if (rewrite_ignore) {
         const lg_field_t *f = &spec->ignore_index;
@@ -284,9 +524,9 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
     }
 
     const lg_field_t *tf = &spec->target;
-    if (own(spec, args, copy, tf->param) || tf->offset + 8 > spec->param_sizes[tf->param])
+    unsigned char *tp = own(spec, args, copy, tf->param);
+    if (!tp || tf->offset + 8 > spec->param_sizes[tf->param])
         return -1;
-    unsigned char *tp = copy->storage[tf->param];
     memcpy(tp + tf->offset, &new_data, 8);
     if (spec->target_ndim > 0) {
         /* The masked copy is dense in logical (row-major) order: contiguous strides. */
@@ -306,9 +546,10 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
 
     if (rewrite_ignore) {
         const lg_field_t *f = &spec->ignore_index;
-        if (own(spec, args, copy, f->param))
+        unsigned char *ip = own(spec, args, copy, f->param);
+        if (!ip)
             return -1;
-        write_int(copy->storage[f->param], f->offset, f->width, new_ignore);
+        write_int(ip, f->offset, f->width, new_ignore);
     }
     return 0;
 }

@@ -231,6 +231,28 @@ typedef struct lg_spec {
     bool truncate_to_int32;
     char no_mask[192]; /* ids: why mask must not run this kernel on a copy ("" when it may) */
     char source[256]; /* "builtin" or file:line, for messages */
+
+    /* Closure-taking TensorIterator kernels (target_calc=): the target is read through an
+     * OffsetCalculator<calc_nargs, index_t> captured at calc.param + calc.offset; its
+     * strides_[d][calc_arg] are the target's byte strides. calc.width 0: none (so that a
+     * zeroed spec has none; likewise targets). */
+    lg_field_t calc;       /* offset of the calculator; width = sizeof(index_t), 4 or 8 */
+    int calc_max_dims;     /* MAX_DIMS of the build (25) */
+    int calc_nargs, calc_arg;
+    bool allow_negative_always; /* allow_negative=always: the kernel wraps every negative id */
+    /* dtype=from_functor:MARK:N[:int64]: the N-th template argument of the functor whose
+     * mangled name (with its I) is MARK, e.g. _cuda_scatter_gather_internal_kernel<bool,
+     * scalar_t, index_t>; the default when the functor has fewer (older releases). */
+    char dtype_functor[64];
+    int dtype_functor_arg;
+    bool dtype_functor_has_default;
+    lg_dtype_t dtype_functor_default;
+    /* targets=: a kernel reading several index tensors (gpu_index_kernel): their number is the
+     * field targets; target k's pointer and bound sit k * 8 bytes after target 0's. */
+    lg_field_t targets;
+    int targets_max;
+    bool unsized_ok; /* layout_check=offset_calc: without runtime sizes, the per-launch
+                      * OffsetCalculator check stands in for the parameter-size check */
 } lg_spec_t;
 
 /* The registry is built once (lazily, by lg_ensure_registry in lg.c) from the built-in table
@@ -323,6 +345,11 @@ LG_HIDDEN char *lg_demangle_full(const char *mangled);
  * note (e.g. n_classes <= 0: every label will be reported out of range). */
 LG_HIDDEN int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], lg_target_t *out,
                         char *why, size_t why_len);
+/* Kernels reading several index tensors (spec targets=): how many this launch has (1 for every
+ * other spec; 0 or -1 with why when the count field is not plausible), and target k of them. */
+LG_HIDDEN int lg_decode_targets(const lg_spec_t *spec, void **args, char *why, size_t why_len);
+LG_HIDDEN int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], int k,
+                            lg_target_t *out, char *why, size_t why_len);
 /* The label dtype of a kernel: the spec's, or the last template argument of its mangled name
  * (l/x int64, h uint8, i int32). Returns 0, or -1 with a reason. Once per kernel (classify.c). */
 LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len);
@@ -336,7 +363,10 @@ LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dty
 LG_HIDDEN int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int64_t *out);
 typedef struct lg_args_copy {
     void *args[LG_MAX_PARAMS];
-    unsigned char storage[LG_MAX_PARAMS][128];
+    /* The rewritten parameters' values, packed (8-byte aligned): a by-value closure of 1240
+     * bytes fits as well as a few small parameters. */
+    unsigned char storage[LG_MAX_PARAMS * 128] __attribute__((aligned(16)));
+    int used;
 } lg_args_copy_t;
 LG_HIDDEN int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, bool rewrite_ignore,
                                 int64_t new_ignore, lg_args_copy_t *copy);

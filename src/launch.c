@@ -111,6 +111,20 @@ static void warn_unchecked(const char *what, int bit, lg_kernel_info_t *info, co
     lg_report_warning(what, kernel_detail(detail, sizeof detail, info, fmt, why));
 }
 
+/* What a sanitized copy of ids holds in place of a bad one: padding_idx where the kernel has
+ * one; else, under raise, any valid row (0): the launch reads it instead of asserting, and the
+ * verdict raises at the next check as for a loss. Under mask a kernel without padding_idx is
+ * checked synchronously, so that its fall-back to raise blocks the launch itself. */
+static bool async_id(const lg_target_t *t, int64_t *value)
+{
+    if (lg_act_mask_id(t, value))
+        return true;
+    if (lg_cfg.action != LG_ACTION_RAISE || t->n_classes <= 0)
+        return false;
+    *value = 0;
+    return true;
+}
+
 /* Async mode and graph capture: the validator writes a sanitized copy that the kernel reads,
  * and the verdict is collected later (captured: at every replay). Returns true when the
  * launch is taken care of (run on the copy, or left unchecked inside a capture); false to fall
@@ -123,7 +137,7 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     bool rewrite;
     char why[512] = "";
     bool have_value =
-        info->spec->ids ? (rewrite = false, lg_act_mask_id(t, &value)) : lg_act_mask_value(t, &value, &rewrite);
+        info->spec->ids ? (rewrite = false, async_id(t, &value)) : lg_act_mask_value(t, &value, &rewrite);
     if (have_value) {
         uint64_t copy = 0;
         lg_in_library++;
@@ -186,13 +200,34 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     free(verdict);
 }
 
-/* Decode, then the check the mode and the stream's capture state call for. */
+/* Decode, then the check the mode and the stream's capture state call for; once per index
+ * tensor for a kernel that reads several (x[rows, cols]: decode.c), until one is blocked. */
+static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int k, lg_decision_t *d);
+
 static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
 {
     atomic_fetch_add(&watched, 1);
+    char why[512] = "";
+    int n = lg_decode_targets(info->spec, l->args, why, sizeof why);
+    if (n < 0) {
+        warn_unchecked("decode_failed", LG_WARNED_DECODE, info, "%s; the launch runs unchecked", why);
+        return;
+    }
+    for (int k = 0; k < n && d->kind == LG_VERDICT_RUN; k++)
+        check_one(rt, l, info, k, d);
+}
+
+static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int k, lg_decision_t *d)
+{
     lg_target_t t;
     char why[512] = "";
-    if (lg_decode(info->spec, info->dtype, l->args, l->grid, &t, why, sizeof why) != 0) {
+    if (lg_decode_nth(info->spec, info->dtype, l->args, l->grid, k, &t, why, sizeof why) != 0) {
+        /* A TensorIterator gather whose closure is not the spec's still gets the guard that
+         * follows a masked weighted loss (opaque.c), as before its closure could be read. */
+        if (lg_opaque_classify(info->mangled) == LG_KSTATE_GATHER) {
+            lg_opaque_gather(rt, l, info, d);
+            return;
+        }
         warn_unchecked("decode_failed", LG_WARNED_DECODE, info, "%s; the launch runs unchecked", why);
         return;
     }
@@ -221,7 +256,8 @@ static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
         validate_async(l, info, &t, &cap, d);
         return;
     }
-    if (lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
+    /* A sanitized copy replaces index tensor 0's pointer only (decode.c's rewrite). */
+    if (k == 0 && lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
         return;
     if (info->spec->input.param >= 0)
         lg_logprobs_check(rt, l, info, &t);

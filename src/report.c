@@ -371,6 +371,17 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
         else
             lg_json_null(j, "padding_idx");
         lg_json_bool(j, "allow_negative", t->allow_negative != 0);
+        /* Where the ids were read: the index tensor's data_ptr(), and for a view decoded from
+         * a TensorIterator its strides in elements (expanded dimensions dropped). */
+        char addr[24];
+        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
+        lg_json_string(j, "data", addr);
+        if (t->index_is_offset) {
+            lg_json_begin_array(j, "strides");
+            for (int d = 0; d < t->ndim && d < LG_MAX_TARGET_DIMS; d++)
+                lg_json_int(j, NULL, t->strides[d]);
+            lg_json_end_array(j);
+        }
     }
     if (t->ndim >= 2) {
         lg_json_begin_array(j, "shape");

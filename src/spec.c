@@ -50,6 +50,7 @@ static const char *const known_keys[] = {
     "n_classes",       "ignore_index",   "truncate_to_int32",
     "target_kind",     "allow_negative", "weight",
     "size_average",    "input",          "no_mask",
+    "target_calc",     "targets",        "layout_check",
     NULL,
 };
 
@@ -169,6 +170,127 @@ static int choice(const ctx_t *c, const char *key, const char *const *names, con
     return k;
 }
 
+/* from_functor:MARK:N[:int64|int32]: MARK a mangled-name piece ending in the functor's 'I'. */
+static int parse_functor_dtype(const ctx_t *c, lg_spec_t *s, const char *v)
+{
+    const char *colon = strchr(v, ':');
+    size_t ml = colon ? (size_t)(colon - v) : 0;
+    if (!colon || ml == 0 || ml >= sizeof s->dtype_functor || v[ml - 1] != 'I' ||
+        strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") < ml)
+        return bad(c, "dtype", "from_functor:MARK:N[:default]: MARK is a piece of the mangled name ending in the "
+                               "functor's template 'I' (e.g. 36_cuda_scatter_gather_internal_kernelI)");
+    char *end = NULL;
+    long pos = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || pos < 1 || pos > 16 || (*end && *end != ':'))
+        return bad(c, "dtype", "from_functor: the argument number N must be 1..16");
+    if (*end == ':') {
+        if (strcmp(end + 1, "int64") == 0)
+            s->dtype_functor_default = LG_DTYPE_INT64;
+        else if (strcmp(end + 1, "int32") == 0)
+            s->dtype_functor_default = LG_DTYPE_INT32;
+        else
+            return bad(c, "dtype", "from_functor: the default must be int64 or int32");
+        s->dtype_functor_has_default = true;
+    }
+    memcpy(s->dtype_functor, v, ml);
+    s->dtype_functor[ml] = 0;
+    s->dtype_functor_arg = (int)pos;
+    s->dtype = LG_DTYPE_INT64;
+    return 0;
+}
+
+/* Bytes of an OffsetCalculator<nargs, index_t> with max_dims dimensions (CUDA's
+ * ATen/cuda/detail/OffsetCalculator.cuh): int dims; IntDivider<index_t> sizes_[max_dims];
+ * index_t strides_[max_dims][nargs]. IntDivider<uint32_t> is {divisor, m1, shift} (12 bytes,
+ * so sizes_ follows dims at 4); IntDivider<uint64_t> is {divisor} (8 bytes, at 8). */
+static int calc_bytes(int max_dims, int nargs, int width)
+{
+    int head = width == 4 ? 4 : 8, div = width == 4 ? 12 : 8;
+    return head + max_dims * div + max_dims * nargs * width;
+}
+
+/* The closure keys: target_calc, targets, layout_check (after target, count and n_classes). */
+static int parse_closure(const ctx_t *c, lg_spec_t *s)
+{
+    int rc = 0;
+    s->calc.param = s->targets.param = -1;
+    char *v;
+    if ((v = get(c, "target_calc", false, &rc))) {
+        int a[6];
+        int n = int_list(c, "target_calc", v, a, 6);
+        g_free(v);
+        if (n < 0)
+            return -1;
+        if (n != 6)
+            return bad(c, "target_calc", "expected param,offset,max_dims,nargs,arg,index_width");
+        if (a[0] >= s->n_params)
+            return bad(c, "target_calc", "parameter index %d out of range (the kernel has %d parameters, 0-based)",
+                       a[0], s->n_params);
+        if (a[5] != 4 && a[5] != 8)
+            return bad(c, "target_calc", "index width %d: must be 4 (uint32_t index math) or 8 (uint64_t)", a[5]);
+        if (a[2] < 1 || a[2] > 64)
+            return bad(c, "target_calc", "max_dims %d: must be 1..64", a[2]);
+        if (a[3] < 1 || a[3] > 16 || a[4] >= a[3])
+            return bad(c, "target_calc", "nargs %d / arg %d: need 1 <= nargs <= 16 and arg < nargs", a[3], a[4]);
+        if (a[1] % (a[5] == 4 ? 4 : 8))
+            return bad(c, "target_calc", "offset %d: an OffsetCalculator is %d-byte aligned", a[1], a[5] == 4 ? 4 : 8);
+        int bytes = calc_bytes(a[2], a[3], a[5]);
+        if (a[1] + bytes > s->param_sizes[a[0]])
+            return bad(c, "target_calc", "offset %d + %d bytes of OffsetCalculator is beyond parameter %d (%d bytes)",
+                       a[1], bytes, a[0], s->param_sizes[a[0]]);
+        if (s->target_ndim)
+            return bad(c, "target_calc", "not with target_accessor: the target is one or the other");
+        if (s->count_kind != LG_COUNT_PARAM)
+            return bad(c, "target_calc", "needs count=param (the launch's N, checked against the calculator)");
+        s->calc = (lg_field_t){.param = a[0], .offset = a[1], .width = a[5], .is_signed = false};
+        s->calc_max_dims = a[2];
+        s->calc_nargs = a[3];
+        s->calc_arg = a[4];
+    }
+    if (rc)
+        return -1;
+    if ((v = get(c, "targets", false, &rc))) {
+        int a[4];
+        int n = int_list(c, "targets", v, a, 4);
+        g_free(v);
+        if (n < 0)
+            return -1;
+        if (n != 4)
+            return bad(c, "targets", "expected param,offset,width,max (the number of index tensors)");
+        if (a[0] >= s->n_params)
+            return bad(c, "targets", "parameter index %d out of range (the kernel has %d parameters, 0-based)", a[0],
+                       s->n_params);
+        if (a[2] != 4 && a[2] != 8)
+            return bad(c, "targets", "width %d: must be 4 or 8 bytes", a[2]);
+        if (a[1] + a[2] > s->param_sizes[a[0]])
+            return bad(c, "targets", "offset %d + width %d is beyond parameter %d (%d bytes)", a[1], a[2], a[0],
+                       s->param_sizes[a[0]]);
+        if (a[3] < 1 || a[3] > 64)
+            return bad(c, "targets", "max %d: must be 1..64", a[3]);
+        if (s->calc.param < 0)
+            return bad(c, "targets", "only with target_calc (index tensors read through one OffsetCalculator)");
+        if (s->target.offset + 8 * a[3] > s->param_sizes[s->target.param])
+            return bad(c, "targets", "%d target pointers from offset %d are beyond parameter %d (%d bytes)", a[3],
+                       s->target.offset, s->target.param, s->param_sizes[s->target.param]);
+        if (s->n_classes.width != 8 || s->n_classes.offset + 8 * a[3] > s->param_sizes[s->n_classes.param])
+            return bad(c, "targets", "%d bounds of 8 bytes from n_classes' offset %d are beyond parameter %d", a[3],
+                       s->n_classes.offset, s->n_classes.param);
+        s->targets = (lg_field_t){.param = a[0], .offset = a[1], .width = a[2], .is_signed = true};
+        s->targets_max = a[3];
+    }
+    if (rc)
+        return -1;
+    if (g_key_file_has_key(c->kf, c->group, "layout_check", NULL)) {
+        static const char *const checks[] = {"offset_calc", NULL};
+        if (choice(c, "layout_check", checks, "offset_calc") < 0)
+            return -1;
+        if (s->calc.param < 0)
+            return bad(c, "layout_check", "offset_calc needs target_calc");
+        s->unsized_ok = true;
+    }
+    return 0;
+}
+
 static int parse_group(const ctx_t *c, lg_spec_t *s)
 {
     int rc = 0;
@@ -184,7 +306,8 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
             bad(c, *k,
                 "unknown key (known: versions, match, family, direction, params, target, target_accessor, "
                 "dtype, count, count_field, map_nelem, blocks_per_sample, n_classes, ignore_index, "
-                "truncate_to_int32, target_kind, allow_negative, weight, size_average, input, no_mask)");
+                "truncate_to_int32, target_kind, allow_negative, weight, size_average, input, no_mask, target_calc, "
+                "targets, layout_check)");
             g_strfreev(keys);
             return -1;
         }
@@ -302,8 +425,13 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
             return -1;
         }
         s->dtype_template_arg = (int)pos;
+    } else if (strncmp(v, "from_functor:", 13) == 0) {
+        if (parse_functor_dtype(c, s, v + 13)) {
+            g_free(v);
+            return -1;
+        }
     } else {
-        bad(c, "dtype", "\"%s\": must be int64, uint8, int32, from_template or from_template:N", v);
+        bad(c, "dtype", "\"%s\": must be int64, uint8, int32, from_template, from_template:N or from_functor:...", v);
         g_free(v);
         return -1;
     }
@@ -348,9 +476,16 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
     if (g_key_file_has_key(c->kf, c->group, "allow_negative", NULL)) {
         if (!s->ids)
             return bad(c, "allow_negative", "only with target_kind=ids");
-        if (field(c, s, "allow_negative", &s->allow_negative, true, &rc))
+        char *an = get(c, "allow_negative", true, &rc);
+        bool always = an && strcmp(an, "always") == 0;
+        g_free(an);
+        if (always)
+            s->allow_negative_always = true;
+        else if (rc || field(c, s, "allow_negative", &s->allow_negative, true, &rc))
             return -1;
     }
+    if (parse_closure(c, s))
+        return -1;
     if (g_key_file_has_key(c->kf, c->group, "weight", NULL) && field(c, s, "weight", &s->weight, true, &rc))
         return -1;
     if (g_key_file_has_key(c->kf, c->group, "size_average", NULL) &&

@@ -60,7 +60,7 @@ READER_VERSION = "1"
 LOSS_FAMILIES = ("nll_loss", "nll_loss2d", "cross_entropy")
 KEYWORDS = (b"nll_loss", b"NLLCriterion", b"ClassNLL", b"cross_entropy", b"vectorized_gather_kernel",
             b"indexSelectLargeIndex", b"indexSelectSmallIndex", b"mbedding", b"_scatter_gather_elementwise_kernel",
-            b"indexFuncSmallIndex", b"indexFuncLargeIndex")
+            b"indexFuncSmallIndex", b"indexFuncLargeIndex", b"index_elementwise_kernel")
 
 # Runtime entry points that launch or register kernels (undefined dynamic symbols).
 ENTRY_RE = re.compile(r"^(__cudaLaunchKernel\w*|cudaLaunchKernel\w*|cudaLaunchCooperativeKernel\w*|"
@@ -100,6 +100,8 @@ def classify(sym):
         return "gather"
     if "_scatter_gather_elementwise_kernel" in sym:
         return "scatter_gather"
+    if "index_elementwise_kernel" in sym:
+        return "index_elementwise"
     if "indexSelectLargeIndex" in sym or "indexSelectSmallIndex" in sym:
         return "index_select"
     if "indexFuncSmallIndex" in sym or "indexFuncLargeIndex" in sym:

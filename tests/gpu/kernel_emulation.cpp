@@ -198,6 +198,12 @@ static void run(scratch &s, const lg_target_t &t, std::vector<uint8_t> &buf, int
               got.max == want.max && got.n_samples == want.n_samples;
     for (int i = 0; ok && i < got.n_samples; i++)
         ok = got.samples[i].index == want.samples[i].index && got.samples[i].value == want.samples[i].value;
+    // with index_is_offset every sample's index is an element offset that holds its value
+    for (int i = 0; ok && t.index_is_offset && i < got.n_samples; i++) {
+        int64_t o = got.samples[i].index;
+        int64_t v = t.dtype == LG_DTYPE_UINT8 ? (int64_t)buf[(size_t)o] : ((const int64_t *)buf.data())[o];
+        ok = v == got.samples[i].value;
+    }
     CHECK(ok, "%s (grid %lld): got bad=%lld checked=%lld min=%lld max=%lld n=%d; want bad=%lld checked=%lld min=%lld max=%lld n=%d",
           what, (long long)grid, (long long)got.bad_count, (long long)got.checked, (long long)got.min, (long long)got.max,
           got.n_samples, (long long)want.bad_count, (long long)want.checked, (long long)want.min, (long long)want.max,
@@ -301,6 +307,11 @@ int main()
             }
             char what[64];
             snprintf(what, sizeof what, "strided dtype %d kind %d", (int)d, k);
+            run(s, t, buf, 16, 5, false, true, what);
+            cases++;
+            // A view decoded from a TensorIterator closure: samples are element offsets.
+            t.index_is_offset = 1;
+            snprintf(what, sizeof what, "strided dtype %d kind %d, offsets", (int)d, k);
             run(s, t, buf, 16, 5, false, true, what);
             cases++;
         }

@@ -74,7 +74,8 @@ static const kcase_t cases[] = {
 };
 
 /* The index kernels (target_kind=ids), tested by test_ids_builtins below. */
-#define N_ID_SPECS 4
+#define N_NAMED_ID_SPECS 4
+#define N_ID_SPECS (N_NAMED_ID_SPECS + 15) /* + the closure kernels (test_closure_builtins) */
 /* The named index kernels (index_add_, nn.EmbeddingBag), tested by test_named_index below. */
 #define N_NAMED_SPECS 19
 
@@ -375,7 +376,7 @@ static void test_ids_builtins(void)
         int bound_p;
         int neg_p;         /* allow_neg_indices (bool), -1 none */
         bool truncate;
-    } k[N_ID_SPECS] = {
+    } k[N_NAMED_ID_SPECS] = {
         {"vectorized_gather_kernel", "8,8,8,4,8,8,8,8,1", "_ZN2at6native24vectorized_gather_kernelILi16ElEEvPcS2_PT0_illllb",
          "_ZN2at6native24vectorized_gather_kernelILi16EiEEvPcS2_PT0_illllb", 3, 0, 5, 8, false},
         {"indexSelectSmallIndex", "216,216,216,4,4,4,8", "_Z21indexSelectSmallIndexIfljLi2ELi2ELin2EEvv",
@@ -386,7 +387,7 @@ static void test_ids_builtins(void)
          "_Z21indexSelectLargeIndexIfimLin1ELin1ELin1ELb1EEvv", -1, 8, 7, -1, false},
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS);
-    for (int i = 0; i < N_ID_SPECS; i++) {
+    for (int i = 0; i < N_NAMED_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
         g_assert_true(s->ids);
@@ -619,6 +620,185 @@ static void test_no_mask_key(void)
     g_assert_nonnull(strstr(err, "no_mask: only with target_kind=ids"));
 }
 
+/* ---- closure-taking TensorIterator kernels ------------------------------------------------ */
+
+/* IntDivider<uint32_t>'s constructor (ATen/cuda/detail/IntegerDivider.cuh). */
+static void put_divider(built_t *b, int p, int off, uint32_t d)
+{
+    uint32_t shift = 0;
+    while (shift < 32 && (UINT64_C(1) << shift) < d)
+        shift++;
+    uint32_t m1 = (uint32_t)(((UINT64_C(1) << 32) * ((UINT64_C(1) << shift) - d)) / d + 1);
+    put(b, p, off, 4, (int32_t)d);
+    put(b, p, off + 4, 4, (int32_t)m1);
+    put(b, p, off + 8, 4, (int32_t)shift);
+}
+
+/* An OffsetCalculator<nargs, uint32_t> (MAX_DIMS 25) at the start of parameter 1: sizes[d] and
+ * operand `arg`'s byte strides st[d], dimension 0 fastest; the other operands' strides 4. */
+static void put_calc(built_t *b, int nargs, int arg, int dims, const uint32_t *sz, const uint32_t *st)
+{
+    put(b, 1, 0, 4, dims);
+    for (int d = 0; d < dims; d++) {
+        put_divider(b, 1, 4 + 12 * d, sz[d]);
+        for (int a = 0; a < nargs; a++)
+            put(b, 1, 304 + 4 * (d * nargs + a), 4, a == arg ? (int32_t)st[d] : 4);
+    }
+}
+
+static void test_closure_builtins(void)
+{
+    lg_registry_init_with(NULL, NULL);
+    char why[256];
+    lg_target_t t;
+    unsigned grid[3] = {1, 1, 1};
+    /* 2.15's torch.gather(x(4,7), 1, idx(4,3)^T) from a (3,4) tensor: the iterator's dims
+     * [3, 4] with index byte strides (32, 8); as a view, sizes [4, 3] strides [1, 4]. */
+    const char *g215 = "_ZN2at6native34_scatter_gather_elementwise_kernelILi128ELi8EZNS0_36_cuda_scatter_gather_"
+                       "internal_kernelILb0ENS0_10OpaqueTypeILi4EEElEclINS0_12TensorAssignEEEvRNS_14TensorIteratorE"
+                       "lllRKT_EUliE_EEviT1_";
+    const lg_spec_t *s = lg_registry_find(g215, NULL, -1, why, sizeof why);
+    g_assert_nonnull(s); /* layout_check=offset_calc: no sizes from the double, the calculator stands in */
+    g_assert_cmpstr(s->name, ==, "_scatter_gather_elementwise_kernel:gather");
+    built_t b;
+    build(&b, "4,664");
+    uint32_t sz[3] = {3, 4, 1}, st[3] = {32, 8, 0};
+    put_calc(&b, 3, 2, 2, sz, st);
+    put(&b, 0, 0, 4, 12);
+    put(&b, 1, 608, 8, (int64_t)0x7f0000001000ull);
+    put(&b, 1, 616, 8, 7);
+    g_assert_cmpint(decode_named(s, g215, b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpuint(t.data, ==, 0x7f0000001000ull);
+    g_assert_cmpint(t.dtype, ==, LG_DTYPE_INT64);
+    g_assert_cmpint(t.count, ==, 12);
+    g_assert_cmpint(t.n_classes, ==, 7);
+    g_assert_cmpint(t.ndim, ==, 2);
+    g_assert_cmpint(t.sizes[0], ==, 4);
+    g_assert_cmpint(t.sizes[1], ==, 3);
+    g_assert_cmpint(t.strides[0], ==, 1);
+    g_assert_cmpint(t.strides[1], ==, 4);
+    g_assert_true(t.index_is_offset && !t.allow_negative && !t.has_ignore_index);
+    /* a sample is the element offset: logical (1, 2) of the view is element 1 + 2*4 = 9 */
+    g_assert_cmpint(lg_scan_sample_index(&t, 1 * 3 + 2), ==, 9);
+
+    /* expanded (stride 0) and size-1 dimensions drop out; dense neighbours merge */
+    uint32_t sz2[3] = {16, 5, 8}, st2[3] = {0, 8, 40};
+    put_calc(&b, 3, 2, 3, sz2, st2);
+    put(&b, 0, 0, 4, 16 * 5 * 8);
+    g_assert_cmpint(decode_named(s, g215, b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.ndim, ==, 1);
+    g_assert_cmpint(t.count, ==, 40);
+    g_assert_cmpint(t.strides[0], ==, 1);
+
+    /* the calculator must be one: N must be the product of its sizes */
+    put(&b, 0, 0, 4, 16 * 5 * 8 + 1);
+    g_assert_cmpint(decode_named(s, g215, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "the closure's layout is not the spec's"));
+    put(&b, 0, 0, 4, 16 * 5 * 8);
+    /* ... and every IntDivider its own magic numbers */
+    put(&b, 1, 4 + 12 + 4, 4, 12345);
+    g_assert_cmpint(decode_named(s, g215, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "is not an IntDivider"));
+    put_calc(&b, 3, 2, 3, sz2, st2);
+    /* a byte stride that is no multiple of the id size: not this tensor */
+    put(&b, 1, 304 + 4 * (1 * 3 + 2), 4, 12);
+    g_assert_cmpint(decode_named(s, g215, b.args, grid, &t, why, sizeof why), ==, -1);
+    put(&b, 1, 0, 4, 26); /* more dims than MAX_DIMS */
+    g_assert_cmpint(decode_named(s, g215, b.args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "not a calculator"));
+
+    /* the id type: index_t of the functor (2.8+), int64 before it had one (1.13-2.7) */
+    const char *g215i = "_ZN2at6native34_scatter_gather_elementwise_kernelILi128ELi8EZNS0_36_cuda_scatter_gather_"
+                        "internal_kernelILb0ENS0_10OpaqueTypeILi4EEEiEclINS0_12TensorAssignEEEvRNS_14TensorIteratorE"
+                        "lllRKT_EUliE_EEviT1_";
+    const char *s113 = "_ZN2at6native34_scatter_gather_elementwise_kernelILi128ELi4EZNS0_36_cuda_scatter_gather_"
+                       "internal_kernelILb1EiEclINS0_10ReduceMeanEEEvRNS_14TensorIteratorElllRKT_EUliE_EEviT1_";
+    const char *h215 = "_ZN2at6native34_scatter_gather_elementwise_kernelILi128ELi8EZNS0_36_cuda_scatter_gather_"
+                       "internal_kernelILb1EN3c104HalfEiEclINS0_9ReduceAddEEEvRNS_14TensorIteratorElllRKT_EUliE_EEviT1_";
+    lg_dtype_t dt;
+    g_assert_cmpint(lg_decode_dtype(s, g215i, &dt, why, sizeof why), ==, 0);
+    g_assert_cmpint(dt, ==, LG_DTYPE_INT32);
+    const lg_spec_t *sc = lg_registry_find(s113, NULL, -1, why, sizeof why);
+    g_assert_nonnull(sc);
+    g_assert_cmpstr(sc->name, ==, "_scatter_gather_elementwise_kernel:scatter");
+    g_assert_cmpint(lg_decode_dtype(sc, s113, &dt, why, sizeof why), ==, 0);
+    g_assert_cmpint(dt, ==, LG_DTYPE_INT64); /* scalar int, ids int64 */
+    g_assert_cmpint(lg_decode_dtype(sc, h215, &dt, why, sizeof why), ==, 0);
+    g_assert_cmpint(dt, ==, LG_DTYPE_INT32); /* scalar Half, ids int */
+    /* with runtime sizes the size check applies as for every spec */
+    size_t wrong[2] = {4, 656}, right[2] = {4, 664};
+    g_assert_null(lg_registry_find(g215, wrong, 2, why, sizeof why));
+    g_assert_nonnull(lg_registry_find(g215, right, 2, why, sizeof why));
+    unbuild(&b);
+
+    /* x[rows, cols]: two index tensors, pointers 8 bytes apart, bounds 6 and 5, negatives wrap */
+    const char *ix = "_ZN2at6native24index_elementwise_kernelILi128ELi4EZNS0_16gpu_index_kernelIZNS0_17index_kernel_"
+                     "implINS0_10OpaqueTypeILi4EEEEEvRNS_18TensorIteratorBaseEN3c108ArrayRefIlEESA_EUlPcPKclE_EEvS7_"
+                     "SA_SA_RKT_bEUliE_EEvlT1_";
+    s = lg_registry_find(ix, NULL, -1, why, sizeof why);
+    g_assert_nonnull(s);
+    build(&b, "8,1240");
+    uint32_t sz3[1] = {3}, st3[1] = {8};
+    put_calc(&b, 3, 2, 1, sz3, st3);
+    put(&b, 0, 0, 8, 3);
+    put(&b, 1, 624, 8, 2);
+    put(&b, 1, 632, 8, 0x7f0000002000);
+    put(&b, 1, 640, 8, 0x7f0000003000);
+    put(&b, 1, 832, 8, 6);
+    put(&b, 1, 840, 8, 5);
+    g_assert_cmpint(lg_decode_targets(s, b.args, why, sizeof why), ==, 2);
+    g_assert_cmpint(lg_decode_nth(s, LG_DTYPE_INT64, b.args, grid, 1, &t, why, sizeof why), ==, 0);
+    g_assert_cmpuint(t.data, ==, 0x7f0000003000ull);
+    g_assert_cmpint(t.n_classes, ==, 5);
+    g_assert_cmpint(t.count, ==, 3);
+    g_assert_true(t.allow_negative);
+    g_assert_cmpint(lg_decode_nth(s, LG_DTYPE_INT64, b.args, grid, 0, &t, why, sizeof why), ==, 0);
+    g_assert_cmpuint(t.data, ==, 0x7f0000002000ull);
+    g_assert_cmpint(t.n_classes, ==, 6);
+    put(&b, 1, 624, 8, 26); /* more index tensors than the closure holds */
+    g_assert_cmpint(lg_decode_targets(s, b.args, why, sizeof why), ==, -1);
+    /* a closure copy cannot stand in for a launch with several index tensors */
+    lg_args_copy_t copy;
+    g_assert_cmpint(lg_decode_rewrite(s, b.args, 0x1000, false, 0, &copy), ==, -1);
+    unbuild(&b);
+}
+
+/* A 64-bit index-math calculator (OffsetCalculator<2, uint64_t>: dims at 0, IntDivider<uint64_t>
+ * {divisor} from 8, strides from 8 + 8 * max_dims) in a user spec: sizes and strides are read
+ * at 8 bytes, and no magic numbers are asked of the dividers. */
+static void test_closure_index64(void)
+{
+    const char *text = "[k64]\nmatch=6mykernI\nfamily=gather\ndirection=forward\ntarget_kind=ids\nparams=8,440\n"
+                       "target=1,424\ntarget_calc=1,0,13,2,1,8\ndtype=int32\ncount=param\ncount_field=0,0,8\n"
+                       "n_classes=1,432,8\nignore_index=none\n";
+    lg_spec_t sp[1];
+    char err[512] = "";
+    g_assert_cmpint(lg_spec_parse(text, strlen(text), "k.conf", sp, 1, err, sizeof err), ==, 1);
+    built_t b;
+    build(&b, "8,440");
+    put(&b, 1, 0, 4, 2);
+    put(&b, 1, 8, 8, 5);                        /* sizes_[0] */
+    put(&b, 1, 16, 8, 3);                       /* sizes_[1] */
+    put(&b, 1, 8 + 8 * 13 + 8 * (0 * 2 + 1), 8, 4);  /* strides_[0][1]: int32 ids, dense */
+    put(&b, 1, 8 + 8 * 13 + 8 * (1 * 2 + 1), 8, 40); /* strides_[1][1]: rows of 10 ids */
+    put(&b, 0, 0, 8, 15);
+    put(&b, 1, 424, 8, 0x7f0000004000);
+    put(&b, 1, 432, 8, 1000);
+    lg_target_t t;
+    char why[256];
+    unsigned grid[3] = {1, 1, 1};
+    g_assert_cmpint(lg_decode(&sp[0], LG_DTYPE_INT32, b.args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.count, ==, 15);
+    g_assert_cmpint(t.ndim, ==, 2);
+    g_assert_cmpint(t.sizes[0], ==, 3);
+    g_assert_cmpint(t.strides[0], ==, 10);
+    g_assert_cmpint(t.sizes[1], ==, 5);
+    g_assert_cmpint(t.strides[1], ==, 1);
+    g_assert_cmpint(t.n_classes, ==, 1000);
+    unbuild(&b);
+}
+
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -626,6 +806,8 @@ int main(int argc, char **argv)
     g_test_add_func("/decode/index-kernels", test_ids_builtins);
     g_test_add_func("/decode/named-index-kernels", test_named_index);
     g_test_add_func("/decode/no-mask-key", test_no_mask_key);
+    g_test_add_func("/decode/closure-kernels", test_closure_builtins);
+    g_test_add_func("/decode/closure-index64", test_closure_index64);
     g_test_add_func("/decode/sanity-checks", test_sanity_checks);
     g_test_add_func("/decode/rewrite-limits", test_rewrite_limits);
     return g_test_run();

@@ -35,7 +35,8 @@ static void reset_warnings(void)
 /* index_add_ (indexFunc{Small,Large}Index: 5 alpha sizes; large also 64-bit index math) and
  * nn.EmbeddingBag (max, sum_mean; int64 and int32 ids) */
 #define NAMED_INDEX_SPECS (5 + 5 + 5 + 4)
-#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS)
+#define CLOSURE_SPECS 15 /* specs/pytorch.conf, closure section */
+#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS)
 
 static void test_builtin(void)
 {
@@ -54,15 +55,18 @@ static void test_builtin(void)
         g_assert_cmpint(s->n_classes.param, >=, 0);
         g_assert_true(g_str_has_prefix(s->source, "builtin:"));
         families[s->ids ? 2 : strcmp(s->family, "nll_loss2d") == 0]++;
-        g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0 || strcmp(s->family, "index_add") == 0 ||
+        g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0 || strcmp(s->family, "gather") == 0 ||
+                      strcmp(s->family, "scatter") == 0 || g_str_has_prefix(s->family, "index") ||
+                      strcmp(s->family, "take") == 0 || strcmp(s->family, "put") == 0 ||
                       strcmp(s->family, "embedding_bag") == 0);
         for (int j = 0; j < i; j++)
             g_assert_cmpstr(lg_registry_get(j)->name, !=, s->name);
     }
     g_assert_cmpint(families[0], ==, 6 + 6 + 6); /* Loss.cu >=1.13, 1.10-1.12, ClassNLLCriterion */
     g_assert_cmpint(families[1], ==, 5 + 4);     /* NLLLoss2d.cu (+ int64 index_t backward), SpatialClassNLLCriterion */
-    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + NAMED_INDEX_SPECS); /* vectorized gather, indexSelect small,
-                                                                         large (u32, u64); the named ones */
+    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + NAMED_INDEX_SPECS + 4 + 11);
+    /* vectorized gather, indexSelect small, large (u32, u64); the named ones; closures: gather,
+     * scatter, scatter_fill x2, x[idx], index_put_, index_fill x2, index_copy_, take x3, put x3 */
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
@@ -233,6 +237,27 @@ static const bad_case_t bad_cases[] = {
     {"bad family", "[k]\nmatch=x\nfamily=Bad Family\n", 0, "t.conf:3: [k] family:"},
     {"match with blank", "[k]\nmatch=a b\n", 0, "t.conf:2: [k] match:"},
     {"negative number", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,-8\n", 0, "t.conf:5: [k] params:"},
+#define CLOSURE_BODY(calc) \
+    "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\ntarget_kind=ids\nparams=4,664\ntarget=1,608\n" \
+    "dtype=int64\ncount=param\ncount_field=0,0,4\nn_classes=1,616,8\nignore_index=none\ntarget_calc=" calc "\n"
+    {"target_calc beyond its parameter", CLOSURE_BODY("1,64,25,3,2,4"), 0,
+     "[k] target_calc: offset 64 + 604 bytes of OffsetCalculator is beyond parameter 1 (664 bytes)"},
+    {"target_calc index width", CLOSURE_BODY("1,0,25,3,2,2"), 0, "[k] target_calc: index width 2"},
+    {"target_calc arg >= nargs", CLOSURE_BODY("1,0,25,3,3,4"), 0, "[k] target_calc: nargs 3 / arg 3"},
+    {"target_calc short", CLOSURE_BODY("1,0,25"), 0, "[k] target_calc: expected param,offset,max_dims,nargs,arg,index_width"},
+    {"target_calc misaligned", CLOSURE_BODY("1,2,25,3,2,4"), 0, "[k] target_calc: offset 2: an OffsetCalculator is 4-byte aligned"},
+    {"targets without room", CLOSURE_BODY("1,0,25,3,2,4") "targets=1,624,8,25\n", 0,
+     "[k] targets: 25 target pointers from offset 608 are beyond parameter 1"},
+    {"layout_check without target_calc", "[k]\n" GOOD_BODY "layout_check=offset_calc\n", 0,
+     "[k] layout_check: offset_calc needs target_calc"},
+    {"layout_check unknown", CLOSURE_BODY("1,0,25,3,2,4") "layout_check=trust_me\n", 0,
+     "[k] layout_check: \"trust_me\": must be offset_calc"},
+    {"from_functor without I", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=from_functor:5myfun:3\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0,
+     "[k] dtype: from_functor:MARK:N[:default]"},
+    {"from_functor bad default", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=from_functor:5myfunI:3:uint8\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0,
+     "[k] dtype: from_functor: the default must be int64 or int32"},
 };
 
 static void test_malformed(void)
