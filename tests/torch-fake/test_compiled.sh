@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# test_compiled.sh: torch.compile'd losses checked inside the compiled graph (labelguard::check_target,
+# python/labelguard/_compiled.py, src/api_check.c), real torch 2.15 on the runtime test double,
+# each mode of tests/torch-fake/compiled.py in its own process under `labelguard run` (so the
+# bootstrap sitecustomize is what arms it):
+#   raise  check ops in the forward and backward code, before the fused kernel; a bad label
+#          raises labelguard's RuntimeError and is logged; the op on CUDA memory raises too
+#   mask   the compiled loss equals eager's with the bad labels masked; the CUDA op masks,
+#          also in every replay of a captured graph
+#   off    LABELGUARD_COMPILED=off: no check op, one unchecked_loss_kernel warning
+# and a bad LABELGUARD_COMPILED value (empty included) stops `labelguard run` with the message.
+# The double has no Triton: the graphs are CPU graphs (Inductor's C++ backend), their code read
+# with run_and_get_code. Slow (an Inductor compile each, ~1 min here).
+# Run by tests/run.sh; alone: bash tests/torch-fake/test_compiled.sh
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$LG_ROOT" || exit 1
+T="$(mktemp -d "${TMPDIR:-/tmp}/lg-compiled.XXXXXX")"
+trap 'rm -rf "$T"' EXIT
+unset LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_COMPILED LABELGUARD_QUIET
+export LABELGUARD_LIB="$LG_PRELOAD"
+# A cache of our own: a graph compiled by another run must not stand in for this one.
+export TORCHINDUCTOR_CACHE_DIR="$T/inductor"
+rc=0
+run() { # name, env..., -- compiled.py args
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  echo "== $name"
+  env "${envs[@]}" LABELGUARD_QUIET=1 "$LG_ROOT/scripts/labelguard" run --log "$T/$name" -- \
+    "$TP" tests/torch-fake/compiled.py "$@" >"$T/$name.out" 2>"$T/$name.err"
+  local r=$?
+  sed "s/^/[$name] /" "$T/$name.out"
+  if [ $r -ne 0 ] || grep -q '^FAIL' "$T/$name.out" || ! grep -q '^ok' "$T/$name.out"; then
+    rc=1; echo "FAIL: $name (rc $r)"; tail -n 25 "$T/$name.err" | sed 's/^/  stderr: /'
+  fi
+}
+run raise LABELGUARD_ACTION=raise -- raise
+run mask LABELGUARD_ACTION=mask -- mask
+run off LABELGUARD_COMPILED=off -- off
+for bad in "" yes ON; do
+  out=$(LABELGUARD_COMPILED="$bad" "$LG_ROOT/scripts/labelguard" run -- true 2>&1); r=$?
+  if [ $r -eq 2 ] && printf '%s' "$out" | grep -q "LABELGUARD_COMPILED=\"$bad\" is not valid; allowed: on, off"; then
+    echo "ok: LABELGUARD_COMPILED='$bad' stops labelguard run with the message"
+  else
+    rc=1; echo "FAIL: LABELGUARD_COMPILED='$bad': rc $r: $out"
+  fi
+done
+[ $rc -eq 0 ] && echo "all checks passed" || echo "checks failed"
+exit $rc
