@@ -21,6 +21,7 @@ Prints "ok: ..." per check and "FAIL: ..." on a failure (exit 1).
 import glob
 import json
 import os
+import re
 import sys
 import time
 
@@ -61,9 +62,20 @@ def loss_fn(x, y):
     return F.cross_entropy(x * 2.0, y)
 
 
-def kernel_lines(code):
-    return [i for i, l in enumerate(code.splitlines()) if "cpp_fused" in l and "(" in l and "def " not in l
-            and "async_compile" not in l and "=" not in l.split("(")[0]]
+def check_then_kernel(code):
+    """In one graph's code: the check op's line, its output buffer and its input (the raw
+    target), and the lines of the fused kernels that read the output; None without a check."""
+    lines = code.splitlines()
+    for i, l in enumerate(lines):
+        if OP in l and "=" in l.split(OP)[0]:
+            out = l.split("=")[0].strip()
+            raw = l.split(OP)[1].split(",")[0].strip()
+            calls = [j for j, k in enumerate(lines) if "cpp_fused" in k and "(" in k and "def " not in k
+                     and "async_compile" not in k and not k.strip().startswith("#")]
+            readers = [j for j in calls if re.search(r"\b%s\b" % re.escape(out), lines[j])]
+            raw_readers = [j for j in calls if re.search(r"\b%s\b" % re.escape(raw), lines[j])]
+            return i, out, raw, readers, raw_readers
+    return None
 
 
 torch.manual_seed(0)
@@ -77,11 +89,10 @@ if mode == "raise":
     out, codes = run_and_get_code(lambda: cf(xg, y))
     code = "\n".join(codes)
     ok(code.count(OP) >= 2, "the compiled forward and backward check the target (%d check ops)" % code.count(OP))
-    fwd = codes[0].splitlines()
-    first_check = min(i for i, l in enumerate(fwd) if OP in l)
-    kernels = kernel_lines(codes[0])
-    ok(kernels and first_check < kernels[0], "the check op comes before the fused loss kernel",
-       "(check at line %s, kernels at %s)" % (first_check, kernels))
+    found = check_then_kernel(codes[0])
+    ok(found is not None and found[3] and min(found[3]) > found[0] and not found[4],
+       "forward: the fused loss kernel reads the check op's output, after it, and never the raw target",
+       "(check line, output, raw target, kernels reading it, kernels reading the raw target: %s)" % (found,))
     ok(torch.allclose(out, loss_fn(x, y)), "compiled loss equals eager's on good labels")
     out.backward()
     ok(xg.grad is not None and torch.isfinite(xg.grad).all(), "backward ran")
@@ -123,6 +134,9 @@ elif mode == "mask":
         out, codes = run_and_get_code(lambda: cf(x, bad))
     code = "\n".join(codes)
     ok(OP in code, "the compiled forward checks the target")
+    found = check_then_kernel(codes[0])
+    ok(found is not None and found[3] and min(found[3]) > found[0] and not found[4],
+       "the fused loss kernel reads the check op's output, after it, never the raw target", found)
     masked = bad.clone()
     masked[2] = masked[5] = -100
     ok(torch.allclose(out, loss_fn(x, masked)), "compiled loss with bad labels equals eager's with them masked",

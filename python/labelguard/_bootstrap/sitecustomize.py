@@ -33,8 +33,9 @@ def _labelguard_bootstrap():
     except Exception as e:  # the job runs as it would have
         sys.stderr.write("labelguard: torch.compile'd losses stay unchecked: %s: %s\n" % (type(e).__name__, e))
     # The sitecustomize this one shadows (a distribution's, a virtualenv's), as Python would
-    # have run it.
-    del sys.modules["sitecustomize"]
+    # have run it. The import that runs this file takes sys.modules["sitecustomize"] back when
+    # it ends: it finds the shadowed module there, or this one.
+    me = sys.modules.get("sitecustomize")
     try:
         import importlib.machinery
         import importlib.util
@@ -45,6 +46,7 @@ def _labelguard_bootstrap():
             sys.modules["sitecustomize"] = module
             spec.loader.exec_module(module)
     except Exception as e:
+        sys.modules["sitecustomize"] = me
         sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n%s: %s\n" % (type(e).__name__, e))
 
 
