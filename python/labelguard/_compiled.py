@@ -12,7 +12,7 @@ release decomposes it) are wrapped: each first calls the custom op
     labelguard::check_target(Tensor target, SymInt n_classes, SymInt ignore_index, int loss) -> Tensor
 
 and the decomposition then reads the op's output instead of the target. The op (a
-torch.library.custom_op, an extern kernel call in Inductor's output code) hands the target's
+torch.library definition, an extern kernel call in Inductor's output code) hands the target's
 buffer to liblabelguard's labelguard_check_target (include/labelguard.h), which runs the check
 an ATen NLL launch gets: validator, LABELGUARD_ACTION, report. Its output is a copy of the labels
 (masked with ignore_index under mask); reading it is what orders the check before the fused
@@ -98,7 +98,9 @@ def check(target, n_classes, ignore_index, loss):
     if lib is None or t.dtype not in dtypes or t.device.type not in ("cuda", "cpu"):
         out.copy_(t)
         return out
-    c = _state.setdefault("struct", _struct())()
+    if "struct" not in _state:
+        _state["struct"] = _struct()
+    c = _state["struct"]()
     c.target, c.out, c.count = t.data_ptr(), out.data_ptr(), t.numel()
     c.ndim = min(t.dim(), 3)
     for i in range(c.ndim):
@@ -120,19 +122,23 @@ def check(target, n_classes, ignore_index, loss):
 
 
 def _register_op():
-    """labelguard::check_target, once per process."""
+    """labelguard::check_target, once per process: a plain torch.library definition with CPU and
+    CUDA kernels (an eager call costs a dispatch, not custom_op's wrappers) and a fake kernel for
+    tracing. Functional (no alias, no mutation): its output is a new tensor."""
     if _state["op"] is not None:
         return _state["op"]
     import torch
 
-    @torch.library.custom_op("labelguard::check_target", mutates_args=())
-    def check_target(target: torch.Tensor, n_classes: int, ignore_index: int, loss: int) -> torch.Tensor:
-        return check(target, n_classes, ignore_index, loss)
+    lib = torch.library.Library("labelguard", "DEF")
+    lib.define("check_target(Tensor target, SymInt n_classes, SymInt ignore_index, int loss) -> Tensor")
+    lib.impl("check_target", check, "CPU")
+    lib.impl("check_target", check, "CUDA")
 
-    @check_target.register_fake
-    def _(target, n_classes, ignore_index, loss):
+    def fake(target, n_classes, ignore_index, loss):
         return torch.empty_like(target, memory_format=torch.contiguous_format)
 
+    torch.library.register_fake("labelguard::check_target", fake, lib=lib)
+    _state["library"] = lib  # the registration lives as long as this object
     _state["op"] = torch.ops.labelguard.check_target.default
     return _state["op"]
 

@@ -181,6 +181,7 @@ elif mode == "off":
     start = events("start")
     ok(start and start[0].get("compiled", "").startswith("off"), "off: the start event says so")
 elif mode == "perf":
+    import torch._inductor.decomposition  # noqa: F401  (what arms the check: the op is registered)
     n = int(os.environ.get("LG_PERF_N", "2000"))
     for dev, t in (("cpu", torch.randint(0, 32000, (8192,))), ("cuda (double)", torch.randint(0, 32000, (8192,)).cuda())):
         for _ in range(20):
@@ -195,6 +196,32 @@ elif mode == "perf":
         clone = (time.perf_counter() - t0) / n
         print("perf: %s, 8192 int64 labels: check op %.1f us per call (a plain clone: %.1f us)"
               % (dev, per * 1e6, clone * 1e6))
+    # Memory: B x C buffers in the compiled training step's forward code, the check op's way
+    # (Inductor's fused kernels) against way (a), Inductor made to call ATen's NLL kernels.
+    B, C = 64, 1000
+    xb = torch.randn(B, C, requires_grad=True)
+    yb = torch.randint(0, C, (B,))
+
+    def count_bxc():
+        torch._dynamo.reset()
+        _, codes = run_and_get_code(lambda: torch.compile(loss_fn)(xb, yb).backward())
+        fwd = codes[0]
+        if os.environ.get("LG_PERF_DUMP"):
+            with open(os.environ["LG_PERF_DUMP"] + str(len(dumps)), "w") as f:
+                f.write(fwd)
+        dumps.append(1)
+        return (len(re.findall(r"empty_strided_\w+\(\(%d, %d\)" % (B, C), fwd)),
+                len(re.findall(r"aten\.nll_loss_forward(\.default)?\(", fwd)))
+    dumps = []
+    b = count_bxc()
+    from torch._inductor import decomposition as d
+    for k in [k for k in d.decompositions
+              if getattr(k, "overloadpacket", None) in (torch.ops.aten.nll_loss_forward, torch.ops.aten.nll_loss_backward)]:
+        d.decompositions.pop(k)
+    d.fast_random_decomps.cache_clear()
+    a = count_bxc()
+    print("perf: compiled training step, forward graph: check op: %d B x C buffers (%d ATen NLL calls); "
+          "way (a), ATen's NLL: %d B x C buffers (%d ATen NLL calls)" % (b[0], b[1], a[0], a[1]))
 else:
     sys.exit("usage: compiled.py raise|mask|off|perf")
 sys.exit(1 if failures else 0)
