@@ -27,9 +27,10 @@ are, and the first traced loss gets one unchecked_loss_kernel warning.
 
 A graph compiled before labelguard was armed stays unchecked (Dynamo keeps it); the
 decompositions are patched when torch._inductor.decomposition is imported (a meta path hook, so
-a process that never compiles pays nothing) or at install() when it already is. A post-grad
-custom pass with a uuid puts labelguard into Inductor's and AOTAutograd's cache keys, so a
-graph cached by an unguarded run is never reused unchecked.
+a process that never compiles pays nothing) or at install() when it already is. AOTAutograd's
+cache key is the graph before decomposition, so a post-grad custom pass with a uuid (on/off)
+also puts labelguard into Inductor's and AOTAutograd's cache keys: entries made with another
+decomposition table never stand in for each other.
 
 Installed by labelguard.enable() and, under `labelguard run`, by the bootstrap sitecustomize
 (labelguard/_bootstrap/). This file uses the standard library and torch only, so the bootstrap

@@ -6,6 +6,10 @@ backend, gcc) and their generated code is read with torch._inductor.utils.run_an
 the op's CUDA path (device memory read by labelguard's host backend, sanitized copies, graph
 capture) is exercised by calling the op itself on the double's CUDA tensors.
 
+  plain   without labelguard (not under `labelguard run`): the same graph as raise, compiled
+          into the Inductor cache that raise then uses, which must not reuse it unchecked.
+  late    not under `labelguard run`: a graph compiled, then labelguard.enable(compiled
+          default on), torch._dynamo.reset(): the recompiled graph checks, a bad label raises.
   raise   the bootstrap armed the check (labelguard._compiled loaded at start, torch._inductor
           not imported by it); the compiled cross-entropy (forward and backward) calls
           labelguard::check_target before its fused kernels and gives eager's loss; a label equal
@@ -46,9 +50,10 @@ def events(kind=None):
 
 mode = sys.argv[1]
 booted = "labelguard._compiled" in sys.modules
-ok(booted, "the bootstrap sitecustomize loaded labelguard._compiled at start")
-ok("torch" not in sys.modules and "ctypes" not in sys.modules,
-   "and imported neither torch nor ctypes (zero cost until Inductor is imported)")
+if mode not in ("plain", "late"):
+    ok(booted, "the bootstrap sitecustomize loaded labelguard._compiled at start")
+    ok("torch" not in sys.modules and "ctypes" not in sys.modules,
+       "and imported neither torch nor ctypes (zero cost until Inductor is imported)")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -83,7 +88,32 @@ x = torch.randn(8, 10)
 y = torch.randint(0, 10, (8,))
 yc = y.cuda()
 
-if mode == "raise":
+if mode == "plain":
+    # Without labelguard, into the Inductor cache the raise run then uses: that run must not be
+    # handed this graph (labelguard's post-grad pass is in the cache key).
+    xg = x.clone().requires_grad_(True)
+    out, codes = run_and_get_code(lambda: torch.compile(loss_fn)(xg, y))
+    ok(not booted and OP not in "\n".join(codes), "without labelguard: no check op (graph cached)")
+elif mode == "late":
+    # labelguard.enable() after a graph was compiled: a recompile of the same function (after
+    # torch._dynamo.reset()) must not be handed the unchecked graph from Inductor's caches.
+    xg = x.clone().requires_grad_(True)
+    out, codes = run_and_get_code(lambda: torch.compile(loss_fn)(xg, y))
+    ok(OP not in "\n".join(codes), "before enable(): no check op")
+    import labelguard
+    cfg = labelguard.enable(action="raise", quiet=True)
+    ok(cfg.get("compiled") == "on", "enable() armed it, config.compiled on", cfg)
+    torch._dynamo.reset()
+    out, codes = run_and_get_code(lambda: torch.compile(loss_fn)(xg, y))
+    ok(OP in "\n".join(codes), "after enable(): the recompiled graph checks the target")
+    bad = y.clone()
+    bad[1] = 11
+    try:
+        torch.compile(loss_fn)(xg, bad)
+        ok(False, "after enable(): a bad label raises")
+    except RuntimeError as e:
+        ok("target[1] = 11" in str(e), "after enable(): a bad label raises labelguard's error", str(e))
+elif mode == "raise":
     xg = x.clone().requires_grad_(True)
     cf = torch.compile(loss_fn)
     out, codes = run_and_get_code(lambda: cf(xg, y))

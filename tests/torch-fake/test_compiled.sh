@@ -3,10 +3,13 @@
 # python/labelguard/_compiled.py, src/api_check.c), real torch 2.15 on the runtime test double,
 # each mode of tests/torch-fake/compiled.py in its own process under `labelguard run` (so the
 # bootstrap sitecustomize is what arms it):
+#   plain  (no labelguard) the raise graph compiled into the shared Inductor cache first, which
+#          the raise run must not reuse unchecked (labelguard is in the cache key)
 #   raise  check ops in the forward and backward code, before the fused kernel; a bad label
 #          raises labelguard's RuntimeError and is logged; the op on CUDA memory raises too
 #   mask   the compiled loss equals eager's with the bad labels masked; the CUDA op masks,
 #          also in every replay of a captured graph
+#   late   labelguard.enable() after a compile (no preload): the recompiled graph checks
 #   off    LABELGUARD_COMPILED=off: no check op, one unchecked_loss_kernel warning
 # and a bad LABELGUARD_COMPILED value (empty included) stops `labelguard run` with the message.
 # The double has no Triton: the graphs are CPU graphs (Inductor's C++ backend), their code read
@@ -35,8 +38,18 @@ run() { # name, env..., -- compiled.py args
     rc=1; echo "FAIL: $name (rc $r)"; tail -n 25 "$T/$name.err" | sed 's/^/  stderr: /'
   fi
 }
+# The same graph compiled without labelguard first, into the same cache: raise must not get it.
+echo "== plain"
+env -u LD_PRELOAD "$TP" tests/torch-fake/compiled.py plain >"$T/plain.out" 2>"$T/plain.err" || { rc=1; echo "FAIL: plain"; tail -n 5 "$T/plain.err"; }
+sed "s/^/[plain] /" "$T/plain.out"
 run raise LABELGUARD_ACTION=raise -- raise
 run mask LABELGUARD_ACTION=mask -- mask
+# labelguard.enable() in a process that compiled before it (the library not preloaded).
+echo "== late"
+env -u LD_PRELOAD LABELGUARD_LOG="$T/late" PYTHONPATH="$LG_ROOT/python" "$TP" tests/torch-fake/compiled.py late \
+  >"$T/late.out" 2>"$T/late.err"; r=$?
+sed "s/^/[late] /" "$T/late.out"
+if [ $r -ne 0 ] || grep -q '^FAIL' "$T/late.out"; then rc=1; echo "FAIL: late (rc $r)"; tail -n 15 "$T/late.err"; fi
 run off LABELGUARD_COMPILED=off -- off
 for bad in "" yes ON; do
   out=$(LABELGUARD_COMPILED="$bad" "$LG_ROOT/scripts/labelguard" run -- true 2>&1); r=$?
