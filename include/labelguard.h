@@ -78,7 +78,7 @@ LABELGUARD_API int labelguard_config_check(const char *name, const char *value, 
 
 /* The resolved configuration of this process as a JSON object, the `config` of the start
  * event: {"action":..., "mode":..., "hooks":..., "log":..., "kernels":..., "backtrace":...,
- * "samples":..., "quiet":..., "logprob_check":...}. snprintf-like return; -1 out of memory. */
+ * "samples":..., "quiet":..., "logprob_check":..., "compiled":"on"|"off"}. snprintf-like return; -1 out of memory. */
 LABELGUARD_API int labelguard_config(char *buf, size_t cap);
 /* The loss-kernel coverage of a PyTorch build (what `labelguard audit` and doctor show), by
  * this library's own registry: the built-in specs plus LABELGUARD_KERNELS. table_path is a
