@@ -77,7 +77,12 @@ def check_then_kernel(code):
             raw = l.split(OP)[1].split(",")[0].strip()
             calls = [j for j, k in enumerate(lines) if "cpp_fused" in k and "(" in k and "def " not in k
                      and "async_compile" not in k and not k.strip().startswith("#")]
-            readers = [j for j in calls if re.search(r"\b%s\b" % re.escape(out), lines[j])]
+            names = {out}  # and its aliases (2.10 writes `buf4 = buf3` before the kernel call)
+            for k in lines[i + 1:]:
+                m = re.match(r"\s*(\w+) = (\w+)\s*(#.*)?$", k)
+                if m and m.group(2) in names:
+                    names.add(m.group(1))
+            readers = [j for j in calls if any(re.search(r"\b%s\b" % re.escape(n), lines[j]) for n in names)]
             raw_readers = [j for j in calls if re.search(r"\b%s\b" % re.escape(raw), lines[j])]
             return i, out, raw, readers, raw_readers
     return None

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_compiled.sh: torch.compile'd losses checked inside the compiled graph (labelguard::check_target,
-# python/labelguard/_compiled.py, src/api_check.c), real torch 2.15 on the runtime test double,
+# python/labelguard/_compiled.py, src/api_check.c), real torch 2.15 on the runtime test double
+# (raise also on 2.10, TORCH_CUDA=12),
 # each mode of tests/torch-fake/compiled.py in its own process under `labelguard run` (so the
 # bootstrap sitecustomize is what arms it):
 #   plain  (no labelguard) the raise graph compiled into the shared Inductor cache first, which
@@ -43,6 +44,7 @@ echo "== plain"
 env -u LD_PRELOAD "$TP" tests/torch-fake/compiled.py plain >"$T/plain.out" 2>"$T/plain.err" || { rc=1; echo "FAIL: plain"; tail -n 5 "$T/plain.err"; }
 sed "s/^/[plain] /" "$T/plain.out"
 run raise LABELGUARD_ACTION=raise -- raise
+run raise12 TORCH_CUDA=12 LABELGUARD_ACTION=raise -- raise
 run mask LABELGUARD_ACTION=mask -- mask
 # labelguard.enable() in a process that compiled before it (the library not preloaded).
 echo "== late"
