@@ -15,7 +15,9 @@
 # and a bad LABELGUARD_COMPILED value (empty included) stops `labelguard run` with the message.
 # The double has no Triton: the graphs are CPU graphs (Inductor's C++ backend), their code read
 # with run_and_get_code. Slow (an Inductor compile each, ~1 min here).
-# Run by tests/run.sh; alone: bash tests/torch-fake/test_compiled.sh
+# This file runs plain, raise and config; test_compiled_mask.sh mask and off; test_compiled_late.sh
+# late and raise12 (bash test_compiled.sh PART... runs the parts named).
+# Run by tests/run.sh; alone: bash tests/torch-fake/test_compiled.sh [PART...]
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$LG_ROOT" || exit 1
@@ -39,27 +41,39 @@ run() { # name, env..., -- compiled.py args
     rc=1; echo "FAIL: $name (rc $r)"; tail -n 25 "$T/$name.err" | sed 's/^/  stderr: /'
   fi
 }
-# The same graph compiled without labelguard first, into the same cache: raise must not get it.
-echo "== plain"
-env -u LD_PRELOAD "$TP" tests/torch-fake/compiled.py plain >"$T/plain.out" 2>"$T/plain.err" || { rc=1; echo "FAIL: plain"; tail -n 5 "$T/plain.err"; }
-sed "s/^/[plain] /" "$T/plain.out"
-run raise LABELGUARD_ACTION=raise -- raise
-run raise12 TORCH_CUDA=12 LABELGUARD_ACTION=raise -- raise
-run mask LABELGUARD_ACTION=mask -- mask
-# labelguard.enable() in a process that compiled before it (the library not preloaded).
-echo "== late"
-env -u LD_PRELOAD LABELGUARD_LOG="$T/late" PYTHONPATH="$LG_ROOT/python" "$TP" tests/torch-fake/compiled.py late \
-  >"$T/late.out" 2>"$T/late.err"; r=$?
-sed "s/^/[late] /" "$T/late.out"
-if [ $r -ne 0 ] || grep -q '^FAIL' "$T/late.out"; then rc=1; echo "FAIL: late (rc $r)"; tail -n 15 "$T/late.err"; fi
-run off LABELGUARD_COMPILED=off -- off
-for bad in "" yes ON; do
-  out=$(LABELGUARD_COMPILED="$bad" "$LG_ROOT/scripts/labelguard" run -- true 2>&1); r=$?
-  if [ $r -eq 2 ] && printf '%s' "$out" | grep -q "LABELGUARD_COMPILED=\"$bad\" is not valid; allowed: on, off"; then
-    echo "ok: LABELGUARD_COMPILED='$bad' stops labelguard run with the message"
-  else
-    rc=1; echo "FAIL: LABELGUARD_COMPILED='$bad': rc $r: $out"
-  fi
+# The parts to run (each an Inductor compile or two, about a minute here): all three test files
+# share this one, each with its parts, so that none runs past tests/run.sh's time limit.
+parts=${*:-plain raise config}
+for part in $parts; do
+  case $part in
+  plain)
+    # The same graph compiled without labelguard first, into the same cache: raise must not get it.
+    echo "== plain"
+    env -u LD_PRELOAD "$TP" tests/torch-fake/compiled.py plain >"$T/plain.out" 2>"$T/plain.err" ||
+      { rc=1; echo "FAIL: plain"; tail -n 5 "$T/plain.err"; }
+    sed "s/^/[plain] /" "$T/plain.out" ;;
+  raise) run raise LABELGUARD_ACTION=raise -- raise ;;
+  raise12) run raise12 TORCH_CUDA=12 LABELGUARD_ACTION=raise -- raise ;;
+  mask) run mask LABELGUARD_ACTION=mask -- mask ;;
+  off) run off LABELGUARD_COMPILED=off -- off ;;
+  late)
+    # labelguard.enable() in a process that compiled before it (the library not preloaded).
+    echo "== late"
+    env -u LD_PRELOAD LABELGUARD_LOG="$T/late" PYTHONPATH="$LG_ROOT/python" "$TP" tests/torch-fake/compiled.py late \
+      >"$T/late.out" 2>"$T/late.err"; r=$?
+    sed "s/^/[late] /" "$T/late.out"
+    if [ $r -ne 0 ] || grep -q '^FAIL' "$T/late.out"; then rc=1; echo "FAIL: late (rc $r)"; tail -n 15 "$T/late.err"; fi ;;
+  config)
+    for bad in "" yes ON; do
+      out=$(LABELGUARD_COMPILED="$bad" "$LG_ROOT/scripts/labelguard" run -- true 2>&1); r=$?
+      if [ $r -eq 2 ] && printf '%s' "$out" | grep -q "LABELGUARD_COMPILED=\"$bad\" is not valid; allowed: on, off"; then
+        echo "ok: LABELGUARD_COMPILED='$bad' stops labelguard run with the message"
+      else
+        rc=1; echo "FAIL: LABELGUARD_COMPILED='$bad': rc $r: $out"
+      fi
+    done ;;
+  *) echo "FAIL: unknown part $part"; rc=1 ;;
+  esac
 done
 [ $rc -eq 0 ] && echo "all checks passed" || echo "checks failed"
 exit $rc
