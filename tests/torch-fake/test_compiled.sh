@@ -16,7 +16,7 @@
 # The double has no Triton: the graphs are CPU graphs (Inductor's C++ backend), their code read
 # with run_and_get_code. Slow (an Inductor compile each, ~1 min here).
 # This file runs plain, raise and config; test_compiled_mask.sh mask and off; test_compiled_late.sh
-# late and raise12 (bash test_compiled.sh PART... runs the parts named).
+# late; test_compiled_210.sh raise12 (bash test_compiled.sh PART... runs the parts named).
 # Run by tests/run.sh; alone: bash tests/torch-fake/test_compiled.sh [PART...]
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
