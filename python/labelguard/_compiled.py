@@ -43,7 +43,7 @@ import sys
 import threading
 
 _lock = threading.RLock()
-_state = {"lib": None, "finder": None, "patched": False, "op": None, "on": None, "why": None}
+_state = {"lib": None, "finder": None, "patched": False, "op": None, "on": None}
 
 DECOMP_MODULE = "torch._inductor.decomposition"
 # aten op -> (loss code of labelguard_check_target, where n_classes is in `self`)
@@ -241,6 +241,9 @@ class _Loader:
 
     def __init__(self, real):
         self.real = real
+
+    def __getattr__(self, name):  # get_source, is_package...: the real loader's
+        return getattr(self.real, name)
 
     def create_module(self, spec):
         return self.real.create_module(spec)
