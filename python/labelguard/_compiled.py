@@ -183,10 +183,31 @@ def _wrap(name, orig, op):
     return decomposition
 
 
+def _hoist_checks(graph):
+    """Moves each check op of a post-grad graph up to just after its inputs (the graph's inputs,
+    in practice). The decomposition emits it in the middle of the loss, after the log_softmax's
+    nodes; left there, Inductor's scheduler splits the log_softmax and the NLL into two kernels
+    around the extern call instead of fusing them."""
+    op = _state["op"]
+    if op is None:
+        return
+    nodes = list(graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    for n in nodes:
+        if n.op != "call_function" or n.target is not op:
+            continue
+        deps = list(n.all_input_nodes) + placeholders[-1:]
+        anchor = max(deps, key=lambda d: order[d])
+        if order[anchor] + 1 < order[n]:
+            anchor.append(n)
+            order = {m: i for i, m in enumerate(graph.nodes)}
+
+
 def _cache_pass(inductor_config):
-    """A post-grad pass that changes nothing but has a uuid: Inductor's FX graph cache and
-    AOTAutograd's cache hash it, so graphs compiled with and without the check never share an
-    entry. A pass the user installed still runs, first."""
+    """The post-grad pass: moves the check ops up (_hoist_checks), and has a uuid, which
+    Inductor's FX graph cache and AOTAutograd's cache hash, so graphs compiled with and without
+    the check never share an entry. A pass the user installed still runs, after it."""
     try:
         from torch._inductor.custom_graph_pass import CustomGraphPass
     except ImportError:
@@ -199,6 +220,7 @@ def _cache_pass(inductor_config):
         labelguard = True
 
         def __call__(self, graph):
+            _hoist_checks(graph)
             if user is not None:
                 user(graph)
 
@@ -206,7 +228,7 @@ def _cache_pass(inductor_config):
             inner = user.uuid() if user is not None and hasattr(user, "uuid") else None
             if user is not None and inner is None:
                 return None  # the user's pass is uncacheable: so is the graph
-            return ("labelguard-check-op-1", "on" if _state["on"] else "off", inner)
+            return ("labelguard-check-op-2", "on" if _state["on"] else "off", inner)
 
     inductor_config.post_grad_custom_post_pass = LabelguardCachePass()
 
