@@ -72,7 +72,8 @@ def check_then_kernel(code):
     target), and the lines of the fused kernels that read the output; None without a check."""
     lines = code.splitlines()
     for i, l in enumerate(lines):
-        if OP in l and "=" in l.split(OP)[0]:
+        # The forward loss's check (loss 0); the backward's (loss 1) may come first, saved for later.
+        if OP in l and "=" in l.split(OP)[0] and l.rstrip().endswith(", 0)"):
             out = l.split("=")[0].strip()
             raw = l.split(OP)[1].split(",")[0].strip()
             calls = [j for j, k in enumerate(lines) if "cpp_fused" in k and "(" in k and "def " not in k
