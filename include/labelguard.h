@@ -78,7 +78,7 @@ LABELGUARD_API int labelguard_config_check(const char *name, const char *value, 
 
 /* The resolved configuration of this process as a JSON object, the `config` of the start
  * event: {"action":..., "mode":..., "hooks":..., "log":..., "kernels":..., "backtrace":...,
- * "samples":..., "quiet":..., "logprob_check":...}. snprintf-like return; -1 out of memory. */
+ * "samples":..., "quiet":..., "logprob_check":..., "compiled":"on"|"off"}. snprintf-like return; -1 out of memory. */
 LABELGUARD_API int labelguard_config(char *buf, size_t cap);
 /* The loss-kernel coverage of a PyTorch build (what `labelguard audit` and doctor show), by
  * this library's own registry: the built-in specs plus LABELGUARD_KERNELS. table_path is a
@@ -94,6 +94,58 @@ LABELGUARD_API int labelguard_config(char *buf, size_t cap);
  * Report path only: starts no CUDA, hooks nothing, and builds the registry only if the guard
  * has not (then a problem with a LABELGUARD_KERNELS file is a warning on stderr). Thread-safe. */
 LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known_gaps_path, int quiet, int out_fd);
+
+/* ---- torch.compile: the check op (python/labelguard/_compiled.py)
+ *
+ * Inductor fuses log_softmax and NLL into a Triton kernel that the launch hooks cannot decode.
+ * Under labelguard the compiled graph calls the custom op labelguard::check_target on each
+ * loss's target before that kernel; the op hands the target's buffer to
+ * labelguard_check_target, which runs the check a watched ATen NLL launch gets (validate, then
+ * LABELGUARD_ACTION, then the report) and writes the labels the fused kernel is to read. */
+
+#define LABELGUARD_DTYPE_INT64 0
+#define LABELGUARD_DTYPE_UINT8 1
+#define LABELGUARD_DTYPE_INT32 2
+
+/* Which loss the target belongs to: the report's family and direction. */
+#define LABELGUARD_LOSS_NLL_FORWARD   0
+#define LABELGUARD_LOSS_NLL_BACKWARD  1
+#define LABELGUARD_LOSS_NLL2D_FORWARD 2
+#define LABELGUARD_LOSS_NLL2D_BACKWARD 3
+
+typedef struct labelguard_target_check {
+    const void *target;   /* the labels, contiguous: device memory, or host memory when on_host */
+    void *out;            /* count elements of the same dtype, contiguous: the checked labels */
+    int64_t count;        /* elements */
+    int64_t sizes[3];     /* the target's shape (ndim 0: flat), for reports (target[0][3][7]) */
+    int ndim;
+    int dtype;            /* LABELGUARD_DTYPE_* */
+    int64_t n_classes;    /* a label is good in [0, n_classes) or equal to ignore_index */
+    int64_t ignore_index;
+    void *stream;         /* cudaStream_t the loss runs on (NULL: the legacy default stream) */
+    int on_host;          /* 1: a CPU tensor, checked on the host without CUDA */
+    int loss;             /* LABELGUARD_LOSS_* */
+} labelguard_target_check_t;
+
+/* Checks c->target and writes into c->out what the loss is to read. Returns
+ *   0  out holds the labels as they are: all good, or bad ones with LABELGUARD_ACTION=log (the
+ *      violation is reported; the loss then fails as it would have), or the verdict is
+ *      delivered later (LABELGUARD_MODE=async, a CUDA graph replay: out holds the sanitized
+ *      copy, and the error arrives at the next CUDA check, as for an ATen launch);
+ *   1  mask: out holds the labels with each bad one replaced by ignore_index (reported);
+ *  -1  raise or hold (after the thread is released): msg holds the error text of a blocked
+ *      launch; out is untouched and the caller raises it (no CUDA error is left pending);
+ *  -2  not checked: msg says why (also warned once in the log); out holds the labels as they are.
+ * abort does not return. Enqueues on c->stream only (sync mode waits for the verdict, as for a
+ * watched launch); inside a CUDA graph capture the check is captured and runs at every replay.
+ * msg: snprintf-like, may be NULL. Any thread. */
+LABELGUARD_API int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_t cap);
+
+/* The torch.compile guard's question, asked when it installs and each time a compiled graph is
+ * traced with a loss (traced: the ATen op's name, NULL when only asking): 1 when compiled losses
+ * are checked (LABELGUARD_COMPILED=on, the default), 0 when not; with off, the first traced loss
+ * gets the one unchecked_loss_kernel warning. */
+LABELGUARD_API int labelguard_compiled(const char *traced);
 
 #ifdef __cplusplus
 }

@@ -266,7 +266,7 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     if (p.try_mask) {
         bool rewrite = false;
         int64_t value = 0;
-        bool ok = make_mask(in, d, &rewrite, &value, why, sizeof why);
+        bool ok = in->copy_made || make_mask(in, d, &rewrite, &value, why, sizeof why);
         p = lg_act_policy(lg_cfg.action, in->when, ok ? LG_MASK_DONE : LG_MASK_FAILED);
         if (ok && rewrite && !p.note)
             snprintf(v->note, sizeof v->note,

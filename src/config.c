@@ -30,6 +30,7 @@ lg_config_t lg_cfg = {
     .quiet = false,
     .debug_kernels = false,
     .logprob_check = true,
+    .compiled = true,
 };
 
 static const char *const action_names[] = {"raise", "hold", "mask", "log", "abort"};
@@ -162,6 +163,11 @@ int lg_config_parse(lg_config_t *cfg, const char *(*getenv_fn)(const char *), ch
     if (parse_enum(getenv_fn, "LABELGUARD_LOGPROB_CHECK", bool_names, 2, "0, 1", &e, err, err_len))
         return -1;
     c.logprob_check = e;
+    static const char *const onoff_names[] = {"off", "on"};
+    e = c.compiled;
+    if (parse_enum(getenv_fn, "LABELGUARD_COMPILED", onoff_names, 2, "on, off", &e, err, err_len))
+        return -1;
+    c.compiled = e;
 
     *cfg = c;
     return 0;
@@ -179,6 +185,7 @@ lg_config_t lg_cfg_defaults(void)
     c.backtrace_python = true;
     c.samples = 16;
     c.logprob_check = true;
+    c.compiled = true;
     return c;
 }
 
@@ -190,7 +197,7 @@ static const char *check_getenv(const char *name) { return strcmp(name, check_na
 static const char *const known_names[] = {
     "LABELGUARD_ACTION",        "LABELGUARD_MODE",          "LABELGUARD_HOOKS",   "LABELGUARD_LOG",
     "LABELGUARD_KERNELS",       "LABELGUARD_BACKTRACE",     "LABELGUARD_SAMPLES", "LABELGUARD_QUIET",
-    "LABELGUARD_DEBUG_KERNELS", "LABELGUARD_LOGPROB_CHECK",
+    "LABELGUARD_DEBUG_KERNELS", "LABELGUARD_LOGPROB_CHECK", "LABELGUARD_COMPILED",
 };
 
 int lg_config_check(const char *name, const char *value, char *msg, size_t msg_len)

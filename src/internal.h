@@ -53,6 +53,7 @@ typedef struct lg_config {
     bool quiet;
     bool debug_kernels; /* LABELGUARD_DEBUG_KERNELS=1: a kernel_seen warning per watched kernel */
     bool logprob_check; /* LABELGUARD_LOGPROB_CHECK=0 turns off the raw-logits check of NLL inputs */
+    bool compiled;      /* LABELGUARD_COMPILED=off: torch.compile'd losses are left unchecked (api_check.c) */
 } lg_config_t;
 
 /* Parses the LABELGUARD_* variables through `getenv_fn` (getenv in the library, a table in
@@ -923,6 +924,9 @@ typedef struct lg_decision {
  * validate, act. `rt` is the runtime the hook resolved. */
 LG_HIDDEN void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d);
 LG_HIDDEN void lg_launch_counters(lg_counters_t *out);
+/* A check made outside a launch (api_check.c, torch.compile's check op) in the summary's
+ * watched count, and in validated too when its labels were read. */
+LG_HIDDEN void lg_launch_count_check(bool validated_too);
 /* Set by labelguard_disable (cleared by labelguard_enable): watched launches are not checked.
  * Read on the watched path only; the unwatched fast path never looks at it. */
 extern LG_HIDDEN _Atomic int lg_launch_disabled;
@@ -998,6 +1002,7 @@ typedef struct lg_act_input {
     const lg_target_t *target;
     const lg_verdict_t *verdict;
     uint64_t graph_id, replay; /* a graph replay's (graphs.c); 0 otherwise */
+    bool copy_made; /* mask: the caller made the masked copy itself (api_check.c, host labels) */
 } lg_act_input_t;
 /* Reports the violation and carries out LABELGUARD_ACTION; d (NULL for LG_ACT_AFTER) gets
  * what the hook must do. May not return (abort) or return after a hold. */
@@ -1014,6 +1019,12 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+
+/* ---------------------------------------------------------------- api_check.c */
+
+/* The start event's `compiled` line: how torch.compile'd losses are checked (or that they are
+ * not, LABELGUARD_COMPILED=off). */
+LG_HIDDEN const char *lg_api_check_way(void);
 
 /* ---------------------------------------------------------------- opaque.c */
 

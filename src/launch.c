@@ -56,6 +56,13 @@ void lg_launch_counters(lg_counters_t *out)
     out->validate_ns_total = lg_validate_ns_total(); /* validate.c times every call it serves */
 }
 
+void lg_launch_count_check(bool validated_too)
+{
+    atomic_fetch_add(&watched, 1);
+    if (validated_too)
+        atomic_fetch_add(&validated, 1);
+}
+
 /* ------------------------------------------------------------------ async verdicts */
 
 void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)

@@ -168,6 +168,7 @@ static void config_object(lg_json_t *j, const char *key)
     lg_json_int(j, "samples", lg_cfg.samples);
     lg_json_bool(j, "quiet", lg_cfg.quiet);
     lg_json_bool(j, "logprob_check", lg_cfg.logprob_check);
+    lg_json_string(j, "compiled", lg_cfg.compiled ? "on" : "off");
     lg_json_end_object(j);
 }
 
@@ -227,6 +228,7 @@ void lg_report_start(void)
     lg_json_string(&j, "hooks_reason", env.has_hooks_reason ? env.hooks_reason : NULL);
     lg_json_string(&j, "backend", env.has_backend ? env.backend : NULL);
     lg_json_string(&j, "validator", env.has_validator ? env.validator : NULL);
+    lg_json_string(&j, "compiled", lg_api_check_way());
     char ver[32];
     if (env.cuda_runtime > 0) {
         version_string(env.cuda_runtime, ver, sizeof(ver));

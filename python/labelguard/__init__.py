@@ -50,6 +50,7 @@ OPTIONS = {
     "quiet": "LABELGUARD_QUIET",
     "logprob_check": "LABELGUARD_LOGPROB_CHECK",
     "debug_kernels": "LABELGUARD_DEBUG_KERNELS",
+    "compiled": "LABELGUARD_COMPILED",
 }
 
 
@@ -64,6 +65,8 @@ _handle = None  # the loaded library (ctypes.CDLL), once enable() or a query fou
 def _env_value(name, value):
     """A keyword argument's value as the environment variable's text."""
     if isinstance(value, bool):
+        if name == "compiled":
+            return "on" if value else "off"
         return "1" if value else "0"
     if name in ("log", "kernels") and isinstance(value, (str, bytes, os.PathLike)):
         value = os.fsdecode(value)
@@ -211,7 +214,9 @@ def enable(action=None, mode=None, log=None, **options):
 
     action: raise (default), hold, mask, log, abort   mode: sync (default), async
     log: the JSONL log directory (default labelguard-logs, or $LABELGUARD_LOG)
-    options: hooks, kernels, backtrace, samples, quiet, logprob_check, debug_kernels (README).
+    options: hooks, kernels, backtrace, samples, quiet, logprob_check, debug_kernels,
+    compiled ("on"/True, the default: torch.compile'd losses are checked in the compiled graph;
+    "off"/False: left as Inductor makes them) (README).
 
     Raises ValueError for a bad value (naming the allowed ones), TypeError for an unknown option,
     LabelguardError (a RuntimeError) where the process cannot be guarded: the CUDA context is
@@ -247,6 +252,8 @@ def enable(action=None, mode=None, log=None, **options):
         why = ctypes.create_string_buffer(1024)
         if _handle.labelguard_enable(why, 1024) < 0:
             raise LabelguardError(why.value.decode("utf-8", "replace") or "labelguard could not arm this process")
+        from . import _compiled
+        _compiled.install()  # graphs compiled from now on check their losses' targets
         return _active_config(_handle)
 
 

@@ -48,6 +48,7 @@ static void test_defaults(void)
     g_assert_true(c.backtrace_native && c.backtrace_python);
     g_assert_cmpint(c.samples, ==, 16);
     g_assert_false(c.quiet);
+    g_assert_true(c.compiled);
 }
 
 static void test_valid_values(void)
@@ -83,6 +84,13 @@ static void test_valid_values(void)
     set_env("LABELGUARD_BACKTRACE", "none");
     g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
     g_assert_false(c.backtrace_native || c.backtrace_python);
+
+    set_env("LABELGUARD_COMPILED", "off");
+    g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
+    g_assert_false(c.compiled);
+    set_env("LABELGUARD_COMPILED", "on");
+    g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
+    g_assert_true(c.compiled);
 }
 
 static void expect_bad(const char *var, const char *value, const char *shown, const char *allowed)
@@ -114,6 +122,7 @@ static void test_check(void)
         {"LABELGUARD_HOOKS", "cupti"},       {"LABELGUARD_LOG", "/tmp/x"},    {"LABELGUARD_KERNELS", "a.conf:b.conf"},
         {"LABELGUARD_BACKTRACE", "python"},  {"LABELGUARD_SAMPLES", "256"},   {"LABELGUARD_QUIET", "1"},
         {"LABELGUARD_DEBUG_KERNELS", "0"},   {"LABELGUARD_LOGPROB_CHECK", "0"},
+        {"LABELGUARD_COMPILED", "on"},       {"LABELGUARD_COMPILED", "off"},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
         g_assert_cmpint(lg_config_check(good[i][0], good[i][1], msg, sizeof msg), ==, 0);
@@ -160,6 +169,9 @@ static void test_bad_values(void)
     expect_bad("LABELGUARD_SAMPLES", "", "\"\"", "1 to 256");
     expect_bad("LABELGUARD_QUIET", "yes", "yes", "0, 1");
     expect_bad("LABELGUARD_DEBUG_KERNELS", "2", "\"2\"", "0, 1");
+    expect_bad("LABELGUARD_COMPILED", "", "\"\"", "on, off");
+    expect_bad("LABELGUARD_COMPILED", "1", "\"1\"", "on, off");
+    expect_bad("LABELGUARD_COMPILED", "ON", "\"ON\"", "on, off");
 
     /* Overlong: the message stays one bounded line, the value shown truncated. */
     char *huge = g_malloc(10000);
