@@ -4,6 +4,8 @@
 #   validator   each tests/gpu/*.cu (the validator kernel against the
 #               CPU scan on the same buffers) built by `make gpu-tests` as BUILD/tests/gpu/NAME
 #   progs       the end-to-end programs on the real runtime, every action (tests/torch/progs_real.py)
+#   cupti_layout  the real libcupti's launch-callback parameters for 505/506/211/214 as src/cupti.c
+#               reads them (tests/gpu/cupti_layout.sh)
 #   probe       PyTorch's real NLL kernels: names + cudaFuncGetParamInfo sizes from the live
 #               process against specs/pytorch.conf (tests/torch/probe_kernels.py; needs torch)
 # Each under its own timeout; PASS/FAIL/SKIP per test and "N passed, N failed" last.
@@ -100,6 +102,11 @@ done
 [ $found = 1 ] || record validator skip "no tests/gpu/*.cu"
 
 run_test progs 45 "$PYTHON" tests/torch/progs_real.py "${fake[@]}" --build "$BUILD" --out "$WORK/progs.json" --workdir "$WORK/progs"
+if [ ${#fake[@]} -eq 0 ]; then
+  run_test cupti_layout 30 bash tests/gpu/cupti_layout.sh "$BUILD"
+else
+  record cupti_layout skip "the real libcupti is needed (tests/e2e/test_cupti_layout.sh runs the double's)"
+fi
 if [ ${#fake[@]} -eq 0 ] && "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   run_test probe 60 "$PYTHON" tests/torch/probe_kernels.py --lib "$PWD/$BUILD/liblabelguard.so" \
     --conf specs/pytorch.conf --out "$WORK/probe.json" --workdir "$WORK/probe" --timeout 50

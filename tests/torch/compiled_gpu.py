@@ -23,7 +23,7 @@ Exit 0 all passed, 1 some failed, 77 no GPU or no Triton.
   bench     ms per training step and peak memory, B=4096 tokens, C=32000 classes: check op on,
             LABELGUARD_COMPILED=off, and way (a) (Inductor made to call ATen's NLL kernels:
             the NLL decompositions removed), to back the choice of the check op
-scripts/gpu-check.sh can run it as a part of its own (it is not wired in there); by hand on a GPU
+scripts/gpu-check.sh runs it as the `compiled` case of tests/torch/gpu_path.py; by hand on a GPU
 machine, after `make`:  python3 tests/torch/compiled_gpu.py --out gpu-report/compiled
 """
 import argparse

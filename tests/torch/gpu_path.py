@@ -31,7 +31,8 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   late_enable     labelguard.enable() in a process whose CUDA context is running (the dlopen of
                   the library into a live torch process, as `attach` does), then a bad label
   attach          `labelguard attach PID` into a running torch process (needs gdb)
-  compiled        torch.compile'd cross-entropy checked (tests/torch/compiled_gpu.py, when present)
+  compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
+                  (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
 Exit status 0 when no case failed (SKIP is not a failure), 1 otherwise.
 """
 import argparse
@@ -550,18 +551,22 @@ def case_attach(ctx):
 
 def case_compiled(ctx):
     script = os.path.join(HERE, "compiled_gpu.py")
-    if not os.path.exists(script):
-        return "SKIP", "tests/torch/compiled_gpu.py not present"
     if ctx.fake:
-        return "SKIP", "Triton needs a GPU (GPU-free: tests/torch-fake/test_compiled.sh)"
-    env = dict(os.environ, LD_PRELOAD=ctx.lib, PYTHONPATH=os.path.join(ROOT, "python"))
+        return "SKIP", "Triton needs a GPU (GPU-free: tests/torch-fake/test_compiled*.sh)"
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)  # compiled_gpu.py runs each case under `labelguard run` itself
     try:
-        p = subprocess.run([ctx.python, script, "--workdir", os.path.join(ctx.workdir, "compiled")], env=env,
-                           capture_output=True, text=True, timeout=240)
+        p = subprocess.run([ctx.python, script, "--lib", ctx.lib, "--out", os.path.join(ctx.workdir, "compiled"),
+                            "--cases", os.environ.get("LG_GPU_COMPILED_CASES", "default,reduce,mask,off")],
+                           env=env, capture_output=True, text=True, timeout=240)
     except subprocess.TimeoutExpired:
         return "FAIL", "timeout after 240s"
-    tail = (p.stdout.strip().splitlines() or [""])[-1]
-    return ("PASS" if p.returncode == 0 else "FAIL"), tail[:300] or p.stderr[-300:]
+    if p.returncode == 77:
+        return "SKIP", (p.stdout.strip().splitlines() or ["no GPU or no Triton"])[-1]
+    lines = p.stdout.strip().splitlines()
+    fails = [ln for ln in lines if ln.startswith("FAIL")]
+    tail = (lines or [p.stderr[-300:]])[-1]
+    return ("PASS" if p.returncode == 0 else "FAIL"), "; ".join(fails[:3] + [tail])[:400]
 
 
 CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),

@@ -27,7 +27,7 @@ expect_rc() { # rc, command...: the command's exit status must be rc
   "$@"; rc=$?
   [ "$rc" -eq "$want" ] || { echo "exit status $rc, expected $want"; return 1; }
 }
-scripts=(scripts/gpu-check.sh scripts/fetch-debs.sh tests/gpu/run.sh bench/run.sh tests/torch/test_gpu_check.sh)
+scripts=(scripts/gpu-check.sh scripts/fetch-debs.sh tests/gpu/run.sh tests/gpu/cupti_layout.sh bench/run.sh tests/torch/test_gpu_check.sh)
 for s in "${scripts[@]}"; do check "bash -n $s" bash -n "$s"; done
 if command -v shellcheck >/dev/null; then check "shellcheck" shellcheck "${scripts[@]}"
 else echo "skip shellcheck: not installed (Debian package shellcheck)"; fi
