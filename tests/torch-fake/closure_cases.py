@@ -54,6 +54,9 @@ def view_of(t):
     return [s for s, _ in out], [st for _, st in out]
 
 
+WRITERS = {"scatter", "index_put", "index_fill", "index_copy", "put", "index_add"}
+
+
 def case(name, fn, idx, bound, elem, value, kernels, family, negative=False, cause=None, several=False):
     """fn() launches the op; idx the index tensor holding the bad id at element offset elem."""
     exc = None
@@ -94,11 +97,13 @@ def case(name, fn, idx, bound, elem, value, kernels, family, negative=False, cau
               (MODE == "log" or cause in str(exc)), (V[0]["cause"], V[0].get("cause_text")))
     # async (raise, LABELGUARD_MODE=async): no stream sync for the check; the launch runs on a
     # sanitized copy (bad ids -> row 0) and the verdict raises at the next synchronizing call.
-    # Several index tensors in one launch are checked synchronously (one copy cannot stand in).
+    # Several index tensors in one launch are checked synchronously (one copy cannot stand in),
+    # and so are the ops that write at their ids (row 0 would be written into the caller's tensor).
+    sync = several or family in WRITERS
     outcome = {"log": "launched", "raise": "blocked", "mask": "blocked",
-               "async": "blocked" if several else "masked"}[MODE]
+               "async": "blocked" if sync else "masked"}[MODE]
     check("%s: outcome %s" % (tag, outcome), V[0]["outcome"] == outcome, V[0]["outcome"])
-    if MODE == "async" and not several:
+    if MODE == "async" and not sync:
         check("%s: the note says the launch ran on a sanitized copy" % tag, "sanitized copy" in V[0]["note"],
               V[0]["note"])
     if MODE == "mask":

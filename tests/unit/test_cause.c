@@ -184,6 +184,10 @@ static void test_node_id_out_of_range(void)
                     "node_id_out_of_range");
     g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("embedding_bag", &c->t, &c->v)), ==, "vocab_too_small");
     g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids(NULL, &c->t, &c->v)), ==, "vocab_too_small");
+    /* Advanced indexing and take/put index a tensor's dimension, not a vocabulary. */
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("index", &c->t, &c->v)), ==, "other");
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("take", &c->t, &c->v)), ==, "other");
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("gather", &c->t, &c->v)), ==, "vocab_too_small");
     int64_t neg[4] = { 0, -1, 3, 4 };
     case_t *n = make_case(neg, 4, 10, -1, 1);
     n->t.has_ignore_index = 0;
