@@ -59,6 +59,7 @@ typedef struct mapping {
     unsigned long long capture_id;
     bool instantiated; /* graphs: an exec was made from this graph */
     bool suspect;      /* execs: made without checks while a checked graph had none (see launched) */
+    uint64_t replays;  /* execs: replays queued so far; each exec numbers its own from 1 */
 } mapping_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -355,6 +356,10 @@ bool lg_graphs_launched(const void *exec, void *stream)
         __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     }
     unsigned long long id = m ? m->capture_id : 0;
+    /* The replay's number is this exec's own: a graph's execs replay independently. Which run
+     * of a check's ring the replay publishes is the check's count, over every exec replaying
+     * that check's nodes. */
+    uint64_t replay = id ? ++m->replays : 0;
     for (int i = 0; id && i < n_checks; i++) {
         check_t *c = &checks[i];
         if (c->capture_id != id)
@@ -368,7 +373,7 @@ bool lg_graphs_launched(const void *exec, void *stream)
         p->ring = c->ring;
         p->seq = ++c->launched;
         p->graph_id = id;
-        p->replay = p->seq;
+        p->replay = replay;
         if (lg_verdicts_add(p) != 0)
             free(p);
     }

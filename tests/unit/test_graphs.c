@@ -239,6 +239,42 @@ static void test_second_exec_warned(void)
     g_assert_false(lg_graphs_watching());
 }
 
+/* Two execs of one checked graph, replayed A, B, A: each replay's verdict names its exec's own
+ * replay number (A's 1 and 2, B's 1), not the count of the graph's replays by any exec. */
+static void test_replays_per_exec(void)
+{
+    static char graph_h, exec_a, exec_b;
+    static lg_scan_ring_t ring;
+    lg_target_t t = {0};
+    char why[128] = "";
+    drain();
+    g_assert_cmpint(lg_graphs_add_check(41, NULL, NULL, &t, &ring, why, sizeof why), ==, 0);
+    lg_graphs_end_capture(41, &graph_h);
+    lg_graphs_instantiated(&exec_a, &graph_h);
+    lg_graphs_instantiated(&exec_b, &graph_h);
+    const void *order[] = {&exec_a, &exec_b, &exec_a};
+    for (int k = 0; k < 3; k++) {
+        g_assert_false(lg_graphs_launched(order[k], NULL));
+        /* The check's node ran: it publishes run k + 1 of the ring, clean. */
+        lg_scan_ring_entry_t *e = &ring.entries[(k + 1) % LG_RING_SLOTS];
+        memset((void *)&e->verdict, 0, sizeof e->verdict);
+        e->seq = (unsigned long long)k + 1;
+        ring.latest = (unsigned long long)k + 1;
+    }
+    uint64_t want[] = {1, 1, 2};
+    lg_async_report_t r;
+    for (int k = 0; k < 3; k++) {
+        g_assert_true(lg_verdicts_collect(&r, LG_COLLECT_SYNC_ALL, NULL));
+        g_assert_cmpuint(r.graph_id, ==, 41);
+        g_assert_cmpuint(r.replay, ==, want[k]);
+    }
+    g_assert_false(lg_verdicts_collect(&r, LG_COLLECT_SYNC_ALL, NULL));
+    lg_graphs_exec_destroyed(&exec_a);
+    lg_graphs_exec_destroyed(&exec_b);
+    lg_graphs_destroyed(&graph_h);
+    g_assert_false(lg_graphs_watching());
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -257,6 +293,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graphs/reused_after_destroy", test_reused_after_destroy);
     g_test_add_func("/graphs/reused_unseen_destroy", test_reused_unseen_destroy);
     g_test_add_func("/graphs/exec_outlives_graph", test_exec_outlives_graph);
+    g_test_add_func("/graphs/replays_per_exec", test_replays_per_exec);
     g_test_add_func("/graphs/unpublished_bounded", test_unpublished_bounded);
     g_test_add_func("/graphs/child_graph_unreported", test_child_graph_unreported);
     int rc = g_test_run();
