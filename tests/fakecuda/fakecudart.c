@@ -2500,9 +2500,9 @@ cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy
     const node_t *n = graph_node(node, NODE_MEMCPY);
     if (!n || !p) return ret(cudaErrorInvalidValue);
     memset(p, 0, sizeof *p);
-    p->srcPtr = make_cudaPitchedPtr((void *)n->src, n->n, n->n, 1);
-    p->dstPtr = make_cudaPitchedPtr(n->dst, n->n, n->n, 1);
-    p->extent = make_cudaExtent(n->n, 1, 1);
+    p->srcPtr = (struct cudaPitchedPtr){.ptr = (void *)n->src, .pitch = n->n, .xsize = n->n, .ysize = 1};
+    p->dstPtr = (struct cudaPitchedPtr){.ptr = n->dst, .pitch = n->n, .xsize = n->n, .ysize = 1};
+    p->extent = (struct cudaExtent){.width = n->n, .height = 1, .depth = 1};
     p->kind = n->kind;
     return cudaSuccess;
 }
