@@ -216,8 +216,11 @@ static void test_child_graph_unreported(void)
     g_assert_false(lg_graphs_mapped());
 }
 
-/* Two execs of one checked graph share its check nodes' scratch: one graph_exec_shares_checks
- * warning, at the second instantiate (none for the first, none again for a third). */
+/* A second exec of a checked graph whose check cannot get scratch of its own (here: no host-node
+ * check behind it, as for the GPU backend's validator, which writes the stream's scratch) shares
+ * the check's scratch: one graph_exec_shares_checks warning saying why, at the second
+ * instantiate (none for the first, none again for a third). Host-node checks get their own
+ * (tests/e2e/test_graph_execs.sh). */
 static void test_second_exec_warned(void)
 {
     static char graph_h, exec_a, exec_b, exec_c;
@@ -230,6 +233,7 @@ static void test_second_exec_warned(void)
     lg_graphs_instantiated(&exec_b, &graph_h);
     g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 1);
     g_assert_cmpint(log_mentions("graph 31 was instantiated a second time"), ==, 1);
+    g_assert_cmpint(log_mentions("could not get check scratch of its own (the check has no verdict ring)"), ==, 1);
     lg_graphs_instantiated(&exec_c, &graph_h);
     g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 1);
     lg_graphs_exec_destroyed(&exec_a);
