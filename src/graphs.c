@@ -27,16 +27,20 @@
  * graph without checks, made while a checked graph had no exec yet, is replayed before that
  * graph gets one (its first replay only takes the slow path), and said once
  * (`graph_checks_unreported`, naming the graph and why). Two execs of one checked graph
- * replay the same check nodes, hence the same validator scratch: said once too
- * (`graph_exec_shares_checks`); giving each its own would mean rewriting the second exec's
- * nodes (cudaGraphExecKernelNodeSetParams), which nothing here does.
+ * would replay the same check nodes, hence the same scratch (labels copy, sanitized copy,
+ * verdict ring), and overlapping replays would read each other's labels: so a second (or
+ * later) exec gets scratch of its own, its copies of the check's nodes rewritten at instantiate
+ * (validate_node.c, cudaGraphExec*NodeSetParams), and its replays are read from its own ring.
+ * Each exec numbers its replays from 1. A check that cannot be rewritten (the GPU backend's
+ * validator, which writes the stream's scratch; a runtime without those calls) stays shared,
+ * said once (`graph_exec_shares_checks`, with why).
  *
  * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
  * lg_graphs_watching() first, and the graph-destroy hook lg_graphs_mapped(), one relaxed load
  * each, so a process without checked graphs pays nothing more. Tested by
- * tests/unit/test_graphs.c (the bookkeeping, handle reuse, graph_checks_unreported) and
- * tests/e2e/test_graphs.sh under
- * the test double.
+ * tests/unit/test_graphs.c (the bookkeeping, handle reuse, graph_checks_unreported, replay
+ * numbers per exec) and tests/e2e/test_graphs.sh and test_graph_execs.sh (two execs of one
+ * graph) under the test double.
  */
 #include <pthread.h>
 #include <stdio.h>

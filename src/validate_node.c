@@ -9,12 +9,21 @@
  * The host node calls no CUDA function (CUDA forbids it there): it reads and writes host
  * memory only. The buffers live as long as the process: a graph can be replayed any time.
  *
+ * A graph instantiated twice: the second exec's copies of these nodes (and of the loss launch
+ * reading the sanitized copy) are pointed at fresh buffers and a ring of their own
+ * (lg_validate_node_rebind, called by graphs.c at instantiate), with
+ * cudaGraphExecHostNodeSetParams, cudaGraphExecMemcpyNodeSetParams1D and
+ * cudaGraphExecKernelNodeSetParams: the exec's nodes change, not the graph's nor another
+ * exec's. The nodes are found by what they hold (this check's host node, copies to and from its
+ * buffer, the one kernel whose target is its sanitized copy); on any failure the exec is put
+ * back as instantiated and graphs.c warns that its scratch is shared.
+ *
  * Called by validate.c on the capturing thread with the core's error guard held. Our
  * allocations run in relaxed capture mode, so they never invalidate the application's
  * capture (global mode forbids cudaMalloc on every other thread). The host node runs on
  * whatever thread executes the graph (CUDA's callback thread; the test double's caller).
- * Tested by tests/e2e/test_graphs.sh under the test double, which executes host nodes at
- * replay as CUDA does.
+ * Tested by tests/e2e/test_graphs.sh and test_graph_execs.sh under the test double, which
+ * executes host nodes at replay as CUDA does.
  */
 #include <pthread.h>
 #include <stdio.h>
