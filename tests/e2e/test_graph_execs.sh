@@ -5,9 +5,10 @@
 #   - each exec checks with scratch of its own: no graph_exec_shares_checks warning, B's bad
 #     replay is its own replay 1 (one violation, masked), A's clean one reports nothing;
 #   - A's loss is the clean batch's and B's the bad batch's over its valid labels;
-#   - with the two replays overlapping (each kernel 200 ms on the asynchronous double, B
-#     launched 50 ms after A), A's loss kernel still reads A's own sanitized labels, not those
-#     B's check wrote meanwhile.
+#   - B replayed after A's replay (an event), or, with the two replays overlapping (each kernel
+#     400 ms on the asynchronous double, B launched 100 ms after A, once A's check has read its
+#     labels), A's loss kernel still reads A's own sanitized labels, not those B's check wrote
+#     meanwhile.
 # Runs on the synchronous double and, in tests/run.sh's async list, the asynchronous one.
 . "$(dirname "$0")/lib.sh"
 
@@ -38,10 +39,10 @@ two() { # NAME ENV...: the twoexecs scenario under mask, A clean, B bad
 
 for mode in sync async; do
   export LABELGUARD_MODE=$mode
-  # as the suite runs (the synchronous double, or the asynchronous one at its kernel time)
+  # as the suite runs (the synchronous double, or the asynchronous one at its kernel time), B after A
   two "$mode"
   # the two replays overlapping on the asynchronous double
-  two "$mode-overlap" FAKECUDA_ASYNC_US=200000 TWOEXECS_GAP_US=50000
+  two "$mode-overlap" FAKECUDA_ASYNC_US=400000 TWOEXECS_GAP_US=100000
 done
 
 finish

@@ -29,9 +29,10 @@
 //                       this thread replays A once per letter of --batches: B must not have
 //                       taken A's checks (A's bad replay raises here)
 //             twoexecs  one graph captured, instantiated twice (exec A, exec B) and destroyed; A
-//                       replays --batches[0] on stream A, then (after $TWOEXECS_GAP_US µs) B
-//                       replays --batches[1] on stream B while A's may still run; each loss is
-//                       read on its own stream right after its replay
+//                       replays --batches[0] on stream A, then B replays --batches[1] on stream
+//                       B: after A's replay (an event), or, with $TWOEXECS_GAP_US, that many µs
+//                       after A's launch, while A's may still run; each loss is read on its own
+//                       stream right after its replay
 //   options:
 //     --launch chevron|legacy|exc     entry point (default chevron; legacy in graphs_legacy)
 //     --capture global|thread|relaxed capture mode (default global)
@@ -437,7 +438,11 @@ int run_twoexecs(const opts &o)
     cudaMemcpyAsync(st.target, st.of(o.batches[0]), N * sizeof(int64_t), cudaMemcpyDeviceToDevice, sa);
     cudaError_t la = cudaGraphLaunch(xa, sa);
     cudaMemcpyAsync(&pinned[0], st.out, sizeof(float), cudaMemcpyDeviceToHost, sa);
+    // The two copies into the one static target must not cross: B's comes after A's replay
+    // (an event), or, with a gap, after A's check has read the labels (its loss kernel runs on).
+    cudaEvent_t done = nullptr;
     if (gap) usleep((useconds_t)atoi(gap));
+    else if (cudaEventCreate(&done) == cudaSuccess && cudaEventRecord(done, sa) == cudaSuccess) cudaStreamWaitEvent(sb, done, 0);
     cudaMemcpyAsync(st.target, st.of(o.batches[1]), N * sizeof(int64_t), cudaMemcpyDeviceToDevice, sb);
     cudaError_t lb = cudaGraphLaunch(xb, sb);
     cudaMemcpyAsync(&pinned[1], st.out, sizeof(float), cudaMemcpyDeviceToHost, sb);
