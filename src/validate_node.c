@@ -132,8 +132,15 @@ int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t *t, void 
 
 /* CUDA's parameter structs (driver_types.h), as far as read here: stable since CUDA 10. */
 enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_HOST = 3, REBIND_MAX_NODES = 4096 };
-typedef struct { void (*fn)(void *); void *user; } host_params_t;
-typedef struct { unsigned x, y, z; } dim3_t;
+/* found_t.type of the copy of the labels into the host buffer (the other copy: NODE_MEMCPY). */
+enum { FOUND_LABELS_COPY = 100 };
+typedef struct {
+    void (*fn)(void *);
+    void *user;
+} host_params_t;
+typedef struct {
+    unsigned x, y, z;
+} dim3_t;
 typedef struct {
     void *func;
     dim3_t grid, block;
@@ -141,8 +148,13 @@ typedef struct {
     void **args;
     void **extra;
 } kernel_params_t;
-typedef struct { size_t x, y, z; } triple_t;
-typedef struct { void *ptr; size_t pitch, xsize, ysize; } pitched_t;
+typedef struct {
+    size_t x, y, z;
+} triple_t;
+typedef struct {
+    void *ptr;
+    size_t pitch, xsize, ysize;
+} pitched_t;
 typedef struct {
     void *src_array;
     triple_t src_pos;
@@ -170,9 +182,9 @@ static int point(const lg_runtime_t *rt, void *exec, const found_t *f, const nod
         host_params_t hp = {node_run, (void *)to};
         return rt->graph_exec_host_node_set_params(exec, f->node, &hp);
     }
-    if (f->type == NODE_MEMCPY + 16) /* labels -> host */
+    if (f->type == FOUND_LABELS_COPY)
         return rt->graph_exec_memcpy_node_set_params_1d(exec, f->node, to->host, (const void *)(uintptr_t)n->src,
-                                                         n->bytes, n->kind);
+                                                        n->bytes, n->kind);
     if (f->type == NODE_MEMCPY) /* host -> sanitized copy */
         return rt->graph_exec_memcpy_node_set_params_1d(exec, f->node, to->dev, to->host, n->bytes, KIND_H2D);
     /* The loss kernel: its target pointer, in a copy of the one parameter that holds it. */
@@ -241,14 +253,13 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
             memset(&mp, 0, sizeof mp);
             if (rt->graph_memcpy_node_get_params(all[i], &mp) == 0) {
                 if (mp.dst.ptr == n->host)
-                    ours = true, g.type = NODE_MEMCPY + 16;
+                    ours = true, g.type = FOUND_LABELS_COPY;
                 else
                     ours = n->dev && mp.src.ptr == n->host;
             }
         } else if (type == NODE_KERNEL && n->dev) {
             uint64_t at = 0;
-            if (rt->graph_kernel_node_get_params(all[i], &g.kp) == 0 && g.kp.args &&
-                g.kp.args[spec->target.param]) {
+            if (rt->graph_kernel_node_get_params(all[i], &g.kp) == 0 && g.kp.args && g.kp.args[spec->target.param]) {
                 memcpy(&at, (const unsigned char *)g.kp.args[spec->target.param] + spec->target.offset, 8);
                 ours = at == (uint64_t)(uintptr_t)n->dev;
                 kernels += ours;
