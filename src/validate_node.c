@@ -25,7 +25,6 @@
  * Tested by tests/e2e/test_graphs.sh and test_graph_execs.sh under the test double, which
  * executes host nodes at replay as CUDA does.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +49,16 @@ typedef struct node {
     struct node *next; /* every check's node, for lg_validate_node_rebind */
 } node_t;
 
-static pthread_mutex_t nodes_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Every check's node, newest first. Nodes are never freed, so the list is only ever pushed to:
+ * lock-free, hence safe in a child forked while another thread pushed. */
 static node_t *nodes;
+
+static void push(node_t *n)
+{
+    n->next = __atomic_load_n(&nodes, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&nodes, &n->next, n, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
+}
 
 /* The host node. Runs once per replay; nothing else writes this node's ring. */
 static void node_run(void *user)
@@ -121,10 +128,7 @@ int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t *t, void 
     n->kind = kind;
     n->dev = dev;
     n->bytes = bytes;
-    pthread_mutex_lock(&nodes_lock);
-    n->next = nodes;
-    nodes = n;
-    pthread_mutex_unlock(&nodes_lock);
+    push(n);
     *copy_out = sanitize ? (uint64_t)(uintptr_t)dev : t->data;
     *ring = &n->ring;
     return 0;
@@ -206,10 +210,8 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
                             const lg_spec_t *spec, const struct lg_scan_ring **own, char *why, size_t why_len)
 {
     node_t *n;
-    pthread_mutex_lock(&nodes_lock);
-    for (n = nodes; n && &n->ring != ring; n = n->next)
+    for (n = __atomic_load_n(&nodes, __ATOMIC_ACQUIRE); n && &n->ring != ring; n = n->next)
         ;
-    pthread_mutex_unlock(&nodes_lock);
     if (!n) {
         snprintf(why, why_len, "the check is the validator kernel's, whose scratch is the stream's");
         return -1;
@@ -303,10 +305,7 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
         free(n2); /* what was allocated stays: rare, small */
         return -1;
     }
-    pthread_mutex_lock(&nodes_lock);
-    n2->next = nodes;
-    nodes = n2;
-    pthread_mutex_unlock(&nodes_lock);
+    push(n2);
     *own = &n2->ring;
     return 0;
 }
