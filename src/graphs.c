@@ -292,6 +292,8 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
     char why[256] = "";
     int kept = 0;
     lg_in_library++;
+    /* The application's pending error stays its own; what a failed call of ours leaves goes. */
+    int saved = lg_runtime_save_error(rt);
     for (int i = 0; i < n; i++) {
         const struct lg_scan_ring *ring = NULL;
         char w[256] = "";
@@ -302,6 +304,7 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
         else if (!why[0])
             snprintf(why, sizeof why, "%s", own[i].shared ? w : "the check has no verdict ring");
     }
+    lg_runtime_restore_error(rt, saved);
     lg_in_library--;
     pthread_mutex_lock(&lock);
     mapping_t *m = find(execs, n_execs, exec);

@@ -299,8 +299,6 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
         /* The exec goes back to the graph's scratch, as it was instantiated. */
         while (done-- > 0)
             point(rt, exec, &f[done], n, n2, spec, true);
-        if (rt->get_last_error)
-            rt->get_last_error();
         snprintf(why, why_len, "pointing the exec's check at scratch of its own failed (CUDA error %d)", rc);
         free(n2); /* what was allocated stays: rare, small */
         return -1;
