@@ -180,6 +180,7 @@ static void execparams()
     cudaMalloc((void **)&d_b, 4 * sizeof(float));
     cudaMemset(d, 0, 4 * sizeof(float));
     cudaMemset(d_b, 0, 4 * sizeof(float));
+    cudaDeviceSynchronize(); /* the memsets ran on the legacy stream, which s does not wait for */
     static int calls_a, calls_b;
     cudaGraph_t g = nullptr;
     cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
