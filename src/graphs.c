@@ -27,16 +27,20 @@
  * graph without checks, made while a checked graph had no exec yet, is replayed before that
  * graph gets one (its first replay only takes the slow path), and said once
  * (`graph_checks_unreported`, naming the graph and why). Two execs of one checked graph
- * replay the same check nodes, hence the same validator scratch: said once too
- * (`graph_exec_shares_checks`); giving each its own would mean rewriting the second exec's
- * nodes (cudaGraphExecKernelNodeSetParams), which nothing here does.
+ * would replay the same check nodes, hence the same scratch (labels copy, sanitized copy,
+ * verdict ring), and overlapping replays would read each other's labels: so a second (or
+ * later) exec gets scratch of its own, its copies of the check's nodes rewritten at instantiate
+ * (validate_node.c, cudaGraphExec*NodeSetParams), and its replays are read from its own ring.
+ * Each exec numbers its replays from 1. A check that cannot be rewritten (the GPU backend's
+ * validator, which writes the stream's scratch; a runtime without those calls) stays shared,
+ * said once (`graph_exec_shares_checks`, with why).
  *
  * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
  * lg_graphs_watching() first, and the graph-destroy hook lg_graphs_mapped(), one relaxed load
  * each, so a process without checked graphs pays nothing more. Tested by
- * tests/unit/test_graphs.c (the bookkeeping, handle reuse, graph_checks_unreported) and
- * tests/e2e/test_graphs.sh under
- * the test double.
+ * tests/unit/test_graphs.c (the bookkeeping, handle reuse, graph_checks_unreported, replay
+ * numbers per exec) and tests/e2e/test_graphs.sh and test_graph_execs.sh (two execs of one
+ * graph) under the test double.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -54,11 +58,21 @@ typedef struct check {
     uint64_t launched; /* executions queued so far: the next one publishes launched + 1 */
 } check_t;
 
+/* An exec's own scratch for one check of its graph (lg_validate_node_rebind): the replays of
+ * that exec publish into `ring`, not into the check's. */
+typedef struct own {
+    const struct lg_scan_ring *shared, *ring;
+    uint64_t launched;
+} own_t;
+
 typedef struct mapping {
     const void *key; /* a cudaGraph_t or cudaGraphExec_t */
     unsigned long long capture_id;
     bool instantiated; /* graphs: an exec was made from this graph */
     bool suspect;      /* execs: made without checks while a checked graph had none (see launched) */
+    uint64_t replays;  /* execs: replays queued so far; each exec numbers its own from 1 */
+    own_t *own;        /* execs: checks it has scratch of its own for (malloc'd) */
+    int n_own;
 } mapping_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -154,16 +168,16 @@ static void note_unreported(const mapping_t *g, const char *how)
 static char shared[600];
 static bool shared_said;
 
-static void note_shared(unsigned long long id)
+static void note_shared(unsigned long long id, const char *why)
 {
     if (shared_said || shared[0])
         return;
     snprintf(shared, sizeof shared,
-             "graph %llu was instantiated a second time: its execs replay the same checks in the same validator "
-             "scratch, so replays of two of them running at the same time (on two streams) can report each other's "
-             "labels, and events count the replays of all of them together. Instantiate each captured graph once "
+             "graph %llu was instantiated a second time and its new exec could not get check scratch of its own (%s): "
+             "its execs replay the same checks in the same validator scratch, so replays of two of them running at "
+             "the same time (on two streams) can report each other's labels. Instantiate each captured graph once "
              "(capture it again for a second exec) to keep their verdicts apart",
-             id);
+             id, why);
 }
 
 /* After `lock` is released: the one warning, if there is one to give. */
@@ -268,6 +282,43 @@ static void clear_suspects(void)
         }
 }
 
+/* A second exec of graph `graph` (capture id): each of its checks gets scratch of its own, its
+ * copies of the check's nodes rewritten (validate_node.c); a check whose nodes cannot be (the
+ * GPU backend's, which writes the stream's scratch) stays shared, and is warned about once. */
+static void give_own(const void *exec, const void *graph, unsigned long long id, own_t *own,
+                     struct lg_kernel_info **infos, int n)
+{
+    const lg_runtime_t *rt = lg_runtime_get();
+    char why[256] = "";
+    int kept = 0;
+    lg_in_library++;
+    /* The application's pending error stays its own; what a failed call of ours leaves goes. */
+    int saved = lg_runtime_save_error(rt);
+    for (int i = 0; i < n; i++) {
+        const struct lg_scan_ring *ring = NULL;
+        char w[256] = "";
+        const lg_spec_t *spec = infos[i] ? infos[i]->spec : NULL;
+        if (own[i].shared &&
+            lg_validate_node_rebind(rt, (void *)exec, (void *)graph, own[i].shared, spec, &ring, w, sizeof w) == 0)
+            own[kept++] = (own_t){.shared = own[i].shared, .ring = ring};
+        else if (!why[0])
+            snprintf(why, sizeof why, "%s", own[i].shared ? w : "the check has no verdict ring");
+    }
+    lg_runtime_restore_error(rt, saved);
+    lg_in_library--;
+    pthread_mutex_lock(&lock);
+    mapping_t *m = find(execs, n_execs, exec);
+    if (m && m->capture_id == id && !m->own && kept > 0) {
+        m->own = own;
+        m->n_own = kept;
+        own = NULL;
+    }
+    if (why[0])
+        note_shared(id, why);
+    pthread_mutex_unlock(&lock);
+    free(own);
+}
+
 /* Every exec is remembered, checked or not, so that an unknown one means "made before we
  * armed". capture_id 0: a graph without checks. */
 void lg_graphs_instantiated(const void *exec, const void *graph)
@@ -279,15 +330,28 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
      * have reached this graph inside a node (child graph, conditional body) or a clone. Its
      * exec is watched until its first replay, which tells (see lg_graphs_launched). */
     bool suspect = false;
+    own_t *own = NULL;
+    struct lg_kernel_info **infos = NULL;
+    int n_own = 0;
     if (g && !g->instantiated) {
         g->instantiated = true;
         clear_suspects();
     } else if (g) {
-        for (int i = 0; i < n_execs; i++)
-            if (execs[i].capture_id == id && execs[i].key != exec) {
-                note_shared(id);
-                break;
-            }
+        bool other = false;
+        for (int i = 0; i < n_execs && !other; i++)
+            other = execs[i].capture_id == id && execs[i].key != exec;
+        /* Another exec replays the graph's check nodes: this one gets scratch of its own, below,
+         * out of the lock (it calls the runtime). */
+        int k = other ? count_checks(id) : 0;
+        if (k > 0 && (own = calloc((size_t)k, sizeof *own)) && (infos = calloc((size_t)k, sizeof *infos))) {
+            for (int i = 0; i < n_checks; i++)
+                if (checks[i].capture_id == id) {
+                    infos[n_own] = checks[i].info;
+                    own[n_own++].shared = checks[i].ring;
+                }
+        } else if (k > 0) {
+            note_shared(id, "out of memory");
+        }
     } else if (!g && !unreported_said)
         for (int i = 0; i < n_graphs && !suspect; i++)
             suspect = !graphs[i].instantiated;
@@ -298,6 +362,7 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
         old = m->capture_id;
         if (m->capture_id || m->suspect)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+        free(m->own);
     } else if (grow((void **)&execs, &cap_execs, n_execs, sizeof *execs) == 0) {
         m = &execs[n_execs++]; /* fresh memory: nothing to take back */
     }
@@ -309,6 +374,11 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
     if (old != id)
         release(old);
     pthread_mutex_unlock(&lock);
+    if (n_own > 0)
+        give_own(exec, graph, id, own, infos, n_own);
+    else
+        free(own);
+    free(infos);
     say_unreported();
 }
 
@@ -320,6 +390,7 @@ void lg_graphs_exec_destroyed(const void *exec)
         unsigned long long id = m->capture_id;
         if (id || m->suspect)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
+        free(m->own);
         *m = execs[--n_execs];
         release(id);
     }
@@ -355,6 +426,10 @@ bool lg_graphs_launched(const void *exec, void *stream)
         __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     }
     unsigned long long id = m ? m->capture_id : 0;
+    /* The replay's number is this exec's own: a graph's execs replay independently. Which run
+     * of a check's ring the replay publishes is the check's count, over every exec replaying
+     * that check's nodes. */
+    uint64_t replay = id ? ++m->replays : 0;
     for (int i = 0; id && i < n_checks; i++) {
         check_t *c = &checks[i];
         if (c->capture_id != id)
@@ -362,13 +437,18 @@ bool lg_graphs_launched(const void *exec, void *stream)
         lg_pending_t *p = calloc(1, sizeof *p);
         if (!p)
             break; /* this replay's verdicts are not read; the next ones are */
+        /* The exec's own scratch for this check, if it has one. */
+        own_t *o = NULL;
+        for (int j = 0; j < m->n_own && !o; j++)
+            if (m->own[j].shared == c->ring)
+                o = &m->own[j];
         p->cookie = c->info;
         p->stream = stream;
         p->target = c->target;
-        p->ring = c->ring;
-        p->seq = ++c->launched;
+        p->ring = o ? o->ring : c->ring;
+        p->seq = o ? ++o->launched : ++c->launched;
         p->graph_id = id;
-        p->replay = p->seq;
+        p->replay = replay;
         if (lg_verdicts_add(p) != 0)
             free(p);
     }

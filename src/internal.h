@@ -100,6 +100,16 @@ typedef struct lg_runtime {
                                    void *edges, void *n_deps);
     /* cudaHostGetDevicePointer: where the device sees cudaMallocHost memory (mapped pinned). */
     int (*host_get_device_pointer)(void **dev, void *host, unsigned flags);
+    /* A second exec of a graph with checks gets scratch of its own (validate_node.c): its
+     * copies of the check's nodes are pointed at it. Parameter structs as CUDA's. */
+    int (*graph_get_nodes)(void *graph, void **nodes, size_t *n);
+    int (*graph_node_get_type)(void *node, int *type);
+    int (*graph_host_node_get_params)(void *node, void *params);
+    int (*graph_memcpy_node_get_params)(void *node, void *params);
+    int (*graph_kernel_node_get_params)(void *node, void *params);
+    int (*graph_exec_host_node_set_params)(void *exec, void *node, const void *params);
+    int (*graph_exec_memcpy_node_set_params_1d)(void *exec, void *node, void *dst, const void *src, size_t n, int kind);
+    int (*graph_exec_kernel_node_set_params)(void *exec, void *node, const void *params);
 } lg_runtime_t;
 
 /* The process's runtime table, resolved once (pthread_once). Never NULL; members may be. */
@@ -460,6 +470,15 @@ LG_HIDDEN void lg_validate_host_replace(const lg_target_t *t, void *buf, int64_t
 LG_HIDDEN int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span,
                                        bool sanitize, int64_t replacement, int samples, uint64_t *copy_out,
                                        const struct lg_scan_ring **ring, char *why, size_t why_len);
+/* A second (or later) exec of a graph holding the check whose ring is `ring`: its copies of the
+ * check's nodes (the label copy, the host node, the sanitized copy and the loss launch reading
+ * it; spec says where that launch holds its target) are pointed at fresh scratch with a ring of
+ * its own, *own, so that its replays neither overwrite another exec's labels nor publish into
+ * its verdicts. 0, or -1 with why and the exec as it was (a check of the GPU backend, nodes not
+ * found as captured, a runtime without the calls). */
+LG_HIDDEN int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, const struct lg_scan_ring *ring,
+                                      const struct lg_spec *spec, const struct lg_scan_ring **own, char *why,
+                                      size_t why_len);
 
 /* ---------------------------------------------------------------- validate_gpu.c */
 

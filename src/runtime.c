@@ -205,7 +205,15 @@ static pthread_once_t runtime_once = PTHREAD_ONCE_INIT;
     X(exchange_capture_mode, "cudaThreadExchangeStreamCaptureMode")   \
     X(launch_host_func, "cudaLaunchHostFunc")                         \
     X(host_get_device_pointer, "cudaHostGetDevicePointer")            \
-    X(stream_get_capture_info, "cudaStreamGetCaptureInfo")
+    X(stream_get_capture_info, "cudaStreamGetCaptureInfo")          \
+    X(graph_get_nodes, "cudaGraphGetNodes")                           \
+    X(graph_node_get_type, "cudaGraphNodeGetType")                    \
+    X(graph_host_node_get_params, "cudaGraphHostNodeGetParams")       \
+    X(graph_memcpy_node_get_params, "cudaGraphMemcpyNodeGetParams")   \
+    X(graph_kernel_node_get_params, "cudaGraphKernelNodeGetParams")   \
+    X(graph_exec_host_node_set_params, "cudaGraphExecHostNodeSetParams") \
+    X(graph_exec_memcpy_node_set_params_1d, "cudaGraphExecMemcpyNodeSetParams1D") \
+    X(graph_exec_kernel_node_set_params, "cudaGraphExecKernelNodeSetParams")
 
 static void resolve_runtime(void)
 {

@@ -9,12 +9,21 @@
  * The host node calls no CUDA function (CUDA forbids it there): it reads and writes host
  * memory only. The buffers live as long as the process: a graph can be replayed any time.
  *
+ * A graph instantiated twice: the second exec's copies of these nodes (and of the loss launch
+ * reading the sanitized copy) are pointed at fresh buffers and a ring of their own
+ * (lg_validate_node_rebind, called by graphs.c at instantiate), with
+ * cudaGraphExecHostNodeSetParams, cudaGraphExecMemcpyNodeSetParams1D and
+ * cudaGraphExecKernelNodeSetParams: the exec's nodes change, not the graph's nor another
+ * exec's. The nodes are found by what they hold (this check's host node, copies to and from its
+ * buffer, the one kernel whose target is its sanitized copy); on any failure the exec is put
+ * back as instantiated and graphs.c warns that its scratch is shared.
+ *
  * Called by validate.c on the capturing thread with the core's error guard held. Our
  * allocations run in relaxed capture mode, so they never invalidate the application's
  * capture (global mode forbids cudaMalloc on every other thread). The host node runs on
  * whatever thread executes the graph (CUDA's callback thread; the test double's caller).
- * Tested by tests/e2e/test_graphs.sh under the test double, which executes host nodes at
- * replay as CUDA does.
+ * Tested by tests/e2e/test_graphs.sh and test_graph_execs.sh under the test double, which
+ * executes host nodes at replay as CUDA does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +42,23 @@ typedef struct node {
     int samples;
     uint64_t runs;
     lg_scan_ring_t ring;
+    uint64_t src; /* what the first copy reads (the labels) */
+    int kind;     /* that copy's cudaMemcpyKind */
+    void *dev;    /* the sanitized copy the loss reads; NULL when not sanitizing */
+    size_t bytes;
+    struct node *next; /* every check's node, for lg_validate_node_rebind */
 } node_t;
+
+/* Every check's node, newest first. Nodes are never freed, so the list is only ever pushed to:
+ * lock-free, hence safe in a child forked while another thread pushed. */
+static node_t *nodes;
+
+static void push(node_t *n)
+{
+    n->next = __atomic_load_n(&nodes, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&nodes, &n->next, n, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
+}
 
 /* The host node. Runs once per replay; nothing else writes this node's ring. */
 static void node_run(void *user)
@@ -99,7 +124,186 @@ int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t *t, void 
         snprintf(why, why_len, "capturing the graph check failed (CUDA error %d)", rc);
         return -1;
     }
+    n->src = t->data;
+    n->kind = kind;
+    n->dev = dev;
+    n->bytes = bytes;
+    push(n);
     *copy_out = sanitize ? (uint64_t)(uintptr_t)dev : t->data;
     *ring = &n->ring;
+    return 0;
+}
+
+/* CUDA's parameter structs (driver_types.h), as far as read here: stable since CUDA 10. */
+enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_HOST = 3, REBIND_MAX_NODES = 4096 };
+/* found_t.type of the copy of the labels into the host buffer (the other copy: NODE_MEMCPY). */
+enum { FOUND_LABELS_COPY = 100 };
+typedef struct {
+    void (*fn)(void *);
+    void *user;
+} host_params_t;
+typedef struct {
+    unsigned x, y, z;
+} dim3_t;
+typedef struct {
+    void *func;
+    dim3_t grid, block;
+    unsigned shm;
+    void **args;
+    void **extra;
+} kernel_params_t;
+typedef struct {
+    size_t x, y, z;
+} triple_t;
+typedef struct {
+    void *ptr;
+    size_t pitch, xsize, ysize;
+} pitched_t;
+typedef struct {
+    void *src_array;
+    triple_t src_pos;
+    pitched_t src;
+    void *dst_array;
+    triple_t dst_pos;
+    pitched_t dst;
+    triple_t extent;
+    int kind;
+} memcpy3d_t;
+
+/* One of the check's nodes in the graph, and what the exec had in it at instantiate. */
+typedef struct {
+    void *node;
+    int type;
+    kernel_params_t kp; /* kernel: the loss launch reading n->dev */
+} found_t;
+
+/* Points the exec's copy of found node f at n2's scratch (back = false), or back at n's. */
+static int point(const lg_runtime_t *rt, void *exec, const found_t *f, const node_t *n, const node_t *n2,
+                 const lg_spec_t *spec, bool back)
+{
+    const node_t *to = back ? n : n2;
+    if (f->type == NODE_HOST) {
+        host_params_t hp = {node_run, (void *)to};
+        return rt->graph_exec_host_node_set_params(exec, f->node, &hp);
+    }
+    if (f->type == FOUND_LABELS_COPY)
+        return rt->graph_exec_memcpy_node_set_params_1d(exec, f->node, to->host, (const void *)(uintptr_t)n->src,
+                                                        n->bytes, n->kind);
+    if (f->type == NODE_MEMCPY) /* host -> sanitized copy */
+        return rt->graph_exec_memcpy_node_set_params_1d(exec, f->node, to->dev, to->host, n->bytes, KIND_H2D);
+    /* The loss kernel: its target pointer, in a copy of the one parameter that holds it. */
+    int param = spec->target.param, size = spec->param_sizes[param];
+    unsigned char value[512];
+    void *args[LG_MAX_PARAMS];
+    for (int i = 0; i < spec->n_params; i++)
+        args[i] = f->kp.args[i];
+    memcpy(value, f->kp.args[param], (size_t)size);
+    uint64_t dev = (uint64_t)(uintptr_t)to->dev;
+    memcpy(value + spec->target.offset, &dev, 8);
+    args[param] = value;
+    kernel_params_t kp = f->kp;
+    kp.args = args;
+    return rt->graph_exec_kernel_node_set_params(exec, f->node, &kp);
+}
+
+int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, const struct lg_scan_ring *ring,
+                            const lg_spec_t *spec, const struct lg_scan_ring **own, char *why, size_t why_len)
+{
+    node_t *n;
+    for (n = __atomic_load_n(&nodes, __ATOMIC_ACQUIRE); n && &n->ring != ring; n = n->next)
+        ;
+    if (!n) {
+        snprintf(why, why_len, "the check is the validator kernel's, whose scratch is the stream's");
+        return -1;
+    }
+    if (!rt || !rt->graph_get_nodes || !rt->graph_node_get_type || !rt->graph_host_node_get_params ||
+        !rt->graph_memcpy_node_get_params || !rt->graph_kernel_node_get_params ||
+        !rt->graph_exec_host_node_set_params || !rt->graph_exec_memcpy_node_set_params_1d ||
+        !rt->graph_exec_kernel_node_set_params) {
+        snprintf(why, why_len, "the CUDA runtime lacks the graph node calls (cudaGraphExec*NodeSetParams)");
+        return -1;
+    }
+    if (n->dev && (!spec || spec->target.param < 0 || spec->target.param >= spec->n_params ||
+                   spec->n_params > LG_MAX_PARAMS || spec->param_sizes[spec->target.param] > 512 ||
+                   spec->target.offset + 8 > spec->param_sizes[spec->target.param])) {
+        snprintf(why, why_len, "the loss launch's target parameter cannot be rewritten");
+        return -1;
+    }
+    size_t count = 0;
+    void **all = NULL;
+    int rc = rt->graph_get_nodes(graph, NULL, &count);
+    if (rc == 0 && count > REBIND_MAX_NODES)
+        rc = -1;
+    if (rc == 0 && count && !(all = malloc(count * sizeof *all)))
+        rc = -1;
+    if (rc == 0 && count)
+        rc = rt->graph_get_nodes(graph, all, &count);
+    /* The check's nodes: its two copies, its host node, and the loss kernel reading the copy. */
+    found_t f[8];
+    int nf = 0, want = n->dev ? 4 : 2, kernels = 0;
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        int type = -1;
+        if (rt->graph_node_get_type(all[i], &type) != 0)
+            continue;
+        found_t g = {.node = all[i], .type = type};
+        bool ours = false;
+        if (type == NODE_HOST) {
+            host_params_t hp;
+            ours = rt->graph_host_node_get_params(all[i], &hp) == 0 && hp.fn == node_run && hp.user == n;
+        } else if (type == NODE_MEMCPY) {
+            memcpy3d_t mp;
+            memset(&mp, 0, sizeof mp);
+            if (rt->graph_memcpy_node_get_params(all[i], &mp) == 0) {
+                if (mp.dst.ptr == n->host)
+                    ours = true, g.type = FOUND_LABELS_COPY;
+                else
+                    ours = n->dev && mp.src.ptr == n->host;
+            }
+        } else if (type == NODE_KERNEL && n->dev) {
+            uint64_t at = 0;
+            if (rt->graph_kernel_node_get_params(all[i], &g.kp) == 0 && g.kp.args && g.kp.args[spec->target.param]) {
+                memcpy(&at, (const unsigned char *)g.kp.args[spec->target.param] + spec->target.offset, 8);
+                ours = at == (uint64_t)(uintptr_t)n->dev;
+                kernels += ours;
+            }
+        }
+        if (ours && nf < 8)
+            f[nf++] = g;
+        else if (ours)
+            nf++;
+    }
+    free(all);
+    /* want: two copies and the host node (one copy when not sanitizing), plus one loss launch. */
+    if (rc != 0 || nf != (n->dev ? 3 : 2) + kernels || (n->dev && kernels != 1)) {
+        snprintf(why, why_len, "the graph's check nodes were not found as captured (%d of %d)", nf, want);
+        return -1;
+    }
+    node_t *n2 = calloc(1, sizeof *n2);
+    if (!n2) {
+        snprintf(why, why_len, "out of memory for a graph check");
+        return -1;
+    }
+    *n2 = *n;
+    n2->runs = 0;
+    memset(&n2->ring, 0, sizeof n2->ring);
+    n2->host = n2->dev = NULL;
+    int mode = lg_runtime_relax_capture(rt);
+    rc = rt->malloc_host(&n2->host, n->bytes ? n->bytes : 1);
+    if (rc == 0 && n->dev)
+        rc = rt->malloc_device(&n2->dev, n->bytes ? n->bytes : 1);
+    lg_runtime_restore_capture(rt, mode);
+    int done = 0;
+    while (rc == 0 && done < nf && (rc = point(rt, exec, &f[done], n, n2, spec, false)) == 0)
+        done++;
+    if (rc != 0) {
+        /* The exec goes back to the graph's scratch, as it was instantiated. */
+        while (done-- > 0)
+            point(rt, exec, &f[done], n, n2, spec, true);
+        snprintf(why, why_len, "pointing the exec's check at scratch of its own failed (CUDA error %d)", rc);
+        free(n2); /* what was allocated stays: rare, small */
+        return -1;
+    }
+    push(n2);
+    *own = &n2->ring;
     return 0;
 }

@@ -51,7 +51,7 @@ for dir in fakecuda e2e cli torch torch-fake pip fuzz; do
   done
 done
 # Suites that must hold on a device that runs behind the host, as a GPU does.
-async_default="e2e/test_delivery e2e/test_delivery_steps e2e/test_graphs e2e/test_threads e2e/test_notready
+async_default="e2e/test_delivery e2e/test_delivery_steps e2e/test_graphs e2e/test_graph_execs e2e/test_threads e2e/test_notready
   e2e/test_tsan fakecuda/test_threads_fork torch-fake/test_async torch-fake/test_raise
   torch-fake/test_graphs"
 async_suites="${LG_ASYNC_SUITES:-$async_default}"

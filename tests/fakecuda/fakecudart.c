@@ -618,6 +618,7 @@ typedef struct node {
     enum cudaMemcpyKind kind;
     cudaHostFn_t fn;
     void *user;
+    const struct node *origin;     /* an exec's node: the graph node it was instantiated from */
     struct node *prev, *next;
 } node_t;
 
@@ -2316,6 +2317,7 @@ static node_t *copy_nodes(const node_t *src, int *err)
         node_t *n = malloc(sizeof *n);
         if (!n) { *err = 1; break; }
         *n = *src;
+        n->origin = src->origin ? src->origin : src;
         n->prev = tail; n->next = NULL;
         if (src->argbuf) {
             n->argbuf = malloc(src->argbytes);
@@ -2464,6 +2466,112 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *num
     pthread_mutex_unlock(&obj_lock);
     *num = i;
     return cudaSuccess;
+}
+
+/* A graph's node and what it holds. The handle is the graph's own node_t. */
+static const node_t *graph_node(cudaGraphNode_t node, int type)
+{
+    const node_t *n = (const node_t *)(const void *)node;
+    return n && n->type == type ? n : NULL;
+}
+
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type)
+{
+    if (!node || !type) return ret(cudaErrorInvalidValue);
+    static const enum cudaGraphNodeType types[] = {
+        [NODE_KERNEL] = cudaGraphNodeTypeKernel, [NODE_MEMCPY] = cudaGraphNodeTypeMemcpy,
+        [NODE_MEMSET] = cudaGraphNodeTypeMemset, [NODE_HOST] = cudaGraphNodeTypeHost};
+    *type = types[((const node_t *)(const void *)node)->type];
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *p)
+{
+    const node_t *n = graph_node(node, NODE_HOST);
+    if (!n || !p) return ret(cudaErrorInvalidValue);
+    p->fn = n->fn;
+    p->userData = n->user;
+    return cudaSuccess;
+}
+
+/* A captured cudaMemcpyAsync is a 1D copy: pitched pointers one row high. */
+cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *p)
+{
+    const node_t *n = graph_node(node, NODE_MEMCPY);
+    if (!n || !p) return ret(cudaErrorInvalidValue);
+    memset(p, 0, sizeof *p);
+    p->srcPtr = (struct cudaPitchedPtr){.ptr = (void *)n->src, .pitch = n->n, .xsize = n->n, .ysize = 1};
+    p->dstPtr = (struct cudaPitchedPtr){.ptr = n->dst, .pitch = n->n, .xsize = n->n, .ysize = 1};
+    p->extent = (struct cudaExtent){.width = n->n, .height = 1, .depth = 1};
+    p->kind = n->kind;
+    return cudaSuccess;
+}
+
+/* kernelParams points into the node's own copy of the values, as the runtime's does. */
+cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cudaKernelNodeParams *p)
+{
+    node_t *n = (node_t *)graph_node(node, NODE_KERNEL);
+    if (!n || !p) return ret(cudaErrorInvalidValue);
+    memset(p, 0, sizeof *p);
+    p->func = (void *)n->kernel->stub;
+    p->gridDim = n->grid;
+    p->blockDim = n->block;
+    p->sharedMemBytes = (unsigned)n->shm;
+    p->kernelParams = n->argbuf ? n->argv : NULL;
+    return cudaSuccess;
+}
+
+/* The exec's copy of a node of the graph it was instantiated from; caller holds obj_lock. An
+ * exec's nodes are its own: changing them changes neither the graph nor its other execs, nor a
+ * replay already launched (an async replay runs a snapshot). */
+static node_t *exec_node(cudaGraphExec_t x, cudaGraphNode_t node, int type)
+{
+    int found;
+    LIVE_FIND(live_execs, x, found);
+    if (!found || !node) return NULL;
+    for (node_t *n = x->head; n; n = n->next)
+        if (n->origin == (const node_t *)(const void *)node) return n->type == type ? n : NULL;
+    return NULL;
+}
+
+cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t x, cudaGraphNode_t node, const struct cudaHostNodeParams *p)
+{
+    if (!p || !p->fn) return ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&obj_lock);
+    node_t *n = exec_node(x, node, NODE_HOST);
+    if (n) { n->fn = p->fn; n->user = p->userData; }
+    pthread_mutex_unlock(&obj_lock);
+    return n ? cudaSuccess : ret(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t x, cudaGraphNode_t node, void *dst, const void *src,
+                                               size_t count, enum cudaMemcpyKind kind)
+{
+    if (!dst || !src || !count) return ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&obj_lock);
+    node_t *n = exec_node(x, node, NODE_MEMCPY);
+    if (n) { n->dst = dst; n->src = src; n->n = count; n->kind = kind; }
+    pthread_mutex_unlock(&obj_lock);
+    return n ? cudaSuccess : ret(cudaErrorInvalidValue);
+}
+
+/* The function cannot change (the runtime refuses it); the values are copied now. */
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t x, cudaGraphNode_t node, const struct cudaKernelNodeParams *p)
+{
+    if (!p) return ret(cudaErrorInvalidValue);
+    struct CUkern_st *k = find_kernel(p->func);
+    pthread_mutex_lock(&obj_lock);
+    node_t *n = exec_node(x, node, NODE_KERNEL);
+    int ok = n && k == n->kernel && config_ok(p->gridDim, p->blockDim) && !p->extra;
+    const fk_sig_t *sig = ok ? kernel_sig(k) : NULL;
+    if (ok && n->argbuf && (!sig->ok || !p->kernelParams)) ok = 0;
+    if (ok) {
+        n->grid = p->gridDim; n->block = p->blockDim; n->shm = p->sharedMemBytes;
+        for (int i = 0; n->argbuf && i < sig->n_params; i++)
+            memmove(n->argbuf + sig->offset[i], p->kernelParams[i], sig->size[i]);
+    }
+    pthread_mutex_unlock(&obj_lock);
+    return ok ? cudaSuccess : ret(cudaErrorInvalidValue);
 }
 
 /* Captured graphs are chains: a node depends on the one before it. */

@@ -28,6 +28,11 @@
 //                       second thread replays B twice on its own stream and stays alive, then
 //                       this thread replays A once per letter of --batches: B must not have
 //                       taken A's checks (A's bad replay raises here)
+//             twoexecs  one graph captured, instantiated twice (exec A, exec B) and destroyed; A
+//                       replays --batches[0] on stream A, then B replays --batches[1] on stream
+//                       B: after A's replay (an event), or, with $TWOEXECS_GAP_US, that many µs
+//                       after A's launch, while A's may still run; each loss is read on its own
+//                       stream right after its replay
 //   options:
 //     --launch chevron|legacy|exc     entry point (default chevron; legacy in graphs_legacy)
 //     --capture global|thread|relaxed capture mode (default global)
@@ -56,6 +61,7 @@
 #include <cstring>
 #include <pthread.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -408,6 +414,49 @@ int run_reuse(const opts &o)
     return 0;
 }
 
+// --- twoexecs: two execs of one graph, replayed at the same time on two streams
+int run_twoexecs(const opts &o)
+{
+    step st(o);
+    cudaStream_t sa = nullptr, sb = nullptr;
+    cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking);
+    st.s = sa;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t xa = nullptr, xb = nullptr;
+    cudaStreamBeginCapture(sa, o.capture);
+    st.launch(sa, st.target);
+    cudaError_t e = cudaStreamEndCapture(sa, &g);
+    cudaError_t ia = e != cudaSuccess ? e : cudaGraphInstantiateWithFlags(&xa, g, 0);
+    cudaError_t ib = e != cudaSuccess ? e : cudaGraphInstantiateWithFlags(&xb, g, 0);
+    if (g) cudaGraphDestroy(g);
+    printf("twoexecs capture end=%d instantiate_a=%d instantiate_b=%d\n", (int)e, (int)ia, (int)ib);
+    if (!xa || !xb || o.batches.size() < 2) return 0;
+    const char *gap = getenv("TWOEXECS_GAP_US");
+    float *pinned = nullptr;
+    cudaMallocHost((void **)&pinned, 2 * sizeof(float));
+    cudaMemcpyAsync(st.target, st.of(o.batches[0]), N * sizeof(int64_t), cudaMemcpyDeviceToDevice, sa);
+    cudaError_t la = cudaGraphLaunch(xa, sa);
+    cudaMemcpyAsync(&pinned[0], st.out, sizeof(float), cudaMemcpyDeviceToHost, sa);
+    // The two copies into the one static target must not cross: B's comes after A's replay
+    // (an event), or, with a gap, after A's check has read the labels (its loss kernel runs on).
+    cudaEvent_t done = nullptr;
+    if (gap) usleep((useconds_t)atoi(gap));
+    else if (cudaEventCreate(&done) == cudaSuccess && cudaEventRecord(done, sa) == cudaSuccess) cudaStreamWaitEvent(sb, done, 0);
+    cudaMemcpyAsync(st.target, st.of(o.batches[1]), N * sizeof(int64_t), cudaMemcpyDeviceToDevice, sb);
+    cudaError_t lb = cudaGraphLaunch(xb, sb);
+    cudaMemcpyAsync(&pinned[1], st.out, sizeof(float), cudaMemcpyDeviceToHost, sb);
+    cudaError_t wa = cudaStreamSynchronize(sa);
+    cudaError_t wb = cudaStreamSynchronize(sb);
+    cudaError_t last = cudaGetLastError();
+    printf("twoexecs a batch=%c launch=%d wait=%d loss=%g\n", o.batches[0], (int)la, (int)wa, pinned[0]);
+    printf("twoexecs b batch=%c launch=%d wait=%d loss=%g last=%d\n", o.batches[1], (int)lb, (int)wb, pinned[1], (int)last);
+    cudaGraphExecDestroy(xa);
+    cudaGraphExecDestroy(xb);
+    context_check();
+    return 0;
+}
+
 // --- apperror: the application's own error survives what labelguard does
 int run_apperror(const opts &o)
 {
@@ -452,5 +501,6 @@ int main(int argc, char **argv)
     if (o.scenario == "late") return run_late(o);
     if (o.scenario == "reuse") return run_reuse(o);
     if (o.scenario == "apperror") return run_apperror(o);
+    if (o.scenario == "twoexecs") return run_twoexecs(o);
     usage("unknown scenario");
 }

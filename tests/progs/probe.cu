@@ -10,6 +10,9 @@
 //   memory   cudaPointerGetAttributes on device, pinned and ordinary memory; copy checks
 //   streams  stream and event calls
 //   capture  stream capture of a kernel launch, then a graph launch
+//   execparams  two execs of one captured graph (a copy, a host function, a kernel); the
+//            second's nodes changed with cudaGraphExec*NodeSetParams: the graph and the first
+//            exec keep theirs
 //   emulator (test double only) fakecudart_register_emulator replaces lg_test_add_one's emulation;
 //            fakecudart_launch_count/fakecudart_emulated_count count what reached the device
 #include "torch_kernels.cuh"
@@ -164,6 +167,75 @@ static void streams()
     cudaStreamDestroy(s);
 }
 
+static void count_call(void *p) { ++*(int *)p; }
+
+static void execparams()
+{
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    float *d, *copy_a, *copy_b, *d_b;
+    cudaMalloc((void **)&d, 4 * sizeof(float));
+    cudaMalloc((void **)&copy_a, 4 * sizeof(float));
+    cudaMalloc((void **)&copy_b, 4 * sizeof(float));
+    cudaMalloc((void **)&d_b, 4 * sizeof(float));
+    cudaMemset(d, 0, 4 * sizeof(float));
+    cudaMemset(d_b, 0, 4 * sizeof(float));
+    cudaDeviceSynchronize(); /* the memsets ran on the legacy stream, which s does not wait for */
+    static int calls_a, calls_b;
+    cudaGraph_t g = nullptr;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    cudaMemcpyAsync(copy_a, d, 4 * sizeof(float), cudaMemcpyDeviceToDevice, s);
+    cudaLaunchHostFunc(s, count_call, &calls_a);
+    lg_launch(LG_DEFAULT_MODE, lg_test_add_one, dim3(1), dim3(32), 0, s, d, 4);
+    cudaStreamEndCapture(s, &g);
+    cudaGraphNode_t nodes[8];
+    size_t n = 8;
+    cudaGraphGetNodes(g, nodes, &n);
+    cudaGraphNode_t copy = nullptr, host = nullptr, kernel = nullptr;
+    for (size_t i = 0; i < n; i++) {
+        cudaGraphNodeType t;
+        cudaGraphNodeGetType(nodes[i], &t);
+        if (t == cudaGraphNodeTypeMemcpy) copy = nodes[i];
+        if (t == cudaGraphNodeTypeHost) host = nodes[i];
+        if (t == cudaGraphNodeTypeKernel) kernel = nodes[i];
+    }
+    printf("nodes=%zu copy=%d host=%d kernel=%d\n", n, copy != nullptr, host != nullptr, kernel != nullptr);
+    cudaGraphExec_t xa, xb;
+    int ia = cudaGraphInstantiate(&xa, g, 0), ib = cudaGraphInstantiate(&xb, g, 0);
+    cudaHostNodeParams hp = {count_call, &calls_b};
+    int sh = cudaGraphExecHostNodeSetParams(xb, host, &hp);
+    int sc = cudaGraphExecMemcpyNodeSetParams1D(xb, copy, copy_b, d_b, 4 * sizeof(float), cudaMemcpyDeviceToDevice);
+    cudaKernelNodeParams kp;
+    cudaGraphKernelNodeGetParams(kernel, &kp);
+    void *args[2] = {&d_b, kp.kernelParams[1]};
+    cudaKernelNodeParams kb = kp;
+    kb.kernelParams = args;
+    int sk = cudaGraphExecKernelNodeSetParams(xb, kernel, &kb);
+    kb.func = (void *)lg_test_mismatch::nll_loss_forward_reduce_cuda_kernel_2d<float, float, int64_t>;
+    int sf = cudaGraphExecKernelNodeSetParams(xb, kernel, &kb);
+    cudaGetLastError();
+    printf("instantiate=%d,%d set host=%d copy=%d kernel=%d other_func=%d\n", ia, ib, sh, sc, sk, sf);
+    cudaHostNodeParams gh;
+    cudaGraphHostNodeGetParams(host, &gh);
+    cudaMemcpy3DParms gc;
+    cudaGraphMemcpyNodeGetParams(copy, &gc);
+    cudaKernelNodeParams gk;
+    cudaGraphKernelNodeGetParams(kernel, &gk);
+    printf("graph keeps host=%d copy=%d kernel=%d\n", gh.userData == &calls_a, gc.dstPtr.ptr == copy_a && gc.srcPtr.ptr == d,
+           *(float **)gk.kernelParams[0] == d);
+    int la = cudaGraphLaunch(xa, s), lb = cudaGraphLaunch(xb, s), lb2 = cudaGraphLaunch(xb, s), w = cudaStreamSynchronize(s);
+    float hd[4], hdb[4], hcb[4];
+    cudaMemcpy(hd, d, sizeof hd, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hdb, d_b, sizeof hdb, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hcb, copy_b, sizeof hcb, cudaMemcpyDeviceToHost);
+    printf("launch=%d,%d,%d sync=%d calls_a=%d calls_b=%d d=%g d_b=%g copy_b=%g\n", la, lb, lb2, w, calls_a, calls_b, hd[0],
+           hdb[0], hcb[0]);
+    cudaGraphExecDestroy(xa);
+    cudaGraphExecDestroy(xb);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+}
+
 static void capture()
 {
     cudaStream_t s;
@@ -252,6 +324,7 @@ int main(int argc, char **argv)
     else if (what == "memory") memory();
     else if (what == "streams") streams();
     else if (what == "capture") capture();
+    else if (what == "execparams") execparams();
     else if (what == "emulator") emulator();
     else { fprintf(stderr, "usage: probe names|params|errors|memory|streams|capture|emulator\n"); return 2; }
     return 0;

@@ -216,8 +216,11 @@ static void test_child_graph_unreported(void)
     g_assert_false(lg_graphs_mapped());
 }
 
-/* Two execs of one checked graph share its check nodes' scratch: one graph_exec_shares_checks
- * warning, at the second instantiate (none for the first, none again for a third). */
+/* A second exec of a checked graph whose check cannot get scratch of its own (here: no host-node
+ * check behind it, as for the GPU backend's validator, which writes the stream's scratch) shares
+ * the check's scratch: one graph_exec_shares_checks warning saying why, at the second
+ * instantiate (none for the first, none again for a third). Host-node checks get their own
+ * (tests/e2e/test_graph_execs.sh). */
 static void test_second_exec_warned(void)
 {
     static char graph_h, exec_a, exec_b, exec_c;
@@ -230,11 +233,48 @@ static void test_second_exec_warned(void)
     lg_graphs_instantiated(&exec_b, &graph_h);
     g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 1);
     g_assert_cmpint(log_mentions("graph 31 was instantiated a second time"), ==, 1);
+    g_assert_cmpint(log_mentions("could not get check scratch of its own (the check has no verdict ring)"), ==, 1);
     lg_graphs_instantiated(&exec_c, &graph_h);
     g_assert_cmpint(log_mentions("graph_exec_shares_checks"), ==, 1);
     lg_graphs_exec_destroyed(&exec_a);
     lg_graphs_exec_destroyed(&exec_b);
     lg_graphs_exec_destroyed(&exec_c);
+    lg_graphs_destroyed(&graph_h);
+    g_assert_false(lg_graphs_watching());
+}
+
+/* Two execs of one checked graph, replayed A, B, A: each replay's verdict names its exec's own
+ * replay number (A's 1 and 2, B's 1), not the count of the graph's replays by any exec. */
+static void test_replays_per_exec(void)
+{
+    static char graph_h, exec_a, exec_b;
+    static lg_scan_ring_t ring;
+    lg_target_t t = {0};
+    char why[128] = "";
+    drain();
+    g_assert_cmpint(lg_graphs_add_check(41, NULL, NULL, &t, &ring, why, sizeof why), ==, 0);
+    lg_graphs_end_capture(41, &graph_h);
+    lg_graphs_instantiated(&exec_a, &graph_h);
+    lg_graphs_instantiated(&exec_b, &graph_h);
+    const void *order[] = {&exec_a, &exec_b, &exec_a};
+    for (int k = 0; k < 3; k++) {
+        g_assert_false(lg_graphs_launched(order[k], NULL));
+        /* The check's node ran: it publishes run k + 1 of the ring, clean. */
+        lg_scan_ring_entry_t *e = &ring.entries[(k + 1) % LG_RING_SLOTS];
+        memset((void *)&e->verdict, 0, sizeof e->verdict);
+        e->seq = (unsigned long long)k + 1;
+        ring.latest = (unsigned long long)k + 1;
+    }
+    uint64_t want[] = {1, 1, 2};
+    lg_async_report_t r;
+    for (int k = 0; k < 3; k++) {
+        g_assert_true(lg_verdicts_collect(&r, LG_COLLECT_SYNC_ALL, NULL));
+        g_assert_cmpuint(r.graph_id, ==, 41);
+        g_assert_cmpuint(r.replay, ==, want[k]);
+    }
+    g_assert_false(lg_verdicts_collect(&r, LG_COLLECT_SYNC_ALL, NULL));
+    lg_graphs_exec_destroyed(&exec_a);
+    lg_graphs_exec_destroyed(&exec_b);
     lg_graphs_destroyed(&graph_h);
     g_assert_false(lg_graphs_watching());
 }
@@ -257,6 +297,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graphs/reused_after_destroy", test_reused_after_destroy);
     g_test_add_func("/graphs/reused_unseen_destroy", test_reused_unseen_destroy);
     g_test_add_func("/graphs/exec_outlives_graph", test_exec_outlives_graph);
+    g_test_add_func("/graphs/replays_per_exec", test_replays_per_exec);
     g_test_add_func("/graphs/unpublished_bounded", test_unpublished_bounded);
     g_test_add_func("/graphs/child_graph_unreported", test_child_graph_unreported);
     int rc = g_test_run();
