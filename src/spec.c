@@ -281,11 +281,18 @@ static int parse_closure(const ctx_t *c, lg_spec_t *s)
     if (rc)
         return -1;
     if (g_key_file_has_key(c->kf, c->group, "layout_check", NULL)) {
-        static const char *const checks[] = {"offset_calc", NULL};
-        if (choice(c, "layout_check", checks, "offset_calc") < 0)
+        static const char *const checks[] = {"offset_calc", "match_types", NULL};
+        int k = choice(c, "layout_check", checks, "offset_calc or match_types");
+        if (k < 0)
             return -1;
-        if (s->calc.param < 0)
+        if (k == 0 && s->calc.param < 0)
             return bad(c, "layout_check", "offset_calc needs target_calc");
+        /* match_types: the match names the types of the parameters that are not sized from
+         * the signature (TensorIterator's std::array<char*, N> data array), so a kernel it
+         * matches has the spec's layout; for capture-less lambdas of range kernels */
+        if (k == 1 && (!s->range || !strstr(s->match, "St5arrayIPcLm")))
+            return bad(c, "layout_check", "match_types needs target_kind=range and the data array "
+                                          "(St5arrayIPcLm...) in match");
         s->unsized_ok = true;
     }
     return 0;
