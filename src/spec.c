@@ -290,9 +290,9 @@ static int parse_closure(const ctx_t *c, lg_spec_t *s)
         /* match_types: the match names the types of the parameters that are not sized from
          * the signature (TensorIterator's std::array<char*, N> data array), so a kernel it
          * matches has the spec's layout; for capture-less lambdas of range kernels */
-        if (k == 1 && (!s->range || !strstr(s->match, "St5arrayIPcLm")))
+        if (k == 1 && (!s->range || (!strstr(s->match, "St5arrayIPcLm") && !strstr(s->match, "6detail5ArrayIPcLi"))))
             return bad(c, "layout_check", "match_types needs target_kind=range and the data array "
-                                          "(St5arrayIPcLm...) in match");
+                                          "(St5arrayIPcLm... or 6detail5ArrayIPcLi...) in match");
         s->unsized_ok = true;
     }
     return 0;

@@ -78,8 +78,9 @@ static const kcase_t cases[] = {
 #define N_ID_SPECS (N_NAMED_ID_SPECS + 15) /* + the closure kernels (test_closure_builtins) */
 /* The named index kernels (index_add_, nn.EmbeddingBag), tested by test_named_index below. */
 #define N_NAMED_SPECS 19
-/* BCE's probability input (target_kind=range): 2 kernels x 4 dtypes, test_range_builtins. */
-#define N_RANGE_SPECS 8
+/* BCE's probability input (target_kind=range): 2 kernels x 4 dtypes, std::array and
+ * at::detail::Array data arrays (test_range_builtins). */
+#define N_RANGE_SPECS 16 /* and 8 more for the at::detail::Array releases */
 
 typedef struct built {
     int n;
