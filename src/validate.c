@@ -1,7 +1,8 @@
 /* validate.c: the label scan of one launch, and the one rule for which backend runs it: the
  * GPU backend (validate_gpu.c) while it is active, the host backend (validate_host.c) when it
  * is not or when it hands the call back (no current context on this thread, no module in this
- * context). Any other failure of either is the caller's: it warns and lets the launch run.
+ * context), and always for range targets (float probabilities: the GPU validator's kernels
+ * read integer labels only). Any other failure of either is the caller's: it warns and lets the launch run.
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
  * whose verdict verdicts.c collects later; inside a graph capture the async check is captured
  * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
