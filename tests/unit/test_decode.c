@@ -80,7 +80,7 @@ static const kcase_t cases[] = {
 #define N_NAMED_SPECS 19
 /* BCE's probability input (target_kind=range): 2 kernels x 4 dtypes, std::array and
  * at::detail::Array data arrays (test_range_builtins). */
-#define N_RANGE_SPECS 16 /* and 8 more for the at::detail::Array releases */
+#define N_RANGE_SPECS 20 /* 8 + 8 for the at::detail::Array releases + 4 strided closures */
 
 typedef struct built {
     int n;

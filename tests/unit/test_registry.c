@@ -36,7 +36,7 @@ static void reset_warnings(void)
  * nn.EmbeddingBag (max, sum_mean; int64 and int32 ids) */
 #define NAMED_INDEX_SPECS (5 + 5 + 5 + 4)
 #define CLOSURE_SPECS 15 /* specs/pytorch.conf, closure section */
-#define RANGE_SPECS 16 /* BCE's probability input: 2 kernels x 4 dtypes, 2 data-array types */
+#define RANGE_SPECS 20 /* BCE's probability input: 2 kernels x 4 dtypes x 2 data-array types, 4 closures */
 #define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS)
 
 static void test_builtin(void)
