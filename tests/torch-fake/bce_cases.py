@@ -11,6 +11,9 @@ CASES
   nan         input[3] = NaN alone: cause nan_input
   misaligned  the same bad values in x[1:] of a larger tensor (not 16-byte aligned):
               unrolled_elementwise_kernel, positions relative to the view's data_ptr()
+  strided     the same bad values in a transposed input (p.cuda().t()): the elementwise_kernel
+              closure; positions are element offsets from data_ptr() (p's own storage)
+  dtypes      1.5 at input[4] in float64, float16 and bfloat16 inputs: the dtype and value
   controls    exactly 0.0 and 1.0 (and values between): no event, no exception
 """
 import glob
@@ -48,9 +51,27 @@ def run(fn):
         return None, e
 
 
+if CASE == "dtypes":
+    for dt, name in ((torch.float64, "float64"), (torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
+        q = torch.full((8,), 0.25, dtype=dt)
+        q[4] = 1.5
+        d_q = q.cuda()
+        _, exc = run(lambda: F.binary_cross_entropy(d_q, torch.ones(8, dtype=dt).cuda()))
+        check("%s %s: blocked, the message names input[4] = 1.5" % (MODE, name),
+              exc is not None and "bad probability input[4] = 1.5" in str(exc), exc)
+    V = sorted([v for v in events() if v.get("family") == "binary_cross_entropy"], key=lambda v: v["launch_seq"])
+    check("%s: three violations, dtypes float64, float16, bfloat16, each input[4] = 1.5" % MODE,
+          [(v["target"]["dtype"], v["bad"]["samples"]) for v in V] ==
+          [(n, [{"index": 4, "value": 1.5}]) for n in ("float64", "float16", "bfloat16")],
+          [(v["target"]["dtype"], v["bad"]["samples"]) for v in V])
+    sys.exit(1 if fails else 0)
+
 p = torch.full((8,), 0.25)
 bad = {}
-if CASE in ("range", "misaligned"):
+if CASE == "strided":
+    p = torch.full((24,), 0.25)
+    bad = {8: 1.5, 23: -0.1, 1: float("nan")}
+elif CASE in ("range", "misaligned"):
     bad = {2: 1.5, 5: -0.1, 6: float("nan")}
 elif CASE == "nan":
     bad = {3: float("nan")}
@@ -59,7 +80,11 @@ elif CASE == "controls":
 for i, x in bad.items():
     p[i] = x
 y = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
-if CASE == "misaligned":
+if CASE == "strided":
+    y = torch.ones(6, 4)
+    d_p = p.view(4, 6).cuda().t()  # 6x4, strides (1, 6)
+    kernel = "elementwise_kernel"
+elif CASE == "misaligned":
     big = torch.zeros(9)
     big[1:] = p
     d_big = big.cuda()
@@ -69,6 +94,7 @@ else:
     d_p = p.cuda()
     kernel = "vectorized_elementwise_kernel"
 d_y = y.cuda()
+p_view = p.view(4, 6).t() if CASE == "strided" else p  # what d_p holds
 out, exc = run(lambda: F.binary_cross_entropy(d_p, d_y))  # <- the BCE call
 V = [v for v in events() if v.get("family") == "binary_cross_entropy"]
 
@@ -86,8 +112,8 @@ if blocked:
     check("%s: the message names %s and %s" % (MODE, kernel, want),
           exc is not None and kernel in str(exc) and want in str(exc), exc)
     check("%s: the probabilities can still be read (context alive)" % MODE,
-          torch.equal(d_p.cpu().isnan(), p.isnan()) and torch.equal(d_p.cpu().nan_to_num(), p.nan_to_num()))
-    good, exc2 = run(lambda: F.binary_cross_entropy(torch.full((8,), 0.5).cuda(), d_y))
+          torch.equal(d_p.cpu().isnan(), p_view.isnan()) and torch.equal(d_p.cpu().nan_to_num(), p_view.nan_to_num()))
+    good, exc2 = run(lambda: F.binary_cross_entropy(torch.full(tuple(d_p.shape), 0.5).cuda(), d_y))
     check("%s: the next BCE call with valid probabilities runs" % MODE, exc2 is None, exc2)
 else:
     check("log: no exception (the kernel is let run)", exc is None, exc)
@@ -96,13 +122,15 @@ check("%s: one violation in the JSONL, kernel %s, family binary_cross_entropy" %
 if V:
     v = V[0]
     t = v["target"]
-    check("%s: target {dtype float32, count 8, range [0, 1]}" % MODE,
-          t["dtype"] == "float32" and t["count"] == 8 and t["range"] == [0, 1], t)
+    n = 24 if CASE == "strided" else 8
+    check("%s: target {dtype float32, count %d, range [0, 1]}" % (MODE, n),
+          t["dtype"] == "float32" and t["count"] == n and t["range"] == [0, 1], t)
     check("%s: the decoded pointer is the input's data_ptr()" % MODE,
           t.get("data") == hex(d_p.data_ptr()), (t.get("data"), hex(d_p.data_ptr())))
     want = [{"index": i, "value": "nan" if math.isnan(x) else x} for i, x in sorted(bad.items())]
     got = [{"index": s["index"], "value": s["value"] if isinstance(s["value"], str)
             else float(torch.tensor(s["value"], dtype=torch.float32))} for s in v["bad"]["samples"]]
+    got.sort(key=lambda s: s["index"])
     want = [{"index": w["index"], "value": w["value"] if isinstance(w["value"], str)
              else float(torch.tensor(w["value"], dtype=torch.float32))} for w in want]
     check("%s: samples at exact positions and values, NaN as \"nan\"" % MODE,

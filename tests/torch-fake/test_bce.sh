@@ -15,7 +15,7 @@ unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_K
       LABELGUARD_SAMPLES LABELGUARD_QUIET LABELGUARD_DEBUG_KERNELS LABELGUARD_LOG
 rc=0
 for wheel in 13 12; do
-  for c in "range raise" "range mask" "range log" "nan raise" "misaligned raise" "controls raise" "controls log" \
+  for c in "range raise" "range mask" "range log" "nan raise" "misaligned raise" "strided raise" "strided log" "dtypes raise" "controls raise" "controls log" \
            "range async"; do
     read -r case mode <<<"$c"
     out="$T/$wheel-$case-$mode"
