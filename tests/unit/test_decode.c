@@ -904,6 +904,48 @@ static void test_closure_index64(void)
 }
 
 
+/* BCE on a transposed input (2.15's F.binary_cross_entropy(p.view(4, 6).t(), y)): the
+ * gpu_kernel_impl_nocast closure, OffsetCalculator<3> at 0 with the input as operand 1 and its
+ * pointer at data[1] (616). Dims as TensorIterator orders them: 4 (input stride 24 bytes) then 6
+ * (4 bytes). */
+static void test_range_closure(void)
+{
+    lg_registry_init_with(NULL, NULL);
+    const char *m = "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastIZZZNS0_29binary_cross_entropy_out_cudaERKNS_6TensorES5_RKSt8optionalIS3_ElRS3_ENKUlvE_clEvENKUlvE0_clEvEUlffE_EEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_";
+    char why[256] = "";
+    const lg_spec_t *s = lg_registry_find(m, NULL, -1, why, sizeof why);
+    g_assert_nonnull(s);
+    g_assert_cmpstr(s->name, ==, "elementwise_kernel:binary_cross_entropy:float32");
+    built_t b;
+    build(&b, "4,648");
+    const uint32_t sz[2] = {4, 6}, st[2] = {24, 4};
+    put_calc(&b, 3, 1, 2, sz, st);
+    put(&b, 0, 0, 4, 24);
+    put(&b, 1, 608, 8, (int64_t)0x7f0011110000ull);
+    put(&b, 1, 616, 8, (int64_t)0x7f0022220000ull);
+    put(&b, 1, 624, 8, (int64_t)0x7f0033330000ull);
+    lg_target_t t;
+    unsigned grid[3] = {1, 1, 1};
+    int rc = decode_named(s, m, b.args, grid, &t, why, sizeof why);
+    if (rc)
+        g_test_message("why: %s", why);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_cmpuint(t.data, ==, 0x7f0022220000ull);
+    g_assert_cmpint(t.dtype, ==, LG_DTYPE_FLOAT32);
+    g_assert_cmpint(t.count, ==, 24);
+    g_assert_true(t.index_is_offset);
+    /* element offsets: dim 4 by 6 elements, dim 6 by 1 (row-major order, slowest first) */
+    int64_t off_max = 0;
+    for (int64_t i = 0; i < t.count; i++)
+        off_max = lg_scan_offset(&t, i) > off_max ? lg_scan_offset(&t, i) : off_max;
+    g_assert_cmpint(off_max, ==, 23);
+    g_assert_cmpint(lg_scan_span(&t), ==, 24);
+    /* N that is not the calculator's product: not decoded */
+    put(&b, 0, 0, 4, 25);
+    g_assert_cmpint(decode_named(s, m, b.args, grid, &t, why, sizeof why), ==, -1);
+    unbuild(&b);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -914,6 +956,7 @@ int main(int argc, char **argv)
     g_test_add_func("/decode/closure-kernels", test_closure_builtins);
     g_test_add_func("/decode/range-kernels", test_range_builtins);
     g_test_add_func("/decode/range-key", test_range_key);
+    g_test_add_func("/decode/range-closure", test_range_closure);
     g_test_add_func("/decode/closure-index64", test_closure_index64);
     g_test_add_func("/decode/sanity-checks", test_sanity_checks);
     g_test_add_func("/decode/rewrite-limits", test_rewrite_limits);
