@@ -1,6 +1,8 @@
 /* lg_scan.h: the label scan shared by the GPU validator (cuda/validate.cu) and the host
  * backend (src/validate.c). One definition of "bad label" for both, so the CPU unit tests
- * (tests/unit/test_scan.c) prove the same lines the GPU runs.
+ * (tests/unit/test_scan.c) prove the same lines the GPU runs. Range targets (BCE's float
+ * probabilities, valid in [0, 1], NaN bad) share the same scan; their values travel as raw
+ * bits. Only the host backend scans them today (validate.c routes them there).
  *
  * Plain C99 plus __host__ __device__ markers; no glib, no libc beyond stdint, so nvcc and
  * gcc both compile it. Included by C and CUDA translation units.
@@ -20,7 +22,51 @@
 #define LG_MAX_SAMPLES     256 /* hard upper bound of LABELGUARD_SAMPLES */
 #define LG_MAX_TARGET_DIMS 3
 
-typedef enum { LG_DTYPE_INT64 = 0, LG_DTYPE_UINT8 = 1, LG_DTYPE_INT32 = 2 } lg_dtype_t;
+/* The float dtypes are range targets (BCE's probability input): checked against [0, 1], NaN
+ * bad. Their values travel as raw bits (lg_scan_load) and are read with lg_scan_float. */
+typedef enum {
+    LG_DTYPE_INT64 = 0,
+    LG_DTYPE_UINT8 = 1,
+    LG_DTYPE_INT32 = 2,
+    LG_DTYPE_FLOAT32 = 3,
+    LG_DTYPE_FLOAT64 = 4,
+    LG_DTYPE_FLOAT16 = 5,
+    LG_DTYPE_BFLOAT16 = 6,
+} lg_dtype_t;
+
+LG_HD int lg_scan_is_float(lg_dtype_t d) { return d >= LG_DTYPE_FLOAT32 && d <= LG_DTYPE_BFLOAT16; }
+
+/* The value of raw bits of a float dtype (as lg_scan_load returns them), as a double. */
+LG_HD double lg_scan_float(lg_dtype_t d, int64_t raw)
+{
+    uint64_t b = (uint64_t)raw;
+    union {
+        uint64_t u;
+        double f;
+    } d64;
+    union {
+        uint32_t u;
+        float f;
+    } f32;
+    switch (d) {
+    case LG_DTYPE_FLOAT64: d64.u = b; return d64.f;
+    case LG_DTYPE_BFLOAT16: f32.u = (uint32_t)(b & 0xffffu) << 16; return (double)f32.f;
+    case LG_DTYPE_FLOAT16: {
+        uint32_t h = (uint32_t)(b & 0xffffu), sign = (h >> 15) & 1u, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+        double v;
+        if (e == 0x1f) {
+            d64.u = m ? 0x7ff8000000000000ull : 0x7ff0000000000000ull; /* NaN or infinity */
+            v = d64.f;
+        } else if (e == 0) {
+            v = (double)m / 16777216.0; /* subnormal: m * 2^-24 */
+        } else {
+            v = (double)(m | 0x400u) * (double)(1u << e) / 33554432.0; /* (1024 + m) * 2^(e - 25) */
+        }
+        return sign ? -v : v;
+    }
+    default: f32.u = (uint32_t)b; return (double)f32.f;
+    }
+}
 
 /* Where the labels of one launch live and what they are checked against. `data` is a device
  * address on the GPU backend and a host copy on the host backend. Labels are addressed as an
@@ -84,6 +130,9 @@ LG_HD int64_t lg_scan_load(const lg_target_t *t, const void *base, int64_t i)
     switch (t->dtype) {
     case LG_DTYPE_UINT8: return (int64_t)((const uint8_t *)base)[off];
     case LG_DTYPE_INT32: return (int64_t)((const int32_t *)base)[off];
+    case LG_DTYPE_FLOAT32: return (int64_t)((const uint32_t *)base)[off];
+    case LG_DTYPE_FLOAT16:
+    case LG_DTYPE_BFLOAT16: return (int64_t)((const uint16_t *)base)[off];
     default: return ((const int64_t *)base)[off];
     }
 }
@@ -107,6 +156,11 @@ LG_HD int lg_scan_is_ignored(const lg_target_t *t, int64_t v)
  * negative ids (ind += size when ind < 0, then the same assert) accepts [-n_classes, n_classes). */
 LG_HD int lg_scan_is_bad(const lg_target_t *t, int64_t v)
 {
+    if (lg_scan_is_float(t->dtype)) {
+        /* BCE's `input_val >= zero && input_val <= one`: NaN fails both */
+        double x = lg_scan_float(t->dtype, v);
+        return !(x >= 0.0 && x <= 1.0);
+    }
     int64_t e = lg_scan_effective(t, v);
     int64_t lo = t->allow_negative ? -t->n_classes : 0;
     return e < lo || e >= t->n_classes;
@@ -115,7 +169,33 @@ LG_HD int lg_scan_is_bad(const lg_target_t *t, int64_t v)
 /* ---- target geometry: the same rules for the host backend, the GPU backend's launcher and
  * the kernels (src/validate*.c, cuda/validate.cu) */
 
-LG_HD size_t lg_scan_elem_size(lg_dtype_t d) { return d == LG_DTYPE_UINT8 ? 1 : d == LG_DTYPE_INT32 ? 4 : 8; }
+LG_HD size_t lg_scan_elem_size(lg_dtype_t d)
+{
+    switch (d) {
+    case LG_DTYPE_UINT8: return 1;
+    case LG_DTYPE_FLOAT16:
+    case LG_DTYPE_BFLOAT16: return 2;
+    case LG_DTYPE_INT32:
+    case LG_DTYPE_FLOAT32: return 4;
+    default: return 8;
+    }
+}
+
+/* Whether val replaces the running min (want_max 0) or max (1): floats by value, and a NaN
+ * never replaces a number while a number replaces a NaN, so min/max cover the numbers (and
+ * stay NaN's bits only when every value is NaN). */
+LG_HD int lg_scan_extends(const lg_target_t *t, int64_t val, int64_t cur, int want_max)
+{
+    if (lg_scan_is_float(t->dtype)) {
+        double v = lg_scan_float(t->dtype, val), c = lg_scan_float(t->dtype, cur);
+        if (v != v)
+            return 0;
+        if (c != c)
+            return 1;
+        return want_max ? v > c : v < c;
+    }
+    return want_max ? val > cur : val < cur;
+}
 
 /* Elements from logical element 0 to the last one, inclusive, in memory: what a copy of the
  * target must hold so that the same element offsets stay valid. -1 for negative strides
@@ -177,9 +257,9 @@ LG_HD void lg_scan_host(const lg_target_t *t, const void *base, int max_samples,
         int64_t val = lg_scan_load(t, base, i);
         if (lg_scan_is_ignored(t, val))
             continue;
-        if (v->checked == 0 || val < v->min)
+        if (v->checked == 0 || lg_scan_extends(t, val, v->min, 0))
             v->min = val;
-        if (v->checked == 0 || val > v->max)
+        if (v->checked == 0 || lg_scan_extends(t, val, v->max, 1))
             v->max = val;
         v->checked++;
         if (lg_scan_is_bad(t, val)) {

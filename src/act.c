@@ -182,7 +182,10 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->outcome = "launched";
     v->note[0] = '\0';
     /* spec is NULL only when the kernel's image was unloaded before its async verdict came. */
-    if (info->spec && info->spec->ids) {
+    if (lg_scan_is_float(in->target->dtype)) {
+        v->cause = lg_cause_classify_range(in->target, in->verdict);
+        lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    } else if (info->spec && info->spec->ids) {
         v->cause = lg_cause_classify_family_ids(info->spec->family, in->target, in->verdict);
         lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     } else {
@@ -229,6 +232,13 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
         uint64_t copy = lg_validate_masked_copy(in->target, in->stream, *value, why, why_len);
         lg_in_library--;
         return lg_act_run_on_copy(spec, in->args, copy, false, *value, d) == 0;
+    }
+    if (lg_scan_is_float(in->target->dtype)) {
+        /* Any value put in place of a bad probability still adds its own loss and gradient:
+         * unlike a label's ignore_index, no probability leaves the loss unchanged. */
+        snprintf(why, why_len, "binary_cross_entropy has no ignore value for a probability: any value put in "
+                               "place of a bad one would still add its loss and gradient");
+        return false;
     }
     if (!lg_act_mask_value(in->target, value, rewrite)) {
         snprintf(why, why_len, "%s",

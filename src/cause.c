@@ -9,6 +9,10 @@
  * embedding) and -1 used as padding. The ids of index_add_ and scatter (the GNN aggregation
  * out.index_add_(0, dst, msg)) are node ids: past the end, an edge points past the last node.
  *
+ * BCE's probability input (target_kind=range, float values valid in [0, 1]) has two: values
+ * outside [0, 1] are logits given to BCELoss without a sigmoid; NaN means the model's output
+ * diverged before the loss.
+ *
  * Called by act.c, once per violation, on the reporting thread; pure functions, no state,
  * no lock.
  * Tested by tests/unit/test_cause.c on the article's cases.
@@ -34,6 +38,8 @@ static const char *const names[] = {
     [LG_CAUSE_VOCAB_TOO_SMALL] = "vocab_too_small",
     [LG_CAUSE_NEGATIVE_ID] = "negative_id",
     [LG_CAUSE_NODE_ID_OUT_OF_RANGE] = "node_id_out_of_range",
+    [LG_CAUSE_NO_SIGMOID] = "no_sigmoid",
+    [LG_CAUSE_NAN_INPUT] = "nan_input",
     [LG_CAUSE_OTHER] = "other",
 };
 
@@ -46,6 +52,9 @@ static const char *const fixes[] = {
     [LG_CAUSE_VOCAB_TOO_SMALL] = "resize the embedding to the tokenizer (resize_token_embeddings)",
     [LG_CAUSE_NEGATIVE_ID] = "use padding_idx or mask the -1 ids",
     [LG_CAUSE_NODE_ID_OUT_OF_RANGE] = "size the output by the graph's node count, or relabel the edge ids",
+    [LG_CAUSE_NO_SIGMOID] = "use BCEWithLogitsLoss on the logits (or apply torch.sigmoid first)",
+    [LG_CAUSE_NAN_INPUT] = "the training diverged: lower the learning rate, check for fp16 overflow (use "
+                           "torch.autocast / GradScaler), find the first NaN with torch.autograd.detect_anomaly()",
     [LG_CAUSE_OTHER] = "check the label mapping and num_classes",
 };
 
@@ -228,4 +237,33 @@ void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg_verdict_t
              "check how the ids are built against the size of the dimension they index (for an embedding, "
              "its num_embeddings)",
              t->allow_negative ? -n : (int64_t)0, n, v->min, v->max);
+}
+
+lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v)
+{
+    if (v->n_samples <= 0) /* samples off: min and max cover the numbers only */
+        return lg_scan_float(t->dtype, v->min) < 0.0 || lg_scan_float(t->dtype, v->max) > 1.0 ? LG_CAUSE_NO_SIGMOID
+                                                                                           : LG_CAUSE_NAN_INPUT;
+    for (int i = 0; i < v->n_samples; i++) {
+        double x = lg_scan_float(t->dtype, v->samples[i].value);
+        if (x == x)
+            return LG_CAUSE_NO_SIGMOID;
+    }
+    return LG_CAUSE_NAN_INPUT;
+}
+
+void lg_cause_explain_range(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)
+{
+    bool single = t->dtype != LG_DTYPE_FLOAT64;
+    char lo[40], hi[40];
+    lg_json_format_float(lo, sizeof lo, lg_scan_float(t->dtype, v->min), single);
+    lg_json_format_float(hi, sizeof hi, lg_scan_float(t->dtype, v->max), single);
+    if (c == LG_CAUSE_NAN_INPUT)
+        snprintf(out, out_len,
+                 "the probabilities given to binary_cross_entropy are NaN: %s", lg_cause_fix(c));
+    else
+        snprintf(out, out_len,
+                 "binary_cross_entropy takes probabilities in [0, 1], these span [%s, %s]: they look like raw "
+                 "logits; %s",
+                 lo, hi, lg_cause_fix(c));
 }

@@ -418,6 +418,12 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
         return -1;
     }
 
+    if (spec->range) {
+        /* BCE's probabilities: the bound is [0, 1], no class count, nothing ignored */
+        out->n_classes = 0;
+        return 0;
+    }
+
     /* n_classes */
     int64_t nc;
     lg_field_t nk = spec->n_classes;

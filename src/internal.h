@@ -228,6 +228,7 @@ typedef struct lg_spec {
     bool dtype_from_template;  /* a template argument of the mangled name: l / h / i */
     int dtype_template_arg;    /* which one, 1-based; 0: the last */
     bool ids;                  /* target_kind=ids: embedding/index ids, n_classes is the row count */
+    bool range;                /* target_kind=range: float values checked against [0, 1] (BCE) */
     lg_field_t allow_negative; /* ids: nonzero when the kernel wraps negative ids; param -1: never */
     lg_field_t weight;         /* class-weight pointer (mask safety); param -1: none */
     lg_field_t size_average;   /* reduction is mean; param -1: not a parameter */
@@ -636,6 +637,10 @@ LG_HIDDEN void lg_json_int(lg_json_t *j, const char *key, int64_t value);
 LG_HIDDEN void lg_json_uint(lg_json_t *j, const char *key, uint64_t value);
 LG_HIDDEN void lg_json_bool(lg_json_t *j, const char *key, bool value);
 LG_HIDDEN void lg_json_null(lg_json_t *j, const char *key);
+/* A float value: the fewest digits that read back as it (as a float when single), NaN and
+ * infinities as the strings "nan", "inf", "-inf" (JSON has no NaN). format: the same text. */
+LG_HIDDEN void lg_json_float(lg_json_t *j, const char *key, double value, bool single);
+LG_HIDDEN size_t lg_json_format_float(char *out, size_t len, double x, bool single);
 /* A string of `n` bytes (may hold NULs, which are escaped); for fuzzing and raw buffers. */
 LG_HIDDEN void lg_json_string_n(lg_json_t *j, const char *key, const char *value, size_t n);
 /* Closes every open container; returns j->len. The text in buf is then a complete value. */
@@ -652,6 +657,8 @@ typedef enum {
     LG_CAUSE_VOCAB_TOO_SMALL, /* ids: dense up to K >= the row count */
     LG_CAUSE_NEGATIVE_ID,     /* ids: -1 (or other negatives) used as padding */
     LG_CAUSE_NODE_ID_OUT_OF_RANGE, /* ids of index_add_/scatter: edge ids past the node count */
+    LG_CAUSE_NO_SIGMOID,           /* BCE probabilities outside [0, 1]: logits given to BCELoss */
+    LG_CAUSE_NAN_INPUT,            /* BCE probabilities that are NaN: the training diverged */
     LG_CAUSE_OTHER
 } lg_cause_t;
 /* Ids of an embedding or index kernel (target_kind=ids) get their own causes. */
@@ -667,6 +674,12 @@ LG_HIDDEN void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_ver
 /* The sentence for ids (target_kind=ids): the two id causes, or "other" in words about ids. */
 LG_HIDDEN void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out,
                                     size_t out_len);
+
+/* Range targets (BCE's probabilities, target_kind=range): no_sigmoid when a bad value is a
+ * number outside [0, 1], nan_input when every sampled bad value is NaN; and the sentence. */
+LG_HIDDEN lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v);
+LG_HIDDEN void lg_cause_explain_range(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out,
+                                      size_t out_len);
 
 /* ---------------------------------------------------------------- stack.c */
 

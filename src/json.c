@@ -18,6 +18,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "internal.h"
 
@@ -242,6 +243,36 @@ void lg_json_uint(lg_json_t *j, const char *key, uint64_t value)
     char t[24];
     int n = snprintf(t, sizeof(t), "%" PRIu64, value);
     put_raw_value(j, key, t, (size_t)n);
+}
+
+size_t lg_json_format_float(char *out, size_t len, double x, bool single)
+{
+    if (x != x)
+        return (size_t)snprintf(out, len, "nan");
+    if (x > 1.7976931348623157e308 || x < -1.7976931348623157e308)
+        return (size_t)snprintf(out, len, x > 0 ? "inf" : "-inf");
+    /* the fewest digits that read back as the same value (of the float type for single) */
+    int n = 0;
+    for (int p = 1; p <= 17; p++) {
+        n = snprintf(out, len, "%.*g", p, x);
+        for (char *c = out; *c; c++)
+            if (*c == ',')
+                *c = '.'; /* a locale's decimal comma: JSON needs the point */
+        double back = strtod(out, NULL);
+        if (single ? (float)back == (float)x : back == x)
+            break;
+    }
+    return n < 0 ? 0 : (size_t)n;
+}
+
+void lg_json_float(lg_json_t *j, const char *key, double value, bool single)
+{
+    char t[40];
+    size_t n = lg_json_format_float(t, sizeof t, value, single);
+    if (value != value || value > 1.7976931348623157e308 || value < -1.7976931348623157e308)
+        lg_json_string_n(j, key, t, n); /* JSON has no NaN or infinity */
+    else
+        put_raw_value(j, key, t, n);
 }
 
 void lg_json_bool(lg_json_t *j, const char *key, bool value)

@@ -82,6 +82,10 @@ static const char *dtype_name(lg_dtype_t d)
     switch (d) {
     case LG_DTYPE_UINT8: return "uint8";
     case LG_DTYPE_INT32: return "int32";
+    case LG_DTYPE_FLOAT32: return "float32";
+    case LG_DTYPE_FLOAT64: return "float64";
+    case LG_DTYPE_FLOAT16: return "float16";
+    case LG_DTYPE_BFLOAT16: return "bfloat16";
     default: return "int64";
     }
 }
@@ -358,11 +362,25 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
     lg_json_begin_object(j, "target");
     lg_json_string(j, "dtype", dtype_name(t->dtype));
     lg_json_int(j, "count", t->count);
-    lg_json_int(j, "n_classes", t->n_classes);
-    if (t->has_ignore_index)
-        lg_json_int(j, "ignore_index", t->ignore_index);
-    else
-        lg_json_null(j, "ignore_index");
+    bool range = lg_scan_is_float(t->dtype);
+    bool single = t->dtype != LG_DTYPE_FLOAT64;
+    if (range) {
+        /* BCE's probabilities: the bound is the interval itself */
+        lg_json_string(j, "kind", "range");
+        lg_json_begin_array(j, "range");
+        lg_json_int(j, NULL, 0);
+        lg_json_int(j, NULL, 1);
+        lg_json_end_array(j);
+        char addr[24];
+        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
+        lg_json_string(j, "data", addr); /* the input's data_ptr() */
+    } else {
+        lg_json_int(j, "n_classes", t->n_classes);
+        if (t->has_ignore_index)
+            lg_json_int(j, "ignore_index", t->ignore_index);
+        else
+            lg_json_null(j, "ignore_index");
+    }
     if (v->spec && v->spec->ids) {
         /* Ids of an index kernel: the same keys for tools that read labels, plus their names
          * for ids (n_classes is the row count, ignore_index the padding_idx). */
@@ -397,8 +415,13 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
     lg_json_begin_object(j, "bad");
     lg_json_int(j, "count", vd->bad_count);
     lg_json_int(j, "checked", vd->checked);
-    lg_json_int(j, "min", vd->min);
-    lg_json_int(j, "max", vd->max);
+    if (range) {
+        lg_json_float(j, "min", lg_scan_float(t->dtype, vd->min), single);
+        lg_json_float(j, "max", lg_scan_float(t->dtype, vd->max), single);
+    } else {
+        lg_json_int(j, "min", vd->min);
+        lg_json_int(j, "max", vd->max);
+    }
     lg_json_begin_array(j, "samples");
     int ns = vd->n_samples;
     if (ns > LG_MAX_SAMPLES)
@@ -408,7 +431,10 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
     for (int i = 0; i < ns; i++) {
         lg_json_begin_object(j, NULL);
         lg_json_int(j, "index", vd->samples[i].index);
-        lg_json_int(j, "value", vd->samples[i].value);
+        if (range)
+            lg_json_float(j, "value", lg_scan_float(t->dtype, vd->samples[i].value), single);
+        else
+            lg_json_int(j, "value", vd->samples[i].value);
         lg_json_end_object(j);
     }
     lg_json_end_array(j);

@@ -281,11 +281,18 @@ static int parse_closure(const ctx_t *c, lg_spec_t *s)
     if (rc)
         return -1;
     if (g_key_file_has_key(c->kf, c->group, "layout_check", NULL)) {
-        static const char *const checks[] = {"offset_calc", NULL};
-        if (choice(c, "layout_check", checks, "offset_calc") < 0)
+        static const char *const checks[] = {"offset_calc", "match_types", NULL};
+        int k = choice(c, "layout_check", checks, "offset_calc or match_types");
+        if (k < 0)
             return -1;
-        if (s->calc.param < 0)
+        if (k == 0 && s->calc.param < 0)
             return bad(c, "layout_check", "offset_calc needs target_calc");
+        /* match_types: the match names the types of the parameters that are not sized from
+         * the signature (TensorIterator's std::array<char*, N> data array), so a kernel it
+         * matches has the spec's layout; for capture-less lambdas of range kernels */
+        if (k == 1 && (!s->range || (!strstr(s->match, "St5arrayIPcLm") && !strstr(s->match, "6detail5ArrayIPcLi"))))
+            return bad(c, "layout_check", "match_types needs target_kind=range and the data array "
+                                          "(St5arrayIPcLm... or 6detail5ArrayIPcLi...) in match");
         s->unsized_ok = true;
     }
     return 0;
@@ -404,8 +411,9 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
 
     if (!(v = get(c, "dtype", true, &rc)))
         return -1;
-    static const char *const dtypes[] = {"int64", "uint8", "int32", NULL};
-    static const lg_dtype_t dtype_of[] = {LG_DTYPE_INT64, LG_DTYPE_UINT8, LG_DTYPE_INT32};
+    static const char *const dtypes[] = {"int64", "uint8", "int32", "float32", "float64", "float16", "bfloat16", NULL};
+    static const lg_dtype_t dtype_of[] = {LG_DTYPE_INT64,   LG_DTYPE_UINT8,   LG_DTYPE_INT32,   LG_DTYPE_FLOAT32,
+                                          LG_DTYPE_FLOAT64, LG_DTYPE_FLOAT16, LG_DTYPE_BFLOAT16};
     k = -1;
     for (int i = 0; dtypes[i]; i++)
         if (strcmp(v, dtypes[i]) == 0)
@@ -431,7 +439,8 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
             return -1;
         }
     } else {
-        bad(c, "dtype", "\"%s\": must be int64, uint8, int32, from_template, from_template:N or from_functor:...", v);
+        bad(c, "dtype", "\"%s\": must be int64, uint8, int32, float32, float64, float16, bfloat16, from_template, "
+            "from_template:N or from_functor:...", v);
         g_free(v);
         return -1;
     }
@@ -460,17 +469,28 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
     if (s->count_kind == LG_COUNT_ACCESSOR && s->target_ndim == 0)
         return bad(c, "count", "count=accessor needs target_accessor");
 
-    if (field(c, s, "n_classes", &s->n_classes, false, &rc))
-        return -1;
-    if (field(c, s, "ignore_index", &s->ignore_index, true, &rc))
-        return -1;
-
-    static const char *const kinds2[] = {"labels", "ids", NULL};
+    static const char *const kinds2[] = {"labels", "ids", "range", NULL};
     if (g_key_file_has_key(c->kf, c->group, "target_kind", NULL)) {
-        k = choice(c, "target_kind", kinds2, "labels or ids");
+        k = choice(c, "target_kind", kinds2, "labels, ids or range");
         if (k < 0)
             return -1;
         s->ids = k == 1;
+        s->range = k == 2;
+    }
+    if (s->range != lg_scan_is_float(s->dtype))
+        return bad(c, "dtype", s->range ? "target_kind=range needs a float dtype (float32, float64, float16, bfloat16)"
+                                         : "a float dtype needs target_kind=range");
+    if (s->range) {
+        /* a probability has no class count and no ignore value: [0, 1] is the whole rule */
+        s->n_classes.param = s->ignore_index.param = -1;
+        if (g_key_file_has_key(c->kf, c->group, "n_classes", NULL) ||
+            g_key_file_has_key(c->kf, c->group, "ignore_index", NULL))
+            return bad(c, "n_classes", "target_kind=range has neither n_classes nor ignore_index");
+    } else {
+        if (field(c, s, "n_classes", &s->n_classes, false, &rc))
+            return -1;
+        if (field(c, s, "ignore_index", &s->ignore_index, true, &rc))
+            return -1;
     }
     s->allow_negative.param = s->weight.param = s->size_average.param = s->input.param = -1;
     if (g_key_file_has_key(c->kf, c->group, "allow_negative", NULL)) {
@@ -501,8 +521,8 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
         bool too_long = strlen(v) >= sizeof s->no_mask;
         g_strlcpy(s->no_mask, v, sizeof s->no_mask);
         g_free(v);
-        if (!s->ids)
-            return bad(c, "no_mask", "only with target_kind=ids");
+        if (!s->ids && !s->range)
+            return bad(c, "no_mask", "only with target_kind=ids or range");
         if (too_long)
             return bad(c, "no_mask", "longer than %zu characters", sizeof s->no_mask - 1);
     }

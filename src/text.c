@@ -63,6 +63,13 @@ const char *lg_text_distributed(const char *outcome, char *buf, size_t len)
 }
 
 static bool ids(const lg_violation_t *v) { return v->spec && v->spec->ids; }
+/* A range target (BCE's probabilities): float values, valid in [0, 1]. */
+static bool range(const lg_violation_t *v) { return lg_scan_is_float(v->target.dtype); }
+static const char *fmt_value(const lg_target_t *t, int64_t raw, char *buf, size_t len)
+{
+    lg_json_format_float(buf, len, lg_scan_float(t->dtype, raw), t->dtype != LG_DTYPE_FLOAT64);
+    return buf;
+}
 
 /* The valid range as the kernel sees it: [0, n) or, when it wraps negative ids, [-n, n). */
 static int64_t low_bound(const lg_target_t *t) { return t->allow_negative ? -t->n_classes : 0; }
@@ -156,9 +163,9 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     int n = 0;
     const char *dir = lg_text_direction(v);
     char safe[512], safe2[256];
-    APPEND("labelguard: bad %s in %s", ids(v) ? "ids" : "labels",
+    APPEND("labelguard: bad %s in %s", range(v) ? "probabilities" : ids(v) ? "ids" : "labels",
            v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
-    if (ids(v))
+    if (ids(v) || (range(v) && v->spec))
         APPEND(" (%s)", v->spec->family);
     else if (dir)
         APPEND(" (%s)", dir);
@@ -174,7 +181,12 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
             lg_text_index(t, vd->samples[i].index, idx, sizeof(idx));
             if (ids(v))
                 snprintf(idx, sizeof(idx), "ids[%" PRId64 "]", vd->samples[i].index);
-            snprintf(cell, sizeof(cell), "%s = %" PRId64, idx, vd->samples[i].value);
+            if (range(v)) {
+                char num[40];
+                snprintf(idx, sizeof(idx), "input[%" PRId64 "]", vd->samples[i].index);
+                snprintf(cell, sizeof(cell), "%s = %s", idx, fmt_value(t, vd->samples[i].value, num, sizeof num));
+            } else
+                snprintf(cell, sizeof(cell), "%s = %" PRId64, idx, vd->samples[i].value);
             if (i > 0 && i % 3 == 0)
                 APPEND("\n ");
             bool last_in_row = i % 3 == 2 || i == shown - 1;
@@ -187,7 +199,12 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
             APPEND(" (first %d of %" PRId64 ")", shown, vd->bad_count);
         APPEND("\n");
     }
-    if (ids(v)) {
+    if (range(v)) {
+        char lo[40], hi[40];
+        APPEND("  %" PRId64 " of %" PRId64 " values outside [0, 1] or NaN", vd->bad_count, t->count);
+        if (vd->checked > 0)
+            APPEND("  min %s, max %s", fmt_value(t, vd->min, lo, sizeof lo), fmt_value(t, vd->max, hi, sizeof hi));
+    } else if (ids(v)) {
         APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " rows",
                vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes);
         if (t->has_ignore_index)
@@ -201,7 +218,7 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         else
             APPEND("  (no ignore_index)");
     }
-    if (vd->checked > 0)
+    if (vd->checked > 0 && !range(v))
         APPEND("  min %" PRId64 ", max %" PRId64, vd->min, vd->max);
     APPEND("\n");
     APPEND("  likely cause: %s — %s\n", lg_cause_name(v->cause), v->cause_text);
@@ -265,6 +282,22 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
         snprintf(ign, sizeof(ign), "%s %" PRId64, ids(v) ? "padding_idx" : "ignore_index", t->ignore_index);
     else
         snprintf(ign, sizeof(ign), "no %s", ids(v) ? "padding_idx" : "ignore_index");
+    const char *path0 = log_path && log_path[0] ? log_path : "the log";
+    if (range(v)) {
+        char what[160], num[40];
+        if (vd->n_samples > 0)
+            snprintf(what, sizeof what, "bad probability input[%" PRId64 "] = %s", vd->samples[0].index,
+                     fmt_value(t, vd->samples[0].value, num, sizeof num));
+        else
+            snprintf(what, sizeof what, "bad probabilities");
+        snprintf(out, out_len,
+                 "labelguard: bad probabilities, not a CUDA fault (ignore the cudaErrorNotPermitted and "
+                 "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [0, 1] (%" PRId64 " of %" PRId64
+                 " values bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
+                 v->short_name[0] ? v->short_name : "kernel", what, vd->bad_count, t->count, lg_cause_name(cause),
+                 lg_cause_fix(cause), path0);
+        return;
+    }
     char what[160];
     if (vd->n_samples > 0)
         snprintf(what, sizeof(what), "bad %s %s = %" PRId64, noun, idx, value);

@@ -1,7 +1,8 @@
 /* validate.c: the label scan of one launch, and the one rule for which backend runs it: the
  * GPU backend (validate_gpu.c) while it is active, the host backend (validate_host.c) when it
  * is not or when it hands the call back (no current context on this thread, no module in this
- * context). Any other failure of either is the caller's: it warns and lets the launch run.
+ * context), and always for range targets (float probabilities: the GPU validator's kernels
+ * read integer labels only). Any other failure of either is the caller's: it warns and lets the launch run.
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
  * whose verdict verdicts.c collects later; inside a graph capture the async check is captured
  * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
@@ -59,7 +60,7 @@ static void account(uint64_t t0) { __atomic_fetch_add(&ns_total, lg_now_ns() - t
 
 static int check_target(const lg_target_t *t, int64_t *span, char *why, size_t why_len)
 {
-    if (t->ndim > LG_MAX_TARGET_DIMS || t->dtype < LG_DTYPE_INT64 || t->dtype > LG_DTYPE_INT32) {
+    if (t->ndim > LG_MAX_TARGET_DIMS || t->dtype < LG_DTYPE_INT64 || t->dtype > LG_DTYPE_BFLOAT16) {
         snprintf(why, why_len, "unsupported target description (ndim %d, dtype %d)", t->ndim, (int)t->dtype);
         return -1;
     }
@@ -101,7 +102,9 @@ static int dispatch(call_t *c, char *why, size_t why_len)
     if (check_target(c->t, &span, why, why_len) != 0)
         return -1;
     const lg_runtime_t *r = launch_rt ? launch_rt : __atomic_load_n(&rt, __ATOMIC_ACQUIRE);
-    if (lg_validate_gpu_active()) {
+    /* Range targets (BCE's float probabilities) are scanned by the host backend: the GPU
+     * validator's kernels read integer labels only. */
+    if (lg_validate_gpu_active() && !lg_scan_is_float(c->t->dtype)) {
         bool use_host = false;
         if (lg_validate_gpu_launch(r, c->t, c->stream, span, c->samples, c->want_copy, c->replacement, c->allow_capture,
                                    &c->run, &use_host, why, why_len) == 0)

@@ -222,6 +222,10 @@ void lg_validate_host_replace(const lg_target_t *t, void *buf, int64_t replaceme
         switch (t->dtype) {
         case LG_DTYPE_UINT8: ((uint8_t *)buf)[off] = (uint8_t)replacement; break;
         case LG_DTYPE_INT32: ((int32_t *)buf)[off] = (int32_t)replacement; break;
+        /* range targets: replacement is raw bits of the dtype (0: the value 0.0) */
+        case LG_DTYPE_FLOAT32: ((uint32_t *)buf)[off] = (uint32_t)replacement; break;
+        case LG_DTYPE_FLOAT16:
+        case LG_DTYPE_BFLOAT16: ((uint16_t *)buf)[off] = (uint16_t)replacement; break;
         default: ((int64_t *)buf)[off] = replacement; break;
         }
     }

@@ -93,7 +93,7 @@ def classify(sym):
     if "nll_loss" in sym:
         return "nll_loss"
     if "binary_cross_entropy" in sym:
-        return "binary_cross_entropy"  # float targets in TensorIterator lambdas: no labels to check
+        return "binary_cross_entropy"  # TensorIterator lambdas; the forward's probability range is checked
     if "cross_entropy" in sym:
         return "cross_entropy"
     if "vectorized_gather_kernel" in sym:

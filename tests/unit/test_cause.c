@@ -197,6 +197,58 @@ static void test_node_id_out_of_range(void)
     g_free(c);
 }
 
+/* BCE's probabilities (range targets): a number outside [0, 1] is logits without a sigmoid,
+ * even next to NaNs; only NaNs: the training diverged. The values are float32 bits. */
+static int64_t f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (int64_t)u;
+}
+
+static void test_bce_causes(void)
+{
+    lg_target_t t;
+    memset(&t, 0, sizeof t);
+    t.dtype = LG_DTYPE_FLOAT32;
+    t.count = 8;
+    lg_verdict_t v;
+    memset(&v, 0, sizeof v);
+    v.bad_count = v.n_samples = 3;
+    v.checked = 8;
+    v.samples[0].value = f32_bits(1.5f);
+    v.samples[1].value = f32_bits(-0.1f);
+    v.samples[2].value = f32_bits(__builtin_nanf(""));
+    v.min = f32_bits(-0.1f);
+    v.max = f32_bits(1.5f);
+    char text[512];
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_NO_SIGMOID);
+    g_assert_cmpstr(lg_cause_name(LG_CAUSE_NO_SIGMOID), ==, "no_sigmoid");
+    lg_cause_explain_range(LG_CAUSE_NO_SIGMOID, &t, &v, text, sizeof text);
+    g_assert_nonnull(strstr(text, "[-0.1, 1.5]"));
+    g_assert_nonnull(strstr(text, "BCEWithLogitsLoss"));
+    g_assert_nonnull(strstr(lg_cause_fix(LG_CAUSE_NO_SIGMOID), "BCEWithLogitsLoss"));
+
+    v.bad_count = v.n_samples = 1;
+    v.samples[0].value = f32_bits(__builtin_nanf(""));
+    v.min = v.max = f32_bits(0.25f);
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_NAN_INPUT);
+    g_assert_cmpstr(lg_cause_name(LG_CAUSE_NAN_INPUT), ==, "nan_input");
+    lg_cause_explain_range(LG_CAUSE_NAN_INPUT, &t, &v, text, sizeof text);
+    g_assert_nonnull(strstr(text, "NaN"));
+    g_assert_nonnull(strstr(text, "learning rate"));
+    g_assert_nonnull(strstr(text, "fp16"));
+    g_assert_nonnull(strstr(text, "torch.autograd.detect_anomaly"));
+
+    /* samples off: min and max tell a number outside [0, 1] from NaNs alone */
+    v.n_samples = 0;
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_NAN_INPUT);
+    v.max = f32_bits(3.0f);
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_NO_SIGMOID);
+    /* the names stay distinct from "other" and from each other */
+    g_assert_cmpstr(lg_cause_name(LG_CAUSE_OTHER), ==, "other");
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -210,5 +262,6 @@ int main(int argc, char **argv)
     g_test_add_func("/cause/other", test_other);
     g_test_add_func("/cause/degenerate", test_degenerate);
     g_test_add_func("/cause/node_id_out_of_range", test_node_id_out_of_range);
+    g_test_add_func("/cause/bce", test_bce_causes);
     return g_test_run();
 }

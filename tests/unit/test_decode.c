@@ -78,6 +78,9 @@ static const kcase_t cases[] = {
 #define N_ID_SPECS (N_NAMED_ID_SPECS + 15) /* + the closure kernels (test_closure_builtins) */
 /* The named index kernels (index_add_, nn.EmbeddingBag), tested by test_named_index below. */
 #define N_NAMED_SPECS 19
+/* BCE's probability input (target_kind=range): 2 kernels x 4 dtypes, std::array and
+ * at::detail::Array data arrays (test_range_builtins). */
+#define N_RANGE_SPECS 20 /* 8 + 8 for the at::detail::Array releases + 4 strided closures */
 
 typedef struct built {
     int n;
@@ -127,7 +130,7 @@ static const lg_spec_t *spec_named(const char *name)
 
 static void test_every_builtin(void)
 {
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -386,7 +389,7 @@ static void test_ids_builtins(void)
         {"indexSelectLargeIndex:index64", "416,416,416,4,4,8,8,8", "_Z21indexSelectLargeIndexIflmLin1ELin1ELin1ELb1EEvv",
          "_Z21indexSelectLargeIndexIfimLin1ELin1ELin1ELb1EEvv", -1, 8, 7, -1, false},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS);
     for (int i = 0; i < N_NAMED_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -492,7 +495,7 @@ static void test_named_index(void)
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEElmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_",
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEEimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_", 8, 7},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -618,6 +621,108 @@ static void test_no_mask_key(void)
                          "no_mask=x\n";
     g_assert_cmpint(lg_spec_parse(labels, strlen(labels), "t", &sp, 1, err, sizeof err), ==, -1);
     g_assert_nonnull(strstr(err, "no_mask: only with target_kind=ids"));
+}
+
+/* ---- BCE's probability input (target_kind=range) ------------------------------------------ */
+
+/* The forward kernels of F.binary_cross_entropy, by their real names (tests/wheels/2.15.0+cu132):
+ * found with and without runtime parameter sizes (layout_check=match_types), the input read at
+ * data[1] of the data array, the dtype the lambda's. The cast variant and the backward are not
+ * watched. */
+static void test_range_builtins(void)
+{
+    static const struct {
+        const char *mangled, *spec, *sizes;
+        lg_dtype_t dtype;
+    } k[] = {
+        {"_ZN2at6native29vectorized_elementwise_kernelILi2EZZZNS0_29binary_cross_entropy_out_cudaERKNS_6TensorES4_RKSt8optionalIS2_ElRS2_ENKUlvE_clEvENKUlvE0_clEvEUlffE_St5arrayIPcLm3EELb0EEEviT0_T1_",
+         "vectorized_elementwise_kernel:binary_cross_entropy:float32", "4,1,24", LG_DTYPE_FLOAT32},
+        {"_ZN2at6native27unrolled_elementwise_kernelIZZZNS0_29binary_cross_entropy_out_cudaERKNS_6TensorES4_RKSt8optionalIS2_ElRS2_ENKUlvE_clEvENKUlvE_clEvEUlddE_St5arrayIPcLm3EELi4E23TrivialOffsetCalculatorILi2EjESG_ILi1EjENS0_6memory15LoadWithoutCastENSJ_16StoreWithoutCastEEEviT_T0_T2_T3_T4_T5_",
+         "unrolled_elementwise_kernel:binary_cross_entropy:float64", "4,1,24,1,1,1,1", LG_DTYPE_FLOAT64},
+        {"_ZN2at6native29vectorized_elementwise_kernelILi8EZZZNS0_29binary_cross_entropy_out_cudaERKNS_6TensorES4_RKSt8optionalIS2_ElRS2_ENKUlvE_clEvENKUlvE1_clEvEUlN3c104HalfESD_E_St5arrayIPcLm3EELb1EEEviT0_T1_",
+         "vectorized_elementwise_kernel:binary_cross_entropy:float16", "4,1,24", LG_DTYPE_FLOAT16},
+        {"_ZN2at6native27unrolled_elementwise_kernelIZZZNS0_29binary_cross_entropy_out_cudaERKNS_6TensorES4_RKSt8optionalIS2_ElRS2_ENKUlvE_clEvENKUlvE2_clEvEUlN3c108BFloat16ESD_E_St5arrayIPcLm3EELi4E23TrivialOffsetCalculatorILi2EjESI_ILi1EjENS0_6memory15LoadWithoutCastENSL_16StoreWithoutCastEEEviT_T0_T2_T3_T4_T5_",
+         "unrolled_elementwise_kernel:binary_cross_entropy:bfloat16", "4,1,24,1,1,1,1", LG_DTYPE_BFLOAT16},
+    };
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS);
+    for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
+        g_test_message("kernel %s", k[i].spec);
+        char why[512] = "";
+        const lg_spec_t *s = lg_registry_find(k[i].mangled, NULL, -1, why, sizeof why);
+        if (!s)
+            g_test_message("why: %s", why);
+        g_assert_nonnull(s);
+        g_assert_cmpstr(s->name, ==, k[i].spec);
+        g_assert_true(s->range);
+        g_assert_cmpstr(s->family, ==, "binary_cross_entropy");
+        built_t b;
+        build(&b, k[i].sizes);
+        size_t actual[LG_MAX_PARAMS];
+        for (int p = 0; p < b.n; p++)
+            actual[p] = (size_t)b.sizes[p];
+        g_assert_true(lg_registry_find(k[i].mangled, actual, b.n, why, sizeof why) == s);
+        actual[2] = 32; /* a four-operand data array is another kernel */
+        g_assert_null(lg_registry_find(k[i].mangled, actual, b.n, why, sizeof why));
+        put(&b, 0, 0, 4, 1000 + (int64_t)i);                   /* N */
+        put(&b, 2, 0, 8, (int64_t)0x7f0011110000ull);          /* data[0]: the loss */
+        put(&b, 2, 8, 8, (int64_t)(0x7f0022220000ull + i * 4)); /* data[1]: the input */
+        put(&b, 2, 16, 8, (int64_t)0x7f0033330000ull);         /* data[2]: the target */
+        lg_target_t t;
+        unsigned grid[3] = {1, 1, 1};
+        int rc = decode_named(s, k[i].mangled, b.args, grid, &t, why, sizeof why);
+        if (rc)
+            g_test_message("why: %s", why);
+        g_assert_cmpint(rc, ==, 0);
+        g_assert_cmpuint(t.data, ==, 0x7f0022220000ull + i * 4);
+        g_assert_cmpint(t.dtype, ==, k[i].dtype);
+        g_assert_cmpint(t.count, ==, 1000 + (int64_t)i);
+        g_assert_cmpint(t.ndim, ==, 1);
+        g_assert_cmpint(t.strides[0], ==, 1);
+        g_assert_cmpint(t.has_ignore_index, ==, 0);
+        unbuild(&b);
+    }
+    char why[512] = "";
+    /* mixed dtypes (LoadWithCast) and the backward: not watched */
+    g_assert_null(lg_registry_find(
+        "_ZN2at6native27unrolled_elementwise_kernelIZZZNS0_29binary_cross_entropy_out_cudaERKNS_6TensorES4_RKSt8optionalIS2_ElRS2_ENKUlvE_clEvENKUlvE0_clEvEUlffE_St5arrayIPcLm3EELi4E23TrivialOffsetCalculatorILi2EjESG_ILi1EjENS0_6memory12LoadWithCastILi2EEENSJ_13StoreWithCastILi1EEEEEviT_T0_T2_T3_T4_T5_",
+        NULL, -1, why, sizeof why));
+    g_assert_null(lg_registry_find(
+        "_ZN2at6native29vectorized_elementwise_kernelILi2EZZZN37_INTERNAL_6bd09d29_7_Loss_cu_5b0651e139_GLOBAL__N__6bd09d29_7_Loss_cu_5b0651e140binary_cross_entropy_backward_out_kernelERNS_6TensorERKS4_S7_S7_ENKUlvE_clEvENKUlvE0_clEvEUlfffE_St5arrayIPcLm4EELb0EEEviT0_T1_",
+        NULL, -1, why, sizeof why));
+}
+
+/* target_kind=range: a float dtype, no n_classes or ignore_index; match_types needs the data
+ * array in the match. */
+static void test_range_key(void)
+{
+    lg_spec_t sp;
+    char err[512];
+    const char *ok = "[k]\nmatch=x;St5arrayIPcLm3EE\nfamily=f\ndirection=forward\ntarget_kind=range\nparams=4,1,24\n"
+                     "layout_check=match_types\ntarget=2,8\ndtype=float16\ncount=param\ncount_field=0,0,4\n";
+    g_assert_cmpint(lg_spec_parse(ok, strlen(ok), "t", &sp, 1, err, sizeof err), ==, 1);
+    g_assert_true(sp.range && sp.unsized_ok);
+    g_assert_cmpint(sp.dtype, ==, LG_DTYPE_FLOAT16);
+    g_assert_cmpint(sp.n_classes.param, ==, -1);
+    const char *bad[][2] = {
+        {"[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=range\nparams=4,1,24\ntarget=2,8\ndtype=int64\n"
+         "count=param\ncount_field=0,0,4\n",
+         "target_kind=range needs a float dtype"},
+        {"[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=4,1,24\ntarget=2,8\ndtype=float32\n"
+         "count=param\ncount_field=0,0,4\nn_classes=0,0,4\nignore_index=none\n",
+         "a float dtype needs target_kind=range"},
+        {"[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=range\nparams=4,1,24\ntarget=2,8\ndtype=float32\n"
+         "count=param\ncount_field=0,0,4\nn_classes=0,0,4\n",
+         "neither n_classes nor ignore_index"},
+        {"[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=range\nparams=4,1,24\nlayout_check=match_types\n"
+         "target=2,8\ndtype=float32\ncount=param\ncount_field=0,0,4\n",
+         "match_types needs target_kind=range and the data array"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_assert_cmpint(lg_spec_parse(bad[i][0], strlen(bad[i][0]), "t", &sp, 1, err, sizeof err), ==, -1);
+        g_test_message("err: %s", err);
+        g_assert_nonnull(strstr(err, bad[i][1]));
+    }
 }
 
 /* ---- closure-taking TensorIterator kernels ------------------------------------------------ */
@@ -799,6 +904,48 @@ static void test_closure_index64(void)
 }
 
 
+/* BCE on a transposed input (2.15's F.binary_cross_entropy(p.view(4, 6).t(), y)): the
+ * gpu_kernel_impl_nocast closure, OffsetCalculator<3> at 0 with the input as operand 1 and its
+ * pointer at data[1] (616). Dims as TensorIterator orders them: 4 (input stride 24 bytes) then 6
+ * (4 bytes). */
+static void test_range_closure(void)
+{
+    lg_registry_init_with(NULL, NULL);
+    const char *m = "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastIZZZNS0_29binary_cross_entropy_out_cudaERKNS_6TensorES5_RKSt8optionalIS3_ElRS3_ENKUlvE_clEvENKUlvE0_clEvEUlffE_EEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_";
+    char why[256] = "";
+    const lg_spec_t *s = lg_registry_find(m, NULL, -1, why, sizeof why);
+    g_assert_nonnull(s);
+    g_assert_cmpstr(s->name, ==, "elementwise_kernel:binary_cross_entropy:float32");
+    built_t b;
+    build(&b, "4,648");
+    const uint32_t sz[2] = {4, 6}, st[2] = {24, 4};
+    put_calc(&b, 3, 1, 2, sz, st);
+    put(&b, 0, 0, 4, 24);
+    put(&b, 1, 608, 8, (int64_t)0x7f0011110000ull);
+    put(&b, 1, 616, 8, (int64_t)0x7f0022220000ull);
+    put(&b, 1, 624, 8, (int64_t)0x7f0033330000ull);
+    lg_target_t t;
+    unsigned grid[3] = {1, 1, 1};
+    int rc = decode_named(s, m, b.args, grid, &t, why, sizeof why);
+    if (rc)
+        g_test_message("why: %s", why);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_cmpuint(t.data, ==, 0x7f0022220000ull);
+    g_assert_cmpint(t.dtype, ==, LG_DTYPE_FLOAT32);
+    g_assert_cmpint(t.count, ==, 24);
+    g_assert_true(t.index_is_offset);
+    /* element offsets: dim 4 by 6 elements, dim 6 by 1 (row-major order, slowest first) */
+    int64_t off_max = 0;
+    for (int64_t i = 0; i < t.count; i++)
+        off_max = lg_scan_offset(&t, i) > off_max ? lg_scan_offset(&t, i) : off_max;
+    g_assert_cmpint(off_max, ==, 23);
+    g_assert_cmpint(lg_scan_span(&t), ==, 24);
+    /* N that is not the calculator's product: not decoded */
+    put(&b, 0, 0, 4, 25);
+    g_assert_cmpint(decode_named(s, m, b.args, grid, &t, why, sizeof why), ==, -1);
+    unbuild(&b);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -807,6 +954,9 @@ int main(int argc, char **argv)
     g_test_add_func("/decode/named-index-kernels", test_named_index);
     g_test_add_func("/decode/no-mask-key", test_no_mask_key);
     g_test_add_func("/decode/closure-kernels", test_closure_builtins);
+    g_test_add_func("/decode/range-kernels", test_range_builtins);
+    g_test_add_func("/decode/range-key", test_range_key);
+    g_test_add_func("/decode/range-closure", test_range_closure);
     g_test_add_func("/decode/closure-index64", test_closure_index64);
     g_test_add_func("/decode/sanity-checks", test_sanity_checks);
     g_test_add_func("/decode/rewrite-limits", test_rewrite_limits);

@@ -230,10 +230,35 @@ static void test_checker_rejects(void)
     }
 }
 
+/* Float values (BCE samples): the fewest digits that read back (as a float when single), and
+ * NaN / infinities as strings, since JSON has none; the output still parses. */
+static void test_floats(void)
+{
+    char buf[512];
+    lg_json_t j;
+    lg_json_init(&j, buf, sizeof(buf));
+    lg_json_begin_array(&j, NULL);
+    lg_json_float(&j, NULL, 1.5, true);
+    lg_json_float(&j, NULL, (double)-0.1f, true);
+    lg_json_float(&j, NULL, -0.1, false);
+    lg_json_float(&j, NULL, __builtin_nan(""), true);
+    lg_json_float(&j, NULL, __builtin_inf(), false);
+    lg_json_float(&j, NULL, -__builtin_inf(), true);
+    lg_json_float(&j, NULL, 0.0, true);
+    lg_json_float(&j, NULL, 1e-300, false);
+    lg_json_end_array(&j);
+    g_assert_false(j.overflow);
+    g_assert_cmpstr(buf, ==, "[1.5,-0.1,-0.1,\"nan\",\"inf\",\"-inf\",0,1e-300]");
+    jc_value_t *v = parse_ok(buf, j.len);
+    g_assert_cmpint(v->type, ==, JC_ARRAY);
+    jc_free(v);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/json/structure", test_structure);
+    g_test_add_func("/json/floats", test_floats);
     g_test_add_func("/json/escapes", test_escapes);
     g_test_add_func("/json/invalid_utf8", test_invalid_utf8);
     g_test_add_func("/json/random_bytes", test_random_bytes);

@@ -36,7 +36,8 @@ static void reset_warnings(void)
  * nn.EmbeddingBag (max, sum_mean; int64 and int32 ids) */
 #define NAMED_INDEX_SPECS (5 + 5 + 5 + 4)
 #define CLOSURE_SPECS 15 /* specs/pytorch.conf, closure section */
-#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS)
+#define RANGE_SPECS 20 /* BCE's probability input: 2 kernels x 4 dtypes x 2 data-array types, 4 closures */
+#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS)
 
 static void test_builtin(void)
 {
@@ -45,15 +46,21 @@ static void test_builtin(void)
     g_assert_cmpint(n_warnings, ==, 0);
     g_assert_cmpint(n, ==, BUILTIN_SPECS);
     g_assert_cmpint(lg_registry_count(), ==, BUILTIN_SPECS);
-    int families[3] = {0, 0, 0};
+    int families[4] = {0, 0, 0, 0};
     for (int i = 0; i < n; i++) {
         const lg_spec_t *s = lg_registry_get(i);
         g_assert_nonnull(s);
         g_assert_cmpint(s->n_params, >, 0);
         g_assert_cmpint(s->target.param, <, s->n_params);
         g_assert_cmpint(s->param_sizes[s->target.param], >=, s->target.offset + 8);
-        g_assert_cmpint(s->n_classes.param, >=, 0);
         g_assert_true(g_str_has_prefix(s->source, "builtin:"));
+        if (s->range) { /* BCE's probabilities: [0, 1], no class count */
+            g_assert_cmpstr(s->family, ==, "binary_cross_entropy");
+            g_assert_cmpint(s->n_classes.param, ==, -1);
+            families[3]++;
+            continue;
+        }
+        g_assert_cmpint(s->n_classes.param, >=, 0);
         families[s->ids ? 2 : strcmp(s->family, "nll_loss2d") == 0]++;
         g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0 || strcmp(s->family, "gather") == 0 ||
                       strcmp(s->family, "scatter") == 0 || g_str_has_prefix(s->family, "index") ||
@@ -67,6 +74,7 @@ static void test_builtin(void)
     g_assert_cmpint(families[2], ==, 1 + 1 + 2 + NAMED_INDEX_SPECS + 4 + 11);
     /* vectorized gather, indexSelect small, large (u32, u64); the named ones; closures: gather,
      * scatter, scatter_fill x2, x[idx], index_put_, index_fill x2, index_copy_, take x3, put x3 */
+    g_assert_cmpint(families[3], ==, RANGE_SPECS);
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
@@ -196,7 +204,7 @@ static const bad_case_t bad_cases[] = {
     {"duplicate key", "[k]\n" GOOD_BODY "family=again\n", 0, "t.conf:12: [k] family: key given twice (first at line 3)"},
     {"duplicate group", "[k]\n" GOOD_BODY "[k]\n" GOOD_BODY, 0, "t.conf:12: [k]: duplicate kernel spec (first defined at line 1)"},
     {"conflicting kernels", "[k]\n" GOOD_BODY "[k2]\n" GOOD_BODY, 0, "t.conf:13: [k2] match: conflicts with [k]"},
-    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels or ids"},
+    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids or range"},
     {"allow_negative on labels", "[k]\n" GOOD_BODY "allow_negative=2,0,4\n", 0, "t.conf:12: [k] allow_negative: only with target_kind=ids"},
     {"allow_negative past its parameter", "[k]\n" GOOD_BODY "target_kind=ids\nallow_negative=2,2,4\n", 0, "[k] allow_negative: offset 2 + width 4 is beyond parameter 2"},
     {"from_template:0", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\ndtype=from_template:0\n"

@@ -406,6 +406,67 @@ static void test_host_sync(void)
     g_rand_free(r);
 }
 
+/* Range targets (BCE's probabilities): every float dtype, bits written out by hand, the rule
+ * `x >= 0 && x <= 1` longhand (NaN, infinities, just above 1, a negative subnormal are bad;
+ * 0, -0, 1 and a positive subnormal are not), through the host backend of lg_validate_sync. */
+static void test_float_range(void)
+{
+    init_host_backend();
+    /* 0, 1, 0.5, 1.5, -0.1, NaN, -0, inf, next above 1, -subnormal, +subnormal */
+    static const uint16_t half[] = {0x0000, 0x3C00, 0x3800, 0x3E00, 0xAE66, 0x7E00,
+                                    0x8000, 0x7C00, 0x3C01, 0x8001, 0x0001};
+    static const uint16_t bf16[] = {0x0000, 0x3F80, 0x3F00, 0x3FC0, 0xBDCD, 0x7FC0,
+                                    0x8000, 0x7F80, 0x3F81, 0x8001, 0x0001};
+    const float f32[] = {0.0f, 1.0f, 0.5f, 1.5f, -0.1f, __builtin_nanf(""), -0.0f, __builtin_inff(),
+                         0x1.000002p0f, -0x1p-149f, 0x1p-149f};
+    const double f64[] = {0.0, 1.0, 0.5, 1.5, -0.1, __builtin_nan(""), -0.0, __builtin_inf(),
+                          0x1.0000000000001p0, -0x1p-1074, 0x1p-1074};
+    const int64_t want_bad[] = {3, 4, 5, 7, 8, 9};
+    const struct {
+        lg_dtype_t d;
+        const void *host;
+        size_t esz;
+        double v15, vneg; /* the decoded 1.5 and -0.1 of this dtype */
+    } k[] = {
+        {LG_DTYPE_FLOAT16, half, 2, 1.5, -0.0999755859375},
+        {LG_DTYPE_BFLOAT16, bf16, 2, 1.5, -0.10009765625},
+        {LG_DTYPE_FLOAT32, f32, 4, 1.5, (double)-0.1f},
+        {LG_DTYPE_FLOAT64, f64, 8, 1.5, -0.1},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
+        g_test_message("dtype %d", (int)k[i].d);
+        g_assert_cmpuint(lg_scan_elem_size(k[i].d), ==, k[i].esz);
+        void *dev = dev_copy_of(k[i].host, 11 * k[i].esz);
+        lg_target_t t = flat(k[i].d, 11, 0, 0, false);
+        t.data = (uint64_t)(uintptr_t)dev;
+        lg_verdict_t *v = g_new0(lg_verdict_t, 1);
+        char why[256] = "";
+        g_assert_cmpint(lg_validate_sync(&t, (void *)0x1234, 16, v, why, sizeof why), ==, 0);
+        g_assert_cmpint(v->bad_count, ==, 6);
+        g_assert_cmpint(v->checked, ==, 11);
+        g_assert_cmpint(v->n_samples, ==, 6);
+        for (int j = 0; j < 6; j++)
+            g_assert_cmpint(v->samples[j].index, ==, want_bad[j]);
+        g_assert_cmpfloat(lg_scan_float(k[i].d, v->samples[0].value), ==, k[i].v15);
+        g_assert_cmpfloat(lg_scan_float(k[i].d, v->samples[1].value), ==, k[i].vneg);
+        double nan = lg_scan_float(k[i].d, v->samples[2].value);
+        g_assert_true(nan != nan);
+        /* min and max over the numbers: NaN neither */
+        g_assert_cmpfloat(lg_scan_float(k[i].d, v->min), ==, k[i].vneg);
+        g_assert_cmpfloat(lg_scan_float(k[i].d, v->max), ==, __builtin_inf());
+        g_free(v);
+    }
+    /* all NaN: min and max stay NaN */
+    const float nans[] = {__builtin_nanf(""), __builtin_nanf("")};
+    lg_target_t t = flat(LG_DTYPE_FLOAT32, 2, 0, 0, false);
+    lg_verdict_t *v = g_new0(lg_verdict_t, 1);
+    lg_scan_host(&t, nans, 4, v);
+    g_assert_cmpint(v->bad_count, ==, 2);
+    double mn = lg_scan_float(LG_DTYPE_FLOAT32, v->min);
+    g_assert_true(mn != mn);
+    g_free(v);
+}
+
 static void test_host_errors(void)
 {
     init_host_backend();
@@ -549,6 +610,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scan/no_classes", test_no_classes);
     g_test_add_func("/scan/abi_sizes", test_abi_sizes);
     g_test_add_func("/validate/host_sync", test_host_sync);
+    g_test_add_func("/validate/float_range", test_float_range);
     g_test_add_func("/validate/host_errors", test_host_errors);
     g_test_add_func("/validate/host_masked_copy", test_host_masked_copy);
     g_test_add_func("/validate/host_async", test_host_async);

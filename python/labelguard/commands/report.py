@@ -258,6 +258,9 @@ class Problem:
             "ignore_index": ignore,
             "dtype": tgt.get("dtype"),
             "ids": tgt.get("kind") == "ids",
+            "range": tgt.get("range") if tgt.get("kind") == "range" else None,
+            "range_min": (ex.get("bad") or {}).get("min") if isinstance(ex.get("bad"), dict) else None,
+            "range_max": (ex.get("bad") or {}).get("max") if isinstance(ex.get("bad"), dict) else None,
             "events": self.events,
             "bad_labels": self.bad_labels,
             "first_time": self.first,
@@ -386,7 +389,11 @@ def print_text(r, out):
                                  (" (%s)" % "/".join(p["directions"])) if p["directions"] else "",
                                  p["cause"]))
         w("    fix:        %s\n" % p["fix"])
-        if p.get("ids"):  # embedding / index ids: n_classes is the row count, ignore_index padding_idx
+        if p.get("range"):  # BCE's probabilities: float values, valid in [0, 1]
+            w("    values:     %s bad probabilities in %s; first launch's span %s..%s, valid [0, 1]%s\n" % (
+                p["bad_labels"], plural(p["events"], "launch"), p["range_min"], p["range_max"],
+                (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
+        elif p.get("ids"):  # embedding / index ids: n_classes is the row count, ignore_index padding_idx
             w("    ids:        %s bad ids in %s; values %s..%s, bound %s, padding_idx %s%s\n" % (
                 p["bad_labels"], plural(p["events"], "launch"), p["min"], p["max"], p["n_classes"],
                 p["ignore_index"], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
@@ -396,7 +403,8 @@ def print_text(r, out):
                 p["ignore_index"], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
         samples = p["first_event"]["samples"][:4]
         if samples:
-            w("    first:      %s\n" % ", ".join("%s[%s] = %s" % ("ids" if p.get("ids") else "target", s.get("index"),
+            w("    first:      %s\n" % ", ".join("%s[%s] = %s" % ("ids" if p.get("ids") else "input" if p.get("range") else "target",
+                                                                  s.get("index"),
                                                                   s.get("value"))
                                                for s in samples if isinstance(s, dict)))
         w("    where:      %s\n" % (fmt_frame(p["call_site"]) if p["call_site"]
