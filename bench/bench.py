@@ -323,6 +323,11 @@ def main():
     print("%-52s %14s %10s" % ("  training step, CPU time ratio", g(tt, "cpu_ratio", "%.3f"), "info"))
     print("%-52s %14s %10s" % ("    CPU ms per step without / with", "%s / %s" % (g(tt, "cpu_ms_per_step_without", "%.3f"), g(tt, "cpu_ms_per_step_with", "%.3f")), ""))
     print("%-52s %14s %10s" % ("  training step, wall time ratio", g(tt, "ratio", "%.3f"), "info"))
+    ti = tr.get("index", {}) if isinstance(tr.get("index"), dict) else {}
+    print("%-52s %14s %10s" % ("  index launch on the async double (%s us kernels), us" % ti.get("kernel_us", "?"), "", ""))
+    for m in ("none", "sync", "async"):
+        print("%-52s %14s %10s" % ("    %s: wall / CPU us per launch" % {"none": "without", "sync": "sync mode", "async": "async mode"}[m],
+                                   "%s / %s" % (g(ti, "us_per_launch_" + m, "%.1f"), g(ti, "cpu_us_per_launch_" + m, "%.1f")), "info"))
     for k in errors:
         print("%s: %s" % (k, out[k]["error"]))
     print("written: %s" % os.path.join(build, "bench.json"))

@@ -22,6 +22,10 @@ LD_PRELOAD=BUILD/liblabelguard.so, interleaved so that a loaded machine slows bo
   steps     ms per step of a small training loop (elementwise model, CrossEntropy with its
             forward and backward NLL launches checked by the host backend), timed inside the
             process after a warm-up, wall and CPU time; the with/without ratios
+  index     microseconds per index launch (nn.Embedding + x[idx], nothing synchronizing in the
+            loop) on the asynchronous double (FAKECUDA_ASYNC_US=INDEX_KERNEL_US per kernel):
+            without the library, with it in sync and in async mode; the sync check waits for
+            the stream at each launch, the async one never does
 Wall figures are medians of interleaved runs; CPU time (user + system of the process) is
 given beside them because other jobs on a shared machine blur it least.
 Figures are reported, never asserted. The worker side is this file run as `--worker KIND`.
@@ -46,6 +50,26 @@ def enable_timed():
     return time.perf_counter() - t
 
 
+INDEX_KERNEL_US = 50
+
+
+def index_loop(torch, iters):
+    """Seconds (wall, CPU) per index launch of a loop that never synchronizes until its end."""
+    emb = torch.nn.Embedding(1000, 256).cuda()
+    ids = torch.randint(0, 1000, (64,)).cuda()
+    x = torch.zeros(1000, 8).cuda()
+    rows = torch.randint(0, 1000, (64,)).cuda()
+    for _ in range(10):
+        emb(ids), x[rows]
+    torch.cuda.synchronize()
+    t, c = time.perf_counter(), time.process_time()
+    for _ in range(iters):
+        emb(ids)
+        x[rows]
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) / (2 * iters), (time.process_time() - c) / (2 * iters)
+
+
 def worker(kind, steps):
     enable_s = enable_timed() if kind == "enable_before" else None
     t0 = time.perf_counter()
@@ -58,6 +82,8 @@ def worker(kind, steps):
         enable_s = enable_timed()
     if enable_s is not None:
         out["enable_s"] = enable_s
+    if kind == "index":
+        out["s_per_launch"], out["cpu_s_per_launch"] = index_loop(torch, steps)
     if kind == "steps":
         w = torch.nn.Parameter(torch.ones(10, device="cuda"))
         opt = torch.optim.SGD([w], lr=0.1)
@@ -96,9 +122,10 @@ def worker(kind, steps):
             pass
 
 
-def run(build, kind, preload, logdir, steps, wheel="13"):
+def run(build, kind, preload, logdir, steps, wheel="13", extra_env=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELGUARD_") and k != "LD_PRELOAD"}
     env["TORCH_CUDA"] = wheel
+    env.update(extra_env or {})
     if preload:
         env["LD_PRELOAD"] = os.path.join(build, "liblabelguard.so")
         env["LABELGUARD_LOG"] = logdir
@@ -244,7 +271,27 @@ def measure(build, quick):
                         "cpu_ms_per_step_with": med[True]["cpu_ms_per_step"],
                         "cpu_ratio": med[True]["cpu_ms_per_step"] / med[False]["cpu_ms_per_step"]}
         res["enable"] = enable_cost(build, reps, d)
+        res["index"] = index_cost(build, reps, 200 if quick else 1000, d)
     return res
+
+
+def index_cost(build, reps, iters, d):
+    """Per index launch on the asynchronous double: no library, sync mode, async mode (medians
+    of interleaved runs)."""
+    modes = {"none": None, "sync": "sync", "async": "async"}
+    runs = {m: [] for m in modes}
+    for i in range(reps):
+        for m in (list(modes) if i % 2 == 0 else list(reversed(list(modes)))):
+            env = {"FAKECUDA_ASYNC_US": str(INDEX_KERNEL_US)}
+            if modes[m]:
+                env["LABELGUARD_MODE"] = modes[m]
+            runs[m].append(run(build, "index", modes[m] is not None, os.path.join(d, "i%d%s" % (i, m)), iters,
+                               extra_env=env))
+    out = {"kernel_us": INDEX_KERNEL_US, "iters": iters, "runs": reps}
+    for m in modes:
+        out["us_per_launch_" + m] = statistics.median(r["s_per_launch"] for r in runs[m]) * 1e6
+        out["cpu_us_per_launch_" + m] = statistics.median(r["cpu_s_per_launch"] for r in runs[m]) * 1e6
+    return out
 
 
 def enable_cost(build, reps, d):
@@ -272,7 +319,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--worker", choices=("startup", "kernels", "steps", "enable_after", "enable_before"))
+    ap.add_argument("--worker", choices=("startup", "kernels", "steps", "index", "enable_after", "enable_before"))
     ap.add_argument("--steps", type=int, default=0)
     a = ap.parse_args()
     if a.worker:
