@@ -35,7 +35,8 @@
 
 bool lg_coverage_is_loss(const char *family)
 {
-    return !strcmp(family, "nll_loss") || !strcmp(family, "nll_loss2d") || !strcmp(family, "cross_entropy");
+    return !strcmp(family, "nll_loss") || !strcmp(family, "nll_loss2d") || !strcmp(family, "cross_entropy") ||
+           !strcmp(family, "multi_margin_loss") || !strcmp(family, "multilabel_margin_loss");
 }
 
 bool lg_coverage_is_index(const char *family)

@@ -57,10 +57,11 @@ READER_VERSION = "1"
 
 # Which kernels are recorded, and under which family. Loss families are what the spec table
 # must cover; the gather-style ones are recorded as facts for the index-kernel guard.
-LOSS_FAMILIES = ("nll_loss", "nll_loss2d", "cross_entropy")
+LOSS_FAMILIES = ("nll_loss", "nll_loss2d", "cross_entropy", "multi_margin_loss", "multilabel_margin_loss")
 KEYWORDS = (b"nll_loss", b"NLLCriterion", b"ClassNLL", b"cross_entropy", b"vectorized_gather_kernel",
             b"indexSelectLargeIndex", b"indexSelectSmallIndex", b"mbedding", b"_scatter_gather_elementwise_kernel",
-            b"indexFuncSmallIndex", b"indexFuncLargeIndex", b"index_elementwise_kernel")
+            b"indexFuncSmallIndex", b"indexFuncLargeIndex", b"index_elementwise_kernel", b"MultiMarginLoss_",
+            b"multilabel_margin_loss")
 
 # Runtime entry points that launch or register kernels (undefined dynamic symbols).
 ENTRY_RE = re.compile(r"^(__cudaLaunchKernel\w*|cudaLaunchKernel\w*|cudaLaunchCooperativeKernel\w*|"
@@ -92,6 +93,10 @@ def classify(sym):
         return "nll_loss2d"
     if "nll_loss" in sym:
         return "nll_loss"
+    if "MultiMarginLoss_" in sym:
+        return "multi_margin_loss"  # class-index targets asserted in [0, dim)
+    if "multilabel_margin_loss" in sym:
+        return "multilabel_margin_loss"  # per-row class lists ended by -1
     if "binary_cross_entropy" in sym:
         return "binary_cross_entropy"  # TensorIterator lambdas; the forward's probability range is checked
     if "cross_entropy" in sym:

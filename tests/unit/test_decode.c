@@ -80,6 +80,8 @@ static const kcase_t cases[] = {
 #define N_NAMED_SPECS 19
 /* BCE's probability input (target_kind=range): 2 kernels x 4 dtypes, std::array and
  * at::detail::Array data arrays (test_range_builtins). */
+/* MultiMarginLoss forward and backward (class-index targets, no ignore_index), test_margin_specs. */
+#define N_MARGIN_SPECS 6
 #define N_RANGE_SPECS 20 /* 8 + 8 for the at::detail::Array releases + 4 strided closures */
 
 typedef struct built {
@@ -130,7 +132,7 @@ static const lg_spec_t *spec_named(const char *name)
 
 static void test_every_builtin(void)
 {
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -389,7 +391,7 @@ static void test_ids_builtins(void)
         {"indexSelectLargeIndex:index64", "416,416,416,4,4,8,8,8", "_Z21indexSelectLargeIndexIflmLin1ELin1ELin1ELb1EEvv",
          "_Z21indexSelectLargeIndexIfimLin1ELin1ELin1ELb1EEvv", -1, 8, 7, -1, false},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS);
     for (int i = 0; i < N_NAMED_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -495,7 +497,7 @@ static void test_named_index(void)
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEElmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_",
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEEimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_", 8, 7},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -645,7 +647,7 @@ static void test_range_builtins(void)
          "unrolled_elementwise_kernel:binary_cross_entropy:bfloat16", "4,1,24,1,1,1,1", LG_DTYPE_BFLOAT16},
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
-                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS);
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("kernel %s", k[i].spec);
         char why[512] = "";
@@ -946,11 +948,53 @@ static void test_range_closure(void)
     unbuild(&b);
 }
 
+/* F.multi_margin_loss: target (int64) at param 2 of the forward and 3 of the backward, nframe
+ * and dim the two ints after the weights; no ignore_index, so every value must be in [0, dim). */
+static void test_margin_specs(void)
+{
+    static const struct { const char *spec, *sizes; int target, nframe, dim; } m[] = {
+        {"MultiMarginLoss_forward_kernel:margin2", "8,8,8,8,4,4,1,2", 2, 4, 5},
+        {"MultiMarginLoss_forward_kernel:margin4", "8,8,8,8,4,4,1,4", 2, 4, 5},
+        {"MultiMarginLoss_forward_kernel:margin8", "8,8,8,8,4,4,1,8", 2, 4, 5},
+        {"MultiMarginLoss_backward_kernel:margin2", "8,8,8,8,8,4,4,1,2,1", 3, 5, 6},
+        {"MultiMarginLoss_backward_kernel:margin4", "8,8,8,8,8,4,4,1,4,1", 3, 5, 6},
+        {"MultiMarginLoss_backward_kernel:margin8", "8,8,8,8,8,4,4,1,8,1", 3, 5, 6},
+    };
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS);
+    for (size_t i = 0; i < G_N_ELEMENTS(m); i++) {
+        g_test_message("spec %s", m[i].spec);
+        const lg_spec_t *s = spec_named(m[i].spec);
+        g_assert_false(s->ids);
+        g_assert_cmpstr(s->family, ==, "multi_margin_loss");
+        built_t b;
+        build(&b, m[i].sizes);
+        const uint64_t ptr = 0x7f0055550000ull + i * 0x100;
+        put(&b, m[i].target, 0, 8, (int64_t)ptr);
+        put(&b, m[i].nframe, 0, 4, 37 + (int64_t)i);
+        put(&b, m[i].dim, 0, 4, 10 + (int64_t)i);
+        unsigned grid[3] = {1, 1, 1};
+        lg_target_t t;
+        char why[256] = "";
+        int rc = decode_named(s, "_Z30MultiMarginLoss_forward_kernelILi1EfEvv", b.args, grid, &t, why, sizeof why);
+        if (rc)
+            g_test_message("why: %s", why);
+        g_assert_cmpint(rc, ==, 0);
+        g_assert_cmpuint(t.data, ==, ptr);
+        g_assert_cmpint(t.dtype, ==, LG_DTYPE_INT64);
+        g_assert_cmpint(t.count, ==, 37 + (int64_t)i);
+        g_assert_cmpint(t.n_classes, ==, 10 + (int64_t)i);
+        g_assert_cmpint(t.has_ignore_index, ==, 0);
+        unbuild(&b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/decode/every-builtin-spec", test_every_builtin);
     g_test_add_func("/decode/index-kernels", test_ids_builtins);
+    g_test_add_func("/decode/multi-margin", test_margin_specs);
     g_test_add_func("/decode/named-index-kernels", test_named_index);
     g_test_add_func("/decode/no-mask-key", test_no_mask_key);
     g_test_add_func("/decode/closure-kernels", test_closure_builtins);
