@@ -31,6 +31,8 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   late_enable     labelguard.enable() in a process whose CUDA context is running (the dlopen of
                   the library into a live torch process, as `attach` does), then a bad label
   attach          `labelguard attach PID` into a running torch process (needs gdb)
+  split_launch    a gather over 2^31 + 4096 ids, which TensorIterator splits into 32-bit launches,
+                  with one bad id in the last part: caught; prints the sample index it reports
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
 Exit status 0 when no case failed (SKIP is not a failure), 1 otherwise.
@@ -264,11 +266,22 @@ def child_attach_target(torch, F):
     _emit(bad=bad)
 
 
+def child_split_launch(torch, F):
+    n = (1 << 31) + 4096  # TensorIterator splits a gather this long into 32-bit launches
+    x = torch.zeros(64, dtype=torch.uint8, device="cuda")
+    idx = torch.zeros(n, dtype=torch.int64, device="cuda")
+    at = n - 100
+    idx[at] = 64  # one past the end, in the last part
+    bad = _try(lambda: torch.gather(x, 0, idx).sum().item())
+    _emit(bad=bad, global_index=at)
+
+
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
     "index_cost": child_index_cost, "profiler": child_profiler, "async_exit": child_async_exit,
     "mask_full": child_mask_full, "capture_logits": child_capture_logits,
     "late_enable": child_late_enable, "attach_target": child_attach_target,
+    "split_launch": child_split_launch,
 }
 
 
@@ -549,6 +562,21 @@ def case_attach(ctx):
     return "PASS", "attached; bad label raised in the attached process"
 
 
+def case_split_launch(ctx):
+    if ctx.fake:
+        return "SKIP", "needs 17 GiB of device memory (and a kernel that computes)"
+    rc, obs, ev, err = spawn(ctx, "split_launch", "split_launch", {"LABELGUARD_ACTION": "raise"}, timeout=180)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = of(ev, "violation")
+    r = obs["bad"]
+    if not (r.get("raised") and "labelguard" in r.get("text", "")) or not viol:
+        return "FAIL", "a bad id in the last part of a split gather: %s" % r
+    s = viol[0].get("bad", {}).get("samples", [{}])[0]
+    return "PASS", "%d launches checked, bad id caught; sample index %s (global element %d), value %s" % (
+        sum(1 for _ in viol) or 1, s.get("index"), obs["global_index"], s.get("value"))
+
+
 def case_compiled(ctx):
     script = os.path.join(HERE, "compiled_gpu.py")
     if ctx.fake:
@@ -574,7 +602,8 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("replay_text_async", case_replay_text_async), ("index_cost", case_index_cost),
          ("hooks_cupti", case_hooks_cupti), ("profiler", case_profiler), ("async_exit", case_async_exit),
          ("mask_full", case_mask_full), ("capture_logits", case_capture_logits),
-         ("late_enable", case_late_enable), ("attach", case_attach), ("compiled", case_compiled)]
+         ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),
+         ("compiled", case_compiled)]
 
 
 def main():
