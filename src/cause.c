@@ -62,8 +62,8 @@ const char *lg_cause_name(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ?
 
 const char *lg_cause_range_target_fix(void)
 {
-    return "binary_cross_entropy's target must hold probabilities in [0, 1] (or NaN-free 0/1 labels): check how the "
-           "targets are built (soft labels: clamp them to [0, 1])";
+    return "binary_cross_entropy's target must hold probabilities in [0, 1], never NaN: check how the targets are "
+           "built (soft labels: clamp them to [0, 1])";
 }
 
 const char *lg_cause_fix(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ? fixes[c] : fixes[LG_CAUSE_OTHER]; }
