@@ -18,6 +18,7 @@ CASES
               contiguous and transposed (the closure): no event, no exception
   target      valid probabilities, the TARGET bad: target[3] = 1.5, target[6] = NaN:
               vectorized_elementwise_kernel, data[2]; reported as target[i], cause other
+  target_nan  target[4] = NaN alone: the message names target[4] = nan
   target_misaligned  the same bad targets in y[1:] of a larger tensor: unrolled_elementwise_kernel
   target_strided     the same bad values in a transposed target (y.cuda().t(), the input
               contiguous): the closure's target pointer (after the input's) and its own strides
@@ -80,6 +81,8 @@ if CASE.startswith("target"):
     if CASE == "target_strided":
         y = torch.ones(24)
         bad = {8: 1.5, 1: float("nan")}
+    elif CASE == "target_nan":
+        bad = {4: float("nan")}
     for i, x in bad.items():
         y[i] = x
     if CASE == "target_strided":

@@ -18,7 +18,7 @@ unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_K
 rc=0
 for wheel in 13 12; do
   for c in "range raise" "range mask" "range log" "nan raise" "misaligned raise" "strided raise" "strided log" "dtypes raise" "controls raise" "controls log" \
-           "range async" "target raise" "target mask" "target log" "target async" "target_misaligned raise" \
+           "range async" "target raise" "target mask" "target log" "target async" "target_nan raise" "target_misaligned raise" \
            "target_strided raise" "target_strided log"; do
     read -r case mode <<<"$c"
     out="$T/$wheel-$case-$mode"
