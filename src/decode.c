@@ -13,7 +13,8 @@
  * OffsetCalculator the closure captured, as the view the kernel reads (each distinct element
  * once, samples at element offsets), after checking that the calculator is one (its sizes make
  * the launch's N, its IntDividers carry their magic numbers); gpu_index_kernel's several index
- * tensors are decoded one by one (lg_decode_nth).
+ * tensors are decoded one by one (lg_decode_nth), as are a range kernel's operands (BCE's input
+ * and target: spec targets=2, each with its own calculator strides).
  *
  * Tested by tests/unit/test_decode.c: every built-in spec against a hand-built args[] array;
  * the closures also against real torch's launches by tests/torch-fake/test_closure.sh.
