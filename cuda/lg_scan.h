@@ -85,6 +85,8 @@ typedef struct lg_target {
     int allow_negative;    /* ids in [-n_classes, 0) are valid: the kernel wraps them (index kernels) */
     int index_is_offset;   /* samples carry the element offset from data, not the logical index: a
                             * view decoded from a TensorIterator's OffsetCalculator (decode.c) */
+    int operand;           /* range kernels: which operand was read (0 BCE's input, 1 its target) */
+    int reserved;          /* explicit padding: the layout nvcc sees, 8-byte multiple */
 } lg_target_t;
 
 typedef struct lg_sample {

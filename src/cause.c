@@ -60,6 +60,12 @@ static const char *const fixes[] = {
 
 const char *lg_cause_name(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ? names[c] : "other"; }
 
+const char *lg_cause_range_target_fix(void)
+{
+    return "binary_cross_entropy's target must hold probabilities in [0, 1], never NaN: check how the targets are "
+           "built (soft labels: clamp them to [0, 1])";
+}
+
 const char *lg_cause_fix(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ? fixes[c] : fixes[LG_CAUSE_OTHER]; }
 
 /* True when every sampled offending value satisfies pred. */
@@ -241,6 +247,8 @@ void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg_verdict_t
 
 lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v)
 {
+    if (t->operand == 1) /* BCE's target: no model output, neither cause applies */
+        return LG_CAUSE_OTHER;
     if (v->n_samples <= 0) /* samples off: min and max cover the numbers only */
         return lg_scan_float(t->dtype, v->min) < 0.0 || lg_scan_float(t->dtype, v->max) > 1.0 ? LG_CAUSE_NO_SIGMOID
                                                                                            : LG_CAUSE_NAN_INPUT;
@@ -258,7 +266,9 @@ void lg_cause_explain_range(lg_cause_t c, const lg_target_t *t, const lg_verdict
     char lo[40], hi[40];
     lg_json_format_float(lo, sizeof lo, lg_scan_float(t->dtype, v->min), single);
     lg_json_format_float(hi, sizeof hi, lg_scan_float(t->dtype, v->max), single);
-    if (c == LG_CAUSE_NAN_INPUT)
+    if (t->operand == 1)
+        snprintf(out, out_len, "%s", lg_cause_range_target_fix());
+    else if (c == LG_CAUSE_NAN_INPUT)
         snprintf(out, out_len,
                  "the probabilities given to binary_cross_entropy are NaN: %s", lg_cause_fix(c));
     else

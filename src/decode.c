@@ -13,7 +13,8 @@
  * OffsetCalculator the closure captured, as the view the kernel reads (each distinct element
  * once, samples at element offsets), after checking that the calculator is one (its sizes make
  * the launch's N, its IntDividers carry their magic numbers); gpu_index_kernel's several index
- * tensors are decoded one by one (lg_decode_nth).
+ * tensors are decoded one by one (lg_decode_nth), as are a range kernel's operands (BCE's input
+ * and target: spec targets=2, each with its own calculator strides).
  *
  * Tested by tests/unit/test_decode.c: every built-in spec against a hand-built args[] array;
  * the closures also against real torch's launches by tests/torch-fake/test_closure.sh.
@@ -83,14 +84,14 @@ static bool divider_ok(uint32_t divisor, uint32_t m1, uint32_t shift)
  * the view holds each distinct element once, and adjacent ones that are dense together merge;
  * the dimensions are then stored slowest first, as lg_scan_offset walks them. The product of
  * all sizes must be the launch's N: the check that the calculator sits where the spec says. */
-static int decode_calc(const lg_spec_t *s, lg_dtype_t dtype, void **args, int64_t n, lg_target_t *out, char *why,
-                       size_t why_len)
+static int decode_calc(const lg_spec_t *s, lg_dtype_t dtype, void **args, int64_t n, int step, lg_target_t *out,
+                       char *why, size_t why_len)
 {
     const lg_field_t *f = &s->calc;
-    int w = f->width, md = s->calc_max_dims, nargs = s->calc_nargs;
+    int w = f->width, md = s->calc_max_dims, nargs = s->calc_nargs, arg = s->calc_arg + step;
     int head = w == 4 ? 4 : 8, div = w == 4 ? 12 : 8;
     int bytes = head + md * div + md * nargs * w;
-    if (f->param < 0 || f->param >= s->n_params || (w != 4 && w != 8) || s->calc_arg >= nargs ||
+    if (f->param < 0 || f->param >= s->n_params || (w != 4 && w != 8) || arg >= nargs ||
         f->offset + bytes > s->param_sizes[f->param] || !args[f->param]) {
         snprintf(why, why_len, "[%s]: OffsetCalculator outside the declared parameters", s->name);
         return -1;
@@ -107,7 +108,7 @@ static int decode_calc(const lg_spec_t *s, lg_dtype_t dtype, void **args, int64_
     int k = 0;
     for (int d = 0; d < dims; d++) {
         int64_t size = read_int(p, head + d * div, w, false);
-        int64_t stride = read_int(p, head + md * div + (d * nargs + s->calc_arg) * w, w, false);
+        int64_t stride = read_int(p, head + md * div + (d * nargs + arg) * w, w, false);
         if (w == 4 && !divider_ok((uint32_t)size, (uint32_t)read_int(p, head + d * div + 4, 4, false),
                                   (uint32_t)read_int(p, head + d * div + 8, 4, false))) {
             snprintf(why, why_len, "[%s]: OffsetCalculator dimension %d (size %lld) is not an IntDivider: not a calculator",
@@ -174,6 +175,8 @@ int lg_decode_targets(const lg_spec_t *spec, void **args, char *why, size_t why_
         why = dummy;
         why_len = sizeof dummy;
     }
+    if (spec && spec->operands > 0)
+        return spec->operands;
     if (!spec || spec->targets.width == 0)
         return 1;
     int64_t n;
@@ -305,7 +308,8 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
         return -1;
     }
     memset(out, 0, sizeof *out);
-    if (k < 0 || (k > 0 && (spec->targets.width == 0 || k >= spec->targets_max))) {
+    int most = spec->operands > 0 ? spec->operands : spec->targets.width != 0 ? spec->targets_max : 1;
+    if (k < 0 || k >= most) {
         snprintf(why, why_len, "[%s]: no index tensor %d", spec->name, k);
         return -1;
     }
@@ -399,7 +403,8 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
         return -1;
     }
     if (spec->calc.width != 0) {
-        if (decode_calc(spec, dtype, args, count, out, why, why_len))
+        /* operand k of a range kernel has its own strides; index tensors share theirs */
+        if (decode_calc(spec, dtype, args, count, spec->operands > 0 ? k : 0, out, why, why_len))
             return -1;
         count = out->count;
     } else if (spec->target_ndim == 0 || spec->count_kind != LG_COUNT_ACCESSOR) {
@@ -421,6 +426,7 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
     if (spec->range) {
         /* BCE's probabilities: the bound is [0, 1], no class count, nothing ignored */
         out->n_classes = 0;
+        out->operand = k;
         return 0;
     }
 
@@ -503,6 +509,8 @@ int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, boo
 {
     if (!spec || !args || !copy || spec->n_params > LG_MAX_PARAMS || spec->n_params < 0)
         return -1;
+    if (spec->operands > 1)
+        return -1; /* the copy would replace operand 0 only */
     if (spec->targets.width != 0) {
         /* several index tensors: a copy of one cannot stand in for the launch */
         int64_t n;

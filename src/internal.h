@@ -209,6 +209,8 @@ typedef enum {
 } lg_count_kind_t;
 
 #define LG_MAX_PARAMS 32
+/* Operands of a range kernel that are checked (BCE: input, target). */
+#define LG_MAX_OPERANDS 2
 
 typedef struct lg_spec {
     char name[128];    /* section name in the spec file, e.g. nll_loss_forward_reduce_cuda_kernel_2d */
@@ -263,6 +265,10 @@ typedef struct lg_spec {
      * field targets; target k's pointer and bound sit k * 8 bytes after target 0's. */
     lg_field_t targets;
     int targets_max;
+    /* targets=N (range kernels): a constant N operands checked in turn, 0 the input and 1 the
+     * target of BCE; pointer k at 8 * k after target's, through a calculator its operand
+     * calc_arg + k. 0: one operand. */
+    int operands;
     bool unsized_ok; /* layout_check=offset_calc: without runtime sizes, the per-launch
                       * OffsetCalculator check stands in for the parameter-size check */
 } lg_spec_t;
@@ -676,8 +682,11 @@ LG_HIDDEN void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg
                                     size_t out_len);
 
 /* Range targets (BCE's probabilities, target_kind=range): no_sigmoid when a bad value is a
- * number outside [0, 1], nan_input when every sampled bad value is NaN; and the sentence. */
+ * number outside [0, 1], nan_input when every sampled bad value is NaN; other for BCE's
+ * target operand; and the sentence. */
 LG_HIDDEN lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v);
+/* The fix for a bad BCE target (operand 1 of a range kernel, cause other). */
+LG_HIDDEN const char *lg_cause_range_target_fix(void);
 LG_HIDDEN void lg_cause_explain_range(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out,
                                       size_t out_len);
 

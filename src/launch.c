@@ -226,7 +226,8 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
 }
 
 /* Decode, then the check the mode and the stream's capture state call for; once per index
- * tensor for a kernel that reads several (x[rows, cols]: decode.c), until one is blocked. */
+ * tensor for a kernel that reads several (x[rows, cols]: decode.c), and per checked operand
+ * of a range kernel (BCE's input, then its target), until one is blocked. */
 static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int k, lg_decision_t *d);
 
 static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)

@@ -373,7 +373,8 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
         lg_json_end_array(j);
         char addr[24];
         snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
-        lg_json_string(j, "data", addr); /* the input's data_ptr() */
+        lg_json_string(j, "data", addr); /* the operand's data_ptr() */
+        lg_json_string(j, "operand", t->operand == 1 ? "target" : "input"); /* samples are operand[index] */
     } else {
         lg_json_int(j, "n_classes", t->n_classes);
         if (t->has_ignore_index)

@@ -209,6 +209,32 @@ static int calc_bytes(int max_dims, int nargs, int width)
     return head + max_dims * div + max_dims * nargs * width;
 }
 
+/* targets=param,offset,width,max: a kernel reading several index tensors, their number a field. */
+static int parse_index_targets(const ctx_t *c, lg_spec_t *s, const int a[4])
+{
+    if (a[0] >= s->n_params)
+        return bad(c, "targets", "parameter index %d out of range (the kernel has %d parameters, 0-based)", a[0],
+                   s->n_params);
+    if (a[2] != 4 && a[2] != 8)
+        return bad(c, "targets", "width %d: must be 4 or 8 bytes", a[2]);
+    if (a[1] + a[2] > s->param_sizes[a[0]])
+        return bad(c, "targets", "offset %d + width %d is beyond parameter %d (%d bytes)", a[1], a[2], a[0],
+                   s->param_sizes[a[0]]);
+    if (a[3] < 1 || a[3] > 64)
+        return bad(c, "targets", "max %d: must be 1..64", a[3]);
+    if (s->calc.param < 0)
+        return bad(c, "targets", "only with target_calc (index tensors read through one OffsetCalculator)");
+    if (s->target.offset + 8 * a[3] > s->param_sizes[s->target.param])
+        return bad(c, "targets", "%d target pointers from offset %d are beyond parameter %d (%d bytes)", a[3],
+                   s->target.offset, s->target.param, s->param_sizes[s->target.param]);
+    if (s->n_classes.width != 8 || s->n_classes.offset + 8 * a[3] > s->param_sizes[s->n_classes.param])
+        return bad(c, "targets", "%d bounds of 8 bytes from n_classes' offset %d are beyond parameter %d", a[3],
+                   s->n_classes.offset, s->n_classes.param);
+    s->targets = (lg_field_t){.param = a[0], .offset = a[1], .width = a[2], .is_signed = true};
+    s->targets_max = a[3];
+    return 0;
+}
+
 /* The closure keys: target_calc, targets, layout_check (after target, count and n_classes). */
 static int parse_closure(const ctx_t *c, lg_spec_t *s)
 {
@@ -255,28 +281,26 @@ static int parse_closure(const ctx_t *c, lg_spec_t *s)
         g_free(v);
         if (n < 0)
             return -1;
-        if (n != 4)
-            return bad(c, "targets", "expected param,offset,width,max (the number of index tensors)");
-        if (a[0] >= s->n_params)
-            return bad(c, "targets", "parameter index %d out of range (the kernel has %d parameters, 0-based)", a[0],
-                       s->n_params);
-        if (a[2] != 4 && a[2] != 8)
-            return bad(c, "targets", "width %d: must be 4 or 8 bytes", a[2]);
-        if (a[1] + a[2] > s->param_sizes[a[0]])
-            return bad(c, "targets", "offset %d + width %d is beyond parameter %d (%d bytes)", a[1], a[2], a[0],
-                       s->param_sizes[a[0]]);
-        if (a[3] < 1 || a[3] > 64)
-            return bad(c, "targets", "max %d: must be 1..64", a[3]);
-        if (s->calc.param < 0)
-            return bad(c, "targets", "only with target_calc (index tensors read through one OffsetCalculator)");
-        if (s->target.offset + 8 * a[3] > s->param_sizes[s->target.param])
-            return bad(c, "targets", "%d target pointers from offset %d are beyond parameter %d (%d bytes)", a[3],
-                       s->target.offset, s->target.param, s->param_sizes[s->target.param]);
-        if (s->n_classes.width != 8 || s->n_classes.offset + 8 * a[3] > s->param_sizes[s->n_classes.param])
-            return bad(c, "targets", "%d bounds of 8 bytes from n_classes' offset %d are beyond parameter %d", a[3],
-                       s->n_classes.offset, s->n_classes.param);
-        s->targets = (lg_field_t){.param = a[0], .offset = a[1], .width = a[2], .is_signed = true};
-        s->targets_max = a[3];
+        if (n == 1) {
+            /* targets=N: a constant N operands of an elementwise kernel (BCE: input, target),
+             * pointer k at 8 * k after target's; through a calculator, operand arg + k */
+            if (!s->range)
+                return bad(c, "targets", "a constant count (targets=N) only with target_kind=range");
+            if (a[0] < 1 || a[0] > LG_MAX_OPERANDS)
+                return bad(c, "targets", "constant count %d: must be 1..%d", a[0], LG_MAX_OPERANDS);
+            if (s->target.offset + 8 * a[0] > s->param_sizes[s->target.param])
+                return bad(c, "targets", "%d operand pointers from offset %d are beyond parameter %d (%d bytes)", a[0],
+                           s->target.offset, s->target.param, s->param_sizes[s->target.param]);
+            if (s->calc.param >= 0 && s->calc_arg + a[0] > s->calc_nargs)
+                return bad(c, "targets", "%d operands from calculator operand %d: the calculator has %d", a[0],
+                           s->calc_arg, s->calc_nargs);
+            s->operands = a[0];
+        } else if (n != 4) {
+            return bad(c, "targets", "expected param,offset,width,max (the number of index tensors), or a constant "
+                                     "count of operands");
+        } else if (parse_index_targets(c, s, a)) {
+            return -1;
+        }
     }
     if (rc)
         return -1;

@@ -65,6 +65,8 @@ const char *lg_text_distributed(const char *outcome, char *buf, size_t len)
 static bool ids(const lg_violation_t *v) { return v->spec && v->spec->ids; }
 /* A range target (BCE's probabilities): float values, valid in [0, 1]. */
 static bool range(const lg_violation_t *v) { return lg_scan_is_float(v->target.dtype); }
+/* Which operand of a range kernel the values are: BCE's input (0) or its target (1). */
+static const char *operand(const lg_violation_t *v) { return v->target.operand == 1 ? "target" : "input"; }
 static const char *fmt_value(const lg_target_t *t, int64_t raw, char *buf, size_t len)
 {
     lg_json_format_float(buf, len, lg_scan_float(t->dtype, raw), t->dtype != LG_DTYPE_FLOAT64);
@@ -163,7 +165,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     int n = 0;
     const char *dir = lg_text_direction(v);
     char safe[512], safe2[256];
-    APPEND("labelguard: bad %s in %s", range(v) ? "probabilities" : ids(v) ? "ids" : "labels",
+    APPEND("labelguard: bad %s in %s",
+           range(v) ? (v->target.operand == 1 ? "targets" : "probabilities") : ids(v) ? "ids" : "labels",
            v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
     if (ids(v) || (range(v) && v->spec))
         APPEND(" (%s)", v->spec->family);
@@ -183,7 +186,7 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
                 snprintf(idx, sizeof(idx), "ids[%" PRId64 "]", vd->samples[i].index);
             if (range(v)) {
                 char num[40];
-                snprintf(idx, sizeof(idx), "input[%" PRId64 "]", vd->samples[i].index);
+                snprintf(idx, sizeof(idx), "%s[%" PRId64 "]", operand(v), vd->samples[i].index);
                 snprintf(cell, sizeof(cell), "%s = %s", idx, fmt_value(t, vd->samples[i].value, num, sizeof num));
             } else
                 snprintf(cell, sizeof(cell), "%s = %" PRId64, idx, vd->samples[i].value);
@@ -286,16 +289,17 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
     if (range(v)) {
         char what[160], num[40];
         if (vd->n_samples > 0)
-            snprintf(what, sizeof what, "bad probability input[%" PRId64 "] = %s", vd->samples[0].index,
-                     fmt_value(t, vd->samples[0].value, num, sizeof num));
+            snprintf(what, sizeof what, "bad %s %s[%" PRId64 "] = %s", t->operand == 1 ? "target value" : "probability",
+                     operand(v), vd->samples[0].index, fmt_value(t, vd->samples[0].value, num, sizeof num));
         else
             snprintf(what, sizeof what, "bad probabilities");
         snprintf(out, out_len,
-                 "labelguard: bad probabilities, not a CUDA fault (ignore the cudaErrorNotPermitted and "
+                 "labelguard: bad %s, not a CUDA fault (ignore the cudaErrorNotPermitted and "
                  "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [0, 1] (%" PRId64 " of %" PRId64
                  " values bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
-                 v->short_name[0] ? v->short_name : "kernel", what, vd->bad_count, t->count, lg_cause_name(cause),
-                 lg_cause_fix(cause), path0);
+                 t->operand == 1 ? "targets" : "probabilities", v->short_name[0] ? v->short_name : "kernel", what,
+                 vd->bad_count, t->count, lg_cause_name(cause),
+                 t->operand == 1 ? lg_cause_range_target_fix() : lg_cause_fix(cause), path0);
         return;
     }
     char what[160];

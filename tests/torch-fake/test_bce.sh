@@ -4,7 +4,9 @@
 # assert kills the context; here the launch is decoded (data[1] of the TensorIterator's data
 # array), reported with the exact positions and values (NaN as "nan"), blocked under raise, and
 # under mask falls back to raise with the reason; log lets it run. Controls: exactly 0.0 and
-# 1.0, no event. In async mode (raise) the launch is checked synchronously all the same: no
+# 1.0, no event. The target gets the kernel's same check (`target_val >= 0 && target_val <= 1`):
+# data[2], or the closure's pointer after the input's with its own strides, reported as
+# target[i] with the target's data_ptr(). In async mode (raise) the launch is checked synchronously all the same: no
 # value can sanitize a probability. The checks are in bce_cases.py; one process per case and mode.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -16,7 +18,8 @@ unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_K
 rc=0
 for wheel in 13 12; do
   for c in "range raise" "range mask" "range log" "nan raise" "misaligned raise" "strided raise" "strided log" "dtypes raise" "controls raise" "controls log" \
-           "range async"; do
+           "range async" "target raise" "target mask" "target log" "target async" "target_nan raise" "target_misaligned raise" \
+           "target_strided raise" "target_strided log"; do
     read -r case mode <<<"$c"
     out="$T/$wheel-$case-$mode"
     mkdir -p "$out"

@@ -7,6 +7,7 @@
  * Run: make build/tests/unit/test_decode && build/tests/unit/test_decode
  */
 #include <glib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -682,6 +683,25 @@ static void test_range_builtins(void)
         g_assert_cmpint(t.ndim, ==, 1);
         g_assert_cmpint(t.strides[0], ==, 1);
         g_assert_cmpint(t.has_ignore_index, ==, 0);
+        g_assert_cmpint(t.operand, ==, 0);
+        /* the kernel asserts the target too: operand 1, data[2], the same count and dtype */
+        g_assert_cmpint(lg_decode_targets(s, b.args, why, sizeof why), ==, 2);
+        lg_dtype_t dt;
+        g_assert_cmpint(lg_decode_dtype(s, k[i].mangled, &dt, why, sizeof why), ==, 0);
+        rc = lg_decode_nth(s, dt, b.args, grid, 1, &t, why, sizeof why);
+        if (rc)
+            g_test_message("why: %s", why);
+        g_assert_cmpint(rc, ==, 0);
+        g_assert_cmpuint(t.data, ==, 0x7f0033330000ull);
+        g_assert_cmpint(t.operand, ==, 1);
+        g_assert_cmpint(t.dtype, ==, k[i].dtype);
+        g_assert_cmpint(t.count, ==, 1000 + (int64_t)i);
+        g_assert_cmpint(t.ndim, ==, 1);
+        g_assert_cmpint(t.strides[0], ==, 1);
+        /* no third operand; and no masked copy of one operand */
+        g_assert_cmpint(lg_decode_nth(s, dt, b.args, grid, 2, &t, why, sizeof why), ==, -1);
+        lg_args_copy_t copy;
+        g_assert_cmpint(lg_decode_rewrite(s, b.args, 0x1000, false, 0, &copy), ==, -1);
         unbuild(&b);
     }
     char why[512] = "";
@@ -725,6 +745,51 @@ static void test_range_key(void)
         g_test_message("err: %s", err);
         g_assert_nonnull(strstr(err, bad[i][1]));
     }
+}
+
+/* targets=N, the constant form: range kernels only, N operand pointers inside the parameter,
+ * N operands inside the calculator. */
+static void test_range_operands_key(void)
+{
+    lg_spec_t sp;
+    char err[512];
+    const char *head = "[k]\nmatch=x;St5arrayIPcLm3EE\nfamily=f\ndirection=forward\ntarget_kind=range\n"
+                       "params=4,1,24\nlayout_check=match_types\ntarget=2,8\ndtype=float32\ncount=param\n"
+                       "count_field=0,0,4\n";
+    char text[1024];
+    snprintf(text, sizeof text, "%stargets=2\n", head);
+    g_assert_cmpint(lg_spec_parse(text, strlen(text), "t", &sp, 1, err, sizeof err), ==, 1);
+    g_assert_cmpint(sp.operands, ==, 2);
+    g_assert_cmpint(sp.targets.width, ==, 0);
+    const char *bad[][2] = {
+        {"targets=3\n", "constant count 3: must be 1..2"},
+        {"targets=0\n", "constant count 0"},
+        {"targets=2,8\n", "or a constant count of operands"},
+        {"targets=-2\n", "non-negative integers"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        snprintf(text, sizeof text, "%s%s", head, bad[i][0]);
+        g_assert_cmpint(lg_spec_parse(text, strlen(text), "t", &sp, 1, err, sizeof err), ==, -1);
+        g_test_message("err: %s", err);
+        g_assert_nonnull(strstr(err, bad[i][1]));
+    }
+    /* the pointers past the data array: target at 16, two operands need 32 bytes */
+    const char *past = "[k]\nmatch=x;St5arrayIPcLm3EE\nfamily=f\ndirection=forward\ntarget_kind=range\n"
+                       "params=4,1,24\nlayout_check=match_types\ntarget=2,16\ndtype=float32\ncount=param\n"
+                       "count_field=0,0,4\ntargets=2\n";
+    g_assert_cmpint(lg_spec_parse(past, strlen(past), "t", &sp, 1, err, sizeof err), ==, -1);
+    g_assert_nonnull(strstr(err, "2 operand pointers from offset 16 are beyond parameter 2"));
+    /* not for labels: their index tensors are counted by a field */
+    const char *labels = "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,8,8\ntarget=1\ndtype=int64\n"
+                         "count=param\ncount_field=0,0,8\nn_classes=2,0,8\nignore_index=none\ntargets=2\n";
+    g_assert_cmpint(lg_spec_parse(labels, strlen(labels), "t", &sp, 1, err, sizeof err), ==, -1);
+    g_assert_nonnull(strstr(err, "only with target_kind=range"));
+    /* through a calculator: operand arg + 1 must exist */
+    const char *calc = "[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=range\nparams=4,648\n"
+                       "target=1,616\ntarget_calc=1,0,25,3,2,4\nlayout_check=offset_calc\ndtype=float32\n"
+                       "count=param\ncount_field=0,0,4\ntargets=2\n";
+    g_assert_cmpint(lg_spec_parse(calc, strlen(calc), "t", &sp, 1, err, sizeof err), ==, -1);
+    g_assert_nonnull(strstr(err, "2 operands from calculator operand 2: the calculator has 3"));
 }
 
 /* ---- closure-taking TensorIterator kernels ------------------------------------------------ */
@@ -942,6 +1007,25 @@ static void test_range_closure(void)
         off_max = lg_scan_offset(&t, i) > off_max ? lg_scan_offset(&t, i) : off_max;
     g_assert_cmpint(off_max, ==, 23);
     g_assert_cmpint(lg_scan_span(&t), ==, 24);
+    g_assert_cmpint(t.operand, ==, 0);
+    /* the target: operand 2 of the calculator, pointer after the input's, its own strides
+     * (dense in the iteration order: 4 bytes in dimension 0 of size 4, 16 in dimension 1) */
+    g_assert_cmpint(lg_decode_targets(s, b.args, why, sizeof why), ==, 2);
+    for (int d = 0; d < 2; d++)
+        put(&b, 1, 304 + 4 * (d * 3 + 2), 4, d == 0 ? 4 : 16);
+    rc = lg_decode_nth(s, LG_DTYPE_FLOAT32, b.args, grid, 1, &t, why, sizeof why);
+    if (rc)
+        g_test_message("why: %s", why);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_cmpuint(t.data, ==, 0x7f0033330000ull);
+    g_assert_cmpint(t.operand, ==, 1);
+    g_assert_cmpint(t.count, ==, 24);
+    g_assert_cmpint(t.ndim, ==, 1); /* dense: the two dimensions merge */
+    g_assert_cmpint(t.strides[0], ==, 1);
+    g_assert_cmpint(lg_scan_span(&t), ==, 24);
+    /* the input's strides are unchanged by it: still transposed */
+    g_assert_cmpint(lg_decode_nth(s, LG_DTYPE_FLOAT32, b.args, grid, 0, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.ndim, ==, 2);
     /* N that is not the calculator's product: not decoded */
     put(&b, 0, 0, 4, 25);
     g_assert_cmpint(decode_named(s, m, b.args, grid, &t, why, sizeof why), ==, -1);
@@ -1000,6 +1084,7 @@ int main(int argc, char **argv)
     g_test_add_func("/decode/closure-kernels", test_closure_builtins);
     g_test_add_func("/decode/range-kernels", test_range_builtins);
     g_test_add_func("/decode/range-key", test_range_key);
+    g_test_add_func("/decode/range-operands-key", test_range_operands_key);
     g_test_add_func("/decode/range-closure", test_range_closure);
     g_test_add_func("/decode/closure-index64", test_closure_index64);
     g_test_add_func("/decode/sanity-checks", test_sanity_checks);

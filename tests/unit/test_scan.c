@@ -361,7 +361,7 @@ static void test_abi_sizes(void)
 {
     /* The kernel reads these through a by-value parameter and mapped memory: the host side
      * must see the layout nvcc sees (all 8-byte aligned, no implicit padding). */
-    g_assert_cmpuint(sizeof(lg_target_t), ==, 8 + 4 + 4 + 24 + 24 + 8 + 8 + 8 + 4 + 4 + 4 + 4);
+    g_assert_cmpuint(sizeof(lg_target_t), ==, 8 + 4 + 4 + 24 + 24 + 8 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4);
     g_assert_cmpuint(sizeof(lg_scan_params_t) % 8, ==, 0);
     g_assert_cmpuint(sizeof(lg_scan_params_t), <=, 4096);
     g_assert_cmpuint(sizeof(lg_sample_t), ==, 16);

@@ -259,6 +259,7 @@ class Problem:
             "dtype": tgt.get("dtype"),
             "ids": tgt.get("kind") == "ids",
             "range": tgt.get("range") if tgt.get("kind") == "range" else None,
+            "operand": tgt.get("operand") if tgt.get("kind") == "range" else None,  # BCE: input or target
             "range_min": (ex.get("bad") or {}).get("min") if isinstance(ex.get("bad"), dict) else None,
             "range_max": (ex.get("bad") or {}).get("max") if isinstance(ex.get("bad"), dict) else None,
             "events": self.events,
@@ -390,8 +391,9 @@ def print_text(r, out):
                                  p["cause"]))
         w("    fix:        %s\n" % p["fix"])
         if p.get("range"):  # BCE's probabilities: float values, valid in [0, 1]
-            w("    values:     %s bad probabilities in %s; first launch's span %s..%s, valid [0, 1]%s\n" % (
-                p["bad_labels"], plural(p["events"], "launch"), p["range_min"], p["range_max"],
+            w("    values:     %s bad %s in %s; first launch's span %s..%s, valid [0, 1]%s\n" % (
+                p["bad_labels"], "targets" if p.get("operand") == "target" else "probabilities",
+                plural(p["events"], "launch"), p["range_min"], p["range_max"],
                 (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
         elif p.get("ids"):  # embedding / index ids: n_classes is the row count, ignore_index padding_idx
             w("    ids:        %s bad ids in %s; values %s..%s, bound %s, padding_idx %s%s\n" % (
@@ -403,7 +405,7 @@ def print_text(r, out):
                 p["ignore_index"], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
         samples = p["first_event"]["samples"][:4]
         if samples:
-            w("    first:      %s\n" % ", ".join("%s[%s] = %s" % ("ids" if p.get("ids") else "input" if p.get("range") else "target",
+            w("    first:      %s\n" % ", ".join("%s[%s] = %s" % ("ids" if p.get("ids") else (p.get("operand") or "input") if p.get("range") else "target",
                                                                   s.get("index"),
                                                                   s.get("value"))
                                                for s in samples if isinstance(s, dict)))
