@@ -89,7 +89,9 @@ else
   echo "skip progs_real.py under the test double: $B not built (make test-programs)"
 fi
 
-if [ -x "$B/torch-python" ] && [ -e "$B/liblabelguard.so" ]; then
+if [ -n "${LG_SANITIZER:-}" ]; then
+  echo "skip gpu_path.py under the test double: real torch runs in the plain build only (LG_SANITIZER=$LG_SANITIZER)"
+elif [ -x "$B/torch-python" ] && [ -e "$B/liblabelguard.so" ]; then
   check "gpu_path.py (the GPU-path cases) on real torch under the test double" \
     python3 tests/torch/gpu_path.py --fake --python "$B/torch-python" --lib "$B/liblabelguard.so" -j 2 --workdir "$tmp/gpath"
 else
