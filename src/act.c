@@ -171,6 +171,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->stream = in->stream;
     v->graph_id = in->graph_id;
     v->replay = in->replay;
+    v->exec = in->exec;
     if (rt && rt->get_device) {
         lg_in_library++;
         rt->get_device(&v->device);

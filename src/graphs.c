@@ -30,10 +30,12 @@
  * would replay the same check nodes, hence the same scratch (labels copy, sanitized copy,
  * verdict ring), and overlapping replays would read each other's labels: so a second (or
  * later) exec gets scratch of its own, its copies of the check's nodes rewritten at instantiate
- * (validate_node.c, cudaGraphExec*NodeSetParams), and its replays are read from its own ring.
- * Each exec numbers its replays from 1. A check that cannot be rewritten (the GPU backend's
- * validator, which writes the stream's scratch; a runtime without those calls) stays shared,
- * said once (`graph_exec_shares_checks`, with why).
+ * (validate.c: the host backend's nodes with cudaGraphExec*NodeSetParams, the GPU backend's
+ * validator node with cuGraphExecKernelNodeSetParams, and the loss launch reading the sanitized
+ * copy in either case), and its replays are read from its own ring. Each exec numbers its
+ * replays from 1, and events name the exec (`graph.exec`: the first made from its graph is 1).
+ * A check that cannot be rewritten (a runtime or driver without those calls, nodes not found
+ * as captured) stays shared, said once (`graph_exec_shares_checks`, with why).
  *
  * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
  * lg_graphs_watching() first, and the graph-destroy hook lg_graphs_mapped(), one relaxed load
@@ -55,10 +57,11 @@ typedef struct check {
     void *stream; /* the stream it was captured on, for the event */
     lg_target_t target;
     const struct lg_scan_ring *ring;
+    uint64_t reads;    /* where the loss launch reads its target: the sanitized copy, or 0 (its own labels) */
     uint64_t launched; /* executions queued so far: the next one publishes launched + 1 */
 } check_t;
 
-/* An exec's own scratch for one check of its graph (lg_validate_node_rebind): the replays of
+/* An exec's own scratch for one check of its graph (lg_validate_rebind): the replays of
  * that exec publish into `ring`, not into the check's. */
 typedef struct own {
     const struct lg_scan_ring *shared, *ring;
@@ -71,6 +74,7 @@ typedef struct mapping {
     bool instantiated; /* graphs: an exec was made from this graph */
     bool suspect;      /* execs: made without checks while a checked graph had none (see launched) */
     uint64_t replays;  /* execs: replays queued so far; each exec numbers its own from 1 */
+    uint64_t exec_no;  /* execs: which exec of its graph, from 1 (graphs: how many were made) */
     own_t *own;        /* execs: checks it has scratch of its own for (malloc'd) */
     int n_own;
 } mapping_t;
@@ -219,7 +223,8 @@ static void unmap_graph(const void *graph)
 }
 
 int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
-                        const lg_target_t *t, const struct lg_scan_ring *ring, char *why, size_t why_len)
+                        const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads, char *why,
+                        size_t why_len)
 {
     if (!capture_id) {
         snprintf(why, why_len, "the runtime does not say which capture the stream belongs to");
@@ -229,7 +234,7 @@ int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *in
     int rc = grow((void **)&checks, &cap_checks, n_checks, sizeof *checks);
     if (rc == 0) {
         checks[n_checks++] = (check_t){
-            .capture_id = capture_id, .info = info, .stream = stream, .target = *t, .ring = ring};
+            .capture_id = capture_id, .info = info, .stream = stream, .target = *t, .ring = ring, .reads = reads};
         __atomic_fetch_add(&lg_graphs_open, 1, __ATOMIC_RELAXED);
     } else {
         snprintf(why, why_len, "out of memory for the graph's check table");
@@ -283,10 +288,10 @@ static void clear_suspects(void)
 }
 
 /* A second exec of graph `graph` (capture id): each of its checks gets scratch of its own, its
- * copies of the check's nodes rewritten (validate_node.c); a check whose nodes cannot be (the
- * GPU backend's, which writes the stream's scratch) stays shared, and is warned about once. */
+ * copies of the check's nodes rewritten (validate.c, by the backend that captured it); a check
+ * whose nodes cannot be stays shared, and is warned about once. */
 static void give_own(const void *exec, const void *graph, unsigned long long id, own_t *own,
-                     struct lg_kernel_info **infos, int n)
+                     struct lg_kernel_info **infos, const uint64_t *reads, int n)
 {
     const lg_runtime_t *rt = lg_runtime_get();
     char why[256] = "";
@@ -297,9 +302,8 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
     for (int i = 0; i < n; i++) {
         const struct lg_scan_ring *ring = NULL;
         char w[256] = "";
-        const lg_spec_t *spec = infos[i] ? infos[i]->spec : NULL;
         if (own[i].shared &&
-            lg_validate_node_rebind(rt, (void *)exec, (void *)graph, own[i].shared, spec, &ring, w, sizeof w) == 0)
+            lg_validate_rebind((void *)exec, (void *)graph, own[i].shared, infos[i], reads[i], &ring, w, sizeof w) == 0)
             own[kept++] = (own_t){.shared = own[i].shared, .ring = ring};
         else if (!why[0])
             snprintf(why, sizeof why, "%s", own[i].shared ? w : "the check has no verdict ring");
@@ -332,7 +336,9 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
     bool suspect = false;
     own_t *own = NULL;
     struct lg_kernel_info **infos = NULL;
+    uint64_t *reads = NULL;
     int n_own = 0;
+    uint64_t exec_no = g ? ++g->exec_no : 0;
     if (g && !g->instantiated) {
         g->instantiated = true;
         clear_suspects();
@@ -343,10 +349,12 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
         /* Another exec replays the graph's check nodes: this one gets scratch of its own, below,
          * out of the lock (it calls the runtime). */
         int k = other ? count_checks(id) : 0;
-        if (k > 0 && (own = calloc((size_t)k, sizeof *own)) && (infos = calloc((size_t)k, sizeof *infos))) {
+        if (k > 0 && (own = calloc((size_t)k, sizeof *own)) && (infos = calloc((size_t)k, sizeof *infos)) &&
+            (reads = calloc((size_t)k, sizeof *reads))) {
             for (int i = 0; i < n_checks; i++)
                 if (checks[i].capture_id == id) {
                     infos[n_own] = checks[i].info;
+                    reads[n_own] = checks[i].reads;
                     own[n_own++].shared = checks[i].ring;
                 }
         } else if (k > 0) {
@@ -367,7 +375,7 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
         m = &execs[n_execs++]; /* fresh memory: nothing to take back */
     }
     if (m) {
-        *m = (mapping_t){.key = exec, .capture_id = id, .suspect = suspect};
+        *m = (mapping_t){.key = exec, .capture_id = id, .suspect = suspect, .exec_no = exec_no};
         if (id || suspect)
             __atomic_fetch_add(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     }
@@ -375,10 +383,11 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
         release(old);
     pthread_mutex_unlock(&lock);
     if (n_own > 0)
-        give_own(exec, graph, id, own, infos, n_own);
+        give_own(exec, graph, id, own, infos, reads, n_own);
     else
         free(own);
     free(infos);
+    free(reads);
     say_unreported();
 }
 
@@ -449,6 +458,7 @@ bool lg_graphs_launched(const void *exec, void *stream)
         p->seq = o ? ++o->launched : ++c->launched;
         p->graph_id = id;
         p->replay = replay;
+        p->exec = m->exec_no;
         if (lg_verdicts_add(p) != 0)
             free(p);
     }

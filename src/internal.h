@@ -448,6 +448,26 @@ struct lg_kernel_info;
 LG_HIDDEN int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, int samples,
                                 struct lg_kernel_info *cookie, const lg_capture_t *capture, uint64_t *sanitized,
                                 char *why, size_t why_len);
+/* A second (or later) exec of a graph holding the check whose ring is `ring` (captured for
+ * kernel `info`, whose launch reads its target at `reads`: the sanitized copy, or 0 when it
+ * reads its own labels): the exec's copies of the check's nodes get scratch of their own, *own
+ * their ring, by whichever backend captured the check. 0, or -1 with why and the exec as it
+ * was instantiated (the replays then share the graph's scratch). */
+LG_HIDDEN int lg_validate_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
+                                 const struct lg_kernel_info *info, uint64_t reads, const struct lg_scan_ring **own,
+                                 char *why, size_t why_len);
+/* Rebinding a loss launch's node: where spec says the launch holds its target, read (*at) from
+ * the launch's argument array, or set to `to` in out[] (spec->n_params slots; the parameter
+ * holding it rewritten in `value`, LG_RETARGET_MAX bytes). 0, or -1 when spec cannot say;
+ * lg_validate_loss_param: the parameter's index, or -1 when spec cannot say. */
+#define LG_RETARGET_MAX 512
+LG_HIDDEN int lg_validate_loss_param(const struct lg_spec *spec);
+/* Is a graph kernel node's function `func` kernel `info` (its pointer, or a stub or handle of
+ * the same mangled name)? */
+LG_HIDDEN bool lg_validate_is_loss_kernel(const struct lg_kernel_info *info, const void *func);
+LG_HIDDEN int lg_validate_loss_target(const struct lg_spec *spec, void *const *args, uint64_t *at);
+LG_HIDDEN int lg_validate_loss_retarget(const struct lg_spec *spec, void *const *in, void **out, unsigned char *value,
+                                        uint64_t to);
 
 /* ---------------------------------------------------------------- validate_host.c */
 
@@ -479,12 +499,13 @@ LG_HIDDEN int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t
                                        const struct lg_scan_ring **ring, char *why, size_t why_len);
 /* A second (or later) exec of a graph holding the check whose ring is `ring`: its copies of the
  * check's nodes (the label copy, the host node, the sanitized copy and the loss launch reading
- * it; spec says where that launch holds its target) are pointed at fresh scratch with a ring of
- * its own, *own, so that its replays neither overwrite another exec's labels nor publish into
- * its verdicts. 0, or -1 with why and the exec as it was (a check of the GPU backend, nodes not
- * found as captured, a runtime without the calls). */
+ * it: the node of kernel `info` that holds the copy where info's spec puts its target) are
+ * pointed at fresh scratch with a ring of its own, *own, so that its replays neither overwrite
+ * another exec's labels nor publish into its verdicts. 0; 1 when `ring` is not a host-node
+ * check's; or -1 with why and the exec as it was (nodes not found as captured, a runtime
+ * without the calls). */
 LG_HIDDEN int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, const struct lg_scan_ring *ring,
-                                      const struct lg_spec *spec, const struct lg_scan_ring **own, char *why,
+                                      const struct lg_kernel_info *info, const struct lg_scan_ring **own, char *why,
                                       size_t why_len);
 
 /* ---------------------------------------------------------------- validate_gpu.c */
@@ -512,6 +533,13 @@ LG_HIDDEN int lg_validate_gpu_wait(void *stream, char *why, size_t why_len);
 /* Run `seq` of s's ring: 1 read into v, 0 not yet written, -1 already overwritten. */
 LG_HIDDEN int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t *v);
 LG_HIDDEN void lg_validate_gpu_after_fork(void);
+/* The GPU backend's lg_validate_rebind: the exec's copy of the validator node (and, when the
+ * loss launch reads the sanitized copy at `reads`, of that launch) pointed at fresh captured
+ * scratch, *own its ring. 0; 1 when `ring` is not a captured validator's; -1 with why and the
+ * exec as it was. */
+LG_HIDDEN int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
+                                     const struct lg_spec *spec, uint64_t reads, const struct lg_scan_ring **own,
+                                     char *why, size_t why_len);
 
 /* ---------------------------------------------------------------- verdicts.c */
 
@@ -525,6 +553,7 @@ typedef struct lg_pending {
     uint64_t seq;
     uint64_t graph_id; /* a graph replay: the graph's id (its capture's); 0 otherwise */
     uint64_t replay;   /* a graph replay: which replay of that launch, from 1 */
+    uint64_t exec;     /* a graph replay: which exec of the graph replayed it, from 1 */
     uint64_t owner;    /* the thread that added it (lg_verdicts_add sets it); 0: exited */
     const volatile unsigned long long *latest; /* &ring->latest (lg_verdicts_add sets it) */
     lg_verdict_t verdict;
@@ -535,7 +564,7 @@ typedef struct lg_async_report {
     void *stream;
     lg_target_t target;
     lg_verdict_t verdict;
-    uint64_t graph_id, replay;
+    uint64_t graph_id, replay, exec;
 } lg_async_report_t;
 /* Queues p (malloc'd; the queue frees it), owned by the calling thread. 0, or -1 when out of
  * memory. */
@@ -593,7 +622,8 @@ static inline bool lg_verdicts_orphaned(void)
 /* A loss launch captured into capture `capture_id` whose check publishes run k of `ring` at
  * the graph's k-th execution. 0, or -1 with why. */
 LG_HIDDEN int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
-                                  const lg_target_t *t, const struct lg_scan_ring *ring, char *why, size_t why_len);
+                                  const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads, char *why,
+                                  size_t why_len);
 /* The hooks of cudaStreamEndCapture (the capture's id, asked before the real call, or 0 for
  * a capture without checks, and the graph it made: it replaces whatever that handle mapped),
  * cudaGraphDestroy (before the real call, so a capture on another thread that gets the freed
@@ -738,6 +768,7 @@ typedef struct lg_violation {
     uint64_t launch_seq;
     void *stream;
     uint64_t graph_id, replay; /* a CUDA graph replay: the graph's id and which replay (from 1) */
+    uint64_t exec;             /* and which exec of the graph (from 1) */
     int device;
     lg_target_t target;
     lg_verdict_t verdict;
@@ -1042,7 +1073,7 @@ typedef struct lg_act_input {
     void **args; /* the launch's own; NULL after it ran */
     const lg_target_t *target;
     const lg_verdict_t *verdict;
-    uint64_t graph_id, replay; /* a graph replay's (graphs.c); 0 otherwise */
+    uint64_t graph_id, replay, exec; /* a graph replay's (graphs.c); 0 otherwise */
     bool copy_made; /* mask: the caller made the masked copy itself (api_check.c, host labels) */
 } lg_act_input_t;
 /* Reports the violation and carries out LABELGUARD_ACTION; d (NULL for LG_ACT_AFTER) gets

@@ -80,7 +80,8 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
                              .target = &r.target,
                              .verdict = &r.verdict,
                              .graph_id = r.graph_id,
-                             .replay = r.replay};
+                             .replay = r.replay,
+                             .exec = r.exec};
         lg_act(rt, &in, NULL);
     }
     lg_runtime_restore_error(rt, saved);

@@ -355,6 +355,7 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
         lg_json_begin_object(j, "graph");
         lg_json_uint(j, "id", v->graph_id);
         lg_json_uint(j, "replay", v->replay);
+        lg_json_uint(j, "exec", v->exec);
         lg_json_end_object(j);
     }
 

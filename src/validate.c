@@ -218,7 +218,8 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
             rc = -1;
             goto out;
         }
-        rc = lg_graphs_add_check(capture->id, cookie, stream, t, c.run.ring, why, why_len);
+        rc = lg_graphs_add_check(capture->id, cookie, stream, t, c.run.ring, capture->sanitize ? copy : 0, why,
+                                 why_len);
         if (rc == 0 && capture->sanitize)
             *sanitized = copy;
         goto out;
@@ -241,5 +242,74 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
 out:
     free(p);
     account(t0);
+    return rc;
+}
+
+/* Where spec says a loss launch holds its target: the 8 bytes at spec->target.offset in
+ * parameter spec->target.param of `args`. -1 when spec cannot say (no spec, a parameter past
+ * the table or too large to copy). Both backends' rebinds read and rewrite it. */
+int lg_validate_loss_param(const lg_spec_t *spec)
+{
+    if (!spec || spec->target.param < 0 || spec->target.param >= spec->n_params || spec->n_params > LG_MAX_PARAMS)
+        return -1;
+    int size = spec->param_sizes[spec->target.param];
+    if (size > LG_RETARGET_MAX || spec->target.offset < 0 || spec->target.offset + 8 > size)
+        return -1;
+    return spec->target.param;
+}
+
+int lg_validate_loss_target(const lg_spec_t *spec, void *const *args, uint64_t *at)
+{
+    int param = lg_validate_loss_param(spec);
+    if (param < 0 || !args || !args[param])
+        return -1;
+    memcpy(at, (const unsigned char *)args[param] + spec->target.offset, 8);
+    return 0;
+}
+
+int lg_validate_loss_retarget(const lg_spec_t *spec, void *const *in, void **out, unsigned char *value, uint64_t to)
+{
+    int param = lg_validate_loss_param(spec);
+    if (param < 0 || !in || !in[param])
+        return -1;
+    for (int i = 0; i < spec->n_params; i++)
+        out[i] = in[i];
+    memcpy(value, in[param], (size_t)spec->param_sizes[param]);
+    memcpy(value + spec->target.offset, &to, 8);
+    out[param] = value;
+    return 0;
+}
+
+/* Weak: the GPU tests (tests/gpu) link the validators without the name table; there a kernel
+ * node is known by its function pointer alone. */
+#pragma weak lg_names_lookup
+
+bool lg_validate_is_loss_kernel(const struct lg_kernel_info *info, const void *func)
+{
+    if (!info || !func)
+        return false;
+    if (func == info->func)
+        return true;
+    /* A graph's kernel node may name the kernel by its host stub where the launch gave a
+     * kernel handle (cudaGetKernel, CUDA 12+), or the other way round: the same mangled name
+     * is the same function, with the same parameters. */
+    const char *name = lg_names_lookup ? lg_names_lookup(func) : NULL;
+    return name && info->mangled && strcmp(name, info->mangled) == 0;
+}
+
+/* The check is one backend's or the other's: each recognises its own ring and answers 1 for
+ * a ring it does not know. */
+int lg_validate_rebind(void *exec, void *graph, const struct lg_scan_ring *ring, const struct lg_kernel_info *info,
+                       uint64_t reads, const struct lg_scan_ring **own, char *why, size_t why_len)
+{
+    const lg_runtime_t *r = launch_rt ? launch_rt : __atomic_load_n(&rt, __ATOMIC_ACQUIRE);
+    const lg_spec_t *spec = info ? info->spec : NULL;
+    int rc = lg_validate_node_rebind(r, exec, graph, ring, info, own, why, why_len);
+    if (rc == 1)
+        rc = lg_validate_gpu_rebind(exec, graph, ring, spec, reads, own, why, why_len);
+    if (rc == 1) {
+        snprintf(why, why_len, "the check's scratch is neither backend's");
+        rc = -1;
+    }
     return rc;
 }

@@ -65,6 +65,7 @@ static bool gpu_active;
 #define MAX_STREAM_SCRATCH   256
 #define MAX_CAPTURED_SCRATCH 4096
 #define PREALLOC_COPY  (1u << 20) /* sanitized-copy area made at start: 128 Ki int64 labels */
+#define REBIND_MAX_NODES 4096     /* a graph searched for a check's nodes: PyTorch's steps hold hundreds */
 static uint64_t attempts, retry_at, backoff = 1;
 static uint64_t host_fallbacks; /* __atomic */
 
@@ -432,6 +433,198 @@ int lg_validate_gpu_launch(const lg_runtime_t *rt, const lg_target_t *tin, void 
 int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t *v)
 {
     return lg_verdicts_ring_read(s->ring, seq, v);
+}
+
+/* The graph's node that runs the validator writing scratch s: a kernel node of one of m's
+ * functions whose parameter block names s's accumulators and ring. 1 and *node, *kp, *p filled
+ * when exactly one is; 0 when none; -1 with why on a driver failure or several. */
+static int find_validator_node(CUgraph graph, const lg_module_t *m, const scratch_t *s, CUgraphNode *node,
+                               CUDA_KERNEL_NODE_PARAMS_v2 *kp, lg_scan_params_t *p, char *why, size_t why_len)
+{
+    size_t count = 0;
+    CUresult r = lg_drv.graph_get_nodes(graph, NULL, &count);
+    if (r == CUDA_SUCCESS && count > REBIND_MAX_NODES) {
+        snprintf(why, why_len, "the graph has %zu nodes, more than the %d searched for the check's", count,
+                 REBIND_MAX_NODES);
+        return -1;
+    }
+    CUgraphNode *all = count ? malloc(count * sizeof *all) : NULL;
+    if (r == CUDA_SUCCESS && count && !all) {
+        snprintf(why, why_len, "out of memory for the graph's node list");
+        return -1;
+    }
+    if (r == CUDA_SUCCESS && count)
+        r = lg_drv.graph_get_nodes(graph, all, &count);
+    if (r != CUDA_SUCCESS) {
+        free(all);
+        snprintf(why, why_len, "listing the graph's nodes failed: %s", lg_validate_module_error(r));
+        return -1;
+    }
+    int found = 0;
+    for (size_t i = 0; i < count; i++) {
+        CUgraphNodeType type;
+        CUDA_KERNEL_NODE_PARAMS_v2 k;
+        memset(&k, 0, sizeof k);
+        if (lg_drv.graph_node_get_type(all[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+            lg_drv.graph_kernel_node_get_params(all[i], &k) != CUDA_SUCCESS || !k.kernelParams || !k.kernelParams[0])
+            continue;
+        bool ours = false;
+        for (int f = 0; f < 6 && !ours; f++)
+            ours = k.func && k.func == m->fn[f];
+        if (!ours)
+            continue; /* only our own kernels' parameter block is known to be an lg_scan_params_t */
+        lg_scan_params_t q;
+        memcpy(&q, k.kernelParams[0], sizeof q);
+        if (q.ring != s->ring_dev || q.state != s->state)
+            continue;
+        if (found++ == 0) {
+            *node = all[i];
+            *kp = k;
+            *p = q;
+        }
+    }
+    free(all);
+    if (found > 1) {
+        snprintf(why, why_len, "the check's validator node is in the graph %d times", found);
+        return -1;
+    }
+    return found;
+}
+
+/* Does kernel function f have spec's target parameter, of spec's size? Asked where the driver
+ * can say (CUDA 12.4+), so that a node that is not the loss launch is not read past its
+ * parameters; else the node's place in the graph has to do. */
+static bool has_target_param(CUfunction f, const lg_spec_t *spec)
+{
+    int param = lg_validate_loss_param(spec);
+    size_t off = 0, size = 0;
+    if (param < 0)
+        return false;
+    if (!lg_drv.func_get_param_info || !f)
+        return true;
+    CUresult r = lg_drv.func_get_param_info(f, (size_t)param, &off, &size);
+    return r != CUDA_SUCCESS ? r == CUDA_ERROR_NOT_SUPPORTED : size == (size_t)spec->param_sizes[param];
+}
+
+/* The loss launch reading the sanitized copy at `reads`: the one kernel node that depends on
+ * the validator node (the launch was enqueued right after it on the captured stream) and
+ * holds `reads` where spec puts its target. 0 and *node, *kp filled, or -1 with why. */
+static int find_loss_node(CUgraphNode validator, const lg_spec_t *spec, uint64_t reads, CUgraphNode *node,
+                          CUDA_KERNEL_NODE_PARAMS_v2 *kp, char *why, size_t why_len)
+{
+    CUgraphNode deps[8];
+    size_t nd = sizeof deps / sizeof *deps;
+    CUresult r = lg_drv.graph_node_get_dependent_nodes(validator, deps, &nd);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "asking what follows the validator node failed: %s", lg_validate_module_error(r));
+        return -1;
+    }
+    int found = 0;
+    for (size_t i = 0; i < nd && i < sizeof deps / sizeof *deps; i++) {
+        CUgraphNodeType type;
+        CUDA_KERNEL_NODE_PARAMS_v2 k;
+        memset(&k, 0, sizeof k);
+        uint64_t at = 0;
+        if (deps[i] && lg_drv.graph_node_get_type(deps[i], &type) == CUDA_SUCCESS &&
+            type == CU_GRAPH_NODE_TYPE_KERNEL && lg_drv.graph_kernel_node_get_params(deps[i], &k) == CUDA_SUCCESS &&
+            has_target_param(k.func, spec) && lg_validate_loss_target(spec, k.kernelParams, &at) == 0 &&
+            at == reads && found++ == 0) {
+            *node = deps[i];
+            *kp = k;
+        }
+    }
+    if (found != 1) {
+        snprintf(why, why_len, "the loss launch reading the check's sanitized copy was not found after it (%d found)",
+                 found);
+        return -1;
+    }
+    return 0;
+}
+
+/* Caller holds `lock`; our driver calls run in relaxed capture mode (lg_validate_gpu_rebind). */
+static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg_spec_t *spec, uint64_t reads,
+                         const struct lg_scan_ring **own, char *why, size_t why_len)
+{
+    if (!lg_drv.graph_get_nodes || !lg_drv.graph_node_get_type || !lg_drv.graph_node_get_dependent_nodes ||
+        !lg_drv.graph_kernel_node_get_params || !lg_drv.graph_exec_kernel_node_set_params) {
+        snprintf(why, why_len, "the CUDA driver lacks the graph node calls (cuGraphExecKernelNodeSetParams)");
+        return -1;
+    }
+    CUcontext ctx = NULL;
+    if (lg_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx != s->ctx) {
+        snprintf(why, why_len, "the exec is made in another CUDA context than the one the check was captured in");
+        return -1;
+    }
+    lg_module_t *m = lg_validate_module_for(ctx, why, why_len);
+    if (!m)
+        return -1;
+    CUgraphNode vnode = NULL, lnode = NULL;
+    CUDA_KERNEL_NODE_PARAMS_v2 vkp, lkp;
+    lg_scan_params_t p;
+    int rc = find_validator_node(graph, m, s, &vnode, &vkp, &p, why, why_len);
+    if (rc == 0)
+        snprintf(why, why_len, "the graph's validator node was not found as captured");
+    if (rc != 1)
+        return -1;
+    if (reads && find_loss_node(vnode, spec, reads, &lnode, &lkp, why, why_len) != 0)
+        return -1;
+    attempts++;
+    scratch_t *s2 = scratch_for(m, s->stream, true, s->cand_samples, why, why_len);
+    if (!s2)
+        return -1;
+    if (p.copy && grow_copy(s2, s->copy_bytes, why, why_len) != 0)
+        return -1; /* s2 stays in the table, unused: rare, and bounded */
+    lg_scan_params_t p2 = p;
+    p2.state = s2->state;
+    p2.cand = s2->cand;
+    p2.cand_count = s2->cand_count;
+    p2.ring = s2->ring_dev;
+    p2.copy = p.copy ? s2->copy : 0;
+    void *vargs[] = {&p2};
+    CUDA_KERNEL_NODE_PARAMS_v2 v2 = vkp;
+    v2.kernelParams = vargs;
+    v2.extra = NULL;
+    CUresult r = lg_drv.graph_exec_kernel_node_set_params(exec, vnode, &v2);
+    if (r == CUDA_SUCCESS && reads) {
+        void *largs[LG_MAX_PARAMS];
+        unsigned char value[LG_RETARGET_MAX];
+        CUDA_KERNEL_NODE_PARAMS_v2 l2 = lkp;
+        if (lg_validate_loss_retarget(spec, lkp.kernelParams, largs, value, s2->copy) != 0) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            l2.kernelParams = largs;
+            l2.extra = NULL;
+            r = lg_drv.graph_exec_kernel_node_set_params(exec, lnode, &l2);
+        }
+        if (r != CUDA_SUCCESS) /* the exec goes back to the graph's scratch, as it was instantiated */
+            (void)lg_drv.graph_exec_kernel_node_set_params(exec, vnode, &vkp);
+    }
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_len, "pointing the exec's validator at scratch of its own failed: %s",
+                 lg_validate_module_error(r));
+        return -1;
+    }
+    *own = s2->ring;
+    return 0;
+}
+
+int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *ring, const lg_spec_t *spec,
+                           uint64_t reads, const struct lg_scan_ring **own, char *why, size_t why_len)
+{
+    pthread_mutex_lock(&lock);
+    scratch_t *s = NULL;
+    for (int i = 0; i < n_scratches && !s; i++)
+        if (scratches[i]->captured && scratches[i]->ring == ring)
+            s = scratches[i];
+    int rc = 1;
+    if (s) {
+        CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        lg_drv.exchange_capture_mode(&mode);
+        rc = rebind_locked((CUgraphExec)exec, (CUgraph)graph, s, spec, reads, own, why, why_len);
+        lg_drv.exchange_capture_mode(&mode);
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 /* At start, while the GPU is still empty: the scratch of the legacy default stream (where

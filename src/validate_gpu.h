@@ -31,6 +31,15 @@ typedef struct lg_drv {
     CUresult (*memcpy_htod_async)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*pointer_get_attribute)(void *, CUpointer_attribute, CUdeviceptr);
     CUresult (*func_get_attribute)(int *, CUfunction_attribute, CUfunction); /* optional */
+    /* Optional: a second exec of a graph holding validator nodes gets scratch of its own
+     * (lg_validate_gpu_rebind). The kernel-node pair is the _v2 ABI (CUDA 12.0+) where the
+     * driver has it, else the first; CUDA_KERNEL_NODE_PARAMS_v2 begins with the v1 fields. */
+    CUresult (*graph_get_nodes)(CUgraph, CUgraphNode *, size_t *);
+    CUresult (*graph_node_get_type)(CUgraphNode, CUgraphNodeType *);
+    CUresult (*graph_node_get_dependent_nodes)(CUgraphNode, CUgraphNode *, size_t *); /* the v1 ABI */
+    CUresult (*graph_kernel_node_get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2 *);
+    CUresult (*graph_exec_kernel_node_set_params)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2 *);
+    CUresult (*func_get_param_info)(CUfunction, size_t, size_t *, size_t *); /* CUDA 12.4+ */
 } lg_drv_t;
 extern LG_HIDDEN lg_drv_t lg_drv;
 

@@ -77,6 +77,16 @@ static bool load_driver(void)
     SYM(memcpy_htod_async, "cuMemcpyHtoDAsync_v2", 1);
     SYM(pointer_get_attribute, "cuPointerGetAttribute", 1);
     SYM(func_get_attribute, "cuFuncGetAttribute", 0);
+    SYM(func_get_param_info, "cuFuncGetParamInfo", 0);
+    SYM(graph_get_nodes, "cuGraphGetNodes", 0);
+    SYM(graph_node_get_type, "cuGraphNodeGetType", 0);
+    SYM(graph_node_get_dependent_nodes, "cuGraphNodeGetDependentNodes", 0);
+    SYM(graph_kernel_node_get_params, "cuGraphKernelNodeGetParams_v2", 0);
+    if (!lg_drv.graph_kernel_node_get_params)
+        SYM(graph_kernel_node_get_params, "cuGraphKernelNodeGetParams", 0);
+    SYM(graph_exec_kernel_node_set_params, "cuGraphExecKernelNodeSetParams_v2", 0);
+    if (!lg_drv.graph_exec_kernel_node_set_params)
+        SYM(graph_exec_kernel_node_set_params, "cuGraphExecKernelNodeSetParams", 0);
 #undef SYM
     return true;
 }

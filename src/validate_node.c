@@ -192,30 +192,25 @@ static int point(const lg_runtime_t *rt, void *exec, const found_t *f, const nod
     if (f->type == NODE_MEMCPY) /* host -> sanitized copy */
         return rt->graph_exec_memcpy_node_set_params_1d(exec, f->node, to->dev, to->host, n->bytes, KIND_H2D);
     /* The loss kernel: its target pointer, in a copy of the one parameter that holds it. */
-    int param = spec->target.param, size = spec->param_sizes[param];
-    unsigned char value[512];
+    unsigned char value[LG_RETARGET_MAX];
     void *args[LG_MAX_PARAMS];
-    for (int i = 0; i < spec->n_params; i++)
-        args[i] = f->kp.args[i];
-    memcpy(value, f->kp.args[param], (size_t)size);
-    uint64_t dev = (uint64_t)(uintptr_t)to->dev;
-    memcpy(value + spec->target.offset, &dev, 8);
-    args[param] = value;
+    if (lg_validate_loss_retarget(spec, f->kp.args, args, value, (uint64_t)(uintptr_t)to->dev) != 0)
+        return -1;
     kernel_params_t kp = f->kp;
     kp.args = args;
     return rt->graph_exec_kernel_node_set_params(exec, f->node, &kp);
 }
 
 int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, const struct lg_scan_ring *ring,
-                            const lg_spec_t *spec, const struct lg_scan_ring **own, char *why, size_t why_len)
+                            const struct lg_kernel_info *info, const struct lg_scan_ring **own, char *why,
+                            size_t why_len)
 {
+    const lg_spec_t *spec = info ? info->spec : NULL;
     node_t *n;
     for (n = __atomic_load_n(&nodes, __ATOMIC_ACQUIRE); n && &n->ring != ring; n = n->next)
         ;
-    if (!n) {
-        snprintf(why, why_len, "the check is the validator kernel's, whose scratch is the stream's");
-        return -1;
-    }
+    if (!n)
+        return 1; /* not a host-node check: the GPU backend's, if anyone's */
     if (!rt || !rt->graph_get_nodes || !rt->graph_node_get_type || !rt->graph_host_node_get_params ||
         !rt->graph_memcpy_node_get_params || !rt->graph_kernel_node_get_params ||
         !rt->graph_exec_host_node_set_params || !rt->graph_exec_memcpy_node_set_params_1d ||
@@ -223,9 +218,7 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
         snprintf(why, why_len, "the CUDA runtime lacks the graph node calls (cudaGraphExec*NodeSetParams)");
         return -1;
     }
-    if (n->dev && (!spec || spec->target.param < 0 || spec->target.param >= spec->n_params ||
-                   spec->n_params > LG_MAX_PARAMS || spec->param_sizes[spec->target.param] > 512 ||
-                   spec->target.offset + 8 > spec->param_sizes[spec->target.param])) {
+    if (n->dev && lg_validate_loss_param(spec) < 0) {
         snprintf(why, why_len, "the loss launch's target parameter cannot be rewritten");
         return -1;
     }
@@ -260,9 +253,11 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
                     ours = n->dev && mp.src.ptr == n->host;
             }
         } else if (type == NODE_KERNEL && n->dev) {
+            /* Only the loss kernel's own arguments are read where spec puts the target: another
+             * kernel may have fewer parameters than that. */
             uint64_t at = 0;
-            if (rt->graph_kernel_node_get_params(all[i], &g.kp) == 0 && g.kp.args && g.kp.args[spec->target.param]) {
-                memcpy(&at, (const unsigned char *)g.kp.args[spec->target.param] + spec->target.offset, 8);
+            if (rt->graph_kernel_node_get_params(all[i], &g.kp) == 0 && lg_validate_is_loss_kernel(info, g.kp.func) &&
+                lg_validate_loss_target(spec, g.kp.args, &at) == 0) {
                 ours = at == (uint64_t)(uintptr_t)n->dev;
                 kernels += ours;
             }

@@ -177,6 +177,7 @@ static int pending_poll(const lg_pending_t *p, lg_async_report_t *r)
     r->target = p->target;
     r->graph_id = p->graph_id;
     r->replay = p->replay;
+    r->exec = p->exec;
     if (!p->ring) {
         r->verdict = p->verdict;
         return 1;

@@ -3,7 +3,8 @@
 # cudaGraph_t, as a graph instantiated for two streams), exec A replaying a clean batch and exec B
 # a bad one (build/progs/graphs twoexecs), under mask:
 #   - each exec checks with scratch of its own: no graph_exec_shares_checks warning, B's bad
-#     replay is its own replay 1 (one violation, masked), A's clean one reports nothing;
+#     replay is its own replay 1 (one violation, masked, graph.exec 2), A's clean one reports
+#     nothing;
 #   - A's loss is the clean batch's and B's the bad batch's over its valid labels;
 #   - B replayed after A's replay (an event), or, with the two replays overlapping (each kernel
 #     400 ms on the asynchronous double, B launched 100 ms after A, once A's check has read its
@@ -34,6 +35,7 @@ two() { # NAME ENV...: the twoexecs scenario under mask, A clean, B bad
     check "$n: no shared-scratch warning" qtrue "$n" "not [w for w in W if w['what'] == 'graph_exec_shares_checks']"
     check "$n: one violation, B's replay 1, masked" \
       qtrue "$n" "len(V) == 1 and V[0]['graph']['replay'] == 1 and V[0]['outcome'] == 'masked' and V[0]['bad']['samples'][0] == {'index': 3, 'value': 9}"
+    check "$n: the violation names exec B, the graph's second" qtrue "$n" "V[0]['graph']['exec'] == 2"
   else fail "$n: events"; fi
 }
 

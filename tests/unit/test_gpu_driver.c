@@ -10,9 +10,15 @@
  *   - cuMemAlloc refuses the sanitized copy's memory: the copy goes to mapped pinned host
  *     memory (cuMemHostAlloc DEVICEMAP) and the GPU backend keeps the check;
  *   - labels on another device than the current context's: the host backend takes the check;
- *   - checks on more streams than the scratch table holds: the rest go to the host backend.
+ *   - checks on more streams than the scratch table holds: the rest go to the host backend;
+ *   - a captured validator whose graph is instantiated twice: the second exec's validator node,
+ *     and the loss launch reading its sanitized copy, are pointed at scratch of their own
+ *     (cuGraphExecKernelNodeSetParams on a fake graph that records each exec's node values),
+ *     its replays are read from its own ring and named exec 2; a refused rewrite puts the exec
+ *     back as it was.
  * Run: build/tests/unit/test_gpu_driver (or LG_TESTS=test_gpu_driver bash tests/run.sh).
  */
+#include "../../cuda/lg_validate.h"
 #include "internal.h"
 #include "validate_gpu.h"
 
@@ -87,10 +93,10 @@ static CUresult f_exchange(CUstreamCaptureMode *m)
     (void)m;
     return CUDA_SUCCESS;
 }
+static CUstream capturing; /* the stream a capture runs on, else NULL */
 static CUresult f_is_capturing(CUstream s, CUstreamCaptureStatus *st)
 {
-    (void)s;
-    *st = CU_STREAM_CAPTURE_STATUS_NONE;
+    *st = capturing && s == capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
 static CUresult f_pointer_attr(void *out, CUpointer_attribute a, CUdeviceptr p)
@@ -141,11 +147,103 @@ static CUresult f_sync(CUstream s)
     (void)s;
     return CUDA_SUCCESS;
 }
+/* A captured graph as the driver keeps it: a chain of kernel nodes (the capture's order), each
+ * with its argument values; every exec keeps its own copy of each node's values. */
+enum { MAX_NODES = 8, MAX_EXECS = 3, ARG_BYTES = 256 };
+typedef struct {
+    CUfunction func;
+    int n_args, size[4];
+    unsigned char val[4][ARG_BYTES];
+    void *argv[4];
+} fnode_t;
+static fnode_t nodes[MAX_NODES];
+static int n_nodes;
+static fnode_t exec_nodes[MAX_EXECS][MAX_NODES]; /* exec k's values: a copy of the graph's at instantiate */
+static int set_calls, set_fail_at;               /* cuGraphExecKernelNodeSetParams refuses call set_fail_at */
+#define GRAPH ((CUgraph)0xa000)
+#define LOSS_FN ((CUfunction)0x9000)
+
+static fnode_t *add_node(CUfunction f, int n_args, const int *size, void *const *vals)
+{
+    fnode_t *n = &nodes[n_nodes++];
+    n->func = f;
+    n->n_args = n_args;
+    for (int i = 0; i < n_args; i++) {
+        n->size[i] = size[i];
+        memcpy(n->val[i], vals[i], (size_t)size[i]);
+        n->argv[i] = n->val[i];
+    }
+    return n;
+}
+static void instantiate(int exec)
+{
+    memcpy(exec_nodes[exec], nodes, sizeof nodes);
+    for (int k = 0; k < n_nodes; k++)
+        for (int i = 0; i < nodes[k].n_args; i++)
+            exec_nodes[exec][k].argv[i] = exec_nodes[exec][k].val[i];
+}
+static int node_index(CUgraphNode n) { return (int)((uintptr_t)n - 1); }
+static CUresult f_get_nodes(CUgraph g, CUgraphNode *out, size_t *num)
+{
+    if (g != GRAPH)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (out)
+        for (int k = 0; k < n_nodes && (size_t)k < *num; k++)
+            out[k] = (CUgraphNode)(uintptr_t)(k + 1);
+    *num = out && *num < (size_t)n_nodes ? *num : (size_t)n_nodes;
+    return CUDA_SUCCESS;
+}
+static CUresult f_node_type(CUgraphNode n, CUgraphNodeType *t)
+{
+    (void)n;
+    *t = CU_GRAPH_NODE_TYPE_KERNEL;
+    return CUDA_SUCCESS;
+}
+static CUresult f_dependents(CUgraphNode n, CUgraphNode *out, size_t *num)
+{
+    int k = node_index(n) + 1; /* a chain: the next node depends on this one */
+    size_t have = k < n_nodes ? 1 : 0;
+    if (out && *num >= 1 && have)
+        out[0] = (CUgraphNode)(uintptr_t)(k + 1);
+    *num = have;
+    return CUDA_SUCCESS;
+}
+static CUresult f_kernel_params(CUgraphNode n, CUDA_KERNEL_NODE_PARAMS_v2 *p)
+{
+    fnode_t *f = &nodes[node_index(n)];
+    p->func = f->func;
+    p->kernelParams = f->argv;
+    return CUDA_SUCCESS;
+}
+static CUresult f_exec_set(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS_v2 *p)
+{
+    if (++set_calls == set_fail_at)
+        return CUDA_ERROR_INVALID_VALUE;
+    fnode_t *f = &exec_nodes[(uintptr_t)x][node_index(n)];
+    if (p->func != f->func) /* the function of an exec's node cannot change */
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < f->n_args; i++)
+        memcpy(f->val[i], p->kernelParams[i], (size_t)f->size[i]);
+    return CUDA_SUCCESS;
+}
+static CUresult f_param_info(CUfunction f, size_t i, size_t *off, size_t *size)
+{
+    if (f != LOSS_FN || i >= 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    *off = 8 * i;
+    *size = 8;
+    return CUDA_SUCCESS;
+}
+
 static CUresult f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                          unsigned sm, CUstream s, void **p, void **e)
 {
-    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sm, (void)s, (void)p, (void)e;
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sm, (void)e;
     kernel_launches++;
+    if (capturing && s == capturing) {
+        int size = (int)sizeof(lg_scan_params_t);
+        add_node(f, 1, &size, p);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -169,6 +267,12 @@ static void fake_driver(void)
     lg_drv.memcpy_htod_async = f_htod;
     lg_drv.stream_synchronize = f_sync;
     lg_drv.launch_kernel = f_launch;
+    lg_drv.graph_get_nodes = f_get_nodes;
+    lg_drv.graph_node_get_type = f_node_type;
+    lg_drv.graph_node_get_dependent_nodes = f_dependents;
+    lg_drv.graph_kernel_node_get_params = f_kernel_params;
+    lg_drv.graph_exec_kernel_node_set_params = f_exec_set;
+    lg_drv.func_get_param_info = f_param_info;
 }
 
 /* A context the old driver cannot run the fatbin in: the PTX alone loads. */
@@ -383,6 +487,190 @@ static void test_scratch_refused(void)
     g_assert_cmpint(kernel_launches, ==, 1);
 }
 
+static lg_scan_params_t node_params(const fnode_t *n)
+{
+    lg_scan_params_t p;
+    memcpy(&p, n->val[0], sizeof p);
+    return p;
+}
+
+/* A validator captured into GRAPH on stream `cs` (want_copy: with its sanitized copy), and,
+ * when `loss`, the loss launch after it reading that copy (parameter 0) and a second argument
+ * 42. *run gets the capture. */
+static void capture(CUstream cs, bool loss, lg_gpu_run_t *run)
+{
+    static int64_t labels[64];
+    lg_target_t t;
+    memset(&t, 0, sizeof t);
+    t.data = (uint64_t)(uintptr_t)labels;
+    t.dtype = LG_DTYPE_INT64;
+    t.count = 64;
+    t.ndim = 1;
+    t.sizes[0] = 64;
+    t.strides[0] = 1;
+    t.n_classes = 10;
+    n_nodes = 0;
+    capturing = cs;
+    char why[512] = "";
+    bool use_host = false;
+    int rc = -1;
+    for (int i = 0; i < 16 && rc != 0; i++) /* the backoff of an earlier test may hold a few back */
+        rc = lg_validate_gpu_launch(NULL, &t, cs, 64, 4, true, -100, true, run, &use_host, why, sizeof why);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_true(run->captured);
+    g_assert_cmpint(n_nodes, ==, 1);
+    if (loss) {
+        uint64_t target = run->copy, other = 42;
+        int size[2] = {8, 8};
+        void *vals[2] = {&target, &other};
+        add_node(LOSS_FN, 2, size, vals);
+    }
+    capturing = NULL;
+}
+
+/* Two execs of one graph holding a validator node: the second's node gets scratch of its own
+ * (accumulators, candidates, verdict ring, sanitized copy) and the loss launch reads the new
+ * copy; the graph and the first exec are untouched. Through graphs.c, exec 2's replay is read
+ * from the new ring and named exec 2, exec 1's from the graph's. */
+static void test_second_exec_own_scratch(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    label_device = 0;
+    lg_gpu_run_t run;
+    capture((CUstream)0xb000, true, &run);
+    instantiate(1);
+    instantiate(2);
+    lg_spec_t spec;
+    memset(&spec, 0, sizeof spec);
+    spec.n_params = 2;
+    spec.param_sizes[0] = spec.param_sizes[1] = 8;
+    spec.target.param = 0;
+    spec.target.offset = 0;
+    lg_kernel_info_t info;
+    memset(&info, 0, sizeof info);
+    info.spec = &spec;
+    info.func = (const void *)0x9100; /* the loss kernel's host stub: not the driver's CUfunction */
+
+    lg_target_t t = {0};
+    char why[512] = "";
+    const unsigned long long id = 77;
+    g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb000, &t, run.ring, run.copy, why, sizeof why), ==, 0);
+    lg_graphs_end_capture(id, GRAPH);
+    set_calls = 0;
+    set_fail_at = 0;
+    lg_graphs_instantiated((void *)1, GRAPH);
+    g_assert_cmpint(set_calls, ==, 0); /* the first exec replays the graph's own scratch */
+    lg_graphs_instantiated((void *)2, GRAPH);
+    g_assert_cmpint(set_calls, ==, 2);
+
+    lg_scan_params_t g0 = node_params(&nodes[0]), x1 = node_params(&exec_nodes[1][0]),
+                     x2 = node_params(&exec_nodes[2][0]);
+    g_assert_true(memcmp(&g0, &x1, sizeof g0) == 0);
+    g_assert_cmphex(g0.ring, ==, (uint64_t)(uintptr_t)run.ring);
+    g_assert_cmphex(x2.ring, !=, g0.ring);
+    g_assert_cmphex(x2.state, !=, g0.state);
+    g_assert_cmphex(x2.cand, !=, g0.cand);
+    g_assert_cmphex(x2.cand_count, !=, g0.cand_count);
+    g_assert_cmphex(x2.copy, !=, g0.copy);
+    g_assert_cmphex(x2.copy, !=, 0);
+    g_assert_true(memcmp(&x2.t, &g0.t, sizeof g0.t) == 0);
+    g_assert_cmpint(x2.samples, ==, g0.samples);
+    g_assert_cmpint(x2.replacement, ==, -100);
+    /* The new accumulators start at their identities, as the validator expects. */
+    const lg_scan_state_t *st = (const lg_scan_state_t *)(uintptr_t)x2.state;
+    g_assert_cmpint(st->min, ==, INT64_MAX);
+    g_assert_cmpint(st->max, ==, INT64_MIN);
+    /* The loss launches: exec 1's reads the graph's copy, exec 2's its own; the rest unchanged. */
+    uint64_t l1, l2, o2;
+    memcpy(&l1, exec_nodes[1][1].val[0], 8);
+    memcpy(&l2, exec_nodes[2][1].val[0], 8);
+    memcpy(&o2, exec_nodes[2][1].val[1], 8);
+    g_assert_cmphex(l1, ==, run.copy);
+    g_assert_cmphex(l2, ==, x2.copy);
+    g_assert_cmpuint(o2, ==, 42);
+
+    /* A replay of each: exec 2's verdict is read from its own ring (published there by its
+     * validator), exec 1's from the graph's. */
+    lg_scan_ring_t *own = (lg_scan_ring_t *)(uintptr_t)x2.ring, *shared = (lg_scan_ring_t *)(uintptr_t)g0.ring;
+    lg_async_report_t r;
+    while (lg_verdicts_collect(&r, LG_COLLECT_SYNC_ALL, NULL))
+        ;
+    lg_graphs_launched((void *)2, (void *)0xb000);
+    own->entries[1].verdict.bad_count = 3;
+    own->entries[1].verdict.checked = 64;
+    own->entries[1].seq = 1;
+    own->latest = 1;
+    g_assert_true(lg_verdicts_collect(&r, LG_COLLECT_MINE, NULL));
+    g_assert_cmpint(r.verdict.bad_count, ==, 3);
+    g_assert_cmpuint(r.graph_id, ==, id);
+    g_assert_cmpuint(r.replay, ==, 1);
+    g_assert_cmpuint(r.exec, ==, 2);
+    lg_graphs_launched((void *)1, (void *)0xb000);
+    g_assert_false(lg_verdicts_collect(&r, LG_COLLECT_MINE, NULL)); /* the graph's ring: nothing yet */
+    shared->entries[1].verdict.checked = 64;
+    shared->entries[1].seq = 1;
+    shared->latest = 1;
+    g_assert_true(lg_verdicts_collect(&r, LG_COLLECT_MINE, NULL));
+    g_assert_cmpint(r.verdict.bad_count, ==, 0);
+    g_assert_cmpuint(r.exec, ==, 1);
+    lg_graphs_exec_destroyed((void *)1);
+    lg_graphs_exec_destroyed((void *)2);
+    lg_graphs_destroyed(GRAPH);
+}
+
+/* Log mode (the loss launch reads its own labels: reads 0): only the validator node is
+ * rewritten. A refused rewrite of the loss launch puts the exec's validator back as it was
+ * instantiated, and says why. */
+static void test_second_exec_rebind_paths(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    label_device = 0;
+    lg_gpu_run_t run;
+    lg_spec_t spec;
+    memset(&spec, 0, sizeof spec);
+    spec.n_params = 2;
+    spec.param_sizes[0] = spec.param_sizes[1] = 8;
+    lg_kernel_info_t info;
+    memset(&info, 0, sizeof info);
+    info.spec = &spec;
+    const struct lg_scan_ring *own = NULL;
+    char why[512] = "";
+
+    capture((CUstream)0xb100, false, &run);
+    instantiate(2);
+    set_calls = set_fail_at = 0;
+    g_assert_cmpint(lg_validate_rebind((void *)2, GRAPH, run.ring, &info, 0, &own, why, sizeof why), ==, 0);
+    g_assert_cmpint(set_calls, ==, 1);
+    g_assert_true(own != NULL && own != run.ring);
+
+    capture((CUstream)0xb200, true, &run);
+    instantiate(2);
+    set_calls = 0;
+    set_fail_at = 2; /* the loss launch's rewrite is refused */
+    own = NULL;
+    g_assert_cmpint(lg_validate_rebind((void *)2, GRAPH, run.ring, &info, run.copy, &own, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "scratch of its own failed"));
+    g_assert_null(own);
+    g_assert_true(memcmp(exec_nodes[2][0].val[0], nodes[0].val[0], sizeof(lg_scan_params_t)) == 0);
+    set_fail_at = 0;
+
+    /* No loss launch reads the copy where it says: not rewritten, said so. */
+    capture((CUstream)0xb300, false, &run);
+    instantiate(2);
+    g_assert_cmpint(lg_validate_rebind((void *)2, GRAPH, run.ring, &info, run.copy, &own, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "loss launch reading the check's sanitized copy was not found"));
+    /* A ring neither backend captured. */
+    static lg_scan_ring_t stranger;
+    g_assert_cmpint(lg_validate_rebind((void *)2, GRAPH, &stranger, &info, 0, &own, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "neither backend"));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -394,5 +682,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/copy_in_pinned_memory", test_copy_in_pinned_memory);
     g_test_add_func("/gpu_driver/labels_on_other_device", test_labels_on_other_device);
     g_test_add_func("/gpu_driver/stream_scratch_bounded", test_stream_scratch_bounded);
+    g_test_add_func("/gpu_driver/second_exec_own_scratch", test_second_exec_own_scratch);
+    g_test_add_func("/gpu_driver/second_exec_rebind_paths", test_second_exec_rebind_paths);
     return g_test_run();
 }
