@@ -9,7 +9,8 @@
 // Covers: int64/uint8/int32; 1 to 2^26 labels; random, bad at first/last, all bad, none bad,
 // all ignored; strided 3-D views and unaligned starts (the generic kernels); samples 1/16/256;
 // masked copies and the fused async kernel (copy + verdict in mapped memory); a captured CUDA
-// graph replayed with changing labels; refusal of host memory and of spans past an
+// graph replayed with changing labels; one graph instantiated twice (the second exec's validator
+// node and loss launch pointed at scratch of their own by the driver); refusal of host memory and of spans past an
 // allocation without harming the context. Then timing for 64, 65536 and 16M int64 labels.
 //
 // Built by `make gpu-tests` into build/tests/gpu/test_validator; run by tests/gpu/run.sh.
@@ -245,6 +246,93 @@ static void run_case(std::mt19937_64 &g, lg_target_t t, pattern p, int samples, 
     CUDA_OK(cudaFree(dev));
 }
 
+// The loss launch of test_graph_execs: reads its target (the sanitized copy) as a loss kernel
+// does, into `out`.
+__global__ void copy_target(const int64_t *target, int64_t n, int64_t *out)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = target[i];
+}
+
+// One captured check and its loss launch, instantiated twice: exec A replays clean labels, exec
+// B bad ones after it. B's verdict comes from its own ring (exec 2), its loss reads its own
+// sanitized copy, and A's sanitized copy keeps A's labels: with shared scratch B's validator
+// would have written its replacements into A's copy.
+static void test_graph_execs(cudaStream_t s)
+{
+    const int64_t n = 5000;
+    lg_target_t t = flat(LG_DTYPE_INT64, n, 10);
+    std::vector<int64_t> h(n, 3);
+    int64_t *dev, *out;
+    CUDA_OK(cudaMalloc(&dev, n * 8));
+    CUDA_OK(cudaMalloc(&out, n * 8));
+    CUDA_OK(cudaMemcpy(dev, h.data(), n * 8, cudaMemcpyHostToDevice));
+    t.data = (uint64_t)(uintptr_t)dev;
+    lg_spec_t spec;
+    memset(&spec, 0, sizeof spec);
+    spec.n_params = 3;
+    spec.param_sizes[0] = spec.param_sizes[1] = spec.param_sizes[2] = 8;
+    spec.target.param = 0;
+    spec.target.offset = 0;
+    static lg_kernel_info_t info;
+    memset(&info, 0, sizeof info);
+    info.spec = &spec;
+    info.func = (const void *)copy_target;
+    lg_async_report_t *r = (lg_async_report_t *)calloc(1, sizeof *r);
+    while (lg_verdicts_collect(r, LG_COLLECT_SYNC_ALL, NULL))
+        ;
+    char why[512] = "";
+    uint64_t san = 0;
+    cudaGraph_t graph;
+    cudaGraphExec_t xa, xb;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    cudaStreamCaptureStatus cst;
+    unsigned long long cid = 0;
+    CUDA_OK(cudaStreamGetCaptureInfo(s, &cst, &cid));
+    lg_capture_t cap = {cid, true};
+    int rc = lg_validate_async(&t, s, -100, 16, &info, &cap, &san, why, sizeof why);
+    copy_target<<<8, 256, 0, s>>>((const int64_t *)(uintptr_t)san, n, out);
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    lg_graphs_end_capture(cid, graph);
+    CHECK(rc == 0, "graph execs: async inside capture: %s", why);
+    if (rc != 0)
+        return;
+    CUDA_OK(cudaGraphInstantiate(&xa, graph, 0));
+    lg_graphs_instantiated(xa, graph);
+    CUDA_OK(cudaGraphInstantiate(&xb, graph, 0));
+    lg_graphs_instantiated(xb, graph);
+    std::vector<int64_t> got(n);
+    for (int k = 0; k < 2; k++) {
+        h.assign(n, 3);
+        if (k == 1)
+            h[17] = 99, h[n - 1] = -2;
+        CUDA_OK(cudaMemcpy(dev, h.data(), n * 8, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaGraphLaunch(k ? xb : xa, s));
+        lg_graphs_launched(k ? xb : xa, s);
+        CUDA_OK(cudaStreamSynchronize(s));
+        CHECK(lg_verdicts_collect(r, LG_COLLECT_MINE, NULL), "graph execs: exec %d's replay not reported", k + 1);
+        CHECK(r->exec == (uint64_t)(k + 1) && r->replay == 1, "graph execs: exec %llu replay %llu, want exec %d replay 1",
+              (unsigned long long)r->exec, (unsigned long long)r->replay, k + 1);
+        CHECK(r->verdict.bad_count == (k ? 2 : 0), "graph execs: exec %d bad=%lld", k + 1,
+              (long long)r->verdict.bad_count);
+        CUDA_OK(cudaMemcpy(got.data(), out, n * 8, cudaMemcpyDeviceToHost));
+        CHECK(k ? got[17] == -100 && got[n - 1] == -100 && got[0] == 3 : got[17] == 3 && got[n - 1] == 3,
+              "graph execs: exec %d's loss read %lld at 17", k + 1, (long long)got[17]);
+    }
+    CUDA_OK(cudaMemcpy(got.data(), (void *)(uintptr_t)san, n * 8, cudaMemcpyDeviceToHost));
+    CHECK(got[17] == 3 && got[n - 1] == 3, "graph execs: exec B's validator wrote into exec A's copy (%lld at 17)",
+          (long long)got[17]);
+    cudaGraphExecDestroy(xa);
+    cudaGraphExecDestroy(xb);
+    lg_graphs_exec_destroyed(xa);
+    lg_graphs_exec_destroyed(xb);
+    cudaGraphDestroy(graph);
+    lg_graphs_destroyed(graph);
+    cudaFree(dev);
+    cudaFree(out);
+    free(r);
+}
+
 static void test_graph(cudaStream_t s)
 {
     // Capture one async validation, then replay with changing labels: each replay is judged.
@@ -476,8 +564,10 @@ int main(int argc, char **argv)
         }
     }
     printf("%d comparison cases done, %d failures so far\n", cases, failures);
-    if (!dry)
+    if (!dry) {
         test_graph(s); // the host backend refuses captures by design
+        test_graph_execs(s);
+    }
     test_refusals(s);
     timing(s);
     CUDA_OK(cudaDeviceSynchronize());
