@@ -309,7 +309,8 @@ static void test_no_ptx_for_other_errors(void)
     g_assert_nonnull(strstr(why, "out of memory"));
 }
 
-static int check(bool *use_host)
+/* 64 int64 labels in host memory the fake driver calls device memory, 10 classes. */
+static lg_target_t labels64(void)
 {
     static int64_t labels[64];
     lg_target_t t;
@@ -321,6 +322,12 @@ static int check(bool *use_host)
     t.sizes[0] = 64;
     t.strides[0] = 1;
     t.n_classes = 10;
+    return t;
+}
+
+static int check(bool *use_host)
+{
+    lg_target_t t = labels64();
     lg_gpu_run_t run;
     char why[512] = "";
     *use_host = false;
@@ -330,16 +337,7 @@ static int check(bool *use_host)
 /* A check with a sanitized copy on `stream` for 64 int64 labels; *run gets the launch. */
 static int check_copy(void *stream, lg_gpu_run_t *run, bool *use_host)
 {
-    static int64_t labels[64];
-    lg_target_t t;
-    memset(&t, 0, sizeof t);
-    t.data = (uint64_t)(uintptr_t)labels;
-    t.dtype = LG_DTYPE_INT64;
-    t.count = 64;
-    t.ndim = 1;
-    t.sizes[0] = 64;
-    t.strides[0] = 1;
-    t.n_classes = 10;
+    lg_target_t t = labels64();
     char why[512] = "";
     *use_host = false;
     return lg_validate_gpu_launch(NULL, &t, stream, 64, 4, true, -100, false, run, use_host, why, sizeof why);
@@ -419,16 +417,7 @@ static void test_stream_scratch_bounded(void)
     label_device = 0;
     int on_gpu = 0, on_host = 0;
     for (int i = 0; i < 400; i++) {
-        static int64_t labels[64];
-        lg_target_t t;
-        memset(&t, 0, sizeof t);
-        t.data = (uint64_t)(uintptr_t)labels;
-        t.dtype = LG_DTYPE_INT64;
-        t.count = 64;
-        t.ndim = 1;
-        t.sizes[0] = 64;
-        t.strides[0] = 1;
-        t.n_classes = 10;
+        lg_target_t t = labels64();
         lg_gpu_run_t run;
         char why[512] = "";
         bool use_host = false;
@@ -499,16 +488,7 @@ static lg_scan_params_t node_params(const fnode_t *n)
  * 42. *run gets the capture. */
 static void capture(CUstream cs, bool loss, lg_gpu_run_t *run)
 {
-    static int64_t labels[64];
-    lg_target_t t;
-    memset(&t, 0, sizeof t);
-    t.data = (uint64_t)(uintptr_t)labels;
-    t.dtype = LG_DTYPE_INT64;
-    t.count = 64;
-    t.ndim = 1;
-    t.sizes[0] = 64;
-    t.strides[0] = 1;
-    t.n_classes = 10;
+    lg_target_t t = labels64();
     n_nodes = 0;
     capturing = cs;
     char why[512] = "";
