@@ -275,6 +275,16 @@ static void fake_driver(void)
     lg_drv.func_get_param_info = f_param_info;
 }
 
+/* The fake driver, granting everything, with no module loaded yet: each test starts here. */
+static void fresh_driver(void)
+{
+    fake_driver();
+    lg_validate_module_forget();
+    refuse_fatbin_with = CUDA_SUCCESS;
+    alloc_fails = false;
+    label_device = 0;
+}
+
 /* A context the old driver cannot run the fatbin in: the PTX alone loads. */
 static void test_ptx_fallback(void)
 {
@@ -348,10 +358,7 @@ static int check_copy(void *stream, lg_gpu_run_t *run, bool *use_host)
  * backend (whose own cudaMalloc would be refused too) and mask falling back to raise. */
 static void test_copy_in_pinned_memory(void)
 {
-    fake_driver();
-    lg_validate_module_forget();
-    refuse_fatbin_with = CUDA_SUCCESS;
-    alloc_fails = false;
+    fresh_driver();
     bool use_host;
     lg_gpu_run_t run;
     int rc = -1;
@@ -385,10 +392,7 @@ static void test_copy_in_pinned_memory(void)
  * them in this context; the host backend (the runtime's copy) takes the check. */
 static void test_labels_on_other_device(void)
 {
-    fake_driver();
-    lg_validate_module_forget();
-    refuse_fatbin_with = CUDA_SUCCESS;
-    alloc_fails = false;
+    fresh_driver();
     bool use_host;
     label_device = 1;
     kernel_launches = 0;
@@ -410,11 +414,7 @@ static void test_labels_on_other_device(void)
  * streams that have scratch keep it. */
 static void test_stream_scratch_bounded(void)
 {
-    fake_driver();
-    lg_validate_module_forget();
-    refuse_fatbin_with = CUDA_SUCCESS;
-    alloc_fails = false;
-    label_device = 0;
+    fresh_driver();
     int on_gpu = 0, on_host = 0;
     for (int i = 0; i < 400; i++) {
         lg_target_t t = labels64();
@@ -508,30 +508,32 @@ static void capture(CUstream cs, bool loss, lg_gpu_run_t *run)
     capturing = NULL;
 }
 
+/* The loss kernel's facts: two 8-byte parameters, the target the first. */
+static void loss_kernel(lg_spec_t *spec, lg_kernel_info_t *info)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->n_params = 2;
+    spec->param_sizes[0] = spec->param_sizes[1] = 8;
+    spec->target.param = 0;
+    spec->target.offset = 0;
+    memset(info, 0, sizeof *info);
+    info->spec = spec;
+}
+
 /* Two execs of one graph holding a validator node: the second's node gets scratch of its own
  * (accumulators, candidates, verdict ring, sanitized copy) and the loss launch reads the new
  * copy; the graph and the first exec are untouched. Through graphs.c, exec 2's replay is read
  * from the new ring and named exec 2, exec 1's from the graph's. */
 static void test_second_exec_own_scratch(void)
 {
-    fake_driver();
-    lg_validate_module_forget();
-    refuse_fatbin_with = CUDA_SUCCESS;
-    alloc_fails = false;
-    label_device = 0;
+    fresh_driver();
     lg_gpu_run_t run;
     capture((CUstream)0xb000, true, &run);
     instantiate(1);
     instantiate(2);
     lg_spec_t spec;
-    memset(&spec, 0, sizeof spec);
-    spec.n_params = 2;
-    spec.param_sizes[0] = spec.param_sizes[1] = 8;
-    spec.target.param = 0;
-    spec.target.offset = 0;
     lg_kernel_info_t info;
-    memset(&info, 0, sizeof info);
-    info.spec = &spec;
+    loss_kernel(&spec, &info);
     info.func = (const void *)0x9100; /* the loss kernel's host stub: not the driver's CUfunction */
 
     lg_target_t t = {0};
@@ -606,19 +608,11 @@ static void test_second_exec_own_scratch(void)
  * instantiated, and says why. */
 static void test_second_exec_rebind_paths(void)
 {
-    fake_driver();
-    lg_validate_module_forget();
-    refuse_fatbin_with = CUDA_SUCCESS;
-    alloc_fails = false;
-    label_device = 0;
+    fresh_driver();
     lg_gpu_run_t run;
     lg_spec_t spec;
-    memset(&spec, 0, sizeof spec);
-    spec.n_params = 2;
-    spec.param_sizes[0] = spec.param_sizes[1] = 8;
     lg_kernel_info_t info;
-    memset(&info, 0, sizeof info);
-    info.spec = &spec;
+    loss_kernel(&spec, &info);
     const struct lg_scan_ring *own = NULL;
     char why[512] = "";
 
