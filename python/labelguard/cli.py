@@ -18,10 +18,10 @@ Python 3.8+, standard library only. Tested by tests/cli/test_*.sh (`LG_TESTS=cli
 import os
 import sys
 
+from labelguard import __version__
 from labelguard.commands import COMMANDS
 from labelguard.commands._common import Fail, say_error
 
-VERSION = "1"
 
 # The shim scripts/labelguard runs us with the checkout's python/ first on PYTHONPATH, and with
 # PYTHONSAFEPATH=1 (Python 3.11+: the working directory not on sys.path, so a json.py or
@@ -63,7 +63,7 @@ def dispatch(argv):
         sys.stdout.write(usage())
         return 0
     if cmd in ("version", "--version"):
-        sys.stdout.write("labelguard %s\n" % VERSION)
+        sys.stdout.write("labelguard %s\n" % __version__)
         return 0
     sys.stderr.write(usage())
     raise Fail(2, "unknown command '%s'" % cmd)

@@ -32,6 +32,12 @@ run_cmd "$LG" run --log "$T/afile" -- true; expect_rc 2 "--log is a file"
 run_cmd "$LG" frobnicate; expect_rc 2 "unknown command"
 run_cmd "$LG"; expect_rc 2 "no command at all"
 run_cmd "$LG" --help; expect_rc 0 "--help"; expect_in out "usage: labelguard" "usage text"
+# One version everywhere: the command line's, the package metadata's and the library's own.
+want=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$LG_ROOT/pyproject.toml")
+lib_ver=$(python3 -c 'import ctypes, sys; f = ctypes.CDLL(sys.argv[1]).labelguard_version; f.restype = ctypes.c_char_p; print(f().decode())' "$real")
+run_cmd "$LG" --version; expect_rc 0 "--version"
+[ -n "$want" ] && [ "$(cat "$T/out")" = "labelguard $want" ] && [ "$lib_ver" = "$want" ] \
+  || fail "versions differ: --version '$(cat "$T/out")', pyproject '$want', library '$lib_ver'"
 ok "option validation"
 
 # Bad LABELGUARD_* already in the environment: set-but-empty and wrong values are errors.
