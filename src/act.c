@@ -190,7 +190,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
         v->cause = lg_cause_classify_family_ids(info->spec->family, in->target, in->verdict);
         lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     } else {
-        bool dense = in->target->ndim >= 2 || (info->spec && strstr(info->spec->family, "2d") != NULL);
+        bool dense = in->target->ndim >= 2 || (info->spec && (lg_family_flags(info->spec->family) & LG_FAMILY_DENSE));
         v->cause = lg_cause_classify(in->target, in->verdict, dense);
         lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     }

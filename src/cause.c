@@ -149,16 +149,13 @@ lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v)
 lg_cause_t lg_cause_classify_family_ids(const char *family, const lg_target_t *t, const lg_verdict_t *v)
 {
     lg_cause_t c = lg_cause_classify_ids(t, v);
-    bool nodes = family && (strcmp(family, "index_add") == 0 || strncmp(family, "scatter", 7) == 0);
-    if (nodes && t->n_classes > 0 && v->bad_count > 0 && v->min >= 0 && v->max >= t->n_classes)
+    unsigned flags = lg_family_flags(family);
+    if ((flags & LG_FAMILY_NODE_IDS) && t->n_classes > 0 && v->bad_count > 0 && v->min >= 0 && v->max >= t->n_classes)
         return LG_CAUSE_NODE_ID_OUT_OF_RANGE;
     /* A vocabulary is what embedding ids index (index_select, the small-row gather, EmbeddingBag);
      * x[idx], index_put_, index_fill_, index_copy_, take and put index a tensor's dimension,
      * where a tokenizer explanation would mislead. */
-    bool tensor_index = family && (strcmp(family, "index") == 0 || strcmp(family, "index_put") == 0 ||
-                                   strcmp(family, "index_fill") == 0 || strcmp(family, "index_copy") == 0 ||
-                                   strcmp(family, "take") == 0 || strcmp(family, "put") == 0);
-    if (tensor_index && c == LG_CAUSE_VOCAB_TOO_SMALL)
+    if ((flags & LG_FAMILY_TENSOR_INDEX) && c == LG_CAUSE_VOCAB_TOO_SMALL)
         return LG_CAUSE_OTHER;
     return c;
 }

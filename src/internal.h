@@ -488,6 +488,18 @@ LG_HIDDEN int lg_validate_host_pointer(const lg_runtime_t *rt, const void *ptr, 
  * becomes `replacement`. */
 LG_HIDDEN void lg_validate_host_replace(const lg_target_t *t, void *buf, int64_t replacement);
 
+/* ---------------------------------------------------------------- family.c */
+
+/* What a spec's family says of its labels or ids. */
+enum {
+    LG_FAMILY_DENSE = 1,         /* per-pixel class labels (nll_loss2d) */
+    LG_FAMILY_WRITES_AT_IDS = 2, /* the kernel writes at its ids (scatter, index_put_, index_add_, ...) */
+    LG_FAMILY_NODE_IDS = 4,      /* ids are graph node ids (scatter, index_add_: message passing) */
+    LG_FAMILY_TENSOR_INDEX = 8,  /* ids index a tensor's dimension, not an embedding's vocabulary */
+};
+/* The LG_FAMILY_* flags of a family name (0 for NULL or a family with none). */
+LG_HIDDEN unsigned lg_family_flags(const char *family);
+
 /* ---------------------------------------------------------------- validate_node.c */
 
 /* The host backend inside a CUDA graph capture on `stream`: captures a copy of the labels to

@@ -119,21 +119,11 @@ static void warn_unchecked(const char *what, int bit, lg_kernel_info_t *info, co
     lg_report_warning(what, kernel_detail(detail, sizeof detail, info, fmt, why));
 }
 
-/* Families whose ids say where the kernel writes (scatter, index_put_, index_fill_,
- * index_copy_, put, index_add_): a stand-in row would be written, into the caller's tensor. */
-static bool writes_at_ids(const char *family)
-{
-    static const char *const writers[] = { "scatter", "index_put", "index_fill", "index_copy", "put", "index_add" };
-    for (size_t i = 0; i < sizeof writers / sizeof writers[0]; i++)
-        if (strcmp(family, writers[i]) == 0)
-            return true;
-    return false;
-}
-
 /* What a sanitized copy of ids holds in place of a bad one: padding_idx where the kernel has
  * one; else, under raise, any valid row (0): the launch reads it instead of asserting, and the
- * verdict raises at the next check as for a loss. A kernel that writes at its ids would write
- * that row, and a kernel whose spec forbids masking (no_mask: its backward writes at the
+ * verdict raises at the next check as for a loss. A kernel that writes at its ids
+ * (LG_FAMILY_WRITES_AT_IDS: scatter, index_put_, index_add_, ...) would write that row, into the
+ * caller's tensor, and a kernel whose spec forbids masking (no_mask: its backward writes at the
  * caller's ids) would go on to that backward, so outside capture both are checked
  * synchronously (blocked before they run); inside
  * a capture there is no synchronous check, and the replay writes row 0 before the error comes.
@@ -145,7 +135,7 @@ static bool async_id(const lg_spec_t *spec, const lg_target_t *t, const lg_captu
         return true;
     if (lg_cfg.action != LG_ACTION_RAISE || t->n_classes <= 0)
         return false;
-    if (!capture && (writes_at_ids(spec->family) || spec->no_mask[0]))
+    if (!capture && ((lg_family_flags(spec->family) & LG_FAMILY_WRITES_AT_IDS) || spec->no_mask[0]))
         return false;
     *value = 0;
     return true;
