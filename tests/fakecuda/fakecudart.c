@@ -652,6 +652,7 @@ struct CUstream_st {
     unsigned long long capture_id;
     pthread_t capture_thread;
     int joined;                    /* captures into another stream's graph (fork/join) */
+    int per_thread;                /* a thread's cudaStreamPerThread (per_thread_stream) */
     struct CUgraph_st *graph;      /* being captured */
     unsigned long submitted, completed;
     int polls;
@@ -686,7 +687,7 @@ struct CUevent_st {
 };
 
 static pthread_mutex_t obj_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct CUstream_st legacy_stream = { .magic = STREAM_MAGIC, .q_cv = PTHREAD_COND_INITIALIZER, .refs = 1 }; /* 0, cudaStreamLegacy, cudaStreamPerThread */
+static struct CUstream_st legacy_stream = { .magic = STREAM_MAGIC, .q_cv = PTHREAD_COND_INITIALIZER, .refs = 1 }; /* 0, cudaStreamLegacy */
 static struct CUstream_st *live_streams;
 static struct CUevent_st *live_events;
 static struct CUgraph_st *live_graphs;
@@ -704,12 +705,17 @@ static __thread enum cudaStreamCaptureMode tl_capture_mode = cudaStreamCaptureMo
         while (p_) { if (p_ == (obj)) { found = 1; break; } p_ = p_->next_live; } \
     } while (0)
 
-/* 0 (legacy), cudaStreamLegacy and cudaStreamPerThread are always valid; NULL *out for them
- * (the per-thread stream is modelled as the legacy one). */
+static struct CUstream_st *per_thread_stream(void);
+/* The NULL stream of a _ptsz entry point is the calling thread's per-thread stream. */
+#define PTSZ(s) ((s) ? (s) : cudaStreamPerThread)
+
+/* 0 (legacy), cudaStreamLegacy and cudaStreamPerThread are always valid; NULL *out for the
+ * legacy stream, the calling thread's own stream for cudaStreamPerThread. */
 static int stream_ok(cudaStream_t s, struct CUstream_st **out)
 {
     *out = NULL;
-    if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread) return 1;
+    if (s == cudaStreamPerThread) return (*out = per_thread_stream()) != NULL;
+    if (s == 0 || s == cudaStreamLegacy) return 1;
     int found;
     pthread_mutex_lock(&obj_lock);
     LIVE_FIND(live_streams, s, found);
@@ -1381,7 +1387,7 @@ cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s)
     if (full) return ret(cudaErrorMemoryAllocation);
     return alloc_tracked(devPtr, size, MEM_DEVICE);
 }
-cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s) { return cudaMallocAsync(devPtr, size, s); }
+cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s) { return cudaMallocAsync(devPtr, size, PTSZ(s)); }
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t s)
 {
     cudaError_t e = enter();
@@ -1400,7 +1406,7 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t s)
     free(devPtr);
     return cudaSuccess;
 }
-cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s) { return cudaFreeAsync(devPtr, s); }
+cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s) { return cudaFreeAsync(devPtr, PTSZ(s)); }
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 {
@@ -1616,13 +1622,10 @@ static void capture_append(struct CUstream_st *s, node_t *n)
     if (n) { free(n->argbuf); free(n); }
 }
 
-static cudaError_t stream_create(cudaStream_t *p, unsigned flags, int priority)
+static struct CUstream_st *stream_new(unsigned flags, int priority)
 {
-    cudaError_t e = enter();
-    if (e) return e;
-    if (!p || flags > 1) return ret(cudaErrorInvalidValue);
     struct CUstream_st *s = calloc(1, sizeof *s);
-    if (!s) return ret(cudaErrorMemoryAllocation);
+    if (!s) return NULL;
     s->magic = STREAM_MAGIC;
     s->flags = flags;
     s->priority = priority < -5 ? -5 : priority > 0 ? 0 : priority;
@@ -1633,8 +1636,42 @@ static cudaError_t stream_create(cudaStream_t *p, unsigned flags, int priority)
     s->next_live = live_streams;
     live_streams = s;
     pthread_mutex_unlock(&obj_lock);
+    return s;
+}
+
+static cudaError_t stream_create(cudaStream_t *p, unsigned flags, int priority)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!p || flags > 1) return ret(cudaErrorInvalidValue);
+    struct CUstream_st *s = stream_new(flags, priority);
+    if (!s) return ret(cudaErrorMemoryAllocation);
     *p = s;
     return cudaSuccess;
+}
+
+static void stream_destroy(struct CUstream_st *s);
+
+/* The per-thread default stream (cudaStreamPerThread, and the NULL stream of every _ptsz and
+ * _ptds entry point, what nvcc --default-stream per-thread calls): each thread's own blocking
+ * stream, made at its first use. As on a GPU it runs apart from other threads' and from
+ * created streams, and synchronises with the legacy stream only (it is not non-blocking). It
+ * goes with its thread; work it still holds finishes. */
+static __thread struct CUstream_st *tl_per_thread;
+static pthread_key_t per_thread_key;
+static pthread_once_t per_thread_once = PTHREAD_ONCE_INIT;
+static void per_thread_exit(void *s) { stream_destroy(s); }
+static void per_thread_key_init(void) { pthread_key_create(&per_thread_key, per_thread_exit); }
+
+static struct CUstream_st *per_thread_stream(void)
+{
+    if (!tl_per_thread) {
+        pthread_once(&per_thread_once, per_thread_key_init);
+        tl_per_thread = stream_new(0, 0);
+        if (tl_per_thread) tl_per_thread->per_thread = 1;
+        if (tl_per_thread) pthread_setspecific(per_thread_key, tl_per_thread);
+    }
+    return tl_per_thread;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *p) { return stream_create(p, 0, 0); }
@@ -1658,7 +1695,7 @@ cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
     *priority = st ? st->priority : 0;
     return cudaSuccess;
 }
-cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority) { return cudaStreamGetPriority(s, priority); }
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority) { return cudaStreamGetPriority(PTSZ(s), priority); }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags)
 {
@@ -1676,6 +1713,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
     if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread) return ret(cudaErrorInvalidResourceHandle);
     int found;
     pthread_mutex_lock(&obj_lock);
+    LIVE_FIND(live_streams, s, found);
+    pthread_mutex_unlock(&obj_lock);
+    /* A thread's own per-thread stream is not the application's to destroy. */
+    if (!found || s->per_thread) return ret(cudaErrorInvalidResourceHandle);
+    stream_destroy(s);
+    return cudaSuccess;
+}
+
+static void stream_destroy(struct CUstream_st *s)
+{
+    int found;
+    pthread_mutex_lock(&obj_lock);
     LIVE_REMOVE(live_streams, s, found);
     if (found) {
         /* Its work still finishes; nothing may point at the stream any more. */
@@ -1688,13 +1737,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
         for (int i = 0; i < 4; i++) if (legacy_stream.deps[i].s == s) legacy_stream.deps[i].s = NULL;
     }
     pthread_mutex_unlock(&obj_lock);
-    if (!found) return ret(cudaErrorInvalidResourceHandle);
+    if (!found) return;
     if (s->graph && !s->joined) { graph_free_nodes(s->graph->head); free(s->graph); }
     s->magic = 0;
-    if (async_us()) { async_stream_destroy(s); return cudaSuccess; }
+    if (async_us()) { async_stream_destroy(s); return; }
     pthread_cond_destroy(&s->q_cv);
     free(s);
-    return cudaSuccess;
 }
 
 static cudaError_t stream_sync(cudaStream_t s)
@@ -1720,7 +1768,7 @@ static cudaError_t stream_sync(cudaStream_t s)
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return stream_sync(s); }
-cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return stream_sync(s); }
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return stream_sync(PTSZ(s)); }
 
 static cudaError_t stream_query(cudaStream_t s)
 {
@@ -1745,7 +1793,7 @@ static cudaError_t stream_query(cudaStream_t s)
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s) { return stream_query(s); }
-cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return stream_query(s); }
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return stream_query(PTSZ(s)); }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
@@ -1801,7 +1849,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
     }
     return cudaSuccess;
 }
-cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, unsigned int flags) { return cudaStreamWaitEvent(s, ev, flags); }
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, unsigned int flags) { return cudaStreamWaitEvent(PTSZ(s), ev, flags); }
 
 /* ------------------------------------------------------------------ capture */
 
@@ -1885,7 +1933,7 @@ static cudaError_t is_capturing(cudaStream_t s, enum cudaStreamCaptureStatus *st
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     /* The legacy stream while a blocking stream captures: CUDA answers
      * cudaErrorStreamCaptureImplicit (left as the last error) and leaves the capture alone. */
-    if (!st && s != cudaStreamPerThread && blocking_capture_active()) return ret(cudaErrorStreamCaptureImplicit);
+    if (!st && blocking_capture_active()) return ret(cudaErrorStreamCaptureImplicit);
     *status = st ? st->capture : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }
@@ -1915,11 +1963,11 @@ static cudaError_t capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *st
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) { return begin_capture(s, mode, NULL); }
-cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode) { return begin_capture(s, mode, NULL); }
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode) { return begin_capture(PTSZ(s), mode, NULL); }
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) { return end_capture(s, g); }
-cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g) { return end_capture(s, g); }
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g) { return end_capture(PTSZ(s), g); }
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st) { return is_capturing(s, st); }
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st) { return is_capturing(s, st); }
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st) { return is_capturing(PTSZ(s), st); }
 
 #if FK_CUDA_MAJOR >= 13
 cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
@@ -1927,7 +1975,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatu
 { return capture_info(s, status, id, graph, deps, (const void **)edges, n); }
 cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
                                           cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges, size_t *n)
-{ return capture_info(s, status, id, graph, deps, (const void **)edges, n); }
+{ return capture_info(PTSZ(s), status, id, graph, deps, (const void **)edges, n); }
 #else
 /* CUDA 12 names: the plain symbol is the three-argument form, _v2 adds graph and dependencies,
  * _v3 edge data (what CUDA 13 calls cudaStreamGetCaptureInfo). */
@@ -1939,7 +1987,7 @@ cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t s, enum cudaStreamCaptureSt
 { return capture_info(s, status, id, graph, deps, NULL, n); }
 cudaError_t cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
                                              cudaGraph_t *graph, const cudaGraphNode_t **deps, size_t *n)
-{ return capture_info(s, status, id, graph, deps, NULL, n); }
+{ return capture_info(PTSZ(s), status, id, graph, deps, NULL, n); }
 cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
                                         cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges, size_t *n)
 { return capture_info(s, status, id, graph, deps, (const void **)edges, n); }
@@ -1982,7 +2030,7 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t n, enum cudaMemc
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) { return memcpy_on(dst, src, n, kind, 0, 0); }
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) { return memcpy_on(dst, src, n, kind, cudaStreamPerThread, 0); }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) { return memcpy_on(dst, src, n, kind, s, 1); }
-cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) { return memcpy_on(dst, src, n, kind, s, 1); }
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) { return memcpy_on(dst, src, n, kind, PTSZ(s), 1); }
 cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s)
 {
     if (dd != 0 || sd != 0) return ret(cudaErrorInvalidDevice);
@@ -2048,7 +2096,7 @@ static cudaError_t memset_on(void *dst, int value, size_t n, cudaStream_t s, int
 cudaError_t cudaMemset(void *dst, int value, size_t n) { return memset_on(dst, value, n, 0, 0); }
 cudaError_t cudaMemset_ptds(void *dst, int value, size_t n) { return memset_on(dst, value, n, cudaStreamPerThread, 0); }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t s) { return memset_on(dst, value, n, s, 1); }
-cudaError_t cudaMemsetAsync_ptsz(void *dst, int value, size_t n, cudaStream_t s) { return memset_on(dst, value, n, s, 1); }
+cudaError_t cudaMemsetAsync_ptsz(void *dst, int value, size_t n, cudaStream_t s) { return memset_on(dst, value, n, PTSZ(s), 1); }
 
 /* ------------------------------------------------------------------ launches */
 
@@ -2211,18 +2259,22 @@ static cudaError_t launch_api(unsigned cbid, const char *name, const void *func,
 }
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(505, "__cudaLaunchKernel", kernel, g, b, args, shm, s); }
-cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(506, "__cudaLaunchKernel_ptsz", kernel, g, b, args, shm, s); }
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(506, "__cudaLaunchKernel_ptsz", kernel, g, b, args, shm, PTSZ(s)); }
 cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(211, "cudaLaunchKernel", func, g, b, args, shm, s); }
-cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(214, "cudaLaunchKernel_ptsz", func, g, b, args, shm, s); }
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(214, "cudaLaunchKernel_ptsz", func, g, b, args, shm, PTSZ(s)); }
 cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
-cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, s); }
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch(func, g, b, args, shm, PTSZ(s)); }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
     if (!config) return ret(cudaErrorInvalidValue);
     return launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream);
 }
-cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args) { return cudaLaunchKernelExC(config, func, args); }
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+    if (!config) return ret(cudaErrorInvalidValue);
+    return launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, PTSZ(config->stream));
+}
 
 /* A host function runs when the stream reaches it: with eager execution, at once; inside a
  * capture it becomes a host node, run at every replay. It must not call CUDA (as on a GPU). */
@@ -2251,7 +2303,7 @@ static cudaError_t host_func(cudaStream_t stream, cudaHostFn_t fn, void *user)
     return cudaSuccess;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) { return host_func(s, fn, user); }
-cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *user) { return host_func(s, fn, user); }
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *user) { return host_func(PTSZ(s), fn, user); }
 
 cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void *user, unsigned int flags)
 {
@@ -2269,7 +2321,7 @@ cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void 
     cb(s, cudaSuccess, user);
     return cudaSuccess;
 }
-cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, void *user, unsigned int flags) { return cudaStreamAddCallback(s, cb, user, flags); }
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, void *user, unsigned int flags) { return cudaStreamAddCallback(PTSZ(s), cb, user, flags); }
 
 /* <<<>>> pushes its configuration; the host stub pops it. One stack per thread. */
 static __thread struct { dim3 grid, block; size_t shm; void *stream; } call_stack[16];
@@ -2396,7 +2448,7 @@ static cudaError_t graph_launch(cudaGraphExec_t x, cudaStream_t s)
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) { return graph_launch(x, s); }
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s) { return graph_launch(x, s); }
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s) { return graph_launch(x, PTSZ(s)); }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
 {
@@ -2730,9 +2782,9 @@ static cudaError_t event_record(cudaEvent_t ev, cudaStream_t s)
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) { return event_record(ev, s); }
-cudaError_t cudaEventRecord_ptsz(cudaEvent_t ev, cudaStream_t s) { return event_record(ev, s); }
-cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned int f) { (void)f; return event_record(ev, s); }
-cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t ev, cudaStream_t s, unsigned int f) { (void)f; return event_record(ev, s); }
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t ev, cudaStream_t s) { return event_record(ev, PTSZ(s)); }
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned int f) { (void)f; return event_record(ev, PTSZ(s)); }
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t ev, cudaStream_t s, unsigned int f) { (void)f; return event_record(ev, PTSZ(s)); }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {

@@ -3,7 +3,7 @@
 # build/progs/asyncq with every kernel taking 20 ms: launches return at once and the sync waits;
 # queries answer cudaErrorNotReady while work is in flight (every time, not a poll count) and
 # success after the sync; cudaStreamWaitEvent orders streams on the device; the legacy stream
-# synchronises with blocking streams only; pageable sources are staged, copies to pageable
+# synchronises with blocking streams only; cudaStreamPerThread is each thread's own stream; pageable sources are staged, copies to pageable
 # memory wait, pinned copies do not; a device assert surfaces at the first sync after the kernel
 # ran; last-error rules are unchanged; destroyed streams finish their work; argument storage
 # may die after the launch; exit and fork with work in flight neither hang nor crash.
@@ -36,6 +36,11 @@ expect_line "copied=1"           # B's copy saw A's kernel
 fk_run asyncq legacy
 expect_line "order=SLTN"         # legacy after blocking S1, before non-blocking N; T after legacy
 expect_line "sync0_order=SXN"    # cudaStreamSynchronize(0) waited for S1, not for N
+
+fk_run asyncq per_thread
+expect_line "other_query=0 other_sync_fast=1" # another thread's per-thread stream is free
+expect_line "order=WM"           # and runs while this thread's is busy
+expect_line "legacy_order=PL"    # the legacy stream waits for a per-thread stream (it is blocking)
 
 fk_run asyncq copies
 for line in h2d_pageable=1 h2d_pinned=2 d2h_pageable_ms_ge_15=1 d2h_pageable_value=2 d2h_pinned_ms_lt_15=1 \

@@ -6,6 +6,8 @@
 //   query       stream and event queries while a kernel is in flight and after the sync
 //   wait_event  stream B waits (cudaStreamWaitEvent) for an event recorded behind a kernel on A
 //   legacy      the legacy stream's implicit synchronisation with blocking streams only
+//   per_thread  cudaStreamPerThread is each thread's own stream: another thread's is free while
+//               this one's is busy, and the legacy stream waits for it (it is blocking)
 //   copies      pageable and pinned copies: staging, host synchronisation, blocking cudaMemcpy
 //   assert      a bad-label NLL launch queued behind a kernel: when its assert surfaces
 //   lasterror   launch errors and cudaErrorNotReady as the thread's last error
@@ -16,6 +18,7 @@
 #include "torch_kernels.cuh"
 #include "lg_launch.cuh"
 #include <atomic>
+#include <thread>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -313,6 +316,31 @@ static int case_fork()
     return 0;
 }
 
+static int case_per_thread()
+{
+    spin(cudaStreamPerThread, 5); // 100 ms on the main thread's per-thread stream
+    mark_on(cudaStreamPerThread, 'M');
+    int query = -1, sync_fast = -1;
+    std::thread other([&] {
+        query = (int)cudaStreamQuery(cudaStreamPerThread); // its own stream: empty
+        mark_on(cudaStreamPerThread, 'W');
+        double t0 = now_ms();
+        cudaStreamSynchronize(cudaStreamPerThread);
+        sync_fast = now_ms() - t0 < 50;
+    });
+    other.join();
+    printf("other_query=%d other_sync_fast=%d\n", query, sync_fast);
+    cudaStreamSynchronize(cudaStreamPerThread);
+    print_order("order");
+    // The legacy stream, used from another thread, waits for this thread's per-thread stream.
+    spin(cudaStreamPerThread, 2);
+    mark_on(cudaStreamPerThread, 'P');
+    std::thread legacy([] { mark_on(0, 'L'); cudaStreamSynchronize(0); });
+    legacy.join();
+    print_order("legacy_order");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     lg_print_identity();
@@ -321,6 +349,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "query")) return case_query();
     if (!strcmp(c, "wait_event")) return case_wait_event();
     if (!strcmp(c, "legacy")) return case_legacy();
+    if (!strcmp(c, "per_thread")) return case_per_thread();
     if (!strcmp(c, "copies")) return case_copies();
     if (!strcmp(c, "assert")) return case_assert();
     if (!strcmp(c, "lasterror")) return case_lasterror();

@@ -244,7 +244,14 @@ static void capture()
     cudaMalloc((void **)&d, 4 * sizeof(float));
     cudaMemset(d, 0, 4 * sizeof(float));
     cudaStreamCaptureStatus st;
-    printf("capture_legacy=%d\n", (int)cudaStreamBeginCapture((cudaStream_t)0, cudaStreamCaptureModeGlobal));
+    /* Stream 0 is the legacy stream, which cannot be captured; built with --default-stream
+     * per-thread it is the thread's per-thread stream, which can (that capture is ended here). */
+    cudaError_t cl = cudaStreamBeginCapture((cudaStream_t)0, cudaStreamCaptureModeGlobal);
+    printf("capture_legacy=%d\n", (int)cl);
+    if (cl == cudaSuccess) {
+        cudaGraph_t g0 = nullptr;
+        if (cudaStreamEndCapture((cudaStream_t)0, &g0) == cudaSuccess && g0) cudaGraphDestroy(g0);
+    }
     cudaGetLastError();
     printf("begin=%d", (int)cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     cudaStreamIsCapturing(s, &st);
