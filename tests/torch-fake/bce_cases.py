@@ -1,4 +1,4 @@
-"""bce_cases.py CASE MODE OUT: F.binary_cross_entropy with probabilities outside [0, 1] or NaN on
+"""bce_cases.py MODE OUT CASE: F.binary_cross_entropy with probabilities outside [0, 1] or NaN on
 real torch on the test double, in one process, judged here; prints one "ok: ..." or "FAIL: ..."
 line per check and exits 1 when any failed. Run by test_bce.sh under both wheels, one process per
 case and mode. The probabilities are made on the CPU and copied: under the double only emulated
@@ -23,8 +23,6 @@ CASES
   target_strided     the same bad values in a transposed target (y.cuda().t(), the input
               contiguous): the closure's target pointer (after the input's) and its own strides
 """
-import glob
-import json
 import math
 import os
 import sys
@@ -32,30 +30,92 @@ import sys
 import torch
 import torch.nn.functional as F
 
-CASE, MODE, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
-fails = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # caselib.py, beside this file, even under python -P
+from caselib import check, events, finish, run  # noqa: E402
+
+MODE, OUT, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+BLOCKED = MODE in ("raise", "mask", "async")
 
 
-def check(what, cond, detail=""):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what + ("" if cond else "  [%s]" % str(detail)[:700]))
-    fails += 0 if cond else 1
+def f32(x):
+    """x as the float32 it is stored as, "nan" for NaN (how the JSONL writes it): -0.1 in a float32
+    tensor is not the double -0.1."""
+    return "nan" if isinstance(x, str) or math.isnan(x) else float(torch.tensor(x, dtype=torch.float32))
 
 
-def events():
-    ev = []
-    for f in glob.glob(os.path.join(OUT, "*.jsonl")):
-        ev += [json.loads(line) for line in open(f) if line.strip()]
-    return [e for e in ev if e["event"] == "violation"]
+def place(h, layout):
+    """h (24 values for "strided", else 8) on the device in the case's layout, one per BCE kernel:
+    "strided", h.view(4, 6) transposed (6x4, strides (1, 6): elementwise_kernel, the closure);
+    "misaligned", h as x[1:] of a larger tensor (not 16-byte aligned: unrolled_elementwise_kernel);
+    any other, contiguous (vectorized_elementwise_kernel). Returns (the device tensor, the host
+    tensor it equals, the kernel)."""
+    if layout == "strided":
+        return h.view(4, 6).cuda().t(), h.view(4, 6).t(), "elementwise_kernel"
+    if layout == "misaligned":
+        big = torch.zeros(h.numel() + 1)
+        big[1:] = h
+        return big.cuda()[1:], h, "unrolled_elementwise_kernel"
+    return h.cuda(), h, "vectorized_elementwise_kernel"
 
 
-def run(fn):
-    try:
-        out = fn()
-        torch.cuda.synchronize()
-        return out, None
-    except Exception as e:  # torch.AcceleratorError is a RuntimeError
-        return None, e
+def bce_violations():
+    return [v for v in events(OUT) if v.get("family") == "binary_cross_entropy"]
+
+
+def judge(exc, kernel, bad, d_bad, host, retry, cause, operand, other=None):
+    """Checks the BCE call that raised exc (or None) on one bad operand (operand "input", the
+    probabilities, or "target"): d_bad is that operand on the device, host what it holds, bad its
+    {element offset: value}; retry() repeats the call with that operand valid and must run.
+    other: the valid input when the target is bad, whose data_ptr() the event must not name (the
+    closure holds the input's pointer first). A bad target is reported as target[i], with
+    operand "target" and a cause text that names it."""
+    V = bce_violations()
+    first = min(bad)
+    label = {"input": "probabilities", "target": "targets"}[operand]
+    if BLOCKED:
+        check("%s: an exception at the BCE call, not a device assert" % MODE,
+              exc is not None and "labelguard" in str(exc) and "device-side assert triggered" not in str(exc), exc)
+        want = ("bad probability input[%d] = %s" if operand == "input" else "bad target value target[%d] = %s") % (
+            first, "nan" if math.isnan(bad[first]) else repr(bad[first]))
+        check("%s: the message names %s and %s" % (MODE, kernel, want),
+              exc is not None and kernel in str(exc) and want in str(exc)
+              and (operand == "input" or "input[" not in str(exc)), exc)
+        check("%s: the %s can still be read (context alive)" % (MODE, label),
+              torch.equal(d_bad.cpu().isnan(), host.isnan())
+              and torch.equal(d_bad.cpu().nan_to_num(), host.nan_to_num()))
+        _, exc2 = run(retry)
+        check("%s: the next BCE call with valid %s runs" % (MODE, label), exc2 is None, exc2)
+    else:
+        check("log: no exception (the kernel is let run)", exc is None, exc)
+    check("%s: one violation in the JSONL, kernel %s, family binary_cross_entropy" % (MODE, kernel),
+          len(V) == 1 and V[0]["kernel"] == kernel, [(v["kernel"], v["family"]) for v in V])
+    if not V:
+        return
+    v = V[0]
+    t = v["target"]
+    n = host.numel()
+    check("%s: target {dtype float32, count %d, range [0, 1]%s}"
+          % (MODE, n, ", operand target" * (operand == "target")),
+          t["dtype"] == "float32" and t["count"] == n and t["range"] == [0, 1]
+          and (operand == "input" or t.get("operand") == "target"), t)
+    check("%s: the decoded pointer is the %s's data_ptr()%s"
+          % (MODE, operand, ", not the input's" * (other is not None)),
+          t.get("data") == hex(d_bad.data_ptr()) and (other is None or t.get("data") != hex(other.data_ptr())),
+          (t.get("data"), hex(d_bad.data_ptr()), other is not None and hex(other.data_ptr())))
+    got = sorted((s["index"], f32(s["value"])) for s in v["bad"]["samples"])
+    want = sorted((i, f32(x)) for i, x in bad.items())
+    check("%s: samples at exact positions and values, NaN as \"nan\"" % MODE,
+          got == want and v["bad"]["count"] == len(bad), v["bad"])
+    if operand == "target":
+        check("%s: cause %s, the text says target" % (MODE, cause),
+              v["cause"] == cause and "target" in v.get("cause_text", ""), (v["cause"], v.get("cause_text")))
+    else:
+        check("%s: cause %s" % (MODE, cause), v["cause"] == cause, (v["cause"], v.get("cause_text")))
+    outcome = "blocked" if BLOCKED else "launched"
+    check("%s: outcome %s" % (MODE, outcome), v["outcome"] == outcome, v["outcome"])
+    if MODE == "mask":
+        check("mask: falls back to raise, the note says why (no ignore value for a probability)",
+              "no ignore value for a probability" in v.get("note", ""), v.get("note"))
 
 
 if CASE == "dtypes":
@@ -66,17 +126,16 @@ if CASE == "dtypes":
         _, exc = run(lambda: F.binary_cross_entropy(d_q, torch.ones(8, dtype=dt).cuda()))
         check("%s %s: blocked, the message names input[4] = 1.5" % (MODE, name),
               exc is not None and "bad probability input[4] = 1.5" in str(exc), exc)
-    V = sorted([v for v in events() if v.get("family") == "binary_cross_entropy"], key=lambda v: v["launch_seq"])
+    V = sorted(bce_violations(), key=lambda v: v["launch_seq"])
     check("%s: three violations, dtypes float64, float16, bfloat16, each input[4] = 1.5" % MODE,
           [(v["target"]["dtype"], v["bad"]["samples"]) for v in V] ==
           [(n, [{"index": 4, "value": 1.5}]) for n in ("float64", "float16", "bfloat16")],
           [(v["target"]["dtype"], v["bad"]["samples"]) for v in V])
-    sys.exit(1 if fails else 0)
+    finish()
 
 if CASE.startswith("target"):
     # the target is the bad operand; the probabilities are valid
     y = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
-    p = torch.full((8,), 0.25)
     bad = {3: 1.5, 6: float("nan")}
     if CASE == "target_strided":
         y = torch.ones(24)
@@ -85,61 +144,12 @@ if CASE.startswith("target"):
         bad = {4: float("nan")}
     for i, x in bad.items():
         y[i] = x
-    if CASE == "target_strided":
-        d_y = y.view(4, 6).cuda().t()  # 6x4, strides (1, 6)
-        d_p = torch.full((6, 4), 0.25).cuda()
-        kernel = "elementwise_kernel"
-    elif CASE == "target_misaligned":
-        big = torch.zeros(9)
-        big[1:] = y
-        d_big = big.cuda()
-        d_y = d_big[1:]
-        d_p = p.cuda()
-        kernel = "unrolled_elementwise_kernel"
-    else:
-        d_y = y.cuda()
-        d_p = p.cuda()
-        kernel = "vectorized_elementwise_kernel"
-    y_view = y.view(4, 6).t() if CASE == "target_strided" else y
-    out, exc = run(lambda: F.binary_cross_entropy(d_p, d_y))  # <- the BCE call
-    V = [v for v in events() if v.get("family") == "binary_cross_entropy"]
-    first = min(bad)
-    blocked = MODE in ("raise", "mask", "async")
-    if blocked:
-        check("%s: an exception at the BCE call, not a device assert" % MODE,
-              exc is not None and "labelguard" in str(exc) and "device-side assert triggered" not in str(exc), exc)
-        want = "bad target value target[%d] = %s" % (first, "nan" if math.isnan(bad[first]) else repr(bad[first]))
-        check("%s: the message names %s and %s" % (MODE, kernel, want),
-              exc is not None and kernel in str(exc) and want in str(exc) and "input[" not in str(exc), exc)
-        check("%s: the targets can still be read (context alive)" % MODE,
-              torch.equal(d_y.cpu().isnan(), y_view.isnan()) and torch.equal(d_y.cpu().nan_to_num(), y_view.nan_to_num()))
-        good, exc2 = run(lambda: F.binary_cross_entropy(d_p, torch.ones(tuple(d_y.shape)).cuda()))
-        check("%s: the next BCE call with valid targets runs" % MODE, exc2 is None, exc2)
-    else:
-        check("log: no exception (the kernel is let run)", exc is None, exc)
-    check("%s: one violation in the JSONL, kernel %s" % (MODE, kernel),
-          len(V) == 1 and V[0]["kernel"] == kernel, [(v["kernel"], v["family"]) for v in V])
-    if V:
-        v = V[0]
-        t = v["target"]
-        n = 24 if CASE == "target_strided" else 8
-        check("%s: target {dtype float32, count %d, range [0, 1], operand target}" % (MODE, n),
-              t["dtype"] == "float32" and t["count"] == n and t["range"] == [0, 1] and t.get("operand") == "target", t)
-        check("%s: the decoded pointer is the target's data_ptr(), not the input's" % MODE,
-              t.get("data") == hex(d_y.data_ptr()) and t.get("data") != hex(d_p.data_ptr()),
-              (t.get("data"), hex(d_y.data_ptr()), hex(d_p.data_ptr())))
-        got = sorted([(s["index"], s["value"]) for s in v["bad"]["samples"]])
-        want = sorted([(i, "nan" if math.isnan(x) else x) for i, x in bad.items()])
-        check("%s: samples at exact positions and values, NaN as \"nan\"" % MODE,
-              got == want and v["bad"]["count"] == len(bad), v["bad"])
-        check("%s: cause other, the text says target" % MODE,
-              v["cause"] == "other" and "target" in v.get("cause_text", ""), (v["cause"], v.get("cause_text")))
-        outcome = "blocked" if blocked else "launched"
-        check("%s: outcome %s" % (MODE, outcome), v["outcome"] == outcome, v["outcome"])
-        if MODE == "mask":
-            check("mask: falls back to raise, the note says why (no ignore value for a probability)",
-                  "no ignore value for a probability" in v.get("note", ""), v.get("note"))
-    sys.exit(1 if fails else 0)
+    d_y, y_view, kernel = place(y, CASE[len("target_"):])
+    d_p = torch.full(tuple(d_y.shape), 0.25).cuda()
+    _, exc = run(lambda: F.binary_cross_entropy(d_p, d_y))  # <- the BCE call
+    judge(exc, kernel, bad, d_y, y_view, lambda: F.binary_cross_entropy(d_p, torch.ones(tuple(d_y.shape)).cuda()),
+          "other", "target", other=d_p)
+    finish()
 
 p = torch.full((8,), 0.25)
 bad = {}
@@ -154,24 +164,10 @@ elif CASE == "controls":
     p[0], p[4], p[7] = 0.0, 1.0, 1.0
 for i, x in bad.items():
     p[i] = x
-y = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
-if CASE == "strided":
-    y = torch.ones(6, 4)
-    d_p = p.view(4, 6).cuda().t()  # 6x4, strides (1, 6)
-    kernel = "elementwise_kernel"
-elif CASE == "misaligned":
-    big = torch.zeros(9)
-    big[1:] = p
-    d_big = big.cuda()
-    d_p = d_big[1:]
-    kernel = "unrolled_elementwise_kernel"
-else:
-    d_p = p.cuda()
-    kernel = "vectorized_elementwise_kernel"
+d_p, p_view, kernel = place(p, CASE)
+y = torch.ones(6, 4) if CASE == "strided" else torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
 d_y = y.cuda()
-p_view = p.view(4, 6).t() if CASE == "strided" else p  # what d_p holds
-out, exc = run(lambda: F.binary_cross_entropy(d_p, d_y))  # <- the BCE call
-V = [v for v in events() if v.get("family") == "binary_cross_entropy"]
+_, exc = run(lambda: F.binary_cross_entropy(d_p, d_y))  # <- the BCE call
 
 if CASE == "controls":
     check("%s: 0.0 and 1.0 are valid probabilities: no exception" % MODE, exc is None, exc)
@@ -182,47 +178,10 @@ if CASE == "controls":
     check("%s: 0.0 and 1.0 targets, transposed (closure): no exception" % MODE, exc is None, exc)
     _, exc = run(lambda: F.binary_cross_entropy(torch.full((8,), 0.5).cuda(), torch.zeros(8).cuda()))
     check("%s: all-0.0 targets: no exception" % MODE, exc is None, exc)
-    V = [v for v in events() if v.get("family") == "binary_cross_entropy"]
+    V = bce_violations()
     check("%s: no violation in the JSONL" % MODE, V == [], V)
-    sys.exit(1 if fails else 0)
+    finish()
 
-first = min(bad)
-blocked = MODE in ("raise", "mask", "async")
-if blocked:
-    check("%s: an exception at the BCE call, not a device assert" % MODE,
-          exc is not None and "labelguard" in str(exc) and "device-side assert triggered" not in str(exc), exc)
-    want = "bad probability input[%d] = %s" % (first, "nan" if math.isnan(bad[first]) else repr(bad[first]))
-    check("%s: the message names %s and %s" % (MODE, kernel, want),
-          exc is not None and kernel in str(exc) and want in str(exc), exc)
-    check("%s: the probabilities can still be read (context alive)" % MODE,
-          torch.equal(d_p.cpu().isnan(), p_view.isnan()) and torch.equal(d_p.cpu().nan_to_num(), p_view.nan_to_num()))
-    good, exc2 = run(lambda: F.binary_cross_entropy(torch.full(tuple(d_p.shape), 0.5).cuda(), d_y))
-    check("%s: the next BCE call with valid probabilities runs" % MODE, exc2 is None, exc2)
-else:
-    check("log: no exception (the kernel is let run)", exc is None, exc)
-check("%s: one violation in the JSONL, kernel %s, family binary_cross_entropy" % (MODE, kernel),
-      len(V) == 1 and V[0]["kernel"] == kernel, [(v["kernel"], v["family"]) for v in V])
-if V:
-    v = V[0]
-    t = v["target"]
-    n = 24 if CASE == "strided" else 8
-    check("%s: target {dtype float32, count %d, range [0, 1]}" % (MODE, n),
-          t["dtype"] == "float32" and t["count"] == n and t["range"] == [0, 1], t)
-    check("%s: the decoded pointer is the input's data_ptr()" % MODE,
-          t.get("data") == hex(d_p.data_ptr()), (t.get("data"), hex(d_p.data_ptr())))
-    want = [{"index": i, "value": "nan" if math.isnan(x) else x} for i, x in sorted(bad.items())]
-    got = [{"index": s["index"], "value": s["value"] if isinstance(s["value"], str)
-            else float(torch.tensor(s["value"], dtype=torch.float32))} for s in v["bad"]["samples"]]
-    got.sort(key=lambda s: s["index"])
-    want = [{"index": w["index"], "value": w["value"] if isinstance(w["value"], str)
-             else float(torch.tensor(w["value"], dtype=torch.float32))} for w in want]
-    check("%s: samples at exact positions and values, NaN as \"nan\"" % MODE,
-          got == want and v["bad"]["count"] == len(bad), v["bad"])
-    cause = "nan_input" if CASE == "nan" else "no_sigmoid"
-    check("%s: cause %s" % (MODE, cause), v["cause"] == cause, (v["cause"], v.get("cause_text")))
-    outcome = "blocked" if blocked else "launched"
-    check("%s: outcome %s" % (MODE, outcome), v["outcome"] == outcome, v["outcome"])
-    if MODE == "mask":
-        check("mask: falls back to raise, the note says why (no ignore value for a probability)",
-              "no ignore value for a probability" in v.get("note", ""), v.get("note"))
-sys.exit(1 if fails else 0)
+judge(exc, kernel, bad, d_p, p_view, lambda: F.binary_cross_entropy(torch.full(tuple(d_p.shape), 0.5).cuda(), d_y),
+      "nan_input" if CASE == "nan" else "no_sigmoid", "input")
+finish()

@@ -1,4 +1,4 @@
-"""beyond_cases.py CASE MODE OUT: one real-torch scenario beyond the NLL assert on the test double
+"""beyond_cases.py MODE OUT CASE: one real-torch scenario beyond the NLL assert on the test double
 (nn.Embedding / x[idx] with an id out of range, nll_loss fed raw logits), in one process, judged here; prints one
 "ok: ..." or "FAIL: ..." line per check and exits 1 when any failed. Run by test_beyond.sh
 under both wheels, one process per case and mode (a device assert poisons the process).
@@ -17,39 +17,15 @@ CASES
               masked_select before it already fails, its count kernel being a no-op here,
               so the gather itself is tested by tests/e2e/test_opaque.sh.)
 """
-import glob
-import json
 import os
 import sys
-import traceback
 
 import torch
 
-CASE, MODE, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
-fails = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # caselib.py, beside this file, even under python -P
+from caselib import check, events, finish, run  # noqa: E402
 
-
-def check(what, cond, detail=""):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what + ("" if cond else "  [%s]" % str(detail)[:600]))
-    fails += 0 if cond else 1
-
-
-def events():
-    ev = []
-    for f in glob.glob(os.path.join(OUT, "*.jsonl")):
-        ev += [json.loads(line) for line in open(f) if line.strip()]
-    return [e for e in ev if e["event"] == "violation"], [e for e in ev if e["event"] == "warning"]
-
-
-def run(fn):
-    try:
-        out = fn()
-        torch.cuda.synchronize()
-        return out, None
-    except Exception as e:  # torch.AcceleratorError is a RuntimeError
-        return None, e
-
+MODE, OUT, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
 
 torch.manual_seed(0)
 if CASE in ("emb_small", "emb_large", "emb_pad"):
@@ -63,7 +39,7 @@ if CASE in ("emb_small", "emb_large", "emb_pad"):
     if MODE == "plain":
         check("plain: the job dies with the device-side assert",
               exc is not None and "device-side assert triggered" in str(exc), exc)
-        sys.exit(1 if fails else 0)
+        finish()
     check("%s: an exception at the embedding call, not a device assert" % MODE,
           exc is not None and "labelguard" in str(exc) and "device-side assert triggered" not in str(exc), exc)
     check("%s: the message names %s and ids[%d] = 10" % (MODE, kernel, pos),
@@ -71,7 +47,7 @@ if CASE in ("emb_small", "emb_large", "emb_pad"):
     check("%s: the ids can still be read (context alive)" % MODE, d_ids.cpu().tolist() == ids.tolist())
     good, exc2 = run(lambda: emb(torch.zeros(n, dtype=torch.long).cuda()).cpu())
     check("%s: the next embedding call with good ids runs" % MODE, exc2 is None and good.shape == (n, dim), exc2)
-    V, W = events()
+    V = events(OUT)
     check("%s: one violation in the JSONL, kernel %s, family index_select" % (MODE, kernel),
           len(V) == 1 and V[0]["kernel"] == kernel and V[0]["family"] == "index_select",
           [(v["kernel"], v["family"]) for v in V])
@@ -96,14 +72,14 @@ elif CASE == "neg_index":
     check("%s: x[idx] with -1 and -10 runs" % MODE, exc is None, exc)
     if exc is None:
         check("%s: rows 2, 9, 0" % MODE, out[:3, 0].tolist() == [512.0, 2304.0, 0.0], out[:3, 0].tolist())
-    V, _ = events()
+    V = events(OUT)
     check("%s: allowed negatives are no violation" % MODE, len(V) == 0, [(v["kernel"], v["bad"]) for v in V])
     bad = torch.tensor([2, -11] + [0] * 14).cuda()
     out, exc = run(lambda: x[bad].cpu())
     if MODE == "plain":
         check("plain: -11 trips the device assert", exc is not None and "device-side assert" in str(exc), exc)
     else:
-        V, _ = events()
+        V = events(OUT)
         check("%s: -11 is blocked: outside [-10, 10)" % MODE,
               exc is not None and "labelguard" in str(exc) and len(V) == 1 and V[0]["target"]["allow_negative"]
               and [(s["index"], s["value"]) for s in V[0]["bad"]["samples"]] == [(1, -11)], (exc, V))
@@ -117,7 +93,7 @@ elif CASE == "nll_logits":
         F.nll_loss(logits, t, reduction="sum")  # <- site two
     F.nll_loss(torch.randn(16, 5).log_softmax(1).cuda(), t)  # <- log-probabilities: no warning
     torch.cuda.synchronize()
-    V, W = events()
+    V, W = events(OUT), events(OUT, "warning")
     lp = [w for w in W if w["what"] == "nll_input_not_log_probs"]
     lines = [i + 1 for i, l in enumerate(open(__file__)) if l.rstrip().endswith(("site one", "site two"))]
     check("%s: one warning per call site (2)" % MODE, len(lp) == 2, [w["detail"][-160:] for w in lp])
@@ -134,7 +110,7 @@ elif CASE == "smooth_weights":
     w = torch.linspace(0.5, 2.0, 10).cuda()
     out, exc = run(lambda: F.cross_entropy(x, t, weight=w, label_smoothing=0.1).cpu())
     check("%s: no device-side assert" % MODE, exc is None or "device-side assert triggered" not in str(exc), exc)
-    V, _ = events()
+    V = events(OUT)
     fwd = [v for v in V if v["kernel"] == "nll_loss_forward_reduce_cuda_kernel_2d"]
     check("%s: the loss ran masked and its note announces the gather guard" % MODE,
           len(fwd) == 1 and fwd[0]["outcome"] == "masked" and "label_smoothing" in fwd[0]["note"], V)
@@ -145,4 +121,4 @@ elif CASE == "smooth_weights":
 else:
     print("unknown case " + CASE)
     sys.exit(2)
-sys.exit(1 if fails else 0)
+finish()

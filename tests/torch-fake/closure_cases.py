@@ -10,33 +10,16 @@ and says why (no padding_idx); log lets the launch run. Controls with valid ids 
 ids x[idx] allows) give no event. Prints one "ok: ..." / "FAIL: ..." line per check; exits 1 on
 any failure. Run by test_closure.sh under both wheels, one process per mode.
 """
-import glob
-import json
 import os
 import sys
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # caselib.py, beside this file, even under python -P
+from caselib import check, finish, new_events, run  # noqa: E402
+
 MODE, OUT = sys.argv[1], sys.argv[2]
 V215 = torch.__version__.startswith("2.15")
-fails = 0
-seen = 0
-
-
-def check(what, cond, detail=""):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what + ("" if cond else "  [%s]" % str(detail)[:700]))
-    fails += 0 if cond else 1
-
-
-def new_events():
-    global seen
-    ev = []
-    for f in sorted(glob.glob(os.path.join(OUT, "*.jsonl"))):
-        ev += [json.loads(line) for line in open(f) if line.strip()]
-    v = [e for e in ev if e["event"] == "violation"]
-    out, seen = v[seen:], len(v)
-    return out
 
 
 def view_of(t):
@@ -59,13 +42,8 @@ WRITERS = {"scatter", "index_put", "index_fill", "index_copy", "put", "index_add
 
 def case(name, fn, idx, bound, elem, value, kernels, family, negative=False, cause=None, several=False):
     """fn() launches the op; idx the index tensor holding the bad id at element offset elem."""
-    exc = None
-    try:
-        fn()
-        torch.cuda.synchronize()
-    except Exception as e:  # torch.AcceleratorError is a RuntimeError
-        exc = e
-    V = new_events()
+    _, exc = run(fn)
+    V = new_events(OUT)
     tag = "%s %s" % (MODE, name)
     if MODE == "log":
         check("%s: log lets the launch run" % tag, exc is None, exc)
@@ -112,13 +90,8 @@ def case(name, fn, idx, bound, elem, value, kernels, family, negative=False, cau
 
 
 def control(name, fn):
-    exc = None
-    try:
-        fn()
-        torch.cuda.synchronize()
-    except Exception as e:
-        exc = e
-    V = new_events()
+    _, exc = run(fn)
+    V = new_events(OUT)
     check("%s control %s: runs, no event" % (MODE, name), exc is None and not V, (exc, V))
 
 
@@ -191,4 +164,4 @@ control("take with -30 and 29", lambda: torch.take(y, torch.tensor([-30, 29]).cu
 control("x[idx] with allowed negatives -1, -6", lambda: y[torch.tensor([0, 5, -1, -6]).cuda()])
 control("x[rows, cols] valid", lambda: y[rows, torch.tensor([4, 3, -5]).cuda()])
 check("%s: the context is alive" % MODE, i1.cpu().tolist() == [0, 5, -1, 6])
-sys.exit(1 if fails else 0)
+finish()

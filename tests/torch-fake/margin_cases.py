@@ -10,43 +10,24 @@ MODE: raise, mask (no ignore_index: falls back to raise, the note says why), log
 would, the event written), control (valid targets, 0 and C-1 included: no event). OUT: the
 LABELGUARD_LOG directory.
 """
-import glob
-import json
 import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # caselib.py, beside this file, even under python -P
+from caselib import check, events, finish, run  # noqa: E402
+
 MODE, OUT = sys.argv[1], sys.argv[2]
 N, C, BAD_AT, BAD = 6, 4, 3, 4
-fails = 0
-
-
-def check(what, cond, detail=""):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what + ("" if cond else "  [%s]" % str(detail)[:700]))
-    fails += 0 if cond else 1
-
-
-def violations():
-    ev = []
-    for f in glob.glob(os.path.join(OUT, "*.jsonl")):
-        ev += [json.loads(line) for line in open(f) if line.strip()]
-    return [e for e in ev if e["event"] == "violation"]
-
 
 x = torch.randn(N, C).cuda()
 y = torch.tensor([0, 1, 2, 3, 1, 0])
 if MODE != "control":
     y[BAD_AT] = BAD
-exc = None
-try:
-    F.multi_margin_loss(x, y.cuda())
-    torch.cuda.synchronize()
-except Exception as e:  # torch.AcceleratorError is a RuntimeError
-    exc = e
-V = violations()
+_, exc = run(lambda: F.multi_margin_loss(x, y.cuda()))
+V = events(OUT)
 if MODE == "control":
     check("control: no exception", exc is None, exc)
     check("control: no violation", V == [], V)
@@ -73,4 +54,4 @@ else:
                   v.get("note"))
         check("%s: the Python frame of the loss call" % MODE,
               any(f["file"].endswith("margin_cases.py") for f in v.get("python_stack", [])), v.get("python_stack"))
-sys.exit(1 if fails else 0)
+finish()

@@ -40,44 +40,17 @@ CASES (each bad case under raise, mask, async and log; the controls must give no
   controls     index_add_ with every id in [0, 10) (9 included) on both kernels, index_reduce_,
                EmbeddingBag with ids equal to padding_idx, include_last_offset, int32 ids
 """
-import glob
-import json
 import os
 import sys
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # caselib.py, beside this file, even under python -P
+from caselib import check, finish, new_events, run  # noqa: E402
+
 MODE, OUT = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3] if len(sys.argv) > 3 else None  # plain: the one bad case to run
-fails = 0
-seen = 0
 KIND = {"raise": "blocked", "mask": "blocked", "log": "launched", "async": "blocked"}
-
-
-def check(what, cond, detail=""):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what + ("" if cond else "  [%s]" % str(detail)[:700]))
-    fails += 0 if cond else 1
-
-
-def new_events():
-    """The violation events written since the last call."""
-    global seen
-    ev = []
-    for f in sorted(glob.glob(os.path.join(OUT, "*.jsonl"))):
-        ev += [json.loads(line) for line in open(f) if line.strip()]
-    ev = [e for e in ev if e["event"] == "violation"]
-    out, seen = ev[seen:], len(ev)
-    return out
-
-
-def run(fn):
-    try:
-        fn()
-        torch.cuda.synchronize()
-        return None
-    except Exception as e:  # torch.AcceleratorError is a RuntimeError
-        return e
 
 
 def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padding=None, mask_runs=False,
@@ -90,7 +63,7 @@ def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padd
         # context: one bad case per process (ONLY), the controls in a run of their own
         if (ONLY != name) if asserts else ONLY:
             return  # a case whose kernel asserts nothing runs with the controls
-        exc = run(fn)
+        _, exc = run(fn)
         if asserts:
             check("%s %s: the kernel ran, and its device-side assert kills the job" % (name, MODE),
                   exc is not None and "device-side assert triggered" in str(exc), exc)
@@ -98,11 +71,11 @@ def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padd
             check("%s %s: the kernel ran (it asserts nothing on these ids)" % (name, MODE), exc is None, exc)
         if MODE == "plain":
             if asserts:
-                sys.exit(1 if fails else 0)
+                finish()
             return
     else:
-        exc = run(fn)
-    V = new_events()
+        _, exc = run(fn)
+    V = new_events(OUT)
     tag = "%s %s" % (name, MODE)
     # async: a launch with a padding_idx runs on a sanitized copy (outcome masked) and its verdict
     # is raised at the next synchronizing call; one without falls back to the synchronous check
@@ -140,17 +113,17 @@ def bad_case(name, fn, kernel, family, dtype, count, bound, samples, cause, padd
     frames = [os.path.basename(f["file"]) for f in v["python_stack"]]
     check("%s: python_stack names named_index_cases.py" % tag, "named_index_cases.py" in frames, frames)
     if MODE == "log" and asserts:
-        sys.exit(1 if fails else 0)
+        finish()
     return v
 
 
 def control(name, fn):
     if ONLY:
         return
-    exc = run(fn)
+    _, exc = run(fn)
     check("%s %s: runs" % (name, MODE), exc is None, exc)
     if MODE != "plain":
-        V = new_events()
+        V = new_events(OUT)
         check("%s %s: no violation" % (name, MODE), len(V) == 0, [(v["kernel"], v["bad"]) for v in V])
 
 
@@ -242,5 +215,5 @@ control("eb control include_last_offset", lambda: torch.nn.functional.embedding_
 control("eb control per_sample_weights", lambda: ebw(torch.tensor([0, 4, 5, 9]).to(cuda), torch.tensor([0, 1]).to(cuda),
                                                      per_sample_weights=psw))
 if MODE != "plain":
-    new_events()
-sys.exit(1 if fails else 0)
+    new_events(OUT)
+finish()

@@ -13,40 +13,13 @@
 # wheel and mode, and per bad case where an assert fires.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "$(dirname "$0")/../.." || exit 1
-T="$(mktemp -d "${TMPDIR:-/tmp}/lg-namedindex.XXXXXX")"
-trap 'rm -rf "$T"' EXIT
-unset LD_PRELOAD LABELGUARD_ACTION LABELGUARD_MODE LABELGUARD_HOOKS LABELGUARD_KERNELS LABELGUARD_BACKTRACE \
-      LABELGUARD_SAMPLES LABELGUARD_QUIET LABELGUARD_DEBUG_KERNELS LABELGUARD_LOG
-rc=0
 # plain and log let a bad launch run into its (emulated) assert: one process per bad case there
 # (one per op and kernel; the rest run under raise, mask and async, eb_psw with the log controls)
 LOG_BAD="ia_small ia_reduce ia_index64 eb_sum eb_pad"
 PLAIN_BAD="ia_small ia_index64 eb_sum"
-for wheel in 13 12; do
-  runs="raise mask async log plain"
-  for c in $LOG_BAD; do runs="$runs log:$c"; done
-  for c in $PLAIN_BAD; do runs="$runs plain:$c"; done
-  for run in $runs; do
-    mode="${run%%:*}" only=""
-    [ "$mode" = "$run" ] || only="${run#*:}"
-    out="$T/$wheel-$mode${only:+-$only}"
-    mkdir -p "$out"
-    lg=()
-    case $mode in
-      plain) ;;
-      async) lg=(LD_PRELOAD="$LG_PRELOAD" LABELGUARD_ACTION=raise LABELGUARD_MODE=async LABELGUARD_LOG="$out" LABELGUARD_QUIET=1) ;;
-      *) lg=(LD_PRELOAD="$LG_PRELOAD" LABELGUARD_ACTION="$mode" LABELGUARD_LOG="$out" LABELGUARD_QUIET=1) ;;
-    esac
-    env "${lg[@]}" TORCH_CUDA=$wheel "$TP" tests/torch-fake/named_index_cases.py "$mode" "$out" $only >"$out.txt" 2>"$out.err"
-    r=$?
-    sed "s/^/[cuda$wheel $run] /" "$out.txt"
-    n=$(grep -c '^ok: ' "$out.txt")
-    # a run that stops early (an exception in the script) must not pass on the checks it printed
-    if [ $r -ne 0 ] || [ "$n" -lt 1 ] || { [ -z "$only" ] && [ "$n" -lt 10 ]; }; then
-      rc=1; sed "s/^/[cuda$wheel $run] err| /" "$out.err" | tail -15
-    fi
-  done
-done
-[ $rc -eq 0 ] && echo "all checks passed" || echo "checks failed"
-exit $rc
+runs=(raise mask async log plain)
+for c in $LOG_BAD; do runs+=("log:$c"); done
+for c in $PLAIN_BAD; do runs+=("plain:$c"); done
+# a run that stops early (an exception in the script) must not pass on the checks it printed:
+# a whole mode prints at least 10, one bad case at least 1
+LG_MIN_OK=10 LG_MIN_OK_CASE=1 lg_run_cases named_index_cases.py "${runs[@]}"
