@@ -6,6 +6,9 @@
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
  * whose verdict verdicts.c collects later; inside a graph capture the async check is captured
  * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
+ * A graph instantiated again gets its checks rebound (lg_validate_rebind) by the backend that
+ * captured them; the helpers that read and rewrite a loss launch's target in a graph node are
+ * here because both backends use them.
  * The host backend runs in relaxed capture mode, so that none of its calls invalidates a
  * capture the application runs on another stream or thread.
  *
@@ -245,9 +248,9 @@ out:
     return rc;
 }
 
-/* Where spec says a loss launch holds its target: the 8 bytes at spec->target.offset in
- * parameter spec->target.param of `args`. -1 when spec cannot say (no spec, a parameter past
- * the table or too large to copy). Both backends' rebinds read and rewrite it. */
+/* A loss launch holds its target in the 8 bytes at spec->target.offset of parameter
+ * spec->target.param: that parameter, or -1 when spec cannot say (no spec, a parameter past the
+ * table or too large to copy). Both backends' rebinds read and rewrite it. */
 int lg_validate_loss_param(const lg_spec_t *spec)
 {
     if (!spec || spec->target.param < 0 || spec->target.param >= spec->n_params || spec->n_params > LG_MAX_PARAMS)

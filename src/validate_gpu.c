@@ -11,8 +11,11 @@
  * (context, stream[, thread for the per-thread default stream]) under one mutex. Nothing is
  * ever freed: a kernel still in flight, or a CUDA graph captured with a launch of ours, may
  * read it at any later time; instead the table is bounded (MAX_STREAM_SCRATCH,
- * MAX_CAPTURED_SCRATCH) and checks past the bound go to the host backend. Launches captured into a graph get scratch of their own that no
- * other launch touches, so each replay publishes its own verdict.
+ * MAX_CAPTURED_SCRATCH) and checks past the bound go to the host backend. Launches captured
+ * into a graph get scratch of their own that no other launch touches, so each replay publishes
+ * its own verdict; a second exec of that graph gets a second set (lg_validate_gpu_rebind: the
+ * exec's copies of the validator node and of the loss launch reading its sanitized copy are
+ * rewritten with cuGraphExecKernelNodeSetParams), so two execs replaying at once stay apart.
  *
  * Our driver calls run in relaxed capture mode: they must not invalidate a global-mode capture
  * the application has running on another stream (an "unsafe" call fails and poisons it), as
@@ -20,7 +23,8 @@
  * lg_validate_gpu_ring_* by verdicts.c on any thread. Tested by tests/gpu/test_validator.cu
  * (against lg_scan_host, needs a GPU), tests/unit/test_kernel_emulation (the kernels) and
  * tests/unit/test_gpu_driver.c (fake driver: refused scratch memory, host fallback and backoff;
- * the sanitized copy in mapped pinned memory; labels on another device; the bounded table).
+ * the sanitized copy in mapped pinned memory; labels on another device; the bounded table; a
+ * second exec's rebinding, on a fake graph).
  */
 #include "../cuda/lg_validate.h"
 #include "internal.h"

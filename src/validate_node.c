@@ -15,8 +15,9 @@
  * cudaGraphExecHostNodeSetParams, cudaGraphExecMemcpyNodeSetParams1D and
  * cudaGraphExecKernelNodeSetParams: the exec's nodes change, not the graph's nor another
  * exec's. The nodes are found by what they hold (this check's host node, copies to and from its
- * buffer, the one kernel whose target is its sanitized copy); on any failure the exec is put
- * back as instantiated and graphs.c warns that its scratch is shared.
+ * buffer, the one node of the loss kernel whose target is its sanitized copy: only that
+ * kernel's arguments are read, as another kernel may have fewer parameters); on any failure
+ * the exec is put back as instantiated and graphs.c warns that its scratch is shared.
  *
  * Called by validate.c on the capturing thread with the core's error guard held. Our
  * allocations run in relaxed capture mode, so they never invalidate the application's
