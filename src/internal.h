@@ -461,6 +461,9 @@ LG_HIDDEN int lg_validate_rebind(void *exec, void *graph, const struct lg_scan_r
  * holding it rewritten in `value`, LG_RETARGET_MAX bytes). 0, or -1 when spec cannot say;
  * lg_validate_loss_param: the parameter's index, or -1 when spec cannot say. */
 #define LG_RETARGET_MAX 512
+/* The most nodes a graph may have for its checks to be rebound (both backends search them all;
+ * PyTorch's captured steps hold hundreds). */
+#define LG_REBIND_MAX_NODES 4096
 LG_HIDDEN int lg_validate_loss_param(const struct lg_spec *spec);
 /* Is a graph kernel node's function `func` kernel `info` (its pointer, or a stub or handle of
  * the same mangled name)? */

@@ -69,7 +69,6 @@ static bool gpu_active;
 #define MAX_STREAM_SCRATCH   256
 #define MAX_CAPTURED_SCRATCH 4096
 #define PREALLOC_COPY  (1u << 20) /* sanitized-copy area made at start: 128 Ki int64 labels */
-#define REBIND_MAX_NODES 4096     /* a graph searched for a check's nodes: PyTorch's steps hold hundreds */
 static uint64_t attempts, retry_at, backoff = 1;
 static uint64_t host_fallbacks; /* __atomic */
 
@@ -447,9 +446,9 @@ static int find_validator_node(CUgraph graph, const lg_module_t *m, const scratc
 {
     size_t count = 0;
     CUresult r = lg_drv.graph_get_nodes(graph, NULL, &count);
-    if (r == CUDA_SUCCESS && count > REBIND_MAX_NODES) {
+    if (r == CUDA_SUCCESS && count > LG_REBIND_MAX_NODES) {
         snprintf(why, why_len, "the graph has %zu nodes, more than the %d searched for the check's", count,
-                 REBIND_MAX_NODES);
+                 LG_REBIND_MAX_NODES);
         return -1;
     }
     CUgraphNode *all = count ? malloc(count * sizeof *all) : NULL;
@@ -473,7 +472,7 @@ static int find_validator_node(CUgraph graph, const lg_module_t *m, const scratc
             lg_drv.graph_kernel_node_get_params(all[i], &k) != CUDA_SUCCESS || !k.kernelParams || !k.kernelParams[0])
             continue;
         bool ours = false;
-        for (int f = 0; f < 6 && !ours; f++)
+        for (size_t f = 0; f < sizeof m->fn / sizeof m->fn[0] && !ours; f++)
             ours = k.func && k.func == m->fn[f];
         if (!ours)
             continue; /* only our own kernels' parameter block is known to be an lg_scan_params_t */

@@ -136,7 +136,7 @@ int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t *t, void 
 }
 
 /* CUDA's parameter structs (driver_types.h), as far as read here: stable since CUDA 10. */
-enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_HOST = 3, REBIND_MAX_NODES = 4096 };
+enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_HOST = 3 };
 /* found_t.type of the copy of the labels into the host buffer (the other copy: NODE_MEMCPY). */
 enum { FOUND_LABELS_COPY = 100 };
 typedef struct {
@@ -226,7 +226,7 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
     size_t count = 0;
     void **all = NULL;
     int rc = rt->graph_get_nodes(graph, NULL, &count);
-    if (rc == 0 && count > REBIND_MAX_NODES)
+    if (rc == 0 && count > LG_REBIND_MAX_NODES)
         rc = -1;
     if (rc == 0 && count && !(all = malloc(count * sizeof *all)))
         rc = -1;
