@@ -8,6 +8,45 @@ CC ?= gcc
 PREFIX ?= /usr/local
 DESTDIR ?=
 PKG_CONFIG ?= pkg-config
+OBJDUMP ?= objdump
+OBJCOPY ?= objcopy
+
+# ARCH=aarch64 on an x86_64 host cross-builds into build-aarch64/ with Debian's
+# gcc-aarch64-linux-gnu, against a Debian 12 arm64 tree (scripts/arm64-root.sh: made once, cached
+# outside the checkout) that gives the static glib, pcre2 and LLVM libunwind, and in which qemu-user
+# runs the tests. The validator fatbin is built by the host's nvcc for the GPU alone: the same
+# bytes whatever the host CPU (tests/e2e/test_fatbin.sh compares the two builds').
+HOST_ARCH := $(shell uname -m)
+ARCH ?= $(HOST_ARCH)
+CROSS :=
+ifneq ($(ARCH),$(HOST_ARCH))
+ifneq ($(ARCH)-$(HOST_ARCH),aarch64-x86_64)
+$(error ARCH=$(ARCH): only aarch64 is cross-built, on an x86_64 host)
+endif
+CROSS := aarch64
+ifneq ($(SANITIZER),)
+$(error SANITIZER with ARCH=$(ARCH): the sanitizer suites run natively only)
+endif
+CROSS_COMPILE ?= aarch64-linux-gnu-
+CC := $(CROSS_COMPILE)gcc
+CXX := $(CROSS_COMPILE)g++
+BUILD ?= build-aarch64
+ifeq ($(filter clean uninstall,$(MAKECMDGOALS)),)
+ifeq ($(shell command -v $(CC)),)
+$(error $(CC) not found: install the Debian packages gcc-aarch64-linux-gnu g++-aarch64-linux-gnu)
+endif
+ARM64_ROOT := $(shell bash scripts/arm64-root.sh)
+ifeq ($(wildcard $(ARM64_ROOT)/.installed),)
+$(error the arm64 tree could not be made (scripts/arm64-root.sh, output above))
+endif
+endif
+ARM64_LIBDIR := $(ARM64_ROOT)/usr/lib/aarch64-linux-gnu
+PKG_CONFIG := PKG_CONFIG_SYSROOT_DIR=$(ARM64_ROOT) PKG_CONFIG_LIBDIR=$(ARM64_LIBDIR)/pkgconfig:$(ARM64_ROOT)/usr/share/pkgconfig pkg-config
+UNWIND_STATIC := $(ARM64_ROOT)/usr/lib/llvm-14/lib/libunwind.a
+UNWIND_INC := -idirafter $(ARM64_ROOT)/usr/include/libunwind
+export OBJDUMP := $(CROSS_COMPILE)objdump
+export OBJCOPY := $(CROSS_COMPILE)objcopy
+endif
 
 ifeq ($(SANITIZER),)
 BUILD ?= build
@@ -53,6 +92,11 @@ GLIB_CFLAGS := $(shell $(PKG_CONFIG) --cflags glib-2.0 2>/dev/null)
 GLIB_LIBS := $(shell $(PKG_CONFIG) --libs glib-2.0 2>/dev/null)
 # Static glib inside the library: `ldd` must show libc alone (STYLE.md, Hooks).
 GLIB_STATIC := $(shell $(PKG_CONFIG) --static --libs-only-l glib-2.0 2>/dev/null | sed 's/-pthread//g; s/-lm//g')
+ifneq ($(CROSS),)
+# The arm64 tree's archives by path: a -L into it would also hand the link its libc.
+GLIB_STATIC := $(patsubst -l%,$(ARM64_LIBDIR)/lib%.a,$(GLIB_STATIC))
+GLIB_LIBS := $(GLIB_STATIC) -pthread
+endif
 # libunwind's local unwinder, static with hidden symbols like glib: a shared libunwind would
 # export the unversioned _Unwind_* functions and take over the host's C++ exceptions. LLVM's
 # (Debian libunwind-14-dev): its libunwind.a is position-independent, libunwind-dev's is not
@@ -66,6 +110,7 @@ WARN := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT := -O2
 DEBUG := -g
 FINAL_CFLAGS = $(STD) $(WARN) $(OPT) $(DEBUG) -fPIC -fvisibility=hidden -MMD -MP -ffile-prefix-map=$(CURDIR)=. \
+               $(if $(CROSS),-ffile-prefix-map=$(ARM64_ROOT)/=/) \
                $(GLIB_CFLAGS) $(UNWIND_INC) $(CUDA_INC) -Iinclude -Isrc -Icuda $(SAN_FLAGS) $(if $(PIN_GLIBC),-DLG_PIN_GLIBC) $(CFLAGS)
 FINAL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
 
@@ -118,6 +163,10 @@ NVCC_PROG := $(NVCC) -cudart shared -arch=sm_80 -std=c++17 -O1 -g -Itests/progs 
 
 .PHONY: all test test-gpu bench demo install uninstall clean fuzz test-programs wheel
 all: $(LIB)
+# A cross build's default goal includes the runtime test double its qemu tests run on.
+ifneq ($(CROSS),)
+all: $(FAKE_LIB)
+endif
 
 $(BUILD)/obj/%.o: src/%.c
 	$(call say,CC,$<)
@@ -180,7 +229,7 @@ GLIBC_BASELINE := 2.17
 LIB_INPUTS = $(LIB_OBJS) $(FATBIN_OBJ) $(SPECS_OBJ)
 link_lib = $(CC) -shared -o $(1) $(2) -Wl,--version-script=src/exports.map $(FINAL_LDFLAGS) -Wl,-Bstatic $(GLIB_STATIC) -Wl,-Bdynamic $(UNWIND_STATIC) \
 	-Wl,--exclude-libs,ALL -Wl,-z,defs -Wl,-z,nodelete -Wl,-Bsymbolic-functions -pthread -Wl,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -Wl,--as-needed -ldl -lm
-PIN_GLIBC := $(if $(SANITIZER),,$(filter x86_64,$(shell uname -m)))
+PIN_GLIBC := $(if $(SANITIZER),,$(filter x86_64 aarch64,$(ARCH)))
 ifneq ($(PIN_GLIBC),)
 $(BUILD)/obj/unpinned.so: $(LIB_INPUTS) src/exports.map
 	$(Q)$(call link_lib,$@,$(LIB_INPUTS))
@@ -191,10 +240,10 @@ $(BUILD)/obj/glibc_pin.o: $(BUILD)/obj/glibc_pin.S
 $(LIB): $(LIB_INPUTS) $(BUILD)/obj/glibc_pin.o src/exports.map
 	$(call say,LINK,$@)
 	$(Q)$(call link_lib,$@.tmp,$(LIB_INPUTS) $(BUILD)/obj/glibc_pin.o)
-	$(Q)newest=$$(objdump -T $@.tmp | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n1); \
+	$(Q)newest=$$($(OBJDUMP) -T $@.tmp | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n1); \
 	  if [ "$$(printf '%s\n' "$$newest" $(GLIBC_BASELINE) | sort -V | tail -n1)" != $(GLIBC_BASELINE) ]; then \
 	    echo "$@: needs GLIBC_$$newest, newer than the baseline $(GLIBC_BASELINE):" >&2; \
-	    objdump -T $@.tmp | grep "GLIBC_$$newest" >&2; rm -f $@.tmp; exit 1; fi
+	    $(OBJDUMP) -T $@.tmp | grep "GLIBC_$$newest" >&2; rm -f $@.tmp; exit 1; fi
 	$(Q)mv $@.tmp $@
 else
 $(LIB): $(LIB_INPUTS) src/exports.map

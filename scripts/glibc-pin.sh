@@ -9,13 +9,20 @@
 # glibc keeps for old binaries); OUT.S defines the name as a hidden function that jumps to that
 # version, so every reference in the library (ours, glib's, libunwind's) binds through it. A name
 # with no such version is an error naming it: give it a shim in src/glibc.c.
-# Called by the Makefile (x86_64 only); tested by the Makefile's own check of the final library
+# Called by the Makefile (x86_64 and aarch64; OBJDUMP names the target's objdump); tested by the Makefile's own check of the final library
 # (no GLIBC version above MAX) and tests/pip/test_wheel.sh (auditwheel show).
 set -euo pipefail
 [ $# -ge 4 ] || { echo "usage: glibc-pin.sh UNPINNED.so MAX OUT.S LIB.so..." >&2; exit 2; }
 unpinned=$1 max=$2 out=$3
 shift 3
 libs=("$@")
+OBJDUMP="${OBJDUMP:-objdump}"
+# The tail call to the old version, in the library's own architecture (the Makefile's ARCH).
+case "$("$OBJDUMP" -f "$unpinned" | sed -n 's/^architecture: *\([^,]*\).*/\1/p')" in
+  *x86-64*) jump=jmp plt=@PLT ;;
+  aarch64) jump=b plt= ;; # the linker routes a B to an undefined symbol through the PLT
+  *) echo "glibc-pin.sh: $unpinned: unknown architecture" >&2; exit 1 ;;
+esac
 newer() { # VERSION -> true when newer than MAX
   [ "$1" != "$max" ] && [ "$(printf '%s\n%s\n' "$1" "$max" | sort -V | tail -n1)" = "$1" ]
 }
@@ -27,12 +34,12 @@ tmp="$out.tmp"
 bad=()
 while read -r ver name; do
   newer "${ver#GLIBC_}" || continue
-  old=$(for l in "${libs[@]}"; do objdump -T "$l"; done | awk -v s="$name" '$NF == s && $(NF-1) ~ /GLIBC_/ { v = $(NF-1); gsub(/[()]/, "", v); print v }' \
+  old=$(for l in "${libs[@]}"; do "$OBJDUMP" -T "$l"; done | awk -v s="$name" '$NF == s && $(NF-1) ~ /GLIBC_/ { v = $(NF-1); gsub(/[()]/, "", v); print v }' \
         | sed 's/^GLIBC_//' | sort -V | while read -r v; do newer "$v" || echo "$v"; done | head -n1)
   if [ -z "$old" ]; then bad+=("$name@$ver"); continue; fi
-  printf '.globl %s\n.hidden %s\n.type %s,@function\n.p2align 4\n%s:\n  jmp lg_pin_%s@PLT\n.size %s,.-%s\n.symver lg_pin_%s,%s@GLIBC_%s\n' \
-    "$name" "$name" "$name" "$name" "$name" "$name" "$name" "$name" "$name" "$old" >>"$tmp"
-done < <(objdump -T "$unpinned" | awk '/\*UND\*/ && $(NF-1) ~ /GLIBC_/ { v = $(NF-1); gsub(/[()]/, "", v); print v, $NF }')
+  printf '.globl %s\n.hidden %s\n.type %s,%%function\n.p2align 4\n%s:\n  %s lg_pin_%s%s\n.size %s,.-%s\n.symver lg_pin_%s,%s@GLIBC_%s\n' \
+    "$name" "$name" "$name" "$name" "$jump" "$name" "$plt" "$name" "$name" "$name" "$name" "$old" >>"$tmp"
+done < <("$OBJDUMP" -T "$unpinned" | awk '/\*UND\*/ && $(NF-1) ~ /GLIBC_/ { v = $(NF-1); gsub(/[()]/, "", v); print v, $NF }')
 printf '.section .note.GNU-stack,"",@progbits\n' >>"$tmp"
 if [ ${#bad[@]} -gt 0 ]; then
   rm -f "$tmp"

@@ -13,8 +13,10 @@
  * Who calls it: glib's and our own code, on any thread; nothing here keeps state.
  * Tested by tests/pip/test_wheel.sh (auditwheel's tag, the symbol-version check) and by every
  * test that loads the library (registry.c and stack.c call fstat through this file).
- * x86_64 only, and only where the Makefile pins (LG_PIN_GLIBC): the wheel is built for x86_64;
- * other architectures and the sanitizer builds go without. */
+ * x86_64 and aarch64, only where the Makefile pins (LG_PIN_GLIBC): the sanitizer builds go
+ * without. The two differ only in the oldest symbol version (aarch64's glibc starts at 2.17, with
+ * no 2.2.5 nodes) and the __xstat version argument; aarch64's pin is tested under qemu by every
+ * test that reads a file through fstat (tests/qemu/run.sh). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -22,18 +24,26 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(LG_PIN_GLIBC) && defined(__x86_64__) && defined(__GLIBC__)
+#if defined(LG_PIN_GLIBC) && (defined(__x86_64__) || defined(__aarch64__)) && defined(__GLIBC__)
 
 #define LG_HIDDEN __attribute__((visibility("hidden")))
-/* struct stat and struct stat64 are one layout on x86_64; version 1 is _STAT_VER_LINUX. */
+/* struct stat and struct stat64 are one layout on both. The version argument is the one the
+ * old headers passed: _STAT_VER_LINUX (1) on x86_64, _STAT_VER_KERNEL (0) on aarch64, whose
+ * __xstat64 refuses any other with EINVAL. */
+#if defined(__x86_64__)
 #define STAT_VER 1
+#define GLIBC_OLDEST "GLIBC_2.2.5"
+#else
+#define STAT_VER 0
+#define GLIBC_OLDEST "GLIBC_2.17"
+#endif
 
 int lg_glibc_xstat64(int ver, const char *path, struct stat64 *buf);
 int lg_glibc_lxstat64(int ver, const char *path, struct stat64 *buf);
 int lg_glibc_fxstat64(int ver, int fd, struct stat64 *buf);
-__asm__(".symver lg_glibc_xstat64, __xstat64@GLIBC_2.2.5");
-__asm__(".symver lg_glibc_lxstat64, __lxstat64@GLIBC_2.2.5");
-__asm__(".symver lg_glibc_fxstat64, __fxstat64@GLIBC_2.2.5");
+__asm__(".symver lg_glibc_xstat64, __xstat64@" GLIBC_OLDEST);
+__asm__(".symver lg_glibc_lxstat64, __lxstat64@" GLIBC_OLDEST);
+__asm__(".symver lg_glibc_fxstat64, __fxstat64@" GLIBC_OLDEST);
 
 LG_HIDDEN int stat64(const char *path, struct stat64 *buf) { return lg_glibc_xstat64(STAT_VER, path, buf); }
 LG_HIDDEN int lstat64(const char *path, struct stat64 *buf) { return lg_glibc_lxstat64(STAT_VER, path, buf); }
@@ -41,10 +51,11 @@ LG_HIDDEN int fstat64(int fd, struct stat64 *buf) { return lg_glibc_fxstat64(STA
 LG_HIDDEN int fstat(int fd, struct stat *buf) { return lg_glibc_fxstat64(STAT_VER, fd, (struct stat64 *)buf); }
 
 int lg_glibc_fcntl(int fd, int cmd, ...);
-__asm__(".symver lg_glibc_fcntl, fcntl@GLIBC_2.2.5");
+__asm__(".symver lg_glibc_fcntl, fcntl@" GLIBC_OLDEST);
 
 /* Every fcntl command takes at most one argument, an int or a pointer: passed on as a pointer-
- * sized value, which the x86_64 calling convention gives to the callee in the same register. */
+ * sized value, which the x86_64 and AAPCS64 conventions give to the callee in the same register
+ * (on Linux, AAPCS64 passes variadic arguments like named ones). */
 LG_HIDDEN int fcntl64(int fd, int cmd, ...)
 {
     va_list ap;
