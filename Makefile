@@ -95,7 +95,8 @@ GLIB_STATIC := $(shell $(PKG_CONFIG) --static --libs-only-l glib-2.0 2>/dev/null
 ifneq ($(CROSS),)
 # The arm64 tree's archives by path: a -L into it would also hand the link its libc.
 GLIB_STATIC := $(patsubst -l%,$(ARM64_LIBDIR)/lib%.a,$(GLIB_STATIC))
-GLIB_LIBS := $(GLIB_STATIC) -pthread
+# The unit tests link glib's shared library, as natively (test_stack unwinds through it).
+GLIB_LIBS := $(ARM64_LIBDIR)/libglib-2.0.so.0 -Wl,-rpath-link,$(ARM64_LIBDIR) -pthread
 endif
 # libunwind's local unwinder, static with hidden symbols like glib: a shared libunwind would
 # export the unversioned _Unwind_* functions and take over the host's C++ exceptions. LLVM's
@@ -160,6 +161,14 @@ PROG_LIBS := $(patsubst tests/progs/%.cu,$(BUILD)/progs/%.so,$(PROG_LIB_SRCS))
 PROG_C_SRCS := $(sort $(wildcard tests/progs/*.c))
 PROG_C_BINS := $(patsubst tests/progs/%.c,$(BUILD)/progs/%,$(PROG_C_SRCS))
 NVCC_PROG := $(NVCC) -cudart shared -arch=sm_80 -std=c++17 -O1 -g -Itests/progs $(if $(SANITIZER),-Xcompiler -fsanitize=$(SANITIZER))
+ifneq ($(CROSS),)
+# nvcc compiles the host code with the cross g++ (the x86_64 target's CUDA headers serve: they
+# are the same for aarch64) and links against the double's runtime, there being no aarch64
+# libcudart here.
+NVCC_PROG := $(NVCC) -ccbin $(CXX) -cudart none -I$(CUDA_HOME)/targets/x86_64-linux/include \
+             -isystem $(CUDA_HOME)/targets/x86_64-linux/include/cccl -arch=sm_80 -std=c++17 -O1 -g -Itests/progs \
+             -L$(FAKE_DIR) -l:libcudart.so.13
+endif
 
 .PHONY: all test test-gpu bench demo install uninstall clean fuzz test-programs wheel
 all: $(LIB)
@@ -451,6 +460,22 @@ $(KERNEL_EMU): tests/gpu/kernel_emulation.cpp cuda/validate.cu cuda/lg_scan.h cu
 	$(Q)$(CXX) -std=c++20 -O1 -g -Wall -Wextra -Werror -Wno-unknown-pragmas -Wno-unused-function -Icuda $(SAN_FLAGS) \
 		-o $@ $< -pthread
 test-programs: $(KERNEL_EMU)
+
+# The aarch64 build's share of the tests (tests/qemu/: under qemu-user, in the arm64 tree of
+# scripts/arm64-root.sh): the library, the double, the unit tests and the programs of the e2e
+# suite's core cases, cross-built into build-aarch64/ by a nested make. Part of every native,
+# unsanitized `make test` on an x86_64 host.
+ifneq ($(CROSS),)
+QEMU_PROGS := $(addprefix $(BUILD)/progs/,nll graphs graphs_legacy graphs_ptsz threads threads_legacy forker libnllpy.so) \
+              $(BUILD)/e2e/fork_storm
+$(QEMU_PROGS): | $(FAKE_LIB)
+qemu-programs: $(LIB) $(FAKE_LIB) $(QEMU_PROGS) $(UNIT_BINS) $(PYSTACK_PROBE)
+else ifeq ($(SANITIZER)-$(HOST_ARCH),-x86_64)
+qemu-programs:
+	$(Q)$(MAKE) --no-print-directory ARCH=aarch64 qemu-programs
+test-programs: qemu-programs
+endif
+.PHONY: qemu-programs
 
 test: test-programs
 	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
