@@ -70,6 +70,8 @@ add_py python3; [ -x /usr/bin/python3 ] && add_py /usr/bin/python3
 for v in 3.8 3.9 3.10 3.11 3.12 3.13; do
   for p in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/$v.*/bin/python$v; do [ -x "$p" ] && add_py "$p"; done
 done
+# LG_TEST_PYTHONS: the interpreters to test instead (tests/qemu/test_python.sh: the arm64 one).
+[ -z "${LG_TEST_PYTHONS:-}" ] || { pythons=(); for p in $LG_TEST_PYTHONS; do add_py "$p"; done; }
 
 # stack_is NAME INDEX LINE THREAD: violation INDEX's python_stack is exactly <module> -> train ->
 # train_step (at LINE), innermost last, captured as THREAD (launching or main).
@@ -127,7 +129,7 @@ done
 
 # Without the library the same script must fail differently (the assert of the test double
 # poisons the context): proof that the checks above are the library's doing.
-run_plain plain python3 "$script" "$lib" fwd 2
+run_plain plain "${pythons[0]}" "$script" "$lib" fwd 2
 check "without the library: the step fails with the device assert, memory is gone" \
   grep -q '^step 2 memcheck=[1-9]' "$T/plain.out"
 finish
