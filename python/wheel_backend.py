@@ -148,7 +148,7 @@ def _python_with_pip():
 
 def _glibc_needed(lib):
     """The newest GLIBC_x.y version the library's dynamic symbols need, as (x, y)."""
-    out = subprocess.run(["objdump", "-T", lib], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    out = subprocess.run([os.environ.get("OBJDUMP", "objdump"), "-T", lib], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          universal_newlines=True)
     if out.returncode != 0:
         raise BuildError("objdump -T %s failed: %s" % (lib, out.stderr.strip()))
@@ -184,8 +184,9 @@ def _platform_tag(lib):
 
 def _stripped(lib, tmpdir):
     out = os.path.join(tmpdir, "liblabelguard.so")
-    if shutil.which("objcopy"):
-        if subprocess.call(["objcopy", "--strip-debug", lib, out]) == 0:
+    objcopy = os.environ.get("OBJCOPY", "objcopy")  # the target's, for a cross build (Makefile)
+    if shutil.which(objcopy):
+        if subprocess.call([objcopy, "--strip-debug", lib, out]) == 0:
             return out
     shutil.copyfile(lib, out)
     return out

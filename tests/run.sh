@@ -2,7 +2,8 @@
 # tests/run.sh: runs every GPU-free test and prints "N passed, N failed" as its last line.
 # Called by `make test` with LG_BUILD (build dir) and LG_SANITIZER set. A test is:
 #   - a GTest binary build/tests/unit/test_* (TAP output; its exit status decides),
-#   - a script tests/{fakecuda,e2e,cli,torch,torch-fake,pip,fuzz}/test_*.sh (exit 0 pass, 77 skip, else fail).
+#   - a script tests/{fakecuda,e2e,cli,torch,torch-fake,pip,fuzz,qemu}/test_*.sh (exit 0 pass, 77 skip, else fail);
+#     tests/qemu runs the aarch64 build's under qemu-user.
 # Each test's output goes to $LG_BUILD/test-logs/<name>.log and is shown when it fails.
 # Then the suites in LG_ASYNC_SUITES (default: the list below) run a second time on the
 # asynchronous double (FAKECUDA_ASYNC_US=$LG_ASYNC_US µs per kernel, default 500), named
@@ -44,7 +45,7 @@ for t in "$LG_BUILD"/tests/unit/test_*; do
   case "$t" in *.d) continue;; esac
   run_one "unit/$(basename "$t")" "$t"
 done
-for dir in fakecuda e2e cli torch torch-fake pip fuzz; do
+for dir in fakecuda e2e cli torch torch-fake pip fuzz qemu; do
   for t in tests/$dir/test_*.sh; do
     [ -f "$t" ] || continue
     run_one "$dir/$(basename "$t" .sh)" bash "$t"
