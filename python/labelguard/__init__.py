@@ -136,7 +136,7 @@ def _check_config_out_of_process(lib, env):
         raise ValueError(r.stderr.strip().replace("labelguard: ", "", 1))
     if r.returncode != 0 or "cannot open shared object" in r.stderr or "ERROR: ld.so" in r.stderr:
         raise LabelguardError("the library %s does not load on this machine: %s\nhint: labelguard needs "
-                              "Linux x86_64 with glibc 2.17 or newer" % (lib, r.stderr.strip() or "exit %d" % r.returncode))
+                              "Linux x86_64 or aarch64 with glibc 2.17 or newer" % (lib, r.stderr.strip() or "exit %d" % r.returncode))
 
 
 def _buf_call(fn, *args):
@@ -168,8 +168,8 @@ def _load(path):
     try:
         return _bind(ctypes.CDLL(path, mode=os.RTLD_GLOBAL | os.RTLD_NOW))
     except OSError as e:
-        raise LabelguardError("cannot load %s: %s\nhint: labelguard needs Linux x86_64 with glibc 2.17 or "
-                              "newer" % (path, e))
+        raise LabelguardError("cannot load %s: %s\nhint: labelguard needs Linux x86_64 or aarch64 with glibc "
+                              "2.17 or newer" % (path, e))
     except AttributeError as e:
         raise LabelguardError("%s is too old for this package (%s): reinstall labelguard" % (path, e))
 
