@@ -4,7 +4,8 @@
 #   - exports exactly tests/exports.txt; NEEDED is glibc alone (libc, libpthread, libdl, loader);
 #   - no GLIBC version newer than 2.17 (the Makefile's pin) and none of x86_64's 2.2.5 nodes,
 #     which aarch64's glibc never had: a reference to one would fail to load anywhere;
-#   - loads into the arm64 tree's /usr/bin/true, which has no glib, and maps no libglib there;
+#   - its static TLS stays within the few words a late dlopen can get;
+#   - loads into the arm64 tree's cat, which has no glib, and maps no libglib there;
 #   - neither the checkout's path nor the arm64 tree's is inside;
 #   - the validator fatbin is the x86_64 build's, byte for byte (it is GPU code, built by the
 #     host's nvcc and ptxas: nothing in it depends on the host CPU), with SASS for GH200 (sm_90),
@@ -28,6 +29,11 @@ $objdump -T "$lib" | grep -o 'GLIBC_[0-9.]*' | sort -uV >"$T/versions"
 check "no GLIBC version newer than 2.17: $(tr '\n' ' ' <"$T/versions")" \
   bash -c "[ \"\$(sort -V '$T/versions' <(echo GLIBC_2.17) | tail -n1)\" = GLIBC_2.17 ]"
 check "no x86_64-only version node (GLIBC_2.2.5)" bash -c "! grep -q 'GLIBC_2\.2\.5' '$T/versions'"
+# The fast path's initial-exec variables (R_AARCH64_TLS_TPREL64) are static TLS, which a late
+# dlopen (enable(), attach) takes from glibc's surplus, as on x86_64; the rest is TLSDESC.
+tls=$($readelf -lW "$lib" | awk '$1 == "TLS" {print $6}'); tls=$((tls))
+check "static TLS block at most 128 bytes (it is ${tls:-?})" [ "${tls:-99999}" -le 128 ]
+check "initial-exec TLS relocations are aarch64's (R_AARCH64_TLS_TPREL64)" bash -c "$readelf -rW '$lib' | grep -q R_AARCH64_TLS_TPREL64"
 LD_PRELOAD="$lib" "$QEMU" -L "$ARM64_ROOT" "$ARM64_ROOT/usr/bin/cat" /proc/self/maps >"$T/maps" 2>"$T/maps.err"
 check "loads into a process without glib (cat under qemu)" grep -q 'liblabelguard\.so' "$T/maps"
 check "no glib mapped" bash -c "! grep -q libglib '$T/maps'"
