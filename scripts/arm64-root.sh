@@ -16,8 +16,10 @@
 set -euo pipefail
 SUITE=bookworm
 # python3.11 + libpython3.11-stdlib: tests/e2e/test_pystack.sh's interpreter. libstdc++6: the
-# nvcc-built test programs. The -dev packages: what the library links statically.
-PKGS=python3.11,libpython3.11-stdlib,libstdc++6,libglib2.0-dev,libpcre2-dev,libunwind-14-dev
+# nvcc-built test programs. The -dev packages: what the library links statically. pkg-config,
+# pkgconf: with the glib packages, what scripts/fetch-debs.sh takes from here for an Arm GPU
+# machine (the .debs are kept in the tree's var/cache/apt/archives).
+PKGS=python3.11,libpython3.11-stdlib,libstdc++6,libglib2.0-dev,libpcre2-dev,libunwind-14-dev,pkg-config,pkgconf
 die() { echo "arm64-root: $*" >&2; exit 1; }
 key="$({ echo "$SUITE $PKGS"; cat "$0"; } | sha256sum | cut -c1-12)"
 base="${LG_ARM64_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/labelguard}"
@@ -51,7 +53,6 @@ for deb in "$tmp"/var/cache/apt/archives/*.deb; do
   dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink -C "$tmp" || die "could not unpack $deb"
   n=$((n + 1))
 done
-rm -f "$tmp"/var/cache/apt/archives/*.deb
 for f in usr/bin/python3.11 usr/lib/aarch64-linux-gnu/libglib-2.0.a usr/lib/aarch64-linux-gnu/libpcre2-8.a \
          usr/lib/llvm-14/lib/libunwind.a usr/include/libunwind/libunwind.h lib/ld-linux-aarch64.so.1 \
          usr/lib/aarch64-linux-gnu/libstdc++.so.6; do

@@ -5,6 +5,9 @@
 # (ignored by git) and travel with the working tree to the GPU machine.
 #
 # Usage: scripts/fetch-debs.sh [DIR]      (default third_party/debs)
+#        LG_DEBS_ARCH=arm64 scripts/fetch-debs.sh [DIR]   for an Arm GPU machine (GH200, GB200,
+#        DGX Spark), from an x86_64 one: the arm64 .debs are taken from the arm64 tree that
+#        scripts/arm64-root.sh makes (cached; its debootstrap fetched them), not from apt.
 # What is fetched, and why each one:
 #   libglib2.0-dev     glib headers, glib-2.0.pc and libglib-2.0.a (the library links glib statically)
 #   libpcre2-dev       libpcre2-8.a + libpcre2-8.pc: `pkg-config --static --libs glib-2.0` needs -lpcre2-8
@@ -20,9 +23,22 @@ pkgs=(libglib2.0-dev libglib2.0-0 libpcre2-dev libpcre2-8-0 pkgconf pkgconf-bin 
 command -v apt-get >/dev/null || { echo "fetch-debs: apt-get not found: run this on a Debian/Ubuntu machine" >&2; exit 2; }
 mkdir -p "$dir"
 rm -f "$dir"/*.deb
-# apt-get download writes into the current directory; it needs no root.
-(cd "$dir" && apt-get download "${pkgs[@]}")
-arch=$(dpkg --print-architecture)
+arch="${LG_DEBS_ARCH:-$(dpkg --print-architecture)}"
+if [ "$arch" = "$(dpkg --print-architecture)" ]; then
+  # apt-get download writes into the current directory; it needs no root.
+  (cd "$dir" && apt-get download "${pkgs[@]}")
+elif [ "$arch" = arm64 ]; then
+  root="$(bash scripts/arm64-root.sh)"
+  for p in "${pkgs[@]}"; do
+    found=""
+    for f in "$root"/var/cache/apt/archives/"${p}"_*_arm64.deb "$root"/var/cache/apt/archives/"${p}"_*_all.deb; do
+      [ -f "$f" ] && { cp "$f" "$dir/"; found=1; break; }
+    done
+    [ -n "$found" ] || { echo "fetch-debs: no $p in $root/var/cache/apt/archives" >&2; exit 1; }
+  done
+else
+  echo "fetch-debs: LG_DEBS_ARCH=$arch: only the host's architecture or arm64" >&2; exit 2
+fi
 {
   echo "# fetched $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n "s/^PRETTY_NAME=//p" /etc/os-release | tr -d "\"") ($arch)"
   for f in "$dir"/*.deb; do

@@ -15,6 +15,7 @@
 set -u
 LG_ROOT="${LG_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 [ -z "${LG_SANITIZER:-}" ] || { echo "the aarch64 build is not sanitized: its tests run once, in the plain run"; exit 77; }
+[ "$(uname -m)" = x86_64 ] || { echo "on $(uname -m) the native suite is the test (qemu runs aarch64 on x86_64 only)"; exit 77; }
 QEMU="$(command -v qemu-aarch64-static)" || { echo "qemu-aarch64-static not found: install the Debian package qemu-user-static"; exit 1; }
 A64="${LG_AARCH64_BUILD:-build-aarch64}"
 ARM64_ROOT="$(bash "$LG_ROOT/scripts/arm64-root.sh" --print)"
