@@ -28,6 +28,7 @@ mkdir -p "$W/bin" "$W/preload/aarch64" "$W/preload/x86_64"
 
 # qemu_wrap REAL OUT: OUT runs the aarch64 program REAL under qemu
 qemu_wrap() {
+  # shellcheck disable=SC2016  # $0 and $@ are the wrapper's own, expanded when it runs
   printf '#!/bin/sh\nexec %s -L %s -0 "$0" %s "$@"\n' "$QEMU" "$ARM64_ROOT" "$1" >"$2"
   chmod +x "$2"
 }
@@ -68,7 +69,7 @@ chmod +x "$W/bin/gcc"
 export LG_ROOT LG_BUILD="$QW" LG_SANITIZER=""
 export LG_PRELOAD="$W/preload/\$PLATFORM/liblabelguard.so"
 export LG_FAKE_DIR="$W/fakecuda"
-QEMU_PATH="$W/bin:$PATH"
+export QEMU_PATH="$W/bin:$PATH"
 logs="$LG_ROOT/$A64/test-logs/qemu-$$"; mkdir -p "$logs"
 q_pass=0 q_fail=0 q_skip=0 q_failed=()
 # q_run NAME COMMAND...: one test, like tests/run.sh's run_one (its output shown when it fails)

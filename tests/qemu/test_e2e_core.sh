@@ -8,7 +8,5 @@
 for t in graphs threads fork; do
   q_run "e2e/test_$t" bash "$LG_ROOT/tests/e2e/test_$t.sh"
 done
-for t in threads; do
-  q_run "async:e2e/test_$t" env FAKECUDA_ASYNC_US="${LG_ASYNC_US:-500}" bash "$LG_ROOT/tests/e2e/test_$t.sh"
-done
+q_run async:e2e/test_threads env FAKECUDA_ASYNC_US="${LG_ASYNC_US:-500}" bash "$LG_ROOT/tests/e2e/test_threads.sh"
 q_finish
