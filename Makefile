@@ -467,7 +467,8 @@ test-programs: $(KERNEL_EMU)
 # unsanitized `make test` on an x86_64 host.
 ifneq ($(CROSS),)
 QEMU_PROGS := $(addprefix $(BUILD)/progs/,nll graphs graphs_legacy graphs_ptsz threads threads_legacy forker libnllpy.so) \
-              $(BUILD)/e2e/fork_storm $(BUILD)/e2e/attach_target
+              $(BUILD)/e2e/fork_storm $(BUILD)/e2e/attach_target $(BUILD)/e2e/kineto_like $(BUILD)/e2e/kineto_like12 \
+              $(BUILD)/e2e/cupti_layout $(BUILD)/e2e/cupti_layout_ptsz
 $(QEMU_PROGS): | $(FAKE_LIB)
 qemu-programs: $(LIB) $(FAKE_LIB) $(QEMU_PROGS) $(UNIT_BINS) $(PYSTACK_PROBE)
 else ifeq ($(SANITIZER)-$(HOST_ARCH),-x86_64)
