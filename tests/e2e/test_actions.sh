@@ -17,6 +17,13 @@ cases=(
   "fwd_none 12" "fwd_1d 1" "fwd_2d 12" "bwd_none 12" "bwd_1d 1" "bwd_2d 12"
   "2d_fwd_none 16 --hw 2,4" "2d_fwd 16 --hw 2,4" "2d_bwd_none 16 --hw 2,4" "2d_bwd 16 --hw 2,4"
 )
+# LG_ACTIONS_KERNELS: only these kernels (tests/qemu/test_e2e_actions.sh, where each run is
+# emulated: a subset, each action and mode still on every one).
+if [ -n "${LG_ACTIONS_KERNELS:-}" ]; then
+  sel=(); for c in "${cases[@]}"; do [[ " $LG_ACTIONS_KERNELS " == *" ${c%% *} "* ]] && sel+=("$c"); done
+  [ ${#sel[@]} -gt 0 ] || { echo "LG_ACTIONS_KERNELS=$LG_ACTIONS_KERNELS names no kernel of this test"; exit 1; }
+  cases=("${sel[@]}")
+fi
 outputs() { grep -E '^(result|values)' "$T/$1.out" | sed -E 's/launch_err=[0-9]+ sync_err=[0-9]+ last_err=[0-9]+ last_err_str="[^"]*" //'; }
 # The reduce backward kernels take total_weight from the forward pass, which the driver computes
 # from the labels it was given (the bad one included): only where gradients are zero can be
