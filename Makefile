@@ -558,6 +558,6 @@ uninstall:
 	-rmdir $(DESTDIR)$(PREFIX)/share/labelguard 2>/dev/null
 
 clean:
-	rm -rf build build-address build-undefined build-thread
+	rm -rf build build-address build-undefined build-thread build-aarch64
 
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/unit/*.d)
