@@ -475,8 +475,11 @@ else ifeq ($(SANITIZER)-$(HOST_ARCH),-x86_64)
 qemu-programs:
 	$(Q)$(MAKE) --no-print-directory ARCH=aarch64 qemu-programs
 test-programs: qemu-programs
+# The aarch64 share alone (it needs the x86_64 library too: tests/qemu/test_build.sh compares fatbins).
+test-aarch64: qemu-programs $(LIB)
+	@LG_BUILD=$(BUILD) LG_TESTS=qemu/ LG_ASYNC_SUITES=none CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
 endif
-.PHONY: qemu-programs
+.PHONY: qemu-programs test-aarch64
 
 test: test-programs
 	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
