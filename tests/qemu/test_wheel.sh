@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_wheel.sh: the aarch64 wheel, as `make wheel ARCH=aarch64` makes it from build-aarch64/:
-#   - named labelguard-V-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl, and
-#     `auditwheel show` (tests/pip/requirements.txt's pin) finds it consistent with that tag;
+#   - built by the wheel backend with ARCH=aarch64 (its make is the cross one), named
+#     labelguard-V-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl, and `auditwheel show` (tests/pip/requirements.txt's pin) finds it consistent with that tag;
 #   - pip installs it into an aarch64 venv (the arm64 tree's CPython 3.11 under qemu-user), where
 #     labelguard.enable() arms the library the wheel carries and a bad label, launched from
 #     Python through ctypes (build-aarch64/progs/libnllpy.so on the aarch64 runtime double), is
@@ -12,7 +12,7 @@ W_KEEP="$W"
 # shellcheck source=tests/pip/lib.sh
 LG_BUILD="$A64" . "$LG_ROOT/tests/pip/lib.sh"
 trap 'rm -rf "$T" "$W_KEEP"' EXIT
-(cd "$LG_ROOT" && OBJDUMP=aarch64-linux-gnu-objdump OBJCOPY=aarch64-linux-gnu-objcopy LG_BUILD="$A64" python3 -c \
+(cd "$LG_ROOT" && ARCH=aarch64 OBJDUMP=aarch64-linux-gnu-objdump OBJCOPY=aarch64-linux-gnu-objcopy LG_BUILD="$A64" python3 -c \
   'import sys; sys.path.insert(0, "python"); import wheel_backend as b; print(b.build_wheel(sys.argv[1]))' "$T/dist") \
   >"$T/build.out" 2>"$T/build.err" || { cat "$T/build.err"; fail "the wheel backend failed"; finish; }
 WHEEL="$T/dist/$(tail -n1 "$T/build.out")"
