@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_wheel.sh: the aarch64 wheel, as `make wheel ARCH=aarch64` makes it from build-aarch64/:
 #   - built by the wheel backend with ARCH=aarch64 (its make is the cross one), named
-#     labelguard-V-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl, and `auditwheel show` (tests/pip/requirements.txt's pin) finds it consistent with that tag;
+#     labelguard-V-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl, and `auditwheel
+#     show` (tests/pip/requirements.txt's pin) finds it consistent with that tag;
 #   - pip installs it into an aarch64 venv (the arm64 tree's CPython 3.11 under qemu-user), where
 #     labelguard.enable() arms the library the wheel carries and a bad label, launched from
 #     Python through ctypes (build-aarch64/progs/libnllpy.so on the aarch64 runtime double), is
