@@ -470,14 +470,17 @@ QEMU_PROGS := $(addprefix $(BUILD)/progs/,nll graphs graphs_legacy graphs_ptsz t
               $(BUILD)/e2e/fork_storm $(BUILD)/e2e/attach_target $(BUILD)/e2e/kineto_like $(BUILD)/e2e/kineto_like12 \
               $(BUILD)/e2e/cupti_layout $(BUILD)/e2e/cupti_layout_ptsz
 $(QEMU_PROGS): | $(FAKE_LIB)
-qemu-programs: $(LIB) $(FAKE_LIB) $(QEMU_PROGS) $(UNIT_BINS) $(PYSTACK_PROBE)
+qemu-programs: $(LIB) $(FAKE_LIB) $(FAKE_DRIVER) $(QEMU_PROGS) $(UNIT_BINS) $(PYSTACK_PROBE)
 else ifeq ($(SANITIZER)-$(HOST_ARCH),-x86_64)
 qemu-programs:
 	$(Q)$(MAKE) --no-print-directory ARCH=aarch64 qemu-programs
 test-programs: qemu-programs
-# The aarch64 share alone (it needs the x86_64 library too: tests/qemu/test_build.sh compares fatbins).
+# The aarch64 share alone (it needs the x86_64 library too: tests/qemu/test_build.sh compares
+# fatbins), then real aarch64 torch under qemu (tests/qemu/torch_aarch64.sh: a 3 GB install, too
+# heavy for `make test`).
 test-aarch64: qemu-programs $(LIB)
 	@LG_BUILD=$(BUILD) LG_TESTS=qemu/ LG_ASYNC_SUITES=none CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
+	@bash tests/qemu/torch_aarch64.sh
 endif
 .PHONY: qemu-programs test-aarch64
 

@@ -53,6 +53,16 @@ for deb in "$tmp"/var/cache/apt/archives/*.deb; do
   dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink -C "$tmp" || die "could not unpack $deb"
   n=$((n + 1))
 done
+# qemu-user 7.2 shows an aarch64 program the host's /proc/cpuinfo, on which pytorch's cpuinfo
+# library (run by `import torch`) crashes; with -L ROOT qemu opens ROOT/proc/cpuinfo first: an
+# arm64 one (two Neoverse V2 cores, Grace's) replaces debootstrap's link to /proc. Nothing else
+# is under ROOT/proc, so /proc/self/* stays qemu's. Likewise the MIDR register oneDNN reads.
+rm -f "$tmp/proc" && mkdir -p "$tmp/proc" || die "cannot make $tmp/proc"
+for c in 0 1; do
+  printf 'processor\t: %d\nBogoMIPS\t: 2000.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop sha3 asimddp sha512 asimdfhm dit uscat ilrcpc flagm ssbs sb dcpodp flagm2 frint i8mm bf16 dgh bti\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd4f\nCPU revision\t: 0\n\n' $c
+  mkdir -p "$tmp/sys/devices/system/cpu/cpu$c/regs/identification"
+  echo 0x00000000410fd4f0 >"$tmp/sys/devices/system/cpu/cpu$c/regs/identification/midr_el1"
+done >"$tmp/proc/cpuinfo"
 for f in usr/bin/python3.11 usr/lib/aarch64-linux-gnu/libglib-2.0.a usr/lib/aarch64-linux-gnu/libpcre2-8.a \
          usr/lib/llvm-14/lib/libunwind.a usr/include/libunwind/libunwind.h lib/ld-linux-aarch64.so.1 \
          usr/lib/aarch64-linux-gnu/libstdc++.so.6; do
