@@ -15,7 +15,7 @@ OBJCOPY ?= objcopy
 # gcc-aarch64-linux-gnu, against a Debian 12 arm64 tree (scripts/arm64-root.sh: made once, cached
 # outside the checkout) that gives the static glib, pcre2 and LLVM libunwind, and in which qemu-user
 # runs the tests. The validator fatbin is built by the host's nvcc for the GPU alone: the same
-# bytes whatever the host CPU (tests/e2e/test_fatbin.sh compares the two builds').
+# bytes whatever the host CPU (tests/qemu/test_build.sh compares the two builds').
 HOST_ARCH := $(shell uname -m)
 ARCH ?= $(HOST_ARCH)
 CROSS :=
