@@ -20,6 +20,8 @@ case "${LG_SANITIZER:-}" in
   address) pre="$(gcc -print-file-name=libasan.so)"; export ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0";;
   undefined) pre="$(gcc -print-file-name=libubsan.so)";;
   thread) pre="$(gcc -print-file-name=libtsan.so)";;
+  address+undefined) pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+                     export ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0";;
 esac
 
 script=$(mktemp /tmp/lg-pystack-XXXXXX.py)
