@@ -773,6 +773,45 @@ typedef struct lg_py_stack {
  * faulthandler; CPython symbols resolved at run time. Safe to call in non-Python processes. */
 LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
 
+/* ---------------------------------------------------------------- pystack_offsets.c */
+
+/* Byte offsets inside CPython's structures that pystack.c's walk reads: from its per-version
+ * table (3.8 to 3.13) or from the interpreter's _Py_DebugOffsets (3.14 and newer). -1: absent. */
+enum { LG_PY_FRAME_OBJECTS, LG_PY_INTERP_FRAMES };
+typedef struct lg_py_layout {
+    int minor;
+    int kind; /* LG_PY_FRAME_OBJECTS (<= 3.10) or LG_PY_INTERP_FRAMES (>= 3.11) */
+    /* PyThreadState */
+    int ts_frame;   /* <= 3.10: PyFrameObject *frame */
+    int ts_cframe;  /* 3.11, 3.12: _PyCFrame *cframe */
+    int cf_current; /* _PyCFrame.current_frame */
+    int ts_current; /* >= 3.13: _PyInterpreterFrame *current_frame */
+    /* PyFrameObject (<= 3.10) or _PyInterpreterFrame (>= 3.11) */
+    int f_back, f_code, f_lasti; /* f_code: f_executable from 3.13; f_lasti: prev_instr / instr_ptr >= 3.11 */
+    int f_owner;                 /* >= 3.11 */
+    int lasti_scale;             /* bytes per f_lasti unit (3.10 counts code units) */
+    /* PyCodeObject */
+    int co_filename, co_name, co_firstlineno, co_code_adaptive, co_firsttraceable;
+    /* PyUnicode: where a compact str's characters start */
+    int ascii_size, compact_size;
+    /* PyCodeObject: the line table PyCode_Addr2Line reads (co_lnotab <= 3.9, co_linetable) */
+    int co_lines;
+    int ts_next;          /* PyThreadState.next */
+    int interp_main_ts;   /* PyInterpreterState.threads.main (>= 3.14) */
+    int ob_type;          /* PyObject.ob_type */
+    int uni_length, uni_state;  /* PyASCIIObject.length, .state */
+    int bytes_size, bytes_data; /* PyBytesObject: ob_size, ob_sval */
+    int owner_incomplete;       /* frames whose owner is >= this are shims (_PyFrame_IsIncomplete) */
+    unsigned ref_tag_bits;      /* low bits of f_executable to clear: a _PyStackRef's tags (>= 3.14) */
+} lg_py_layout_t;
+/* Bytes of _PyRuntime (its debug_offsets) that lg_pystack_offsets_decode may read. */
+#define LG_PY_DEBUG_OFFSETS_LEN 1024
+/* Fills *out from raw, a copy of the first len bytes of _PyRuntime in an interpreter of version
+ * 3.<minor>. Returns NULL, or why the layout is refused (static text): no debug offsets (before
+ * 3.13), wrong cookie or version, a free-threaded build, a structure too small for the walk.
+ * *out is written only on success. */
+LG_HIDDEN const char *lg_pystack_offsets_decode(const void *raw, size_t len, int minor, lg_py_layout_t *out);
+
 /* ---------------------------------------------------------------- report.c */
 
 /* Everything known about one violation, filled by act.c, consumed by report.c and text.c. */
