@@ -300,6 +300,12 @@ __attribute__((destructor)) static void lg_destructor(void)
 
 const char *labelguard_version(void) { return LG_VERSION; }
 
+int labelguard_start(void)
+{
+    lg_ensure_started();
+    return 0;
+}
+
 int labelguard_counters(labelguard_counters_t *out)
 {
     if (!out)
