@@ -12,16 +12,18 @@
  *
  * Arming is all it does: no CUDA or driver call, no CUPTI, no log I/O. The library starts at
  * the first hook, on the application thread that makes it (lg.c), like a preloaded one, and
- * CUPTI is subscribed there only where no interposable runtime exists (cupti_slot.c). So
- * enable() before CUDA starts does not start CUDA (a parent that then forks CUDA workers stays
- * fork-safe; the backend is chosen once the application has its context), and gdb's call of
- * labelguard_arm(), made wherever the debugger stopped the job (inside libcuda or malloc,
- * holding their locks), never re-enters the CUDA libraries. What arming finds that the user must
- * hear about (slots it could not write) is said by the start (lg_arm_after_start).
+ * CUPTI is subscribed there only where no interposable runtime exists (cupti_slot.c). So an
+ * enable() made before the application's first CUDA call starts no CUDA (a parent that then
+ * forks CUDA workers stays fork-safe; the backend is chosen once the application has its
+ * context), and gdb's call of labelguard_arm(), made wherever the debugger stopped the job
+ * (inside libcuda or malloc, holding their locks), never re-enters the CUDA libraries. What
+ * arming finds that the user must hear about (slots it could not write) is said by the start
+ * (lg_arm_after_start).
  *
  * Who calls it: gdb (via the CLI), a program through include/labelguard.h, and the dlopen
- * wrapper; any thread, serialised by one mutex, which a dlopen only ever tries (trylock): one
- * that finds it taken leaves a request the holder serves before it lets go. Idempotent: a slot that already points into
+ * wrapper; any thread, serialised by one mutex, which a dlopen and gdb's call only ever try
+ * (trylock): a dlopen that finds it taken leaves a request the holder serves before it lets
+ * go, gdb's call is refused (attach again). Idempotent: a slot that already points into
  * our object (a hook, or every slot of a preloaded process) is counted, never rewritten, so a
  * preloaded library is not hooked twice. Not covered: function pointers the program copied
  * out of a GOT before arming, objects loaded by a dlopen reached through dlsym("dlopen") or
