@@ -1190,7 +1190,11 @@ extern LG_HIDDEN LG_TLS int lg_preload_in_launch;
 /* ---------------------------------------------------------------- cupti_slot.c */
 
 /* Whether the start subscribes to CUPTI, and why (for the start event). */
-LG_HIDDEN bool lg_cupti_slot_wanted(bool interposable, bool attaching, char *why, size_t why_len);
+LG_HIDDEN bool lg_cupti_slot_wanted(bool interposable, char *why, size_t why_len);
+/* The cuptiSubscribe and cuptiSubscribe_v2 entries of late arming's hook set (names only, and
+ * where the bound function is kept; arm.c fills in our exported definitions): a profiler's call
+ * then reaches the hand-over wrappers as under LD_PRELOAD. Returns the count (2). */
+LG_HIDDEN int lg_cupti_slot_hooks(lg_hook_t *out, int cap);
 /* Subscribes cb (a CUpti_CallbackFunc) into *out (a CUpti_SubscriberHandle) through the libcupti
  * handle `cupti` (v2 with our name where it exists and no v1 client was seen, falling back to
  * the single slot and to v1); returns the last CUptiResult, *how lists each attempt's answer. */
@@ -1284,6 +1288,9 @@ LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
 LG_HIDDEN int lg_arm_loaded(void);
 /* From lg.c's fork handler: the child starts with arm.c's lock free. */
 LG_HIDDEN void lg_arm_atfork_child(void);
+/* From lg.c's start, after the start event: what arming left for the start (a warning about
+ * slots it could not write; graphs instantiated before arming, under attach). */
+LG_HIDDEN void lg_arm_after_start(void);
 
 /* ---------------------------------------------------------------- arm_dlopen.c */
 
@@ -1299,11 +1306,8 @@ LG_HIDDEN void lg_ensure_started(void);
 /* Registers the exit collection (lg.c) once; from the first launch, so that it runs before
  * the teardown of a CUDA runtime that was started by then. */
 LG_HIDDEN void lg_exit_arm(void);
-/* The same start, from labelguard_arm: in auto mode it subscribes to CUPTI too. */
-LG_HIDDEN void lg_ensure_started_for_attach(void);
-/* Late arming with no CUDA runtime loaded yet: the lazy start, when a hook makes it, is the
- * attach kind (CUPTI in auto mode). */
-LG_HIDDEN void lg_start_as_attach_later(void);
+/* True once the start has finished (the start event is out). */
+LG_HIDDEN bool lg_started(void);
 /* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it), built once
  * per process: by the start, or first by a coverage report (labelguard_coverage) in a process
  * that has not started, whose problems with a user file then go to `warn`. Takes start_lock,

@@ -56,6 +56,10 @@ typedef struct lg_scratch scratch_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool gpu_active;
+/* The start found a working driver but no CUDA context in the process (its first hook came
+ * before the application's first context): the backend is decided at a later check, once a
+ * context exists, rather than pinned to the host for good. */
+static bool gpu_undecided;
 
 /* Scratch memory is cuMemAlloc'd outside the application's allocator (PyTorch's caching
  * allocator holds most of a busy GPU), so near a full GPU it is refused. Then the check goes to
@@ -654,7 +658,9 @@ static void preallocate(void)
 bool lg_validate_gpu_init(void)
 {
     pthread_mutex_lock(&lock);
-    gpu_active = lg_validate_module_init();
+    int r = lg_validate_module_init();
+    gpu_undecided = r < 0;
+    gpu_active = r > 0;
     if (gpu_active)
         preallocate();
     bool active = gpu_active;
@@ -678,8 +684,22 @@ int lg_validate_gpu_wait(void *stream, char *why, size_t why_len)
 bool lg_validate_gpu_active(void)
 {
     pthread_mutex_lock(&lock);
+    bool now = false;
+    if (gpu_undecided) {
+        int r = lg_validate_module_decide();
+        if (r >= 0) {
+            gpu_undecided = false;
+            gpu_active = now = r > 0;
+            if (gpu_active)
+                preallocate();
+        }
+    }
     bool a = gpu_active;
     pthread_mutex_unlock(&lock);
+    /* After the start event said host: the log must say what checks run on from now on. */
+    if (now && lg_started())
+        lg_report_note_once("backend_gpu", "the GPU backend is active from here on: the application made its CUDA "
+                                           "context after labelguard started (the start event says backend host)");
     return a;
 }
 

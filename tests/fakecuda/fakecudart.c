@@ -15,6 +15,17 @@
  * on it is sticky: every later call, cudaGetLastError included, returns cudaErrorAssert (710).
  * After fork(), a child that touches a runtime its parent had initialised gets
  * cudaErrorInitializationError, as with the real driver (FAKECUDA_FORK_OK=1 lifts this).
+ * Initialised means what it means to CUDA: any call that needs the driver (the device queries
+ * cudaGetDeviceCount/cudaGetDevice/cudaSetDevice/cudaGetDeviceProperties/
+ * cudaDeviceGetAttribute, every call that needs the context) or the driver double's cuInit
+ * (tests/fakecuda/driver, which tells us through fakecudart_driver_init); the error queries,
+ * the version queries and kernel registration do not initialise.
+ * A thread that is waiting inside the runtime (a stream, event or device sync of the
+ * asynchronous double) holds the runtime's locks, as the real driver's waits do: a CUDA call
+ * made on that same thread before the wait returns (from a signal handler, or a debugger's
+ * inferior call such as gdb's `call labelguard_arm()`) deadlocks in the real driver. The double
+ * says so on stderr ("fakecuda: re-entered ...") and blocks that thread for good, as the
+ * driver would.
  * FAKECUDA_TRACE=1 prints one stderr line per launch. FAKECUDA_CUPTI=1 reports the launch entry
  * points to a loaded CUPTI double (tests/fakecuda/cupti/libcupti.c) as the real runtime reports
  * to CUPTI (see cupti_api below).
@@ -78,7 +89,9 @@ static __thread cudaError_t tl_last;          /* this thread's last error */
 static _Atomic int pending_err;               /* a kernel failed; not yet seen by the host */
 static _Atomic int sticky_err;                /* the context is dead */
 static _Atomic int ctx_used;                  /* the process has made runtime calls */
-static _Atomic int forked_child;              /* we are a child forked after ctx_used */
+static _Atomic int forked_child;              /* we are a child forked after ctx_used or inited */
+static _Atomic int inited;                    /* CUDA initialised: the driver was needed */
+static __thread const char *tl_waiting;       /* the sync this thread is waiting in, else NULL */
 
 static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
 static char msg_buf[16384];                   /* device assert lines not yet flushed */
@@ -160,13 +173,43 @@ static void sync_point(void)
     flush_messages();
 }
 
-/* The entry check of every call that needs a live context. */
-static cudaError_t enter(void)
+/* A CUDA call on a thread that is waiting inside the runtime: the real driver deadlocks on its
+ * own lock; so does this thread, after saying where. */
+static void reentered(const char *what)
 {
+    char line[256];
+    int n = snprintf(line, sizeof line,
+                     "fakecuda: re-entered from a thread waiting inside %s (a signal handler's or debugger's call): "
+                     "%s would deadlock in a real driver\n", tl_waiting, what);
+    if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
+    for (;;) pause();
+}
+
+/* The entry check of every call that initialises CUDA (the driver is needed). */
+static cudaError_t initialise(const char *what)
+{
+    if (tl_waiting) reentered(what);
     if (atomic_load(&forked_child)) {
         pthread_once(&env_once, read_env);
         if (!fork_ok) return ret(cudaErrorInitializationError);
     }
+    atomic_store(&inited, 1);
+    return cudaSuccess;
+}
+
+/* The driver double's cuInit: the runtime and the driver share one initialisation. */
+FK_EXPORT void fakecudart_driver_init(void) { atomic_store(&inited, 1); }
+FK_EXPORT int fakecudart_initialised(void) { return atomic_load(&inited) || atomic_load(&ctx_used); }
+
+/* Marks the calling thread as waiting inside the runtime (what: the call) until wait_end. */
+#define wait_begin(what) (tl_waiting = (what))
+#define wait_end() (tl_waiting = NULL)
+
+/* The entry check of every call that needs a live context. */
+static cudaError_t enter(void)
+{
+    cudaError_t e0 = initialise("a CUDA call");
+    if (e0) return e0;
     atomic_store(&ctx_used, 1);
     int s = atomic_load(&sticky_err);
     if (s) return ret((cudaError_t)s);
@@ -192,7 +235,8 @@ static int async_us(void);
 static void after_fork_child(void)
 {
     async_fork_child();
-    if (atomic_load(&ctx_used)) atomic_store(&forked_child, 1);
+    if (atomic_load(&ctx_used) || atomic_load(&inited)) atomic_store(&forked_child, 1);
+    tl_waiting = NULL;
     pthread_mutex_init(&msg_lock, NULL);
     pthread_mutex_init(&reg_lock, NULL);
     pthread_mutex_init(&mem_lock, NULL);
@@ -1120,22 +1164,34 @@ static unsigned long submit_op(struct CUstream_st *st, fk_op_t *op)
 /* Blocks the caller until stream x has finished its op number seq. */
 static void wait_seq(struct CUstream_st *x, unsigned long seq)
 {
+    wait_begin("a blocking copy or stream wait");
     pthread_mutex_lock(&q_lock);
     wait_for_locked(x, seq);
     pthread_mutex_unlock(&q_lock);
+    wait_end();
 }
 
 static void wait_stream(struct CUstream_st *x)
 {
+    wait_begin("cudaStreamSynchronize");
     pthread_mutex_lock(&q_lock);
     wait_for_locked(x, x->a_submitted);
     pthread_mutex_unlock(&q_lock);
+    wait_end();
 }
 
 /* What a legacy-stream sync (all == 0: the legacy stream and every blocking stream) or a device
  * sync (all == 1: every stream, destroyed ones still draining included) waits for: the work
  * queued so far, not what other threads queue meanwhile. */
+static void wait_all_body(int all);
 static void wait_all(int all)
+{
+    wait_begin("a device or legacy-stream synchronisation");
+    wait_all_body(all);
+    wait_end();
+}
+
+static void wait_all_body(int all)
 {
     pthread_mutex_lock(&obj_lock);
     pthread_mutex_lock(&q_lock);
@@ -2794,10 +2850,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     if (e) return e;
     if ((e = unsafe_call())) return e;
     if (async_us()) {
+        wait_begin("cudaEventSynchronize");
         pthread_mutex_lock(&q_lock);
         unsigned long want = ev->a_rec;
         while (ev->a_done < want && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
         pthread_mutex_unlock(&q_lock);
+        wait_end();
         return settle();
     }
     pthread_mutex_lock(&obj_lock);
@@ -2857,6 +2915,8 @@ static __thread int tl_device;
 
 cudaError_t cudaGetDeviceCount(int *count)
 {
+    cudaError_t e = initialise("cudaGetDeviceCount");
+    if (e) return e;
     if (!count) return ret(cudaErrorInvalidValue);
     *count = 1;
     return cudaSuccess;
@@ -2864,6 +2924,8 @@ cudaError_t cudaGetDeviceCount(int *count)
 
 cudaError_t cudaGetDevice(int *device)
 {
+    cudaError_t e = initialise("cudaGetDevice");
+    if (e) return e;
     if (!device) return ret(cudaErrorInvalidValue);
     *device = tl_device;
     return cudaSuccess;
@@ -2871,6 +2933,8 @@ cudaError_t cudaGetDevice(int *device)
 
 cudaError_t cudaSetDevice(int device)
 {
+    cudaError_t e = initialise("cudaSetDevice");
+    if (e) return e;
     if (device != 0) return ret(cudaErrorInvalidDevice);
     tl_device = device;
     return cudaSuccess;
@@ -2930,6 +2994,8 @@ cudaError_t cudaDeviceReset(void)
 #if FK_CUDA_MAJOR >= 13
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
+    cudaError_t e = initialise("cudaGetDeviceProperties");
+    if (e) return e;
     if (!prop) return ret(cudaErrorInvalidValue);
     if (device != 0) return ret(cudaErrorInvalidDevice);
     FK_FILL_PROP(prop);
@@ -2940,6 +3006,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 /* CUDA 12 headers map cudaGetDeviceProperties to this; the struct has CUDA 12's layout. */
 cudaError_t cudaGetDeviceProperties_v2(struct fk_prop12 *prop, int device)
 {
+    cudaError_t e = initialise("cudaGetDeviceProperties");
+    if (e) return e;
     if (!prop) return ret(cudaErrorInvalidValue);
     if (device != 0) return ret(cudaErrorInvalidDevice);
     FK_FILL_PROP(prop);
@@ -2956,6 +3024,8 @@ cudaError_t fk12_get_props(struct fk_prop12 *prop, int device) { return cudaGetD
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
+    cudaError_t e = initialise("cudaDeviceGetAttribute");
+    if (e) return e;
     if (!value) return ret(cudaErrorInvalidValue);
     if (device != 0) return ret(cudaErrorInvalidDevice);
     switch ((int)attr) {

@@ -31,6 +31,17 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   late_enable     labelguard.enable() in a process whose CUDA context is running (the dlopen of
                   the library into a live torch process, as `attach` does), then a bad label
   attach          `labelguard attach PID` into a running torch process (needs gdb)
+  enable_early    `import torch; labelguard.enable()` before any CUDA work (a notebook's order):
+                  enable starts no CUDA (torch.cuda.is_initialized() stays False), and the start
+                  at the first CUDA work picks backend gpu; the bad label is caught
+  enable_fork     the same process forks before its first CUDA work: the child can use CUDA
+                  (a parent that had initialised CUDA leaves its child "initialization error")
+                  and its bad label is caught by its own labelguard
+  attach_busy     `labelguard attach` LG_GPU_ATTACHES times (default 3) into a torch process busy
+                  with launches and syncs: every attach returns, the loop keeps running, the next
+                  bad label is caught (needs gdb)
+  profiler_enable torch.profiler after labelguard.enable(): kernels in the trace (CUPTI's slot is
+                  left to Kineto: hooks ["interpose"]), and the bad label after it still caught
   split_launch    a gather over 2^31 + 4096 ids, which TensorIterator splits into 32-bit launches,
                   with one bad id in the last part: caught; prints the sample index it reports
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
@@ -266,6 +277,65 @@ def child_attach_target(torch, F):
     _emit(bad=bad)
 
 
+def child_enable_early(torch, F):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import labelguard
+    en = _try(lambda: labelguard.enable(action="raise") and None)
+    initialised = torch.cuda.is_initialized()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a DataLoader-style worker forked before the parent's first CUDA work
+        os.close(r)
+        logp_cpu, y_cpu = _nll_inputs(torch)
+        res = {"good": _try(lambda: F.nll_loss(logp_cpu.cuda(), (torch.arange(N) % C).cuda()).item()),
+               "bad": _try(lambda: F.nll_loss(logp_cpu.cuda(), y_cpu.cuda()).item()), "pid": os.getpid()}
+        os.write(w, json.dumps(res).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(pid, 0)
+    child = json.loads(data.decode() or "{}")
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp = logp_cpu.cuda()
+    good = _try(lambda: F.nll_loss(logp, (torch.arange(N) % C).cuda()).item())
+    bad = _try(lambda: F.nll_loss(logp, y_cpu.cuda()).item())
+    _emit(enable=en, initialised_after_enable=initialised, child=child, good=good, bad=bad, pid=os.getpid())
+
+
+def child_busy_target(torch, F):
+    trigger, counter = os.environ["LG_BUSY_TRIGGER"], os.environ["LG_BUSY_COUNTER"]
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp = logp_cpu.cuda()
+    ok = (torch.arange(N) % C).cuda()
+    big = torch.randn(2048, 2048, device="cuda")
+    print("ready %d" % os.getpid(), flush=True)
+    it = 0
+    while not os.path.exists(trigger) and it < 1000000:
+        for _ in range(4):
+            F.nll_loss(logp, ok)
+            big = (big @ big).tanh()
+        torch.cuda.synchronize()
+        it += 1
+        if it % 5 == 0:
+            with open(counter + ".tmp", "w") as f:
+                f.write(str(it))
+            os.replace(counter + ".tmp", counter)
+    bad = _try(lambda: F.nll_loss(logp, y_cpu.cuda()).item())
+    _emit(bad=bad, iterations=it)
+
+
+def child_profiler_enable(torch, F):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import labelguard
+    labelguard.enable(action="raise")
+    child_profiler(torch, F)
+
+
 def child_split_launch(torch, F):
     n = (1 << 31) + 4096  # TensorIterator splits a gather this long into 32-bit launches
     x = torch.zeros(64, dtype=torch.uint8, device="cuda")
@@ -281,7 +351,8 @@ CHILDREN = {
     "index_cost": child_index_cost, "profiler": child_profiler, "async_exit": child_async_exit,
     "mask_full": child_mask_full, "capture_logits": child_capture_logits,
     "late_enable": child_late_enable, "attach_target": child_attach_target,
-    "split_launch": child_split_launch,
+    "split_launch": child_split_launch, "enable_early": child_enable_early, "busy_target": child_busy_target,
+    "profiler_enable": child_profiler_enable,
 }
 
 
@@ -562,6 +633,123 @@ def case_attach(ctx):
     return "PASS", "attached; bad label raised in the attached process"
 
 
+_early = {}
+_early_lock = __import__("threading").Lock()
+
+
+def early_run(ctx):
+    """One enable-before-CUDA child, shared by enable_early and enable_fork."""
+    with _early_lock:
+        if "r" not in _early:
+            _early["r"] = spawn(ctx, "enable_early", "enable_early", {"LABELGUARD_LIB": ctx.lib}, preload=False)
+        return _early["r"]
+
+
+def case_enable_early(ctx):
+    rc, obs, ev, err = early_run(ctx)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    if obs["enable"].get("raised"):
+        return "FAIL", "enable() refused: %s" % obs["enable"].get("text", "")[:300]
+    start = [e for e in of(ev, "start") if e.get("pid") == obs["pid"]]
+    backend = start[0].get("backend") if start else None
+    want = "host" if ctx.fake else "gpu"
+    detail = "initialised after enable=%s, backend=%s" % (obs["initialised_after_enable"], backend)
+    if obs["initialised_after_enable"] or backend != want or obs["good"].get("raised") or not ours(obs["bad"]):
+        return "FAIL", detail + " (want %s); good=%s bad=%s" % (want, obs["good"], obs["bad"])
+    return "PASS", detail + ", bad label raised"
+
+
+def case_enable_fork(ctx):
+    rc, obs, ev, err = early_run(ctx)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    child = obs.get("child") or {}
+    if not child or child["good"].get("raised"):
+        return "FAIL", "the fork child's CUDA failed after the parent's enable(): %s" % child
+    if not ours(child["bad"]):
+        return "FAIL", "the fork child's bad label: %s" % child["bad"]
+    return "PASS", "fork child after enable(): CUDA works, its bad label raised %s" % child["bad"]["type"]
+
+
+def case_attach_busy(ctx):
+    if ctx.fake:
+        return "SKIP", "covered GPU-free by tests/e2e/test_attach_busy.sh (asynchronous double)"
+    if shutil.which("gdb") is None:
+        return "SKIP", "no gdb on this machine"
+    n = int(os.environ.get("LG_GPU_ATTACHES", "3"))
+    trigger = os.path.join(ctx.workdir, "busy.trigger")
+    counter = os.path.join(ctx.workdir, "busy.counter")
+    for f in (trigger, counter):
+        if os.path.exists(f):
+            os.unlink(f)
+    result = {"attaches": []}
+
+    def count():
+        try:
+            return int(open(counter).read() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def drive(p):
+        line = p.stdout.readline()
+        if not line.startswith("ready"):
+            result["err"] = "target did not start: %r" % line
+            open(trigger, "w").close()
+            return
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), LABELGUARD_LIB=ctx.lib)
+        for _ in range(n):
+            before, t0 = count(), time.time()
+            try:
+                a = subprocess.run([sys.executable, "-m", "labelguard", "attach", str(p.pid)], env=env,
+                                   capture_output=True, text=True, timeout=60)
+                rc_a, out = a.returncode, (a.stdout + a.stderr)[-300:]
+            except subprocess.TimeoutExpired:
+                rc_a, out = None, "timeout after 60s"
+            secs = time.time() - t0
+            grew = False
+            for _ in range(100):
+                if count() > before:
+                    grew = True
+                    break
+                time.sleep(0.1)
+            result["attaches"].append({"rc": rc_a, "secs": round(secs, 1), "loop_ran_on": grew, "out": out})
+            if rc_a != 0 or not grew:
+                break
+        open(trigger, "w").close()
+
+    rc, obs, ev, err = spawn(ctx, "attach_busy", "busy_target",
+                             {"LABELGUARD_ACTION": "raise", "LG_BUSY_TRIGGER": trigger, "LG_BUSY_COUNTER": counter},
+                             preload=False, timeout=120 + 70 * n, stdin_fn=drive)
+    if "err" in result:
+        return "FAIL", result["err"]
+    att = result["attaches"]
+    bad_att = [a for a in att if a["rc"] != 0 or not a["loop_ran_on"]]
+    if len(att) < n or bad_att:
+        return "FAIL", "attaches: %s" % (bad_att or att)
+    if obs is None or not ours(obs["bad"]):
+        return "FAIL", "after %d attaches: %s (rc=%s %s)" % (n, obs and obs["bad"], rc, err[-200:])
+    return "PASS", "%d attaches in %s s, the loop ran on (%d iterations), bad label raised" % (
+        n, [a["secs"] for a in att], obs["iterations"])
+
+
+def case_profiler_enable(ctx):
+    if ctx.fake:
+        return "SKIP", "the double has no Kineto activity records (GPU-free: tests/torch-fake/test_profiler.sh)"
+    rc, obs, ev, err = spawn(ctx, "profiler_enable", "profiler_enable", {"LABELGUARD_LIB": ctx.lib}, preload=False)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    start = of(ev, "start")
+    hooks = start[0].get("hooks") if start else None
+    if obs["cuda_events"] == 0:
+        return "FAIL", "no CUDA kernel in the profiler's trace after enable() (hooks %s, warnings: %s)" % (
+            hooks, [w.get("what") for w in of(ev, "warning")])
+    if hooks != ["interpose"] or not ours(obs["bad"]):
+        return "FAIL", "hooks=%s bad=%s" % (hooks, obs["bad"])
+    return "PASS", "%d CUDA events in the trace after enable(), hooks %s, bad label caught after" % (
+        obs["cuda_events"], hooks)
+
+
 def case_split_launch(ctx):
     if ctx.fake:
         return "SKIP", "needs 17 GiB of device memory (and a kernel that computes)"
@@ -603,7 +791,8 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("hooks_cupti", case_hooks_cupti), ("profiler", case_profiler), ("async_exit", case_async_exit),
          ("mask_full", case_mask_full), ("capture_logits", case_capture_logits),
          ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),
-         ("compiled", case_compiled)]
+         ("enable_early", case_enable_early), ("enable_fork", case_enable_fork), ("attach_busy", case_attach_busy),
+         ("profiler_enable", case_profiler_enable), ("compiled", case_compiled)]
 
 
 def main():

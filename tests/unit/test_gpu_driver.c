@@ -15,7 +15,10 @@
  *     and the loss launch reading its sanitized copy, are pointed at scratch of their own
  *     (cuGraphExecKernelNodeSetParams on a fake graph that records each exec's node values),
  *     its replays are read from its own ring and named exec 2; a refused rewrite puts the exec
- *     back as it was.
+ *     back as it was;
+ *   - no CUDA context in the process yet when the backend is first asked (the start came at a
+ *     hook before the application's first context): undecided, then GPU once a primary
+ *     context is active or one is current, host only when the module does not load.
  * Run: build/tests/unit/test_gpu_driver (or LG_TESTS=test_gpu_driver bash tests/run.sh).
  */
 #include "../../cuda/lg_validate.h"
@@ -66,9 +69,24 @@ static CUresult f_error_string(CUresult r, const char **s)
     *s = r == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "refused";
     return CUDA_SUCCESS;
 }
+static bool no_context;  /* the process has made no CUDA context yet */
+static int primary_active; /* cuDevicePrimaryCtxGetState's answer */
 static CUresult f_ctx_current(CUcontext *c)
 {
-    *c = (CUcontext)0x3000;
+    *c = no_context ? NULL : (CUcontext)0x3000;
+    return CUDA_SUCCESS;
+}
+static CUresult f_init(unsigned flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+static CUresult f_device_count(int *n)
+{
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+static CUresult f_primary_state(CUdevice d, unsigned *flags, int *active)
+{
+    (void)d;
+    *flags = 0;
+    *active = primary_active;
     return CUDA_SUCCESS;
 }
 static CUresult f_ctx_device(CUdevice *d)
@@ -252,6 +270,9 @@ static void fake_driver(void)
     memset(&lg_drv, 0, sizeof lg_drv);
     lg_drv.get_error_string = f_error_string;
     lg_drv.ctx_get_current = f_ctx_current;
+    lg_drv.init = f_init;
+    lg_drv.device_get_count = f_device_count;
+    lg_drv.primary_ctx_get_state = f_primary_state;
     lg_drv.ctx_get_device = f_ctx_device;
     lg_drv.device_get_attribute = f_dev_attr;
     lg_drv.module_load_data = f_load;
@@ -283,6 +304,27 @@ static void fresh_driver(void)
     refuse_fatbin_with = CUDA_SUCCESS;
     alloc_fails = false;
     label_device = 0;
+}
+
+/* The backend is decided once a context exists: a start before the application's first context
+ * (its first hook came first) leaves it undecided (-1), not host; a primary context made on
+ * another thread, or one current here, decides it (GPU). */
+static void test_backend_undecided_until_context(void)
+{
+    fresh_driver();
+    no_context = true;
+    primary_active = 0;
+    g_assert_cmpint(lg_validate_module_decide(), ==, -1);
+    primary_active = 1;
+    g_assert_cmpint(lg_validate_module_decide(), ==, 1);
+    primary_active = 0;
+    no_context = false;
+    g_assert_cmpint(lg_validate_module_decide(), ==, 1);
+    g_assert_cmpint(lg_validate_module_count(), ==, 1); /* the current context's module */
+    refuse_fatbin_with = CUDA_ERROR_OUT_OF_MEMORY;      /* neither image loads in a new context */
+    lg_validate_module_forget();
+    g_assert_cmpint(lg_validate_module_decide(), ==, 0);
+    refuse_fatbin_with = CUDA_SUCCESS;
 }
 
 /* A context the old driver cannot run the fatbin in: the PTX alone loads. */
@@ -651,6 +693,7 @@ int main(int argc, char **argv)
     lg_cfg.quiet = true;
     snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", "/nonexistent/labelguard-unit");
     g_test_add_func("/gpu_driver/ptx_fallback", test_ptx_fallback);
+    g_test_add_func("/gpu_driver/backend_undecided_until_context", test_backend_undecided_until_context);
     g_test_add_func("/gpu_driver/no_ptx_for_other_errors", test_no_ptx_for_other_errors);
     g_test_add_func("/gpu_driver/scratch_refused", test_scratch_refused);
     g_test_add_func("/gpu_driver/copy_in_pinned_memory", test_copy_in_pinned_memory);
