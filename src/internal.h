@@ -428,6 +428,9 @@ LG_HIDDEN uint64_t lg_validate_ns_total(void);
 LG_HIDDEN uint64_t lg_validate_gpu_host_fallbacks(void);
 /* Why checks went to the host backend: returned once (then NULL), for the caller to report. */
 LG_HIDDEN const char *lg_validate_gpu_take_fallback_note(void);
+/* Once, when the GPU backend was chosen after a caller (the start event) had been answered
+ * host for want of a context: the note for the log; NULL otherwise. */
+LG_HIDDEN const char *lg_validate_gpu_take_backend_note(void);
 /* Which validator image the driver loaded ("fatbin: sm_90 code, PTX ISA 6.5", "ptx: ..."),
  * NULL while none has loaded. */
 LG_HIDDEN const char *lg_validate_module_image(void);

@@ -90,12 +90,16 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
 
 /* ------------------------------------------------------------------ the stages */
 
-/* The GPU backend's first hand-over to the host backend, said once. */
+/* What the backends owe the log, said once: the GPU backend's first hand-over to the host
+ * backend, and its late start in a process that had no context when labelguard started. */
 static void report_fallback(void)
 {
     const char *note = lg_validate_gpu_take_fallback_note();
     if (LG_UNLIKELY(note != NULL))
         lg_report_warning_once("scratch_fallback", note);
+    note = lg_validate_gpu_take_backend_note();
+    if (LG_UNLIKELY(note != NULL))
+        lg_report_note_once("backend_gpu", note);
 }
 
 /* "<kernel>: " and fmt with why: the detail of a warning about one kernel. */

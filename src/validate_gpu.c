@@ -681,26 +681,40 @@ int lg_validate_gpu_wait(void *stream, char *why, size_t why_len)
     return -1;
 }
 
+/* Set when a caller was answered "host" while no context existed yet (the start event's
+ * backend among them): a later choice of the GPU backend is then owed a note in the log,
+ * which the launch path reports (lg_validate_gpu_take_backend_note). Under lock. */
+static bool answered_undecided;
+static int backend_note_state; /* 0 none, 1 pending, 2 taken */
+
 bool lg_validate_gpu_active(void)
 {
     pthread_mutex_lock(&lock);
-    bool now = false;
     if (gpu_undecided) {
         int r = lg_validate_module_decide();
         if (r >= 0) {
             gpu_undecided = false;
-            gpu_active = now = r > 0;
+            gpu_active = r > 0;
             if (gpu_active)
                 preallocate();
+            if (gpu_active && answered_undecided)
+                __atomic_store_n(&backend_note_state, 1, __ATOMIC_RELEASE);
         }
     }
+    if (gpu_undecided)
+        answered_undecided = true;
     bool a = gpu_active;
     pthread_mutex_unlock(&lock);
-    /* After the start event said host: the log must say what checks run on from now on. */
-    if (now && lg_started())
-        lg_report_note_once("backend_gpu", "the GPU backend is active from here on: the application made its CUDA "
-                                           "context after labelguard started (the start event says backend host)");
     return a;
+}
+
+const char *lg_validate_gpu_take_backend_note(void)
+{
+    int expected = 1;
+    return __atomic_compare_exchange_n(&backend_note_state, &expected, 2, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+               ? "the GPU backend is active from here on: the application made its CUDA context after labelguard "
+                 "started (the start event says backend host)"
+               : NULL;
 }
 
 /* The parent's CUDA objects mean nothing in a fork child (CUDA does not survive fork), and
