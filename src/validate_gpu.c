@@ -8,7 +8,11 @@
  * the default stream (preallocate), grown with a backoff when refused (allocation_failed), and
  * a check it cannot serve goes to the host backend (to_host, counted in the summary). A
  * sanitized copy the device has no memory for goes to mapped pinned host memory instead. It is kept per
- * (context, stream[, thread for the per-thread default stream]) under one mutex. Nothing is
+ * (context, stream, thread) under one mutex: threads share a stream (PyTorch's default stream
+ * is every thread's, and autograd's backward runs on a thread of its own), and a validator of
+ * another thread enqueued between this thread's validator and its loss launch would rewrite the
+ * sanitized copy that loss is about to read; one thread's launches are enqueued in its program
+ * order, so each copy is read before that thread's next validator writes it. Nothing is
  * ever freed: a kernel still in flight, or a CUDA graph captured with a launch of ours, may
  * read it at any later time; instead the table is bounded (MAX_STREAM_SCRATCH,
  * MAX_CAPTURED_SCRATCH) and checks past the bound go to the host backend. Launches captured
@@ -42,7 +46,7 @@ struct lg_scratch {
     CUcontext ctx;
     unsigned long long ctx_id;
     CUstream stream;
-    pthread_t thread; /* only for CU_STREAM_PER_THREAD */
+    pthread_t thread; /* the launching thread: it alone enqueues work on this scratch */
     bool captured;    /* dedicated to one captured launch; never looked up again */
     /* GPU memory */
     CUdeviceptr state, cand, cand_count, ring_dev, copy;
@@ -63,9 +67,10 @@ static bool gpu_active;
  * checks, doubling up to BACKOFF_MAX while they keep failing. All under `lock`. */
 #define BACKOFF_MAX    4096
 /* Scratch is never freed (an in-flight kernel or a graph may still use it), so the table is
- * bounded: a process that checks on more streams (or captures more checked launches) than
- * this sends the rest to the host backend, counted in host_fallbacks and said once. A stream
- * handle the runtime reuses after cudaStreamDestroy finds its predecessor's scratch. */
+ * bounded: a process that checks on more (stream, thread) pairs (or captures more checked
+ * launches) than this sends the rest to the host backend, counted in host_fallbacks and said
+ * once. A stream handle the runtime reuses after cudaStreamDestroy finds its predecessor's
+ * scratch. */
 #define MAX_STREAM_SCRATCH   256
 #define MAX_CAPTURED_SCRATCH 4096
 #define PREALLOC_COPY  (1u << 20) /* sanitized-copy area made at start: 128 Ki int64 labels */
@@ -130,13 +135,15 @@ fail:
     return -1;
 }
 
-/* The scratch of (ctx, stream), created on first use; `captured`: a fresh one that nobody
- * else will use. Caller holds `lock`. */
+/* The scratch of (ctx, stream, calling thread), created on first use; `captured`: a fresh one
+ * that nobody else will use. A thread id the system reuses after its thread ended finds that
+ * thread's scratch, whose last loss launch is ahead of anything enqueued now on the stream.
+ * Caller holds `lock`. */
 static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, int samples, char *why, size_t why_len)
 {
     if (stream == CU_STREAM_LEGACY)
         stream = NULL;
-    pthread_t self = stream == CU_STREAM_PER_THREAD ? pthread_self() : (pthread_t)0;
+    pthread_t self = captured ? (pthread_t)0 : pthread_self();
     scratch_t *s = NULL;
     if (!captured) {
         for (int i = 0; i < n_scratches; i++) {
@@ -160,7 +167,8 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
             snprintf(why, why_len,
                      captured ? "%d captured launches already have validator scratch of their own (it is kept while a "
                                 "graph may replay them)"
-                              : "%d streams already have validator scratch (kept for each stream a check ran on)",
+                              : "%d (stream, thread) pairs already have validator scratch (kept for each thread "
+                                "and stream a check ran on)",
                      kept);
             return NULL;
         }
@@ -630,8 +638,10 @@ int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *r
     return rc;
 }
 
-/* At start, while the GPU is still empty: the scratch of the legacy default stream (where
- * PyTorch's current stream is unless changed), with a sanitized-copy area. A refusal here only
+/* At start, while the GPU is still empty: the starting thread's scratch of the legacy default
+ * stream (where PyTorch's current stream is unless changed; the thread whose first CUDA call
+ * starts the library is most often the one that runs the forward), with a sanitized-copy area.
+ * Other threads get theirs at their first check. A refusal here only
  * starts the backoff. Caller holds `lock`. */
 static void preallocate(void)
 {
