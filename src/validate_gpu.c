@@ -20,6 +20,11 @@
  * its own verdict; a second exec of that graph gets a second set (lg_validate_gpu_rebind: the
  * exec's copies of the validator node and of the loss launch reading its sanitized copy are
  * rewritten with cuGraphExecKernelNodeSetParams), so two execs replaying at once stay apart.
+ * When no graph or exec holds captured scratch any more (graphs.c, at cudaGraphDestroy and
+ * cudaGraphExecDestroy: lg_validate_gpu_retire, with the runs queued on it), it is handed to
+ * the next captured launch once its ring has published those runs; freeing it instead would
+ * synchronize the device (cuMemFree), possibly inside the application's capture. So cudagraph
+ * trees, which capture a graph per new shape and destroy the old ones, stay within the bound.
  *
  * Our driver calls run in relaxed capture mode: they must not invalidate a global-mode capture
  * the application has running on another stream (an "unsafe" call fails and poisons it), as
@@ -28,7 +33,8 @@
  * (against lg_scan_host, needs a GPU), tests/unit/test_kernel_emulation (the kernels) and
  * tests/unit/test_gpu_driver.c (fake driver: refused scratch memory, host fallback and backoff;
  * the sanitized copy in mapped pinned memory; labels on another device; the bounded table; a
- * second exec's rebinding, on a fake graph).
+ * second exec's rebinding, on a fake graph; copies per thread; captured scratch reused over
+ * 10,000 capture / instantiate / replay / destroy cycles).
  */
 #include "../cuda/lg_validate.h"
 #include "internal.h"
@@ -48,6 +54,8 @@ struct lg_scratch {
     CUstream stream;
     pthread_t thread; /* the launching thread: it alone enqueues work on this scratch */
     bool captured;    /* dedicated to one captured launch; never looked up again */
+    bool retired;     /* captured, and no graph or exec holds it any more (lg_validate_gpu_retire) */
+    uint64_t due;     /* retired: the runs queued on it; reusable once its ring has published them */
     /* GPU memory */
     CUdeviceptr state, cand, cand_count, ring_dev, copy;
     int cand_samples; /* samples per block the candidate area holds */
@@ -135,11 +143,31 @@ fail:
     return -1;
 }
 
-/* The scratch of (ctx, stream, calling thread), created on first use; `captured`: a fresh one
- * that nobody else will use. A thread id the system reuses after its thread ended finds that
- * thread's scratch, whose last loss launch is ahead of anything enqueued now on the stream.
+/* Captured scratch handed back (retired) whose last replay has run, in this context: the one
+ * with the smallest sanitized-copy area that holds `copy_bytes`, else any. NULL when none.
  * Caller holds `lock`. */
-static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, int samples, char *why, size_t why_len)
+static scratch_t *reusable(const lg_module_t *m, size_t copy_bytes)
+{
+    scratch_t *best = NULL;
+    for (int i = 0; i < n_scratches; i++) {
+        scratch_t *c = scratches[i];
+        if (!c->retired || c->ctx != m->ctx || c->ctx_id != m->ctx_id ||
+            __atomic_load_n(&c->ring->latest, __ATOMIC_ACQUIRE) < c->due)
+            continue;
+        bool fits = c->copy_bytes >= copy_bytes, best_fits = best && best->copy_bytes >= copy_bytes;
+        if (!best || (fits && (!best_fits || c->copy_bytes < best->copy_bytes)))
+            best = c;
+    }
+    return best;
+}
+
+/* The scratch of (ctx, stream, calling thread), created on first use; `captured`: one that no
+ * other launch uses while a graph or exec holds it, a retired one whose replays have all run if
+ * there is one (`copy_bytes`: the sanitized copy it should hold), else a fresh one. A thread id
+ * the system reuses after its thread ended finds that thread's scratch, whose last loss launch
+ * is ahead of anything enqueued now on the stream. Caller holds `lock`. */
+static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, int samples, size_t copy_bytes,
+                              char *why, size_t why_len)
 {
     if (stream == CU_STREAM_LEGACY)
         stream = NULL;
@@ -154,6 +182,11 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
                 break;
             }
         }
+    } else if ((s = reusable(m, copy_bytes))) {
+        /* Its accumulators are back at their identities (the last block of each run resets
+         * them) and its run count equals the ring's latest: the new check counts on from it. */
+        s->retired = false;
+        s->stream = stream;
     }
     if (!s) {
         if (!may_allocate()) {
@@ -376,7 +409,7 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
         return -1;
     }
     attempts++;
-    scratch_t *s = scratch_for(m, stream, captured, samples, why, why_len);
+    scratch_t *s = scratch_for(m, stream, captured, samples, want_copy ? bytes : 0, why, why_len);
     if (!s) {
         pthread_mutex_unlock(&lock);
         to_host(use_host, why);
@@ -580,11 +613,14 @@ static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg
     if (reads && find_loss_node(vnode, spec, reads, &lnode, &lkp, why, why_len) != 0)
         return -1;
     attempts++;
-    scratch_t *s2 = scratch_for(m, s->stream, true, s->cand_samples, why, why_len);
+    scratch_t *s2 = scratch_for(m, s->stream, true, s->cand_samples, p.copy ? s->copy_bytes : 0, why, why_len);
     if (!s2)
         return -1;
-    if (p.copy && grow_copy(s2, s->copy_bytes, why, why_len) != 0)
-        return -1; /* s2 stays in the table, unused: rare, and bounded */
+    if (p.copy && s2->copy_bytes < s->copy_bytes && grow_copy(s2, s->copy_bytes, why, why_len) != 0) {
+        s2->retired = true; /* unused: the next captured check may take it */
+        s2->due = __atomic_load_n(&s2->ring->latest, __ATOMIC_ACQUIRE);
+        return -1;
+    }
     lg_scan_params_t p2 = p;
     p2.state = s2->state;
     p2.cand = s2->cand;
@@ -613,10 +649,26 @@ static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "pointing the exec's validator at scratch of its own failed: %s",
                  lg_validate_module_error(r));
+        s2->retired = true; /* the exec is back on the graph's scratch: s2 is free again */
+        s2->due = __atomic_load_n(&s2->ring->latest, __ATOMIC_ACQUIRE);
         return -1;
     }
     *own = s2->ring;
     return 0;
+}
+
+int lg_validate_gpu_retire(const struct lg_scan_ring *ring, uint64_t runs)
+{
+    int rc = 1;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_scratches && rc; i++)
+        if (scratches[i]->captured && scratches[i]->ring == ring) {
+            scratches[i]->due = runs;
+            scratches[i]->retired = true;
+            rc = 0;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *ring, const lg_spec_t *spec,
@@ -655,7 +707,7 @@ static void preallocate(void)
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     lg_drv.exchange_capture_mode(&mode);
     /* One sample per block: the first check grows the candidate area to LABELGUARD_SAMPLES. */
-    scratch_t *s = scratch_for(m, NULL, false, 1, why, sizeof why);
+    scratch_t *s = scratch_for(m, NULL, false, 1, 0, why, sizeof why);
     if (s && s->copy_bytes < PREALLOC_COPY)
         (void)grow_copy(s, PREALLOC_COPY, why, sizeof why);
     lg_drv.exchange_capture_mode(&mode);
