@@ -459,6 +459,12 @@ LG_HIDDEN int lg_validate_async(const lg_target_t *t, void *stream, int64_t repl
 LG_HIDDEN int lg_validate_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
                                  const struct lg_kernel_info *info, uint64_t reads, const struct lg_scan_ring **own,
                                  char *why, size_t why_len);
+/* No graph or exec holds the captured check whose ring is `ring` (or an exec's own scratch
+ * with that ring) any more, and `runs` of its runs were queued: its scratch goes back to the
+ * backend that made it, which hands it to a later captured check once the ring has published
+ * `runs` (the last replay has run). The ring keeps counting: that check's replays publish from
+ * lg_verdicts_ring_latest + 1. Any thread; never called twice for one capture of a ring. */
+LG_HIDDEN void lg_validate_retire(const struct lg_scan_ring *ring, uint64_t runs);
 /* Rebinding a loss launch's node: where spec says the launch holds its target, read (*at) from
  * the launch's argument array, or set to `to` in out[] (spec->n_params slots; the parameter
  * holding it rewritten in `value`, LG_RETARGET_MAX bytes). 0, or -1 when spec cannot say;
@@ -525,6 +531,8 @@ LG_HIDDEN int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t
 LG_HIDDEN int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, const struct lg_scan_ring *ring,
                                       const struct lg_kernel_info *info, const struct lg_scan_ring **own, char *why,
                                       size_t why_len);
+/* lg_validate_retire for a host-node check: 0, or 1 when `ring` is not one. */
+LG_HIDDEN int lg_validate_node_retire(const struct lg_scan_ring *ring, uint64_t runs);
 
 /* ---------------------------------------------------------------- validate_gpu.c */
 
@@ -558,6 +566,8 @@ LG_HIDDEN void lg_validate_gpu_after_fork(void);
 LG_HIDDEN int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
                                      const struct lg_spec *spec, uint64_t reads, const struct lg_scan_ring **own,
                                      char *why, size_t why_len);
+/* lg_validate_retire for captured validator scratch: 0, or 1 when `ring` is not one. */
+LG_HIDDEN int lg_validate_gpu_retire(const struct lg_scan_ring *ring, uint64_t runs);
 
 /* ---------------------------------------------------------------- verdicts.c */
 
@@ -598,6 +608,8 @@ LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, voi
 /* Run `seq` of a verdict ring (GPU: mapped pinned memory; graph host nodes: host memory):
  * 1 read into v, 0 not yet written, -1 already overwritten. Lock-free, any thread. */
 LG_HIDDEN int lg_verdicts_ring_read(const struct lg_scan_ring *ring, uint64_t seq, lg_verdict_t *v);
+/* The newest run a ring has published (0: none). Lock-free, any thread. */
+LG_HIDDEN uint64_t lg_verdicts_ring_latest(const struct lg_scan_ring *ring);
 LG_HIDDEN void lg_verdicts_after_fork(void);
 /* At exit, before CUDA's teardown: waits up to timeout_ns for the runs of every outstanding
  * check to be published (the process leaves without waiting for its GPU work). */

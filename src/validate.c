@@ -7,8 +7,9 @@
  * whose verdict verdicts.c collects later; inside a graph capture the async check is captured
  * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
  * A graph instantiated again gets its checks rebound (lg_validate_rebind) by the backend that
- * captured them; the helpers that read and rewrite a loss launch's target in a graph node are
- * here because both backends use them.
+ * captured them, and a check no graph or exec holds any more has its scratch handed back to
+ * that backend (lg_validate_retire); the helpers that read and rewrite a loss launch's target
+ * in a graph node are here because both backends use them.
  * The host backend runs in relaxed capture mode, so that none of its calls invalidates a
  * capture the application runs on another stream or thread.
  *
@@ -298,6 +299,13 @@ bool lg_validate_is_loss_kernel(const struct lg_kernel_info *info, const void *f
      * is the same function, with the same parameters. */
     const char *name = lg_names_lookup ? lg_names_lookup(func) : NULL;
     return name && info->mangled && strcmp(name, info->mangled) == 0;
+}
+
+/* Each backend recognises its own rings and answers 1 for a ring it does not know. */
+void lg_validate_retire(const struct lg_scan_ring *ring, uint64_t runs)
+{
+    if (ring && lg_validate_node_retire(ring, runs) == 1)
+        (void)lg_validate_gpu_retire(ring, runs);
 }
 
 /* The check is one backend's or the other's: each recognises its own ring and answers 1 for

@@ -137,6 +137,11 @@ int lg_verdicts_add(lg_pending_t *p)
     return 0;
 }
 
+uint64_t lg_verdicts_ring_latest(const struct lg_scan_ring *ring)
+{
+    return __atomic_load_n(&ring->latest, __ATOMIC_ACQUIRE);
+}
+
 int lg_verdicts_ring_read(const lg_scan_ring_t *ring, uint64_t seq, lg_verdict_t *v)
 {
     const lg_scan_ring_entry_t *e = &ring->entries[seq % LG_RING_SLOTS];

@@ -44,6 +44,9 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   left to Kineto: hooks ["interpose"]), and the bad label after it still caught
   split_launch    a gather over 2^31 + 4096 ids, which TensorIterator splits into 32-bit launches,
                   with one bad id in the last part: caught; prints the sample index it reports
+  threads_mask    two threads on the default stream (shared, as in PyTorch), mask mode, one bad
+                  label per step: every loss is the one of its own thread's labels (the bad one
+                  ignored), never one computed from the other thread's sanitized copy
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
 Exit status 0 when no case failed (SKIP is not a failure), 1 otherwise.
@@ -66,6 +69,7 @@ BAD_AT, BAD_VALUE = 7, 7
 
 
 # ---------------------------------------------------------------------------------- children
+THREADS_N, THREADS_C = 4096, 10
 def _emit(**kw):
     print(json.dumps(kw), flush=True)
 
@@ -336,6 +340,43 @@ def child_profiler_enable(torch, F):
     child_profiler(torch, F)
 
 
+def child_threads_mask(torch, F):
+    import threading
+    iters = int(os.environ.get("LG_THREADS_ITERS", "200"))
+    n, c = THREADS_N, THREADS_C
+    res, go = {}, threading.Barrier(2)
+
+    def work(t):
+        g = torch.Generator().manual_seed(100 + t)
+        logp_cpu = torch.log_softmax(torch.randn(n, c, generator=g), dim=1)
+        logp = logp_cpu.cuda()
+        labels = []
+        for _ in range(iters):
+            y = torch.randint(0, c, (n,), generator=g)
+            bad = int(torch.randint(0, n, (1,), generator=g))
+            y[bad] = c + t
+            labels.append((y, bad))
+        gpu = [y.cuda() for y, _ in labels]
+        torch.cuda.synchronize()
+        go.wait()
+        outs = [F.nll_loss(logp, y) for y in gpu]  # both threads launch on the default stream at once
+        vals = [o.item() for o in outs]
+        wrong = 0
+        for v, (y, bad) in zip(vals, labels):
+            ref = y.clone()
+            ref[bad] = -100
+            want = F.nll_loss(logp_cpu, ref).item()
+            wrong += abs(v - want) > 1e-4 * max(1.0, abs(want))
+        res[t] = {"losses": len(vals), "wrong": wrong}
+
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(300)
+    _emit(threads=[res.get(0), res.get(1)], iters=iters)
+
+
 def child_split_launch(torch, F):
     n = (1 << 31) + 4096  # TensorIterator splits a gather this long into 32-bit launches
     x = torch.zeros(64, dtype=torch.uint8, device="cuda")
@@ -353,6 +394,7 @@ CHILDREN = {
     "late_enable": child_late_enable, "attach_target": child_attach_target,
     "split_launch": child_split_launch, "enable_early": child_enable_early, "busy_target": child_busy_target,
     "profiler_enable": child_profiler_enable,
+    "threads_mask": child_threads_mask,
 }
 
 
@@ -765,6 +807,26 @@ def case_split_launch(ctx):
         sum(1 for _ in viol) or 1, s.get("index"), obs["global_index"], s.get("value"))
 
 
+def case_threads_mask(ctx):
+    iters = 40 if ctx.fake else 200
+    rc, obs, ev, err = spawn(ctx, "threads_mask", "threads_mask",
+                             {"LABELGUARD_ACTION": "mask", "LABELGUARD_QUIET": "1", "LG_THREADS_ITERS": str(iters)},
+                             timeout=300)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    th = obs["threads"]
+    if any(t is None or t["losses"] != iters for t in th):
+        return "FAIL", "a thread did not finish: %s" % th
+    viol = of(ev, "violation")
+    detail = "2 threads x %d masked losses on the default stream: %s from another thread's labels" % (
+        iters, " + ".join(str(t["wrong"]) for t in th))
+    if any(t["wrong"] for t in th):
+        return "FAIL", detail
+    if len(viol) != 2 * iters or any(v.get("outcome") != "masked" for v in viol):
+        return "FAIL", detail + "; %d violations, outcomes %s" % (len(viol), sorted({v.get("outcome") for v in viol}))
+    return "PASS", detail
+
+
 def case_compiled(ctx):
     script = os.path.join(HERE, "compiled_gpu.py")
     if ctx.fake:
@@ -792,7 +854,8 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("mask_full", case_mask_full), ("capture_logits", case_capture_logits),
          ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),
          ("enable_early", case_enable_early), ("enable_fork", case_enable_fork), ("attach_busy", case_attach_busy),
-         ("profiler_enable", case_profiler_enable), ("compiled", case_compiled)]
+         ("profiler_enable", case_profiler_enable), ("threads_mask", case_threads_mask),
+         ("compiled", case_compiled)]
 
 
 def main():
