@@ -208,8 +208,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         if (vd->checked > 0)
             APPEND("  min %s, max %s", fmt_value(t, vd->min, lo, sizeof lo), fmt_value(t, vd->max, hi, sizeof hi));
     } else if (ids(v)) {
-        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " rows",
-               vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes);
+        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " %s",
+               vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes, lg_cause_indexed_unit(v->indexed));
         if (t->has_ignore_index)
             APPEND(", padding_idx = %" PRId64 ")", t->ignore_index);
         else
