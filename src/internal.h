@@ -1152,6 +1152,27 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
 
+/* ---------------------------------------------------------------- pyboot.c */
+
+enum {
+    LG_PYBOOT_NOT_PYTHON, /* no CPython in the process */
+    LG_PYBOOT_LATE,       /* loaded into a running interpreter (enable(), attach) */
+    LG_PYBOOT_ON_PATH,    /* preloaded: labelguard/_bootstrap is first on PYTHONPATH */
+    LG_PYBOOT_NO_DIR,     /* preloaded, but no bootstrap directory next to the library */
+};
+/* From the constructor: in a Python interpreter that has not started, labelguard/_bootstrap
+ * first on PYTHONPATH, as `labelguard run` does. */
+LG_HIDDEN void lg_pyboot_constructor(void);
+/* PYTHONPATH with the bootstrap directory found next to the library at lib_path (a real path)
+ * first: 1 with it in out, 0 when old already has a labelguard/_bootstrap entry, -1 when no
+ * directory qualifies (exists(dir, ctx) false for both layouts) or out is too small. */
+LG_HIDDEN int lg_pyboot_pythonpath(const char *lib_path, const char *old, bool (*exists)(const char *dir, void *ctx),
+                                   void *ctx, char *out, size_t cap);
+/* LG_PYBOOT_*, as the constructor found the process. */
+LG_HIDDEN int lg_pyboot_state(void);
+/* The bootstrap will arm the check in this interpreter: on PYTHONPATH, and neither -E, -I nor -S. */
+LG_HIDDEN bool lg_pyboot_expected(void);
+
 /* ---------------------------------------------------------------- api_check.c */
 
 /* The start event's `compiled` line: how torch.compile'd losses are checked (or that they are
