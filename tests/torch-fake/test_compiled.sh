@@ -88,9 +88,9 @@ try:
 except RuntimeError:
     pass' >"$T/isolated.out" 2>&1
     claim=$(cat "$T"/isolated/*.jsonl 2>/dev/null | "$TP" -c 'import json, sys
-print([json.loads(l).get("compiled", "") for l in sys.stdin if "\"start\"" in l])')
+print(next((json.loads(l).get("compiled", "") for l in sys.stdin if "\"start\"" in l), "(no start event)"))')
     case $claim in
-      "['none: this interpreter does not run labelguard's bootstrap"*) echo "ok: python -S: the start event claims no check op";;
+      "none: this interpreter does not run labelguard's bootstrap"*) echo "ok: python -S: the start event claims no check op";;
       *) rc=1; echo "FAIL: python -S: the start event's compiled line: $claim"; tail -5 "$T/isolated.out";;
     esac ;;
   late)
