@@ -9,7 +9,8 @@ capture) is exercised by calling the op itself on the double's CUDA tensors.
   plain   without labelguard (not under `labelguard run`): the same graph as raise, compiled
           into the Inductor cache that raise then uses, which must not reuse it unchecked.
   late    not under `labelguard run`: a graph compiled, then labelguard.enable(compiled
-          default on), torch._dynamo.reset(): the recompiled graph checks, a bad label raises.
+          default on), torch._dynamo.reset(): the recompiled graph checks, a bad label raises,
+          and the start event claims check_op.
   raise   the bootstrap armed the check (labelguard._compiled loaded at start, torch._inductor
           not imported by it); the compiled cross-entropy calls labelguard::check_target once
           (the backward's check merged into the forward's) before its fused kernel and gives
@@ -124,6 +125,10 @@ elif mode == "late":
         ok(False, "after enable(): a bad label raises")
     except RuntimeError as e:
         ok("target[1] = 11" in str(e), "after enable(): a bad label raises labelguard's error", str(e))
+    # enable() may start the library (and make the start event) before it installs the op.
+    start = events("start")
+    ok(start and start[0].get("compiled", "").startswith("check_op"), "after enable(): the start event claims check_op",
+       start[0].get("compiled") if start else None)
 elif mode == "raise":
     xg = x.clone().requires_grad_(True)
     cf = torch.compile(loss_fn)
