@@ -23,14 +23,14 @@ static void test_layouts(void)
 {
     char out[512];
     const char *wheel[] = {"/venv/lib/python3.11/site-packages/labelguard/_bootstrap", NULL};
-    g_assert_cmpint(lg_pyboot_pythonpath("/venv/lib/python3.11/site-packages/labelguard/_native/liblabelguard.so",
-                                         NULL, exists_in, wheel, out, sizeof out),
+    g_assert_cmpint(lg_pyboot_pythonpath("/venv/lib/python3.11/site-packages/labelguard/_native/liblabelguard.so", NULL,
+                                         exists_in, wheel, out, sizeof out),
                     ==, 1);
     g_assert_cmpstr(out, ==, "/venv/lib/python3.11/site-packages/labelguard/_bootstrap");
     const char *checkout[] = {"/src/lg/python/labelguard/_bootstrap", NULL};
-    g_assert_cmpint(lg_pyboot_pythonpath("/src/lg/build/liblabelguard.so", "/opt/x:/opt/y", exists_in, checkout, out,
-                                         sizeof out),
-                    ==, 1);
+    g_assert_cmpint(
+        lg_pyboot_pythonpath("/src/lg/build/liblabelguard.so", "/opt/x:/opt/y", exists_in, checkout, out, sizeof out),
+        ==, 1);
     g_assert_cmpstr(out, ==, "/src/lg/python/labelguard/_bootstrap:/opt/x:/opt/y");
     /* an empty PYTHONPATH gets no empty entry (that would put the working directory on sys.path) */
     g_assert_cmpint(lg_pyboot_pythonpath("/src/lg/build/liblabelguard.so", "", exists_in, checkout, out, sizeof out),
@@ -43,13 +43,11 @@ static void test_once(void)
     char out[512] = "untouched";
     const char *checkout[] = {"/src/lg/python/labelguard/_bootstrap", NULL};
     /* `labelguard run` (or the parent interpreter's constructor) already put it there */
-    g_assert_cmpint(lg_pyboot_pythonpath("/src/lg/build/liblabelguard.so",
-                                         "/a:/src/lg/python/labelguard/_bootstrap:/b", exists_in, checkout, out,
-                                         sizeof out),
+    g_assert_cmpint(lg_pyboot_pythonpath("/src/lg/build/liblabelguard.so", "/a:/src/lg/python/labelguard/_bootstrap:/b",
+                                         exists_in, checkout, out, sizeof out),
                     ==, 0);
-    g_assert_cmpint(lg_pyboot_pythonpath("/src/lg/build/liblabelguard.so",
-                                         "/wheel/site-packages/labelguard/_bootstrap", exists_in, checkout, out,
-                                         sizeof out),
+    g_assert_cmpint(lg_pyboot_pythonpath("/src/lg/build/liblabelguard.so", "/wheel/site-packages/labelguard/_bootstrap",
+                                         exists_in, checkout, out, sizeof out),
                     ==, 0);
     g_assert_cmpstr(out, ==, "untouched");
 }
