@@ -160,6 +160,30 @@ static void violation_release(lg_violation_t *v)
         free(v);
 }
 
+/* What cause.c needs to tell what a launch's ids index: whether the call site is an embedding
+ * (torch/nn/functional.py's embedding(), under nn.Embedding too), and for a scatter of one
+ * scalar (its calculator has no source operand) whether it writes a one-hot. A verdict that
+ * comes after its launch ran (async, graph replay) has no arguments left: the family decides. */
+static void ids_facts(const lg_act_input_t *in, const lg_py_stack_t *py, lg_ids_facts_t *f)
+{
+    memset(f, 0, sizeof *f);
+    int np = py->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : py->n;
+    f->python = np > 0;
+    for (int i = 0; i < np && !f->embedding_call; i++) {
+        const char *file = py->frames[i].file;
+        size_t len = strlen(file), tail = strlen("/torch/nn/functional.py");
+        f->embedding_call = strcmp(py->frames[i].function, "embedding") == 0 && len >= tail &&
+                            strcmp(file + len - tail, "/torch/nn/functional.py") == 0;
+    }
+    const lg_spec_t *s = in->info->spec;
+    if (in->args && s->calc.width != 0 && s->calc_nargs == 2 && s->calc_arg == 1 &&
+        (lg_family_flags(s->family) & LG_FAMILY_NODE_IDS)) {
+        int64_t sizes[32], strides[32];
+        int dims = lg_decode_calc_operand(s, in->args, 0, sizes, strides, 32);
+        f->one_per_row = dims >= 0 && lg_cause_one_per_row(sizes, strides, dims, in->target->n_classes);
+    }
+}
+
 static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_act_input_t *in)
 {
     const lg_kernel_info_t *info = in->info;
@@ -182,18 +206,6 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->action = lg_cfg.action;
     v->outcome = "launched";
     v->note[0] = '\0';
-    /* spec is NULL only when the kernel's image was unloaded before its async verdict came. */
-    if (lg_scan_is_float(in->target->dtype)) {
-        v->cause = lg_cause_classify_range(in->target, in->verdict);
-        lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
-    } else if (info->spec && info->spec->ids) {
-        v->cause = lg_cause_classify_family_ids(info->spec->family, in->target, in->verdict);
-        lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
-    } else {
-        bool dense = in->target->ndim >= 2 || (info->spec && (lg_family_flags(info->spec->family) & LG_FAMILY_DENSE));
-        v->cause = lg_cause_classify(in->target, in->verdict, dense);
-        lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
-    }
     v->native.n = 0;
     if (lg_cfg.backtrace_native)
         lg_stack_capture(&v->native);
@@ -201,6 +213,23 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->python.from_main_thread = false;
     if (lg_cfg.backtrace_python)
         lg_pystack_capture(&v->python);
+    /* The cause after the stacks: what ids index is read off the call site as well as the launch.
+     * spec is NULL only when the kernel's image was unloaded before its async verdict came. */
+    v->indexed = LG_INDEXED_VOCAB;
+    if (lg_scan_is_float(in->target->dtype)) {
+        v->cause = lg_cause_classify_range(in->target, in->verdict);
+        lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    } else if (info->spec && info->spec->ids) {
+        lg_ids_facts_t facts;
+        ids_facts(in, &v->python, &facts);
+        v->indexed = lg_cause_indexed(info->spec->family, &facts);
+        v->cause = lg_cause_classify_indexed(v->indexed, in->target, in->verdict);
+        lg_cause_explain_indexed(v->cause, v->indexed, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    } else {
+        bool dense = in->target->ndim >= 2 || (info->spec && (lg_family_flags(info->spec->family) & LG_FAMILY_DENSE));
+        v->cause = lg_cause_classify(in->target, in->verdict, dense);
+        lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    }
 }
 
 /* Makes the masked copy and the rewritten arguments. Returns false with why. */

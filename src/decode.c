@@ -465,6 +465,28 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
     return 0;
 }
 
+/* Another operand of a closure kernel's OffsetCalculator (cause.c asks where a scatter
+ * writes: one id per row, or many ids into one row). Raw: every dimension as the calculator
+ * holds it, byte strides, fastest first. Bounded by the spec's sizes like decode_calc. */
+int lg_decode_calc_operand(const lg_spec_t *s, void **args, int operand, int64_t *sizes, int64_t *strides, int cap)
+{
+    const lg_field_t *f = &s->calc;
+    int w = f->width, md = s->calc_max_dims, nargs = s->calc_nargs;
+    int head = w == 4 ? 4 : 8, div = w == 4 ? 12 : 8;
+    if (!args || f->param < 0 || f->param >= s->n_params || (w != 4 && w != 8) || operand < 0 || operand >= nargs ||
+        f->offset + head + md * div + md * nargs * w > s->param_sizes[f->param] || !args[f->param])
+        return -1;
+    const unsigned char *p = (const unsigned char *)args[f->param] + f->offset;
+    int64_t dims = read_int(p, 0, 4, true);
+    if (dims < 0 || dims > md || dims > cap)
+        return -1;
+    for (int d = 0; d < dims; d++) {
+        sizes[d] = read_int(p, head + d * div, w, false);
+        strides[d] = read_int(p, head + md * div + (d * nargs + operand) * w, w, false);
+    }
+    return (int)dims;
+}
+
 int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int64_t *out)
 {
     char why[8];

@@ -379,6 +379,11 @@ LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dty
 /* One optional field of a launch (weight, size_average, input...): 0 with *out, -1 when the
  * spec has none or its argument is missing. Bounded by the spec's sizes like lg_decode. */
 LG_HIDDEN int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int64_t *out);
+/* Operand `operand` of a closure kernel's OffsetCalculator (spec target_calc) as stored: up to
+ * cap dimensions, fastest first, sizes and byte strides. The dimension count, or -1 (no
+ * calculator, no arguments, outside the declared parameters). */
+LG_HIDDEN int lg_decode_calc_operand(const lg_spec_t *s, void **args, int operand, int64_t *sizes, int64_t *strides,
+                                     int cap);
 typedef struct lg_args_copy {
     void *args[LG_MAX_PARAMS];
     /* The rewritten parameters' values, packed (8-byte aligned): a by-value closure of 1240
@@ -506,8 +511,10 @@ LG_HIDDEN void lg_validate_host_replace(const lg_target_t *t, void *buf, int64_t
 enum {
     LG_FAMILY_DENSE = 1,         /* per-pixel class labels (nll_loss2d) */
     LG_FAMILY_WRITES_AT_IDS = 2, /* the kernel writes at its ids (scatter, index_put_, index_add_, ...) */
-    LG_FAMILY_NODE_IDS = 4,      /* ids are graph node ids (scatter, index_add_: message passing) */
+    LG_FAMILY_NODE_IDS = 4,      /* ids are graph node ids (scatter, index_add_: message passing), unless
+                                  * the launch shows a one-hot (cause.c) */
     LG_FAMILY_TENSOR_INDEX = 8,  /* ids index a tensor's dimension, not an embedding's vocabulary */
+    LG_FAMILY_VOCAB = 16,        /* ids index an embedding's rows whatever the call site (EmbeddingBag) */
 };
 /* The LG_FAMILY_* flags of a family name (0 for NULL or a family with none). */
 LG_HIDDEN unsigned lg_family_flags(const char *family);
@@ -725,8 +732,45 @@ typedef enum {
     LG_CAUSE_NODE_ID_OUT_OF_RANGE, /* ids of index_add_/scatter: edge ids past the node count */
     LG_CAUSE_NO_SIGMOID,           /* BCE probabilities outside [0, 1]: logits given to BCELoss */
     LG_CAUSE_NAN_INPUT,            /* BCE probabilities that are NaN: the training diverged */
+    LG_CAUSE_NUM_CLASSES_TOO_SMALL, /* ids of a class dimension (F.one_hot): a label >= num_classes */
+    LG_CAUSE_INDEX_OUT_OF_RANGE,    /* ids of a plain dimension (index_select(1), gather, x[idx]) */
     LG_CAUSE_OTHER
 } lg_cause_t;
+
+/* What a kernel's ids index: the cause and the bound's unit follow from it, not from the
+ * kernel alone (one scatter kernel serves F.one_hot and message passing, one gather kernel
+ * nn.Embedding and take_along_dim). */
+typedef enum {
+    LG_INDEXED_VOCAB,   /* an embedding's rows (F.embedding / nn.Embedding on the stack, EmbeddingBag),
+                         * or ids that nothing tells apart from them (no Python stack) */
+    LG_INDEXED_CLASSES, /* a class dimension: each id sets one element of its own row of `bound`
+                         * contiguous elements (F.one_hot, a one-hot made with scatter_) */
+    LG_INDEXED_NODES,   /* node rows (index_add_, scatter in message passing) */
+    LG_INDEXED_DIM,     /* some tensor's dimension (index_select(1, ...), gather, take_along_dim, x[idx]) */
+} lg_indexed_t;
+
+/* What act.c reads off a violation's launch and call site for lg_cause_indexed. */
+typedef struct lg_ids_facts {
+    bool python;         /* a Python stack was read: its functions can tell an embedding */
+    bool embedding_call; /* torch/nn/functional.py's embedding() is on it (F.embedding, nn.Embedding) */
+    bool one_per_row;    /* lg_cause_one_per_row on the written operand of a scalar scatter */
+} lg_ids_facts_t;
+LG_HIDDEN lg_indexed_t lg_cause_indexed(const char *family, const lg_ids_facts_t *f);
+/* A scatter of one scalar (scatter_(dim, idx, value), F.one_hot's zeros(..., C).scatter_(-1, labels
+ * .unsqueeze(-1), 1)) writes a one-hot when its output operand, as the iterator walks it, never
+ * repeats a row (no stride-0 dimension: one id per row) and its rows are `bound` contiguous
+ * elements (the smallest byte stride is bound times an element size). sizes and byte strides
+ * as lg_decode_calc_operand returns them. */
+LG_HIDDEN bool lg_cause_one_per_row(const int64_t *sizes, const int64_t *strides, int dims, int64_t bound);
+LG_HIDDEN lg_cause_t lg_cause_classify_indexed(lg_indexed_t what, const lg_target_t *t, const lg_verdict_t *v);
+/* The sentence for ids that index `what`. */
+LG_HIDDEN void lg_cause_explain_indexed(lg_cause_t c, lg_indexed_t what, const lg_target_t *t, const lg_verdict_t *v,
+                                        char *out, size_t out_len);
+/* The JSONL's target.indexes: "vocabulary", "classes", "nodes" or "dimension". */
+LG_HIDDEN const char *lg_cause_indexed_name(lg_indexed_t what);
+/* The bound's unit in the stderr block: "rows", "classes", "rows (nodes)" or "elements in the
+ * indexed dimension". */
+LG_HIDDEN const char *lg_cause_indexed_unit(lg_indexed_t what);
 /* Ids of an embedding or index kernel (target_kind=ids) get their own causes. */
 LG_HIDDEN lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v);
 /* The same for a kernel family: index_add and scatter ids past the end are node ids. */
@@ -845,6 +889,7 @@ typedef struct lg_violation {
     const char *outcome; /* blocked, held, masked, launched, aborted */
     char note[256];      /* e.g. "raise fell back to mask: only CUPTI saw the launch" */
     lg_cause_t cause;    /* computed once, by act.c */
+    lg_indexed_t indexed; /* ids: what they index (act.c), for the bound's unit */
     char cause_text[256];
     lg_native_stack_t native;
     lg_py_stack_t python;
@@ -1160,6 +1205,27 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+
+/* ---------------------------------------------------------------- pyboot.c */
+
+enum {
+    LG_PYBOOT_NOT_PYTHON, /* no CPython in the process */
+    LG_PYBOOT_LATE,       /* loaded into a running interpreter (enable(), attach) */
+    LG_PYBOOT_ON_PATH,    /* preloaded: labelguard/_bootstrap is first on PYTHONPATH */
+    LG_PYBOOT_NO_DIR,     /* preloaded, but no bootstrap directory next to the library */
+};
+/* From the constructor: in a Python interpreter that has not started, labelguard/_bootstrap
+ * first on PYTHONPATH, as `labelguard run` does. */
+LG_HIDDEN void lg_pyboot_constructor(void);
+/* PYTHONPATH with the bootstrap directory found next to the library at lib_path (a real path)
+ * first: 1 with it in out, 0 when old already has a labelguard/_bootstrap entry, -1 when no
+ * directory qualifies (exists(dir, ctx) false for both layouts) or out is too small. */
+LG_HIDDEN int lg_pyboot_pythonpath(const char *lib_path, const char *old, bool (*exists)(const char *dir, void *ctx),
+                                   void *ctx, char *out, size_t cap);
+/* LG_PYBOOT_*, as the constructor found the process. */
+LG_HIDDEN int lg_pyboot_state(void);
+/* The bootstrap will arm the check in this interpreter: on PYTHONPATH, and neither -E, -I nor -S. */
+LG_HIDDEN bool lg_pyboot_expected(void);
 
 /* ---------------------------------------------------------------- api_check.c */
 

@@ -2,7 +2,9 @@
  *
  * Constructor (loader thread, before main): reads the configuration and does nothing else —
  * no CUDA call, no file, no thread — so a preloaded process that never launches a kernel
- * (a shell, the compiler, a DataLoader worker) is untouched. A bad LABELGUARD_* value stops
+ * (a shell, the compiler, a DataLoader worker) is untouched; the one exception is a Python
+ * interpreter that has not started, whose PYTHONPATH gets the torch.compile bootstrap that
+ * `labelguard run` would have given it (pyboot.c says why this is safe there). A bad LABELGUARD_* value stops
  * the process with status 2 and one message: a job must not run unguarded by mistake.
  * Note that other libraries' constructors may reach our hooks before this constructor runs
  * (a CUDA extension registering its kernels): everything the hooks touch works from static
@@ -62,6 +64,9 @@ __attribute__((constructor)) static void lg_constructor(void)
         _exit(2);
     }
     lg_cfg = cfg;
+    /* A Python interpreter preloaded by hand gets the torch.compile bootstrap `labelguard run`
+     * would have given it (pyboot.c: before main, environment only). */
+    lg_pyboot_constructor();
     /* Here, while the process is still one thread, not in the start: a fork between the start
      * taking start_lock and registering the handlers would leave the child's start waiting on
      * it forever. No CUDA, file or thread: only a mutex pair per fork until the start. */

@@ -388,6 +388,7 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
          * for ids (n_classes is the row count, ignore_index the padding_idx). */
         lg_json_string(j, "kind", "ids");
         lg_json_int(j, "bound", t->n_classes);
+        lg_json_string(j, "indexes", lg_cause_indexed_name(v->indexed));
         if (t->has_ignore_index)
             lg_json_int(j, "padding_idx", t->ignore_index);
         else

@@ -134,11 +134,30 @@ const char *lg_text_safe(const char *in, char *out, size_t len)
     return out;
 }
 
-/* A Python file that belongs to an installed package or the standard library. */
+/* The output code Inductor wrote for a compiled graph: <cache>/<xy>/c<xy...>.py, the directory
+ * named after the file's second and third characters (torch._inductor.codecache.get_path), in
+ * whatever directory TORCHINDUCTOR_CACHE_DIR names. Its `call` runs the compiled graph; the
+ * user's line is the one that called the compiled function. */
+static bool inductor_code(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    if (!slash || slash - file < 3 || slash[-3] != '/')
+        return false;
+    const char *base = slash + 1;
+    size_t n = strlen(base);
+    return n >= 24 && base[0] == 'c' && strcmp(base + n - 3, ".py") == 0 && base[1] == slash[-2] &&
+           base[2] == slash[-1];
+}
+
+/* A Python file that belongs to an installed package or the standard library, labelguard's own
+ * check op (run from inside a compiled graph; in a checkout it is no installed package), or a
+ * compiled graph's generated code. */
 static bool library_frame(const char *file)
 {
+    size_t n = strlen(file), tail = strlen("/labelguard/_compiled.py");
     return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3") ||
-           file[0] == '<';
+           file[0] == '<' || (n >= tail && strcmp(file + n - tail, "/labelguard/_compiled.py") == 0) ||
+           inductor_code(file);
 }
 
 int lg_text_user_frame(const lg_py_stack_t *py)
@@ -208,8 +227,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         if (vd->checked > 0)
             APPEND("  min %s, max %s", fmt_value(t, vd->min, lo, sizeof lo), fmt_value(t, vd->max, hi, sizeof hi));
     } else if (ids(v)) {
-        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " rows",
-               vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes);
+        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " %s",
+               vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes, lg_cause_indexed_unit(v->indexed));
         if (t->has_ignore_index)
             APPEND(", padding_idx = %" PRId64 ")", t->ignore_index);
         else

@@ -252,6 +252,9 @@ def enable(action=None, mode=None, log=None, **options):
                                   "it is fixed for the process's lifetime\nhint: restart the interpreter (the "
                                   "notebook's kernel) and call enable() with these options first"
                                   % "; ".join(conflicts))
+        # The start event, which arming may write at once, says what checks compiled losses:
+        # the check op, which is installed below once arming succeeds.
+        _handle.labelguard_compiled(None)
         why = ctypes.create_string_buffer(1024)
         if _handle.labelguard_enable(why, 1024) < 0:
             raise LabelguardError(why.value.decode("utf-8", "replace") or "labelguard could not arm this process")
