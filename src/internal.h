@@ -573,7 +573,8 @@ typedef struct lg_pending {
     struct lg_kernel_info *cookie;
     void *stream;
     lg_target_t target;
-    const struct lg_scan_ring *ring; /* where run `seq` publishes; NULL: `verdict` is final */
+    const struct lg_scan_ring *ring; /* where run `seq` publishes (GPU validator, graph host
+                                        node, validate_defer.c); NULL: `verdict` is final */
     uint64_t seq;
     uint64_t graph_id; /* a graph replay: the graph's id (its capture's); 0 otherwise */
     uint64_t replay;   /* a graph replay: which replay of that launch, from 1 */

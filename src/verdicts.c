@@ -15,6 +15,10 @@
  *
  * A graph replay's entries are bounded by its ring's size (give_up_older).
  *
+ * Rings are the GPU validator's (mapped pinned memory), a captured host node's, or the host
+ * backend's eager async checks' (validate_defer.c, written by lg_verdicts_ring_write from a host
+ * function on the launch's stream).
+ *
  * Called by validate.c and graphs.c (add) and launch.c (collect), on application threads.
  * Exit: lg.c's atexit handler waits a little for unpublished runs, takes every thread's checks
  * (LG_COLLECT_EXIT) and closes the queue: no ring is read after that, CUDA's teardown may unmap
