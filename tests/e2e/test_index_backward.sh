@@ -20,14 +20,14 @@ P=("$PROGS/embed_step")
 no_oob() { ! grep -q 'Invalid __global__ write' "$T/$1.err"; }
 
 # Without labelguard: the forward's own assert, the backward never writes.
-run_plain plain env FAKECUDA_ASYNC_US=$LAG "${P[@]}" eager 1 1000000 2
+run_plain plain env FAKECUDA_ASYNC_US="$LAG" "${P[@]}" eager 1 1000000 2
 check "plain: the forward asserts (710)" grep -qx 'sync err=710 last_err=710' "$T/plain.out"
 check "plain: its assert line" grep -q 'indexSelectSmallIndex: block: .* Assertion `srcIndex < srcSelectDimSize` failed' "$T/plain.err"
 check "plain: no out-of-bounds write" no_oob plain
 
 for action in raise mask; do
   id=async-$action
-  run_lg "$id" env FAKECUDA_ASYNC_US=$LAG LABELGUARD_MODE=async LABELGUARD_ACTION=$action "${P[@]}" eager 1 1000000 2
+  run_lg "$id" env FAKECUDA_ASYNC_US="$LAG" LABELGUARD_MODE=async LABELGUARD_ACTION=$action "${P[@]}" eager 1 1000000 2
   check "$id: no out-of-bounds write by the backward" no_oob "$id"
   check "$id: the forward is blocked at its launch (800)" grep -qx 'forward launch_err=800' "$T/$id.out"
   check "$id: the step stops there" grep -qx 'stopped_at=forward' "$T/$id.out"
@@ -40,7 +40,7 @@ done
 for mode in sync async; do
   for action in raise mask; do
     id=graph-$mode-$action
-    run_lg "$id" env FAKECUDA_ASYNC_US=$LAG LABELGUARD_MODE=$mode LABELGUARD_ACTION=$action "${P[@]}" graph 1 1000000 2
+    run_lg "$id" env FAKECUDA_ASYNC_US="$LAG" LABELGUARD_MODE=$mode LABELGUARD_ACTION=$action "${P[@]}" graph 1 1000000 2
     check "$id: captured, instantiated, replayed" grep -qx 'capture launches=0,0,0 end=0 instantiate=0 replay=0' "$T/$id.out"
     check "$id: no out-of-bounds write by the backward" no_oob "$id"
     check "$id: the forward's own assert, as without labelguard (710)" grep -qx 'sync err=710 last_err=710' "$T/$id.out"
@@ -52,7 +52,7 @@ done
 
 # Good ids: the step runs whole, on both paths, with no event.
 for m in eager graph; do
-  run_lg "good-$m" env FAKECUDA_ASYNC_US=$LAG LABELGUARD_MODE=async "${P[@]}" $m 1 9 2
+  run_lg "good-$m" env FAKECUDA_ASYNC_US="$LAG" LABELGUARD_MODE=async "${P[@]}" "$m" 1 9 2
   check "good $m: the step ran and synchronised" grep -qx 'sync err=0 last_err=0' "$T/good-$m.out"
   check "good $m: rows 1 9 2" grep -qx 'rows n=3 1 9 2' "$T/good-$m.out"
   events "good-$m" && check "good $m: validated, no violation" qtrue "good-$m" "len(V) == 0 and S[0]['validated'] >= 1"
