@@ -2114,8 +2114,9 @@ static int config_ok(dim3 g, dim3 b)
 }
 
 /* The built-in emulators: PyTorch's NLL kernels (nll.c) and its index kernels (gather.c,
- * named_index.c, index_backward.c). The first entry whose substring and layout both fit is used (one name may
- * have several layouts); a kernel's choice is stored as table * EMU_TABLE_STRIDE + entry. */
+ * named_index.c, index_backward.c). The first entry whose substring and layout both fit is
+ * used (one name may have several layouts); a kernel's choice is stored as
+ * table * EMU_TABLE_STRIDE + entry. */
 static const fk_emulator_t *const emulator_tables[] = { fk_nll_emulators, fk_index_emulators,
                                                          fk_named_index_emulators, fk_index_backward_emulators,
                                                          NULL };
