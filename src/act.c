@@ -11,7 +11,8 @@
  * What differs between the modes is only when the verdict is known: before the launch (sync;
  * CUPTI-only launches cannot be skipped, so raise and hold become mask there) or after it ran
  * on the sanitized copy (async, LG_ACT_AFTER: the outcome is "masked", raise and hold deliver
- * the error at the next check, since nothing is left to block or hold).
+ * the error at the next check, since nothing is left to block or hold), or after a captured
+ * launch that read its own labels (LG_ACT_AFTER_AS_IS: "launched", the error raised all the same).
  *
  * Called by launch.c on the launching thread: before the launch (sync), or at that thread's
  * hook point or synchronizing call where the verdict was collected (async, graph replays: the
@@ -82,7 +83,20 @@ lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_stat
         p.note = when == LG_ACT_AFTER ? ASYNC_NOTE : NULL;
         return p;
     }
-    if (when == LG_ACT_AFTER && action == LG_ACTION_LOG) {
+    if (when == LG_ACT_AFTER_AS_IS && action != LG_ACTION_LOG) {
+        /* A captured launch that kept its own ids (launch.c's async_id: no row may stand in
+         * for a bad id that a backward writes at): it read the bad id itself, so its own
+         * assert, if it has one, stopped the replay as without labelguard. The error is still
+         * raised, with the ids, for a kernel that has none. */
+        p.outcome = LG_OUTCOME_LAUNCHED;
+        p.flush = true;
+        p.raise = true;
+        p.note = "the launch, captured into a CUDA graph, read its own ids (a backward writes at them: no id may "
+                 "stand in); its device assert stops it as without labelguard; this replay's verdict, read after it "
+                 "ran, is raised as the next CUDA error";
+        return p;
+    }
+    if (when >= LG_ACT_AFTER && action == LG_ACTION_LOG) {
         /* A graph replay in log mode: its kernel read the labels as they were. */
         p.outcome = LG_OUTCOME_LAUNCHED;
         p.flush = true;
@@ -329,7 +343,7 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     if (p.raise) {
         char msg[1024];
         lg_report_error_message(v, msg, sizeof msg);
-        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, in->when == LG_ACT_AFTER);
+        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, in->when >= LG_ACT_AFTER);
     }
     if (p.skip && d) {
         d->kind = LG_VERDICT_SKIP;

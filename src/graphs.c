@@ -493,6 +493,7 @@ bool lg_graphs_launched(const void *exec, void *stream)
         p->graph_id = id;
         p->replay = replay;
         p->exec = m->exec_no;
+        p->as_is = c->reads == 0;
         if (lg_verdicts_add(p) != 0)
             free(p);
     }

@@ -486,6 +486,15 @@ LG_HIDDEN int lg_validate_loss_target(const struct lg_spec *spec, void *const *a
 LG_HIDDEN int lg_validate_loss_retarget(const struct lg_spec *spec, void *const *in, void **out, unsigned char *value,
                                         uint64_t to);
 
+/* ---------------------------------------------------------------- validate_defer.c */
+
+/* Hands the host backend's verdict v of an eager async check to a host function enqueued on
+ * `stream`, which publishes it as run *seq of *ring when the stream gets there. 0, or -1 when it
+ * cannot (the verdict is then final at once). */
+LG_HIDDEN int lg_validate_defer(const lg_runtime_t *rt, void *stream, const lg_verdict_t *v,
+                                const struct lg_scan_ring **ring, uint64_t *seq);
+LG_HIDDEN void lg_validate_defer_after_fork(void);
+
 /* ---------------------------------------------------------------- validate_host.c */
 
 /* The host backend. `span`: elements spanned by the target (lg_scan_span), already checked.
@@ -584,12 +593,14 @@ typedef struct lg_pending {
     struct lg_kernel_info *cookie;
     void *stream;
     lg_target_t target;
-    const struct lg_scan_ring *ring; /* where run `seq` publishes; NULL: `verdict` is final */
+    const struct lg_scan_ring *ring; /* where run `seq` publishes (GPU validator, graph host
+                                        node, validate_defer.c); NULL: `verdict` is final */
     uint64_t seq;
     uint64_t graph_id; /* a graph replay: the graph's id (its capture's); 0 otherwise */
     uint64_t replay;   /* a graph replay: which replay of that launch, from 1 */
     uint64_t exec;     /* a graph replay: which exec of the graph replayed it, from 1 */
     uint64_t owner;    /* the thread that added it (lg_verdicts_add sets it); 0: exited */
+    bool as_is;        /* the launch read its own labels, not a sanitized copy */
     const volatile unsigned long long *latest; /* &ring->latest (lg_verdicts_add sets it) */
     lg_verdict_t verdict;
 } lg_pending_t;
@@ -600,6 +611,7 @@ typedef struct lg_async_report {
     lg_target_t target;
     lg_verdict_t verdict;
     uint64_t graph_id, replay, exec;
+    bool as_is; /* the launch read its own labels (lg_pending_t.as_is) */
 } lg_async_report_t;
 /* Queues p (malloc'd; the queue frees it), owned by the calling thread. 0, or -1 when out of
  * memory. */
@@ -617,6 +629,9 @@ LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, voi
 LG_HIDDEN int lg_verdicts_ring_read(const struct lg_scan_ring *ring, uint64_t seq, lg_verdict_t *v);
 /* The newest run a ring has published (0: none). Lock-free, any thread. */
 LG_HIDDEN uint64_t lg_verdicts_ring_latest(const struct lg_scan_ring *ring);
+/* Publishes run `seq` of a host-memory ring (its only writer, in seq order): the seqlock that
+ * lg_verdicts_ring_read reads. Calls no CUDA function (a host function may call it). */
+LG_HIDDEN void lg_verdicts_ring_write(struct lg_scan_ring *ring, uint64_t seq, const lg_verdict_t *v);
 LG_HIDDEN void lg_verdicts_after_fork(void);
 /* At exit, before CUDA's teardown: waits up to timeout_ns for the runs of every outstanding
  * check to be published (the process leaves without waiting for its GPU work). */
@@ -1163,8 +1178,10 @@ typedef enum {
     LG_OUTCOME_ABORTED
 } lg_outcome_t;
 /* When the verdict is known: before a launch that can be skipped (interposed), before one that
- * cannot (seen only by CUPTI), or after the launch ran on the sanitized copy (async). */
-typedef enum { LG_ACT_BEFORE, LG_ACT_BEFORE_UNSKIPPABLE, LG_ACT_AFTER } lg_act_when_t;
+ * cannot (seen only by CUPTI), after the launch ran on the sanitized copy (async), or after a
+ * captured launch that read its own labels ran (its check only reports: log mode, and ids with
+ * no value that may stand in for a bad one, launch.c's async_id). */
+typedef enum { LG_ACT_BEFORE, LG_ACT_BEFORE_UNSKIPPABLE, LG_ACT_AFTER, LG_ACT_AFTER_AS_IS } lg_act_when_t;
 typedef enum { LG_MASK_UNTRIED, LG_MASK_DONE, LG_MASK_FAILED } lg_mask_state_t;
 /* What an action does, decided by lg_act_policy. */
 typedef struct lg_act_plan {

@@ -4,7 +4,8 @@
  * context), and always for range targets (float probabilities: the GPU validator's kernels
  * read integer labels only). Any other failure of either is the caller's: it warns and lets the launch run.
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
- * whose verdict verdicts.c collects later; inside a graph capture the async check is captured
+ * whose verdict verdicts.c collects later (the host backend's published in stream order,
+ * validate_defer.c); inside a graph capture the async check is captured
  * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
  * A graph instantiated again gets its checks rebound (lg_validate_rebind) by the backend that
  * captured them, and a check no graph or exec holds any more has its scratch handed back to
@@ -53,6 +54,7 @@ void lg_validate_after_fork_child(void)
 {
     lg_validate_gpu_after_fork();
     lg_validate_host_after_fork();
+    lg_validate_defer_after_fork();
     lg_verdicts_after_fork();
 }
 
@@ -234,6 +236,12 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
     if (rc == 1) {
         p->ring = c.run.ring;
         p->seq = c.run.seq;
+    } else {
+        /* The host backend's verdict is due when the stream reaches the check, as the GPU's. */
+        const lg_runtime_t *r = launch_rt ? launch_rt : __atomic_load_n(&rt, __ATOMIC_ACQUIRE);
+        int mode = lg_runtime_relax_capture(r);
+        lg_validate_defer(r, stream, &p->verdict, &p->ring, &p->seq);
+        lg_runtime_restore_capture(r, mode);
     }
     *sanitized = copy; /* host backend, nothing bad: the labels themselves */
     rc = 0;

@@ -332,6 +332,7 @@ int run_stale(const opts &o)
     cudaError_t w1 = cudaStreamSynchronize(st.s);
     cudaError_t e1 = l1 != cudaSuccess ? l1 : w1;
     printf("stale bad launch=%d wait=%d text=\"%.11s\"\n", (int)l1, (int)w1, cudaGetErrorString(e1));
+    if (e1 != cudaSuccess) (void)cudaGetLastError(); // PyTorch's C10_CUDA_CHECK clears the error it raises
     cudaError_t l = st.launch(st.s, st.of('g'));
     cudaError_t w = cudaStreamSynchronize(st.s);
     printf("stale launch=%d wait=%d after_launch=\"%s\"\n", (int)l, (int)w, cudaGetErrorString(cudaErrorNotPermitted));

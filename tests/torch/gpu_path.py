@@ -49,6 +49,12 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   ignored), never one computed from the other thread's sanitized copy
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
+  embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
+                  compute-sanitizer memcheck, the caching allocator off: blocked at the
+                  embedding call with our text, no gradient written, no invalid access
+  embedding_graph the same step captured with torch.cuda.graph (sync mode), replayed with the bad
+                  id: the forward's own assert (or our error), never an invalid access by the
+                  backward; the violation's outcome is launched (it read its own ids)
 Exit status 0 when no case failed (SKIP is not a failure), 1 otherwise.
 """
 import argparse
@@ -66,6 +72,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 N, C = 8, 5
 BAD_AT, BAD_VALUE = 7, 7
+EMB_BAD = 1000000
 
 
 # ---------------------------------------------------------------------------------- children
@@ -387,6 +394,43 @@ def child_split_launch(torch, F):
     _emit(bad=bad, global_index=at)
 
 
+def child_embedding_step(torch, F):
+    """An nn.Embedding step (forward, sum, backward) with id 1000000 in a table of 1000 rows: eager
+    after a clean step (LG_EMB_STEP=eager), or a step captured with torch.cuda.graph on good ids
+    and replayed with the bad one in the static ids (graph)."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(1000, 64).cuda()
+    good = torch.arange(32) * 31 % 1000
+    bad = good.clone()
+    bad[5] = EMB_BAD
+
+    def step(ids):
+        emb(ids).sum().backward()
+
+    if os.environ.get("LG_EMB_STEP") == "eager":
+        step(good.cuda())
+        torch.cuda.synchronize()
+        emb.zero_grad(set_to_none=True)
+        r = _try(lambda: (step(bad.cuda()), torch.cuda.synchronize()) and None)
+        _emit(bad=r, grad_written=emb.weight.grad is not None,
+              after=_try(lambda: torch.ones(2, device="cuda").sum().item()))
+        return
+    static = good.cuda()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            emb.zero_grad(set_to_none=True)
+            step(static)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    emb.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        step(static)
+    static.copy_(bad.cuda())
+    _emit(bad=_try(lambda: (g.replay(), torch.cuda.synchronize()) and None))
+
+
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
     "index_cost": child_index_cost, "profiler": child_profiler, "async_exit": child_async_exit,
@@ -395,6 +439,7 @@ CHILDREN = {
     "split_launch": child_split_launch, "enable_early": child_enable_early, "busy_target": child_busy_target,
     "profiler_enable": child_profiler_enable,
     "threads_mask": child_threads_mask,
+    "embedding_step": child_embedding_step,
 }
 
 
@@ -428,8 +473,9 @@ def events_in(logdir):
     return out
 
 
-def spawn(ctx, tag, child, env_extra, preload=True, python=None, timeout=120, stdin_fn=None):
-    """Runs one child; returns (rc, observation dict or None, events, stderr tail)."""
+def spawn(ctx, tag, child, env_extra, preload=True, python=None, timeout=120, stdin_fn=None, wrap=()):
+    """Runs one child (under the command `wrap`, if any); returns (rc, observation dict or None,
+    events, stderr tail)."""
     logdir = os.path.join(ctx.workdir, tag)
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
@@ -442,7 +488,7 @@ def spawn(ctx, tag, child, env_extra, preload=True, python=None, timeout=120, st
     if preload:
         env["LD_PRELOAD"] = ctx.lib
     env.update(env_extra)
-    argv = [python or ctx.python, os.path.abspath(__file__), "--child", child]
+    argv = list(wrap) + [python or ctx.python, os.path.abspath(__file__), "--child", child]
     p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=logdir)
     try:
@@ -827,6 +873,51 @@ def case_threads_mask(ctx):
     return "PASS", detail
 
 
+def embedding_step(ctx, step, mode):
+    """The embedding step of child_embedding_step under compute-sanitizer memcheck (where it is
+    installed): no kernel, forward or backward, may touch memory outside an allocation. Eager,
+    PyTorch's caching allocator is off, so that memcheck sees each tensor's own bounds (a graph
+    capture needs it: there the bad row, 256 MB past the weight's gradient, leaves its segment)."""
+    if ctx.fake:
+        return "SKIP", "covered GPU-free by tests/torch-fake/test_embedding_backward.sh and tests/e2e/test_index_backward.sh"
+    tag = "embedding_%s_%s" % (step, mode)
+    san = shutil.which("compute-sanitizer") or (
+        "/usr/local/cuda/bin/compute-sanitizer" if os.access("/usr/local/cuda/bin/compute-sanitizer", os.X_OK) else None)
+    log = os.path.join(ctx.workdir, tag + ".memcheck.log")
+    wrap = [san, "--tool", "memcheck", "--log-file", log, "--print-limit", "20"] if san else []
+    env = {"LABELGUARD_ACTION": "raise", "LABELGUARD_MODE": mode, "LG_EMB_STEP": step}
+    if step == "eager":
+        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+    rc, obs, ev, err = spawn(ctx, tag, "embedding_step", env, timeout=100, wrap=wrap)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    text = open(log, errors="replace").read() if san and os.path.exists(log) else ""
+    bad_access = [ln for ln in text.splitlines() if "Invalid __global__" in ln]
+    r = obs["bad"]
+    viol = of(ev, "violation")
+    detail = "memcheck %s; raised %s: %r; violation outcomes %s" % (
+        "off (no compute-sanitizer)" if not san else "%d invalid accesses" % len(bad_access),
+        r.get("type"), r.get("text", "")[:160], [v.get("outcome") for v in viol])
+    if bad_access or "illegal memory access" in r.get("text", ""):
+        return "FAIL", detail + "; " + "; ".join(bad_access[:2])
+    if not r.get("raised") or not viol:
+        return "FAIL", detail
+    if step == "eager" and (obs["grad_written"] or "labelguard" not in r.get("text", "")
+                            or str(EMB_BAD) not in r.get("text", "") or obs["after"].get("raised")):
+        return "FAIL", detail + "; grad written %s, after %s" % (obs["grad_written"], obs["after"])
+    if step == "graph" and viol[0].get("outcome") != "launched":
+        return "FAIL", detail
+    return "PASS", detail
+
+
+def case_embedding_async(ctx):
+    return embedding_step(ctx, "eager", "async")
+
+
+def case_embedding_graph(ctx):
+    return embedding_step(ctx, "graph", "sync")
+
+
 def case_compiled(ctx):
     script = os.path.join(HERE, "compiled_gpu.py")
     if ctx.fake:
@@ -855,7 +946,8 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),
          ("enable_early", case_enable_early), ("enable_fork", case_enable_fork), ("attach_busy", case_attach_busy),
          ("profiler_enable", case_profiler_enable), ("threads_mask", case_threads_mask),
-         ("compiled", case_compiled)]
+         ("compiled", case_compiled), ("embedding_async", case_embedding_async),
+         ("embedding_graph", case_embedding_graph)]
 
 
 def main():
