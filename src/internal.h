@@ -663,6 +663,18 @@ static inline bool lg_graphs_mapped(void) { return __atomic_load_n((int *)&lg_gr
 static inline bool lg_graphs_capturing(void) { return __atomic_load_n((int *)&lg_graphs_open, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_watching(void) { return __atomic_load_n((int *)&lg_graphs_watched, __ATOMIC_RELAXED) != 0; }
 
+/* ---------------------------------------------------------------- captures.c */
+
+/* The captures begun by cudaStreamBeginCapture while the hooks were in place (their graphs take
+ * host nodes), by capture id (0 is ignored): recorded by the begin hook after the real call,
+ * dropped by the end hook; seen: validate_node.c's test before it captures a host node. */
+LG_HIDDEN void lg_captures_begun(unsigned long long id);
+LG_HIDDEN void lg_captures_ended(unsigned long long id);
+LG_HIDDEN bool lg_captures_seen(unsigned long long id);
+/* Recorded captures not ended: the end hook asks the capture id only while some are. */
+extern LG_HIDDEN int lg_captures_n_open;
+static inline bool lg_captures_open(void) { return __atomic_load_n(&lg_captures_n_open, __ATOMIC_RELAXED) != 0; }
+
 /* ---------------------------------------------------------------- json.c */
 
 /* A JSON writer into a fixed buffer; never allocates. Strings are escaped so that any input

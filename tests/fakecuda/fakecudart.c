@@ -2596,10 +2596,22 @@ cudaError_t cudaGraphCreate(cudaGraph_t *out, unsigned int flags)
     return cudaSuccess;
 }
 
+/* A graph a node may be added to: a live one, or one a stream is capturing into. */
+static int graph_open(cudaGraph_t g)
+{
+    if (graph_live(g)) return 1;
+    int found = 0;
+    pthread_mutex_lock(&obj_lock);
+    for (struct CUstream_st *s = live_streams; s && !found; s = s->next_live)
+        found = g && s->graph == g && s->capture == cudaStreamCaptureStatusActive;
+    pthread_mutex_unlock(&obj_lock);
+    return found;
+}
+
 cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *out, cudaGraph_t g, unsigned int dflt,
                                              unsigned int flags)
 {
-    if (!out || flags > cudaGraphCondAssignDefault || !graph_live(g)) return ret(cudaErrorInvalidValue);
+    if (!out || flags > cudaGraphCondAssignDefault || !graph_open(g)) return ret(cudaErrorInvalidValue);
     unsigned k = atomic_fetch_add(&n_cond_handles, 1);
     if (k >= FK_MAX_HANDLES) { atomic_fetch_sub(&n_cond_handles, 1); return ret(cudaErrorMemoryAllocation); }
     cond_handles[k].dflt = dflt;
@@ -2613,16 +2625,17 @@ cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *out, cu
  * node (or none in an empty graph), which is what a capture's dependency set is
  * (capture_info); torch adds its cond node to the capturing graph this way, then makes it the
  * capture's dependency (cudaStreamUpdateCaptureDependencies). The bodies are new graphs that
- * CUDA owns: valid handles for cudaStreamBeginCaptureToGraph, freed with the node. */
+ * CUDA owns, handed back in phGraph_out (an array of the node's): valid handles for
+ * cudaStreamBeginCaptureToGraph, freed with the node. */
 static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
                             struct cudaGraphNodeParams *p)
 {
     cudaError_t e = enter();
     if (e) return e;
-    if (!out || !p || (n && !deps) || !graph_live(g)) return ret(cudaErrorInvalidValue);
+    if (!out || !p || (n && !deps) || !graph_open(g)) return ret(cudaErrorInvalidValue);
     if (p->type != cudaGraphNodeTypeConditional) return ret(cudaErrorNotSupported);
     struct cudaConditionalNodeParams *c = &p->conditional;
-    if (c->handle == 0 || c->handle > atomic_load(&n_cond_handles) || !c->phGraph_out) return ret(cudaErrorInvalidValue);
+    if (c->handle == 0 || c->handle > atomic_load(&n_cond_handles)) return ret(cudaErrorInvalidValue);
     unsigned want = c->type == cudaGraphCondTypeIf ? 2 : c->type == cudaGraphCondTypeWhile ? 1 : FK_MAX_BODIES;
     if ((unsigned)c->type > cudaGraphCondTypeSwitch || c->size == 0 || c->size > want) return ret(cudaErrorInvalidValue);
     node_t *nd = calloc(1, sizeof *nd);
@@ -2649,8 +2662,8 @@ static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraph
             nd->bodies[i]->listed = 1;
             nd->bodies[i]->next_live = live_graphs;
             live_graphs = nd->bodies[i];
-            c->phGraph_out[i] = nd->bodies[i];
         }
+        c->phGraph_out = nd->bodies; /* CUDA's array, valid for the node's lifetime */
     }
     pthread_mutex_unlock(&obj_lock);
     if (!chain) { graph_free_nodes(nd); return ret(cudaErrorNotSupported); }
