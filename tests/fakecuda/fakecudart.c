@@ -2174,7 +2174,7 @@ static int config_ok(dim3 g, dim3 b)
  * named_index.c). The first entry whose substring and layout both fit is used (one name may
  * have several layouts); a kernel's choice is stored as table * EMU_TABLE_STRIDE + entry. */
 static const fk_emulator_t *const emulator_tables[] = { fk_nll_emulators, fk_index_emulators,
-                                                         fk_named_index_emulators, NULL };
+                                                         fk_named_index_emulators, fk_assert_emulators, NULL };
 #define EMU_TABLE_STRIDE 1000
 
 /* A user emulator (fakecudart_register_emulator) matches the kernel's name. */
