@@ -1954,9 +1954,11 @@ static cudaError_t end_capture(cudaStream_t s, cudaGraph_t *out)
     cudaError_t e = enter();
     if (e) return e;
     struct CUstream_st *st;
-    if (!out) return ret(cudaErrorInvalidValue);
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (!st || st->capture == cudaStreamCaptureStatusNone) return ret(cudaErrorIllegalState);
+    /* A capture into the caller's graph (cudaStreamBeginCaptureToGraph) need not hand it back:
+     * PyTorch ends a conditional body's capture with a NULL pGraph. */
+    if (!out && !st->joined) return ret(cudaErrorInvalidValue);
     if (st->joined && st->capture == cudaStreamCaptureStatusActive && !st->graph) return ret(cudaErrorStreamCaptureUnmatched);
     pthread_mutex_lock(&obj_lock);
     struct CUgraph_st *g = st->graph;
@@ -1978,10 +1980,10 @@ static cudaError_t end_capture(cudaStream_t s, cudaGraph_t *out)
     pthread_mutex_unlock(&obj_lock);
     if (invalid) {
         if (owned) { graph_free_nodes(g->head); free(g); }
-        *out = NULL;
+        if (out) *out = NULL;
         return ret(cudaErrorStreamCaptureInvalidated);
     }
-    *out = g;
+    if (out) *out = g;
     return cudaSuccess;
 }
 
