@@ -34,7 +34,9 @@
  * kernel takes N µs, launches and async copies return at once, and syncs, queries
  * (cudaErrorNotReady while work is really in flight), blocking copies, cudaFree and the legacy
  * stream's implicit synchronisation wait as CUDA's do. Unset or 0: the synchronous double above.
- * Stream capture is the same in both (captured work is recorded, not run).
+ * Stream capture is the same in both (captured work is recorded, not run). Conditional nodes
+ * (cudaGraphConditionalHandleCreate, cudaGraphAddNode) run the body their handle's default
+ * value selects, and their bodies refuse host nodes as CUDA does ("graphs" below).
  *
  * Called from any thread of the test program (16 threads on 16 streams in tests/progs/threads):
  * the registry, allocations and handle lists are behind one mutex each (the async queues behind
