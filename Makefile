@@ -332,7 +332,8 @@ test-programs: $(BUILD)/e2e/libmix12.so $(BUILD)/e2e/mixed_main
 # Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.
-E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers $(BUILD)/e2e/graph_elsewhere
+E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers $(BUILD)/e2e/graph_elsewhere $(BUILD)/e2e/graph_cond \
+             $(BUILD)/e2e/assert_async
 $(E2E_PROGS): $(BUILD)/e2e/%: tests/e2e/progs/%.cu $(wildcard tests/progs/*.cuh)
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
@@ -385,7 +386,7 @@ test-programs: $(PYSTACK_PROBE)
 GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_BINS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
 # validate.c's backends and queue come with it; runtime.o opens libcuda for the GPU backend.
-VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_module.o validate_host.o validate_node.o validate_defer.o verdicts.o graphs.o runtime.o)
+VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_module.o validate_host.o validate_node.o validate_defer.o verdicts.o graphs.o captures.o runtime.o)
 $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) src/internal.h cuda/lg_scan.h cuda/lg_validate.h
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)

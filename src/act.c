@@ -198,6 +198,31 @@ static void ids_facts(const lg_act_input_t *in, const lg_py_stack_t *py, lg_ids_
     }
 }
 
+/* A torch._assert_async condition that is false: the op that asserted, from the native stack
+ * (symbolized here, so that the error PyTorch raises names it too), and what its check means.
+ * Only the condition was read: the text claims nothing about the values behind it. */
+static void assert_cause(lg_violation_t *v)
+{
+    char (*lines)[256] = v->native.n > 0 ? malloc(sizeof(char[LG_MAX_FRAMES][256])) : NULL;
+    int n = lines ? lg_stack_symbolize(&v->native, lines, LG_MAX_FRAMES) : 0;
+    lg_asserts_op(lines, n, v->op, sizeof v->op);
+    free(lines);
+    v->cause = LG_CAUSE_OTHER;
+    if (strstr(v->op, "index_put"))
+        snprintf(v->cause_text, sizeof v->cause_text,
+                 "%s checks on the device that its indices are in range for their dimensions, and that check "
+                 "is false: an index is out of range (only the check was read, not the indices)",
+                 v->op);
+    else if (strcmp(v->op, "torch._assert_async") == 0)
+        snprintf(v->cause_text, sizeof v->cause_text,
+                 "the condition given to torch._assert_async is false (zero); only the condition was read");
+    else
+        snprintf(v->cause_text, sizeof v->cause_text,
+                 "%s checks its arguments on the device with torch._assert_async, and that check is false "
+                 "(only the check was read)",
+                 v->op);
+}
+
 static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_act_input_t *in)
 {
     const lg_kernel_info_t *info = in->info;
@@ -220,6 +245,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->action = lg_cfg.action;
     v->outcome = "launched";
     v->note[0] = '\0';
+    v->op[0] = '\0';
     v->native.n = 0;
     if (lg_cfg.backtrace_native)
         lg_stack_capture(&v->native);
@@ -230,7 +256,9 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     /* The cause after the stacks: what ids index is read off the call site as well as the launch.
      * spec is NULL only when the kernel's image was unloaded before its async verdict came. */
     v->indexed = LG_INDEXED_VOCAB;
-    if (lg_scan_is_float(in->target->dtype)) {
+    if (info->spec && info->spec->assert_flag) {
+        assert_cause(v);
+    } else if (lg_scan_is_float(in->target->dtype)) {
         v->cause = lg_cause_classify_range(in->target, in->verdict);
         lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
     } else if (info->spec && info->spec->ids) {
@@ -251,6 +279,11 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
                       size_t why_len)
 {
     const lg_spec_t *spec = in->info->spec;
+    if (spec && spec->assert_flag) {
+        snprintf(why, why_len, "a torch._assert_async condition has no stand-in: a true one would let the op go on "
+                               "with the arguments its check rejected");
+        return false;
+    }
     if (spec && spec->ids) {
         /* A bad id can only become padding_idx, which the kernel skips; a kernel without one
          * (index_select, the vectorized gather) has no id that leaves the output unchanged. */

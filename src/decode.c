@@ -256,6 +256,18 @@ static char functor_arg(const char *mangled, const char *mark, int pos)
 
 int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len)
 {
+    if (spec->assert_flag) {
+        /* torch._assert_async's condition: bool, complex and the rest, outside lg_dtype_t;
+         * asserts.c reads its type from the name, and only an instance it knows is watched */
+        lg_assert_elem_t e;
+        if (lg_asserts_element(mangled, &e) != 0) {
+            snprintf(why, why_len, "[%s]: the condition's type is not one torch._assert_async's kernel takes (%s)",
+                     spec->name, mangled ? mangled : "(no name)");
+            return -1;
+        }
+        *dtype = LG_DTYPE_UINT8;
+        return 0;
+    }
     if (spec->dtype_functor[0]) {
         char c = functor_arg(mangled, spec->dtype_functor, spec->dtype_functor_arg);
         if (c == 'l' || c == 'x' || c == 'i') {

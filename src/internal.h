@@ -231,6 +231,7 @@ typedef struct lg_spec {
     int dtype_template_arg;    /* which one, 1-based; 0: the last */
     bool ids;                  /* target_kind=ids: embedding/index ids, n_classes is the row count */
     bool range;                /* target_kind=range: float values checked against [0, 1] (BCE) */
+    bool assert_flag;          /* target_kind=assert: torch._assert_async's one-element condition (asserts.c) */
     lg_field_t allow_negative; /* ids: nonzero when the kernel wraps negative ids; param -1: never */
     lg_field_t weight;         /* class-weight pointer (mask safety); param -1: none */
     lg_field_t size_average;   /* reduction is mean; param -1: not a parameter */
@@ -700,6 +701,42 @@ static inline bool lg_graphs_mapped(void) { return __atomic_load_n((int *)&lg_gr
 static inline bool lg_graphs_capturing(void) { return __atomic_load_n((int *)&lg_graphs_open, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_watching(void) { return __atomic_load_n((int *)&lg_graphs_watched, __ATOMIC_RELAXED) != 0; }
 
+/* ---------------------------------------------------------------- asserts.c */
+
+/* The element of a torch._assert_async condition: its size, float parts (0: an integer or bool;
+ * else each part's bits), parts (2: complex) and dtype name. */
+typedef struct lg_assert_elem {
+    int bytes;
+    int float_bits;
+    int parts;
+    const char *name;
+} lg_assert_elem_t;
+/* The element type of an _assert_async_cuda_kernel from its mangled name: 0, or -1 when the
+ * name is not one of its instances. */
+LG_HIDDEN int lg_asserts_element(const char *mangled, lg_assert_elem_t *out);
+/* Whether bytes (e->bytes of them) hold zero as the kernel's `!= 0` sees it (-0.0 is zero). */
+LG_HIDDEN bool lg_asserts_is_zero(const lg_assert_elem_t *e, const unsigned char *bytes);
+/* Reads a target_kind=assert launch's condition on its stream (a copy and a wait): 0 with *t
+ * (one element) and *v (bad_count 1, sample {0, 0} when it is zero; nothing else read), or -1
+ * with why. The stream must not be capturing. */
+LG_HIDDEN int lg_asserts_read(const lg_runtime_t *rt, const lg_spec_t *spec, const char *mangled, void **args,
+                              void *stream, lg_target_t *t, lg_verdict_t *v, char *why, size_t why_len);
+/* The op whose assert it is, from symbolized native frames (innermost first): the outermost
+ * at::_ops::<op> that is not _assert_async itself, else "torch._assert_async". */
+LG_HIDDEN void lg_asserts_op(char (*native)[256], int n_native, char *out, size_t len);
+
+/* ---------------------------------------------------------------- captures.c */
+
+/* The captures begun by cudaStreamBeginCapture while the hooks were in place (their graphs take
+ * host nodes), by capture id (0 is ignored): recorded by the begin hook after the real call,
+ * dropped by the end hook; seen: validate_node.c's test before it captures a host node. */
+LG_HIDDEN void lg_captures_begun(unsigned long long id);
+LG_HIDDEN void lg_captures_ended(unsigned long long id);
+LG_HIDDEN bool lg_captures_seen(unsigned long long id);
+/* Recorded captures not ended: the end hook asks the capture id only while some are. */
+extern LG_HIDDEN int lg_captures_n_open;
+static inline bool lg_captures_open(void) { return __atomic_load_n(&lg_captures_n_open, __ATOMIC_RELAXED) != 0; }
+
 /* ---------------------------------------------------------------- json.c */
 
 /* A JSON writer into a fixed buffer; never allocates. Strings are escaped so that any input
@@ -906,6 +943,7 @@ typedef struct lg_violation {
     lg_cause_t cause;    /* computed once, by act.c */
     lg_indexed_t indexed; /* ids: what they index (act.c), for the bound's unit */
     char cause_text[256];
+    char op[64]; /* a torch._assert_async condition: the op that asserted (asserts.c), else "" */
     lg_native_stack_t native;
     lg_py_stack_t python;
 } lg_violation_t;

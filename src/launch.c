@@ -2,6 +2,7 @@
  *   classify (classify.c, first launch of a kernel only) -> decode (decode.c) ->
  *   validate (validate.c: sync verdict, or async sanitized copy + verdict later) ->
  *   act (act.c, only when a label is bad).
+ * A torch._assert_async kernel's condition is read instead (asserts.c), before the launch.
  * A watched NLL forward's input also gets the raw-logits check (logprobs.c, sync mode).
  * Plus the launch counters of the summary event and the collection of async verdicts.
  *
@@ -229,6 +230,50 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     free(verdict);
 }
 
+/* torch._assert_async's condition (asserts.c), read before the launch in every mode: no copy
+ * can stand in for it (a true one would let the op go on to write at its bad ids), so a zero
+ * one blocks the launch before it asserts. Inside a capture the condition is only computed
+ * at each replay: the launch is captured as it is, and asserts there as it would have. */
+static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
+{
+    unsigned long long id = 0;
+    int status = lg_runtime_capture_status(rt, l->stream, &id);
+    if (status != 0) {
+        warn_unchecked(status > 0 ? "capture_unchecked" : "capture_query_failed",
+                       status > 0 ? LG_WARNED_CAPTURE : LG_WARNED_CAPTURE_QUERY, info, "%s; the launch runs unchecked",
+                       status > 0 ? "a torch._assert_async condition inside CUDA graph capture is computed at each "
+                                    "replay, so it cannot be read before the launch"
+                                  : "the stream's capture state cannot be asked");
+        return;
+    }
+    lg_verdict_t *verdict = malloc(sizeof *verdict);
+    if (!verdict) {
+        atomic_fetch_add(&unchecked, 1);
+        lg_report_warning_once("validate_failed", "out of memory for a verdict; the launch runs unchecked");
+        return;
+    }
+    lg_target_t t;
+    char why[512] = "";
+    lg_in_library++;
+    int rc = lg_asserts_read(rt, info->spec, info->mangled, l->args, l->stream, &t, verdict, why, sizeof why);
+    lg_in_library--;
+    if (rc != 0) {
+        warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "condition not read: %s", why);
+    } else {
+        atomic_fetch_add(&validated, 1);
+        if (verdict->bad_count > 0) {
+            lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE,
+                                 .info = info,
+                                 .stream = l->stream,
+                                 .args = l->args,
+                                 .target = &t,
+                                 .verdict = verdict};
+            lg_act(rt, &in, d);
+        }
+    }
+    free(verdict);
+}
+
 /* Decode, then the check the mode and the stream's capture state call for; once per index
  * tensor for a kernel that reads several (x[rows, cols]: decode.c), and per checked operand
  * of a range kernel (BCE's input, then its target), until one is blocked. */
@@ -237,6 +282,10 @@ static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_in
 static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
 {
     atomic_fetch_add(&watched, 1);
+    if (info->spec->assert_flag) {
+        check_assert(rt, l, info, d);
+        return;
+    }
     char why[512] = "";
     int n = lg_decode_targets(info->spec, l->args, why, sizeof why);
     if (n < 0) {

@@ -63,6 +63,13 @@ const char *lg_text_distributed(const char *outcome, char *buf, size_t len)
 }
 
 static bool ids(const lg_violation_t *v) { return v->spec && v->spec->ids; }
+/* A torch._assert_async condition (asserts.c): one element of the kernel's own type. */
+static bool flag(const lg_violation_t *v) { return v->spec && v->spec->assert_flag; }
+static const char *flag_type(const lg_violation_t *v)
+{
+    lg_assert_elem_t e;
+    return lg_asserts_element(v->mangled, &e) == 0 ? e.name : "?";
+}
 /* A range target (BCE's probabilities): float values, valid in [0, 1]. */
 static bool range(const lg_violation_t *v) { return lg_scan_is_float(v->target.dtype); }
 /* Which operand of a range kernel the values are: BCE's input (0) or its target (1). */
@@ -184,18 +191,27 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     int n = 0;
     const char *dir = lg_text_direction(v);
     char safe[512], safe2[256];
-    APPEND("labelguard: bad %s in %s",
-           range(v) ? (v->target.operand == 1 ? "targets" : "probabilities") : ids(v) ? "ids" : "labels",
-           v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
-    if (ids(v) || (range(v) && v->spec))
-        APPEND(" (%s)", v->spec->family);
-    else if (dir)
-        APPEND(" (%s)", dir);
-    APPEND("\n");
-
     const lg_verdict_t *vd = &v->verdict;
     const lg_target_t *t = &v->target;
     int shown = vd->n_samples < 6 ? vd->n_samples : 6;
+    if (flag(v)) {
+        /* torch._assert_async: one element was read, and it is all there is to show */
+        APPEND("labelguard: torch._assert_async would fail in %s (%s)\n",
+               v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)",
+               lg_text_safe(v->op, safe2, sizeof(safe2)));
+        APPEND("  condition = 0  (%s, 1 element: false; the kernel would assert and kill the CUDA context)\n",
+               flag_type(v));
+        shown = 0;
+    } else {
+        APPEND("labelguard: bad %s in %s",
+               range(v) ? (v->target.operand == 1 ? "targets" : "probabilities") : ids(v) ? "ids" : "labels",
+               v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
+        if (ids(v) || (range(v) && v->spec))
+            APPEND(" (%s)", v->spec->family);
+        else if (dir)
+            APPEND(" (%s)", dir);
+        APPEND("\n");
+    }
     if (shown > 0) {
         APPEND(" ");
         for (int i = 0; i < shown; i++) {
@@ -221,7 +237,9 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
             APPEND(" (first %d of %" PRId64 ")", shown, vd->bad_count);
         APPEND("\n");
     }
-    if (range(v)) {
+    if (flag(v)) {
+        /* said above */
+    } else if (range(v)) {
         char lo[40], hi[40];
         APPEND("  %" PRId64 " of %" PRId64 " values outside [0, 1] or NaN", vd->bad_count, t->count);
         if (vd->checked > 0)
@@ -240,9 +258,10 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         else
             APPEND("  (no ignore_index)");
     }
-    if (vd->checked > 0 && !range(v))
+    if (vd->checked > 0 && !range(v) && !flag(v))
         APPEND("  min %" PRId64 ", max %" PRId64, vd->min, vd->max);
-    APPEND("\n");
+    if (!flag(v))
+        APPEND("\n");
     APPEND("  likely cause: %s — %s\n", lg_cause_name(v->cause), v->cause_text);
     char act[512];
     APPEND("  action: %s\n", action_text(v, act, sizeof(act)));
@@ -305,6 +324,20 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
     else
         snprintf(ign, sizeof(ign), "no %s", ids(v) ? "padding_idx" : "ignore_index");
     const char *path0 = log_path && log_path[0] ? log_path : "the log";
+    if (flag(v)) {
+        bool own = !v->op[0] || strcmp(v->op, "torch._assert_async") == 0; /* the user's own call */
+        char who[128];
+        if (own)
+            snprintf(who, sizeof who, "a torch._assert_async condition is false");
+        else
+            snprintf(who, sizeof who, "%s's device-side check (torch._assert_async) is false", v->op);
+        snprintf(out, out_len,
+                 "labelguard: %s, not a CUDA fault (ignore the cudaErrorNotPermitted and CUDA_LAUNCH_BLOCKING hints "
+                 "below): %s: its condition (%s) is 0; launch blocked, the CUDA context is intact; likely cause: %s; "
+                 "details in %s",
+                 who, v->short_name[0] ? v->short_name : "kernel", flag_type(v), v->cause_text, path0);
+        return;
+    }
     if (range(v)) {
         char what[160], num[40];
         if (vd->n_samples > 0)

@@ -27,12 +27,16 @@
  * kernel's arguments are read, as another kernel may have fewer parameters); on any failure
  * the exec is put back as instantiated and graphs.c warns that its scratch is shared.
  *
+ * Only a capture that captures.c saw begin gets these nodes: a conditional node's body
+ * (cudaStreamBeginCaptureToGraph) accepts no host node, and one there would invalidate the
+ * application's capture; such a launch runs unchecked (capture_unchecked).
+ *
  * Called by validate.c on the capturing thread with the core's error guard held. Our
  * allocations run in relaxed capture mode, so they never invalidate the application's
  * capture (global mode forbids cudaMalloc on every other thread). The host node runs on
  * whatever thread executes the graph (CUDA's callback thread; the test double's caller).
- * Tested by tests/e2e/test_graphs.sh and test_graph_execs.sh under the test double, which
- * executes host nodes at replay as CUDA does.
+ * Tested by tests/e2e/test_graphs.sh, test_graph_execs.sh and test_graph_cond.sh under the test
+ * double, which executes host nodes at replay and refuses them in conditional bodies, as CUDA does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +171,17 @@ int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t *t, void 
 {
     if (!rt || !rt->memcpy_async || !rt->launch_host_func || !rt->malloc_host || !rt->malloc_device) {
         snprintf(why, why_len, "the CUDA runtime lacks what a graph check needs (cudaLaunchHostFunc, copies)");
+        return -1;
+    }
+    /* Only a graph whose capture began under our hooks is known to take a host node
+     * (captures.c): a conditional node's body does not, and one there would invalidate the
+     * application's capture. */
+    unsigned long long id = 0;
+    if (lg_runtime_capture_status(rt, stream, &id) <= 0 || !lg_captures_seen(id)) {
+        snprintf(why, why_len,
+                 "the capture captures into an existing graph (cudaStreamBeginCaptureToGraph, e.g. a torch.cond or "
+                 "while_loop body: a conditional node's body, where CUDA accepts no host node) or began before "
+                 "labelguard armed, and this check would need a host node there");
         return -1;
     }
     int kind;

@@ -45,7 +45,9 @@
  * kernel and host function takes N µs, launches and async copies return at once, and syncs, queries
  * (cudaErrorNotReady while work is really in flight), blocking copies, cudaFree and the legacy
  * stream's implicit synchronisation wait as CUDA's do. Unset or 0: the synchronous double above.
- * Stream capture is the same in both (captured work is recorded, not run).
+ * Stream capture is the same in both (captured work is recorded, not run). Conditional nodes
+ * (cudaGraphConditionalHandleCreate, cudaGraphAddNode) run the body their handle's default
+ * value selects, and their bodies refuse host nodes as CUDA does ("graphs" below).
  *
  * Called from any thread of the test program (16 threads on 16 streams in tests/progs/threads):
  * the registry, allocations and handle lists are behind one mutex each (the async queues behind
@@ -646,7 +648,8 @@ static cudaError_t alloc_tracked(void **out, size_t size, int kind)
 
 /* ------------------------------------------------------------------ streams and capture state */
 
-enum { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_HOST };
+enum { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_HOST, NODE_COND };
+#define FK_MAX_BODIES 8            /* a switch node's bodies; more: cudaErrorNotSupported */
 typedef struct node {
     int type;
     struct CUkern_st *kernel;
@@ -663,6 +666,11 @@ typedef struct node {
     cudaHostFn_t fn;
     void *user;
     const struct node *origin;     /* an exec's node: the graph node it was instantiated from */
+    /* NODE_COND: the conditional node's type, handle and body graphs (CUDA owns them) */
+    enum cudaGraphConditionalNodeType cond_type;
+    cudaGraphConditionalHandle cond_handle;
+    unsigned n_bodies;
+    struct CUgraph_st *bodies[FK_MAX_BODIES];
     struct node *prev, *next;
 } node_t;
 
@@ -675,7 +683,12 @@ typedef struct node {
 typedef struct fk_uobj { void *ptr; cudaHostFn_t destroy; _Atomic int refs; } fk_uobj_t;
 typedef struct uref { fk_uobj_t *obj; unsigned count; struct uref *next; } uref_t;
 
-struct CUgraph_st { unsigned magic; node_t *head, *tail; size_t n_nodes; uref_t *urefs; struct CUgraph_st *next_live; };
+/* cond_body: the body of a conditional node, which CUDA owns and which takes kernel, empty,
+ * child graph, memset, memcpy and conditional nodes only (cudaConditionalNodeParams): a host
+ * node captured into it invalidates the capture (host_func). listed: on live_graphs (a
+ * graph's own body is a valid handle for capture and queries; an exec's copy is not). */
+struct CUgraph_st { unsigned magic; node_t *head, *tail; size_t n_nodes; uref_t *urefs; struct CUgraph_st *next_live;
+                    int cond_body, listed; };
 /* An instantiated graph owns a copy of the nodes: PyTorch destroys the graph right after
  * instantiating it and replays the exec. */
 struct CUgraphExec_st { unsigned magic; node_t *head; unsigned long replays; struct CUgraphExec_st *next_live; };
@@ -980,6 +993,44 @@ static void wait_for_locked(struct CUstream_st *s, unsigned long seq)
     while (s->a_done < seq && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
 }
 
+/* Conditional handles (cudaGraphConditionalHandleCreate): default value and flags, handle k
+ * at index k - 1. The kernels that set a condition (cudaGraphSetConditional, device code) run
+ * as no-ops here, so a node's condition is its handle's default when cudaGraphCondAssignDefault
+ * is set (CUDA applies it at every launch of the graph), else 0. */
+#define FK_MAX_HANDLES 1024
+static struct { unsigned dflt, flags; } cond_handles[FK_MAX_HANDLES];
+static _Atomic unsigned n_cond_handles;
+
+static unsigned cond_value(cudaGraphConditionalHandle h)
+{
+    if (h == 0 || h > atomic_load(&n_cond_handles)) return 0;
+    return (cond_handles[h - 1].flags & cudaGraphCondAssignDefault) ? cond_handles[h - 1].dflt : 0;
+}
+
+/* One replay of an exec's nodes, in order, on the launching thread or (async) the stream's
+ * worker; a conditional node runs the body its condition selects (a while loop whose
+ * condition would stay nonzero is refused at instantiation). Stops once a kernel failed. */
+static void run_nodes(const node_t *n, cudaStream_t s, int async)
+{
+    for (; n; n = n->next) {
+        if (atomic_load(&pending_err) || (async && atomic_load(&a_exiting))) return;
+        if (n->type == NODE_MEMCPY) memmove(n->dst, n->src, n->n);
+        else if (n->type == NODE_MEMSET) memset(n->dst, n->value, n->n);
+        else if (n->type == NODE_HOST) n->fn(n->user);
+        else if (n->type == NODE_COND) {
+            unsigned v = cond_value(n->cond_handle);
+            int k = n->cond_type == cudaGraphCondTypeSwitch ? (v < n->n_bodies ? (int)v : -1)
+                    : v ? 0 : (n->cond_type == cudaGraphCondTypeIf && n->n_bodies == 2) ? 1 : -1;
+            if (k >= 0 && n->bodies[k]) run_nodes(n->bodies[k]->head, s, async);
+        } else if (async) {
+            run_async_kernel(n->kernel, n->grid, n->block, n->argbuf ? (void **)n->argv : NULL, n->shm, s);
+        } else {
+            cudaError_t ke = run_kernel(n->kernel, n->grid, n->block, n->argbuf ? (void **)n->argv : NULL, n->shm, s);
+            if (ke != cudaSuccess) poison(ke);
+        }
+    }
+}
+
 static void run_op(fk_op_t *op)
 {
     int dead = atomic_load(&pending_err) || atomic_load(&a_exiting);
@@ -989,13 +1040,7 @@ static void run_op(fk_op_t *op)
                          op->shm, op->stream);
         break;
     case OP_GRAPH:
-        for (node_t *n = op->nodes; n; n = n->next) {
-            if (atomic_load(&pending_err) || atomic_load(&a_exiting)) break;
-            if (n->type == NODE_MEMCPY) memmove(n->dst, n->src, n->n);
-            else if (n->type == NODE_MEMSET) memset(n->dst, n->value, n->n);
-            else if (n->type == NODE_HOST) n->fn(n->user);
-            else run_async_kernel(n->kernel, n->grid, n->block, n->argbuf ? n->argv : NULL, n->shm, op->stream);
-        }
+        run_nodes(op->nodes, op->stream, 1);
         break;
     case OP_COPY:
         if (!dead && op->n) memmove(op->dst, op->staged ? op->staged : op->src, op->n);
@@ -1662,9 +1707,27 @@ cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
 
 /* ------------------------------------------------------------------ streams */
 
+/* Frees a node list and, with a conditional node, its bodies (a graph's own bodies leave
+ * live_graphs: the caller must not hold obj_lock for those; an exec's copies are not listed). */
 static void graph_free_nodes(node_t *n)
 {
-    while (n) { node_t *next = n->next; free(n->argbuf); free(n); n = next; }
+    while (n) {
+        node_t *next = n->next;
+        for (unsigned i = 0; n->type == NODE_COND && i < n->n_bodies; i++) {
+            struct CUgraph_st *b = n->bodies[i];
+            if (!b) continue;
+            if (b->listed) {
+                int found;
+                pthread_mutex_lock(&obj_lock);
+                LIVE_REMOVE(live_graphs, b, found);
+                pthread_mutex_unlock(&obj_lock);
+                (void)found;
+            }
+            graph_free_nodes(b->head);
+            free(b);
+        }
+        free(n->argbuf); free(n); n = next;
+    }
 }
 
 static void capture_append(struct CUstream_st *s, node_t *n)
@@ -1953,9 +2016,11 @@ static cudaError_t end_capture(cudaStream_t s, cudaGraph_t *out)
     cudaError_t e = enter();
     if (e) return e;
     struct CUstream_st *st;
-    if (!out) return ret(cudaErrorInvalidValue);
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (!st || st->capture == cudaStreamCaptureStatusNone) return ret(cudaErrorIllegalState);
+    /* A capture into the caller's graph (cudaStreamBeginCaptureToGraph) need not hand it back:
+     * PyTorch ends a conditional body's capture with a NULL pGraph. */
+    if (!out && !st->joined) return ret(cudaErrorInvalidValue);
     if (st->joined && st->capture == cudaStreamCaptureStatusActive && !st->graph) return ret(cudaErrorStreamCaptureUnmatched);
     pthread_mutex_lock(&obj_lock);
     struct CUgraph_st *g = st->graph;
@@ -1977,10 +2042,10 @@ static cudaError_t end_capture(cudaStream_t s, cudaGraph_t *out)
     pthread_mutex_unlock(&obj_lock);
     if (invalid) {
         if (owned) { graph_free_nodes(g->head); free(g); }
-        *out = NULL;
+        if (out) *out = NULL;
         return ret(cudaErrorStreamCaptureInvalidated);
     }
-    *out = g;
+    if (out) *out = g;
     return cudaSuccess;
 }
 
@@ -2174,7 +2239,7 @@ static int config_ok(dim3 g, dim3 b)
  * used (one name may have several layouts); a kernel's choice is stored as
  * table * EMU_TABLE_STRIDE + entry. */
 static const fk_emulator_t *const emulator_tables[] = { fk_nll_emulators, fk_index_emulators,
-                                                         fk_named_index_emulators, fk_index_backward_emulators,
+                                                         fk_named_index_emulators, fk_index_backward_emulators, fk_assert_emulators,
                                                          NULL };
 #define EMU_TABLE_STRIDE 1000
 
@@ -2348,6 +2413,13 @@ static cudaError_t host_func(cudaStream_t stream, cudaHostFn_t fn, void *user)
     struct CUstream_st *st;
     if (!stream_ok(stream, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (capturing(st)) {
+        /* A conditional node's body takes no host node: the capture is invalidated, and its
+         * cudaStreamEndCapture fails (cudaErrorStreamCaptureInvalidated). */
+        pthread_mutex_lock(&obj_lock);
+        int body = st->graph && st->graph->cond_body;
+        if (body) st->capture = cudaStreamCaptureStatusInvalidated;
+        pthread_mutex_unlock(&obj_lock);
+        if (body) return ret(cudaErrorStreamCaptureUnsupported);
         node_t *nd = calloc(1, sizeof *nd);
         if (!nd) return ret(cudaErrorMemoryAllocation);
         nd->type = NODE_HOST;
@@ -2422,7 +2494,24 @@ static int graph_live(cudaGraph_t g)
     return found;
 }
 
-/* A deep copy of the node list (kernel parameters included); NULL with *err on failure. */
+static node_t *copy_nodes(const node_t *src, int *err);
+
+/* An exec's copy of a conditional node's body graph (not a handle the application holds). */
+static struct CUgraph_st *copy_body(const struct CUgraph_st *b, int *err)
+{
+    struct CUgraph_st *g = calloc(1, sizeof *g);
+    if (!g) { *err = 1; return NULL; }
+    g->magic = GRAPH_MAGIC;
+    g->cond_body = 1;
+    g->n_nodes = b->n_nodes;
+    g->head = copy_nodes(b->head, err);
+    if (*err) { free(g); return NULL; }
+    for (node_t *n = g->head; n; n = n->next) g->tail = n;
+    return g;
+}
+
+/* A deep copy of the node list (kernel parameters and conditional bodies included); NULL with
+ * *err on failure. */
 static node_t *copy_nodes(const node_t *src, int *err)
 {
     node_t *head = NULL, *tail = NULL;
@@ -2440,11 +2529,28 @@ static node_t *copy_nodes(const node_t *src, int *err)
             for (int i = 0; i < FK_MAX_PARAMS; i++)
                 if (src->argv[i]) n->argv[i] = n->argbuf + ((unsigned char *)src->argv[i] - src->argbuf);
         }
+        for (unsigned i = 0; src->type == NODE_COND && i < src->n_bodies; i++)
+            n->bodies[i] = NULL;
         if (tail) tail->next = n; else head = n;
         tail = n;
+        for (unsigned i = 0; src->type == NODE_COND && i < src->n_bodies && !*err; i++)
+            n->bodies[i] = copy_body(src->bodies[i], err);
+        if (*err) break;
     }
     if (*err) { graph_free_nodes(head); return NULL; }
     return head;
+}
+
+/* A while node whose condition the double would never clear (only device code sets one). */
+static int endless_loop(const node_t *n)
+{
+    for (; n; n = n->next) {
+        if (n->type != NODE_COND) continue;
+        if (n->cond_type == cudaGraphCondTypeWhile && cond_value(n->cond_handle)) return 1;
+        for (unsigned i = 0; i < n->n_bodies; i++)
+            if (n->bodies[i] && endless_loop(n->bodies[i]->head)) return 1;
+    }
+    return 0;
 }
 
 static cudaError_t instantiate(cudaGraphExec_t *pExec, cudaGraph_t graph)
@@ -2456,6 +2562,8 @@ static cudaError_t instantiate(cudaGraphExec_t *pExec, cudaGraph_t graph)
     struct CUgraphExec_st *x = calloc(1, sizeof *x);
     if (!x) return ret(cudaErrorMemoryAllocation);
     x->magic = EXEC_MAGIC;
+    if (graph->cond_body) { free(x); return ret(cudaErrorInvalidValue); } /* a body runs in its node only */
+    if (endless_loop(graph->head)) { free(x); return ret(cudaErrorNotSupported); }
     int err;
     pthread_mutex_lock(&obj_lock);
     x->head = copy_nodes(graph->head, &err);
@@ -2496,16 +2604,7 @@ static cudaError_t graph_launch(cudaGraphExec_t x, cudaStream_t s)
     x->replays++;
     pthread_mutex_unlock(&obj_lock);
     submit(st);
-    for (node_t *n = x->head; n; n = n->next) {
-        if (atomic_load(&pending_err)) break;
-        if (n->type == NODE_MEMCPY) memmove(n->dst, n->src, n->n);
-        else if (n->type == NODE_MEMSET) memset(n->dst, n->value, n->n);
-        else if (n->type == NODE_HOST) n->fn(n->user);
-        else {
-            cudaError_t ke = run_kernel(n->kernel, n->grid, n->block, n->argbuf ? n->argv : NULL, n->shm, s);
-            if (ke != cudaSuccess) poison(ke);
-        }
-    }
+    run_nodes(x->head, s, 0);
     return cudaSuccess;
 }
 
@@ -2536,7 +2635,9 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g)
 {
     int found;
     pthread_mutex_lock(&obj_lock);
-    LIVE_REMOVE(live_graphs, g, found);
+    LIVE_FIND(live_graphs, g, found);
+    if (found && g->cond_body) found = 0; /* CUDA owns a conditional node's bodies */
+    else LIVE_REMOVE(live_graphs, g, found);
     pthread_mutex_unlock(&obj_lock);
     if (!found) return ret(cudaErrorInvalidValue);
     graph_free_nodes(g->head);
@@ -2560,6 +2661,125 @@ cudaError_t cudaGraphCreate(cudaGraph_t *out, unsigned int flags)
     *out = g;
     return cudaSuccess;
 }
+
+/* A graph a node may be added to: a live one, or one a stream is capturing into. */
+static int graph_open(cudaGraph_t g)
+{
+    if (graph_live(g)) return 1;
+    int found = 0;
+    pthread_mutex_lock(&obj_lock);
+    for (struct CUstream_st *s = live_streams; s && !found; s = s->next_live)
+        found = g && s->graph == g && s->capture == cudaStreamCaptureStatusActive;
+    pthread_mutex_unlock(&obj_lock);
+    return found;
+}
+
+cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *out, cudaGraph_t g, unsigned int dflt,
+                                             unsigned int flags)
+{
+    if (!out || flags > cudaGraphCondAssignDefault || !graph_open(g)) return ret(cudaErrorInvalidValue);
+    unsigned k = atomic_fetch_add(&n_cond_handles, 1);
+    if (k >= FK_MAX_HANDLES) { atomic_fetch_sub(&n_cond_handles, 1); return ret(cudaErrorMemoryAllocation); }
+    cond_handles[k].dflt = dflt;
+    cond_handles[k].flags = flags;
+    *out = (cudaGraphConditionalHandle)k + 1;
+    return cudaSuccess;
+}
+
+/* cudaGraphAddNode, conditional nodes only (the other types: cudaErrorNotSupported, not
+ * modelled). Graphs here are chains, so the new node's dependencies must be the graph's last
+ * node (or none in an empty graph), which is what a capture's dependency set is
+ * (capture_info); torch adds its cond node to the capturing graph this way, then makes it the
+ * capture's dependency (cudaStreamUpdateCaptureDependencies). The bodies are new graphs that
+ * CUDA owns, handed back in phGraph_out (an array of the node's): valid handles for
+ * cudaStreamBeginCaptureToGraph, freed with the node. */
+static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
+                            struct cudaGraphNodeParams *p)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!out || !p || (n && !deps) || !graph_open(g)) return ret(cudaErrorInvalidValue);
+    if (p->type != cudaGraphNodeTypeConditional) return ret(cudaErrorNotSupported);
+    struct cudaConditionalNodeParams *c = &p->conditional;
+    if (c->handle == 0 || c->handle > atomic_load(&n_cond_handles)) return ret(cudaErrorInvalidValue);
+    unsigned want = c->type == cudaGraphCondTypeIf ? 2 : c->type == cudaGraphCondTypeWhile ? 1 : FK_MAX_BODIES;
+    if ((unsigned)c->type > cudaGraphCondTypeSwitch || c->size == 0 || c->size > want) return ret(cudaErrorInvalidValue);
+    node_t *nd = calloc(1, sizeof *nd);
+    if (!nd) return ret(cudaErrorMemoryAllocation);
+    nd->type = NODE_COND;
+    nd->cond_type = c->type;
+    nd->cond_handle = c->handle;
+    nd->n_bodies = c->size;
+    for (unsigned i = 0; i < c->size; i++) {
+        struct CUgraph_st *b = calloc(1, sizeof *b);
+        if (!b) { graph_free_nodes(nd); return ret(cudaErrorMemoryAllocation); }
+        b->magic = GRAPH_MAGIC;
+        b->cond_body = 1;
+        nd->bodies[i] = b;
+    }
+    pthread_mutex_lock(&obj_lock);
+    int chain = n == 0 ? g->tail == NULL : n == 1 && deps[0] == (cudaGraphNode_t)(void *)g->tail;
+    if (chain) {
+        nd->prev = g->tail;
+        if (g->tail) g->tail->next = nd; else g->head = nd;
+        g->tail = nd;
+        g->n_nodes++;
+        for (unsigned i = 0; i < c->size; i++) {
+            nd->bodies[i]->listed = 1;
+            nd->bodies[i]->next_live = live_graphs;
+            live_graphs = nd->bodies[i];
+        }
+        c->phGraph_out = nd->bodies; /* CUDA's array, valid for the node's lifetime */
+    }
+    pthread_mutex_unlock(&obj_lock);
+    if (!chain) { graph_free_nodes(nd); return ret(cudaErrorNotSupported); }
+    *out = (cudaGraphNode_t)(void *)nd;
+    return cudaSuccess;
+}
+
+/* A capture's dependencies, in the chain model: set or add the graph's last node (a node just
+ * added with cudaGraphAddNode), nothing else. */
+static cudaError_t update_capture_deps(cudaStream_t s, cudaGraphNode_t *deps, size_t n, unsigned flags)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    struct CUstream_st *st;
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    if (flags > cudaStreamSetCaptureDependencies || (n && !deps)) return ret(cudaErrorInvalidValue);
+    if (!st || st->capture != cudaStreamCaptureStatusActive) return ret(cudaErrorIllegalState);
+    pthread_mutex_lock(&obj_lock);
+    int ok = n == 0 || (n == 1 && deps[0] == (cudaGraphNode_t)(void *)st->graph->tail);
+    pthread_mutex_unlock(&obj_lock);
+    return ok ? cudaSuccess : ret(cudaErrorNotSupported);
+}
+
+#if FK_CUDA_MAJOR >= 13
+cudaError_t cudaGraphAddNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,
+                             const cudaGraphEdgeData *edges, size_t n, struct cudaGraphNodeParams *p)
+{ (void)edges; return add_node(out, g, deps, n, p); }
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t *deps, const cudaGraphEdgeData *edges,
+                                                size_t n, unsigned int flags)
+{ (void)edges; return update_capture_deps(s, deps, n, flags); }
+cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t s, cudaGraphNode_t *deps, const cudaGraphEdgeData *edges,
+                                                     size_t n, unsigned int flags)
+{ (void)edges; return update_capture_deps(PTSZ(s), deps, n, flags); }
+#else
+/* CUDA 12: the plain names take no edge data, _v2 does. */
+cudaError_t fk12_add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
+                          struct cudaGraphNodeParams *p) __asm__("cudaGraphAddNode");
+cudaError_t fk12_add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
+                          struct cudaGraphNodeParams *p)
+{ return add_node(out, g, deps, n, p); }
+cudaError_t cudaGraphAddNode_v2(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                const cudaGraphEdgeData *edges, size_t n, struct cudaGraphNodeParams *p)
+{ (void)edges; return add_node(out, g, deps, n, p); }
+cudaError_t fk12_update_deps(cudaStream_t s, cudaGraphNode_t *deps, size_t n, unsigned int flags) __asm__("cudaStreamUpdateCaptureDependencies");
+cudaError_t fk12_update_deps(cudaStream_t s, cudaGraphNode_t *deps, size_t n, unsigned int flags)
+{ return update_capture_deps(s, deps, n, flags); }
+cudaError_t cudaStreamUpdateCaptureDependencies_v2(cudaStream_t s, cudaGraphNode_t *deps, const cudaGraphEdgeData *edges,
+                                                   size_t n, unsigned int flags)
+{ (void)edges; return update_capture_deps(s, deps, n, flags); }
+#endif
 
 cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps,
                                           const cudaGraphEdgeData *edges, size_t n, enum cudaStreamCaptureMode mode)
@@ -2594,7 +2814,8 @@ cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *t
     if (!node || !type) return ret(cudaErrorInvalidValue);
     static const enum cudaGraphNodeType types[] = {
         [NODE_KERNEL] = cudaGraphNodeTypeKernel, [NODE_MEMCPY] = cudaGraphNodeTypeMemcpy,
-        [NODE_MEMSET] = cudaGraphNodeTypeMemset, [NODE_HOST] = cudaGraphNodeTypeHost};
+        [NODE_MEMSET] = cudaGraphNodeTypeMemset, [NODE_HOST] = cudaGraphNodeTypeHost,
+        [NODE_COND] = cudaGraphNodeTypeConditional};
     *type = types[((const node_t *)(const void *)node)->type];
     return cudaSuccess;
 }
@@ -2723,7 +2944,7 @@ cudaError_t cudaGraphDebugDotPrint(cudaGraph_t g, const char *path, unsigned int
     int i = 0;
     pthread_mutex_lock(&obj_lock);
     for (node_t *n = g->head; n; n = n->next, i++) {
-        fprintf(f, "  n%d [label=\"%s\"];\n", i, n->type == NODE_KERNEL ? n->kernel->name : n->type == NODE_MEMCPY ? "memcpy" : n->type == NODE_MEMSET ? "memset" : "host");
+        fprintf(f, "  n%d [label=\"%s\"];\n", i, n->type == NODE_KERNEL ? n->kernel->name : n->type == NODE_MEMCPY ? "memcpy" : n->type == NODE_MEMSET ? "memset" : n->type == NODE_COND ? "conditional" : "host");
         if (i) fprintf(f, "  n%d -> n%d;\n", i - 1, i);
     }
     pthread_mutex_unlock(&obj_lock);

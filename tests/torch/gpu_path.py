@@ -47,6 +47,13 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   threads_mask    two threads on the default stream (shared, as in PyTorch), mask mode, one bad
                   label per step: every loss is the one of its own thread's labels (the bad one
                   ignored), never one computed from the other thread's sanitized copy
+  index_put_acc   x.index_put_((idx,), v, accumulate=True) with an id past the rows: its
+                  torch._assert_async condition (computed on the GPU) is read and the launch
+                  blocked; the error names index_put_, nothing was written, the context lives on
+                  (the double computes no reductions: SKIP there; tests/e2e/test_assert_async.sh)
+  assert_async    torch._assert_async(cond) with a false condition made on the CPU: blocked
+                  before its kernel asserts, named torch._assert_async, from the user's line; a
+                  true one runs, and the context lives on (also on the double)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
   embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
@@ -431,6 +438,23 @@ def child_embedding_step(torch, F):
     _emit(bad=_try(lambda: (g.replay(), torch.cuda.synchronize()) and None))
 
 
+def child_index_put_acc(torch, F):
+    x = torch.zeros(5, 3, device="cuda")
+    v = torch.ones(2, 3, device="cuda")
+    bad = _try(lambda: (x.index_put_((torch.tensor([0, 7], device="cuda"),), v, accumulate=True),
+                        torch.cuda.synchronize(), x.sum().item())[-1])
+    good = _try(lambda: (x.index_put_((torch.tensor([0, 4], device="cuda"),), v, accumulate=True),
+                         x.sum().item())[-1])
+    _emit(bad=bad, good=good, torch=torch.__version__)
+
+
+def child_assert_async(torch, F):
+    false, true = torch.tensor(False).cuda(), torch.tensor(True).cuda()  # made on the CPU, copied
+    bad = _try(lambda: (torch._assert_async(false), torch.cuda.synchronize())[-1])
+    good = _try(lambda: (torch._assert_async(true), torch.tensor([1.0, 2.0]).cuda().cpu().sum().item())[-1])
+    _emit(bad=bad, good=good, torch=torch.__version__)
+
+
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
     "index_cost": child_index_cost, "profiler": child_profiler, "async_exit": child_async_exit,
@@ -440,6 +464,7 @@ CHILDREN = {
     "profiler_enable": child_profiler_enable,
     "threads_mask": child_threads_mask,
     "embedding_step": child_embedding_step,
+    "index_put_acc": child_index_put_acc, "assert_async": child_assert_async,
 }
 
 
@@ -662,6 +687,52 @@ def case_mask_full(ctx):
     if outcome != "masked" or r.get("raised") or abs(r["value"] - obs["reference"]) > 1e-4:
         return "FAIL", detail + "; result %s, reference %s" % (r, obs["reference"])
     return "PASS", detail + ", loss equals the reference"
+
+
+def case_index_put_acc(ctx):
+    if ctx.fake:
+        return "SKIP", ("the double computes no reductions, so index_put_'s condition is not computed there "
+                        "(tests/e2e/test_assert_async.sh tests the mechanism)")
+    rc, obs, ev, err = spawn(ctx, "index_put_acc", "index_put_acc", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = of(ev, "violation")
+    bad, good = obs["bad"], obs["good"]
+    v = viol[0] if viol else {}
+    detail = "torch %s: raised=%s op=%s outcome=%s; then sum %s" % (
+        obs.get("torch"), bad.get("raised"), v.get("op"), v.get("outcome"), good.get("value"))
+    if not (bad.get("raised") and "labelguard" in bad.get("text", "") and "index_put" in bad.get("text", "")):
+        return "FAIL", detail + "; bad=%s" % bad
+    if len(viol) != 1 or v.get("family") != "assert_async" or v.get("outcome") != "blocked" or \
+            v.get("op") not in ("index_put_", "_index_put_impl_"):
+        return "FAIL", detail + "; violations %s" % [(e.get("family"), e.get("op"), e.get("outcome")) for e in viol]
+    if v.get("bad", {}).get("samples") != [{"index": 0, "value": 0}] or not v.get("python_stack"):
+        return "FAIL", detail + "; claimed %s, python stack %s" % (v.get("bad"), bool(v.get("python_stack")))
+    # the blocked call wrote nothing, the next one adds its 2 rows of 3 ones: the context lives on
+    if good.get("raised") or abs(good.get("value", -1) - 6.0) > 1e-6:
+        return "FAIL", detail + "; good=%s" % good
+    return "PASS", detail
+
+
+def case_assert_async(ctx):
+    rc, obs, ev, err = spawn(ctx, "assert_async", "assert_async", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = of(ev, "violation")
+    bad, good = obs["bad"], obs["good"]
+    v = viol[0] if viol else {}
+    py = v.get("python_stack") or [{}]
+    detail = "torch %s: raised=%s op=%s outcome=%s at %s:%s; then %s" % (
+        obs.get("torch"), bad.get("raised"), v.get("op"), v.get("outcome"), os.path.basename(py[-1].get("file", "?")),
+        py[-1].get("line"), good.get("value"))
+    if not (bad.get("raised") and "labelguard" in bad.get("text", "") and "torch._assert_async" in bad.get("text", "")):
+        return "FAIL", detail + "; bad=%s" % bad
+    if len(viol) != 1 or v.get("op") != "torch._assert_async" or v.get("outcome") != "blocked" or \
+            v.get("target", {}).get("dtype") != "bool" or not py[-1].get("file", "").endswith("gpu_path.py"):
+        return "FAIL", detail + "; violations %s" % [(e.get("op"), e.get("outcome"), e.get("target")) for e in viol]
+    if good.get("raised") or good.get("value") != 3.0:
+        return "FAIL", detail + "; good=%s" % good
+    return "PASS", detail
 
 
 def case_capture_logits(ctx):
@@ -947,7 +1018,8 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("enable_early", case_enable_early), ("enable_fork", case_enable_fork), ("attach_busy", case_attach_busy),
          ("profiler_enable", case_profiler_enable), ("threads_mask", case_threads_mask),
          ("compiled", case_compiled), ("embedding_async", case_embedding_async),
-         ("embedding_graph", case_embedding_graph)]
+         ("embedding_graph", case_embedding_graph), ("index_put_acc", case_index_put_acc),
+         ("assert_async", case_assert_async)]
 
 
 def main():
