@@ -1,6 +1,7 @@
 # labelguard Makefile (hand-written). `make` builds build/liblabelguard.so; `make test` runs every
 # GPU-free test and ends with "N passed, N failed"; `make test-gpu` needs a GPU (exit 77 without).
-# SANITIZER=address|undefined|thread builds everything into build-$(SANITIZER)/ instead. V=1: loud.
+# SANITIZER=address|undefined|thread|address+undefined builds everything into build-$(SANITIZER)/
+# instead (address+undefined: both in one build, one test pass; what CI runs). V=1: loud.
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(CUDA_HOME)/bin/nvcc
@@ -53,7 +54,8 @@ BUILD ?= build
 SAN_FLAGS :=
 else
 BUILD ?= build-$(SANITIZER)
-SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
+SAN_LIST := $(subst +, ,$(SANITIZER))
+SAN_FLAGS := $(foreach s,$(SAN_LIST),-fsanitize=$(s)) -fno-omit-frame-pointer
 endif
 # TSan does not model atomic_thread_fence (gcc: -Wtsan); the one fence, in validate.c's ring
 # read of GPU-written pinned memory, is on the GPU path, which TSan runs never take.
@@ -160,7 +162,7 @@ PROG_LIB_SRCS := $(sort $(wildcard tests/progs/lib*.cu))
 PROG_LIBS := $(patsubst tests/progs/%.cu,$(BUILD)/progs/%.so,$(PROG_LIB_SRCS))
 PROG_C_SRCS := $(sort $(wildcard tests/progs/*.c))
 PROG_C_BINS := $(patsubst tests/progs/%.c,$(BUILD)/progs/%,$(PROG_C_SRCS))
-NVCC_PROG := $(NVCC) -cudart shared -arch=sm_80 -std=c++17 -O1 -g -Itests/progs $(if $(SANITIZER),-Xcompiler -fsanitize=$(SANITIZER))
+NVCC_PROG := $(NVCC) -cudart shared -arch=sm_80 -std=c++17 -O1 -g -Itests/progs $(foreach s,$(SAN_LIST),-Xcompiler -fsanitize=$(s))
 ifneq ($(CROSS),)
 # nvcc compiles the host code with the cross g++ (the x86_64 target's CUDA headers serve: they
 # are the same for aarch64) and links against the double's runtime, there being no aarch64
@@ -388,7 +390,8 @@ test-programs: $(BUILD)/e2e/libmix12.so $(BUILD)/e2e/mixed_main
 # Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.
-E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers $(BUILD)/e2e/graph_elsewhere
+E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers $(BUILD)/e2e/graph_elsewhere $(BUILD)/e2e/graph_cond \
+             $(BUILD)/e2e/assert_async
 $(E2E_PROGS): $(BUILD)/e2e/%: tests/e2e/progs/%.cu $(wildcard tests/progs/*.cuh)
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
@@ -441,11 +444,11 @@ test-programs: $(PYSTACK_PROBE)
 GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_BINS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
 # validate.c's backends and queue come with it; runtime.o opens libcuda for the GPU backend.
-VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_module.o validate_host.o validate_node.o verdicts.o graphs.o runtime.o)
+VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_module.o validate_host.o validate_node.o validate_defer.o verdicts.o graphs.o captures.o runtime.o)
 $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) src/internal.h cuda/lg_scan.h cuda/lg_validate.h
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(NVCC) -std=c++17 -O2 -g -cudart shared -Isrc -Icuda -Iinclude $(if $(SANITIZER),-Xcompiler -fsanitize=$(SANITIZER)) \
+	$(Q)$(NVCC) -std=c++17 -O2 -g -cudart shared -Isrc -Icuda -Iinclude $(foreach s,$(SAN_LIST),-Xcompiler -fsanitize=$(s)) \
 		-o $@ $< $(VALIDATE_OBJS) $(FATBIN_OBJ) -ldl -lpthread
 gpu-tests: $(GPU_TEST_BINS)
 # Built (not run) by `make test` too, so a change that breaks the GPU tests' build shows in CI.

@@ -39,14 +39,31 @@ typedef struct labelguard_counters {
 LABELGUARD_API int labelguard_counters(labelguard_counters_t *out);
 
 /* Arms the guard in a process that did not preload the library (it was dlopen'd, e.g. by
- * `labelguard attach`): labelguard_enable(), then one line on stderr saying what was armed
- * or why not (none with LABELGUARD_QUIET=1). Returns what labelguard_enable returns. */
+ * `labelguard attach`, whose gdb calls this wherever it stopped the process): rewrites the
+ * GOT slots as labelguard_enable() does and writes one line on stderr saying what was armed
+ * or why not (none with LABELGUARD_QUIET=1); nothing else: no CUDA, CUPTI or log call, no
+ * lock another thread of the process may hold (a busy arm.c lock is a refusal). The library
+ * starts at the process's next CUDA launch, on that thread. A process that uses CUDA without a
+ * shared libcudart (a static runtime) is refused: only CUPTI could see it. Returns the entries
+ * armed, or -1. */
 LABELGUARD_API int labelguard_arm(void);
+
+/* Starts the library now, on the calling thread, as the process's first CUDA launch would: its
+ * CUDA queries, the validator backend, CUPTI where LABELGUARD_HOOKS wants it, the `start`
+ * event. labelguard_enable() and labelguard_arm() never start it (they make no CUDA call); a
+ * tool that wants the start event at a known point (`labelguard doctor`'s probe) calls this.
+ * It initialises CUDA: a process that forks CUDA-using children must not call it first.
+ * Idempotent; returns 0. */
+LABELGUARD_API int labelguard_start(void);
 
 /* Arms the guard in this process, from inside it, without writing to stderr:
  *  - the launch, registration, error and synchronizing entry points of every object loaded
- *    now are redirected to the library (GOT slots), and CUPTI is started where
- *    LABELGUARD_HOOKS allows;
+ *    now are redirected to the library (GOT slots), and so are their cuptiSubscribe calls (a
+ *    profiler's subscription then reaches the library's hand-over, as under LD_PRELOAD);
+ *  - no CUDA call is made (unless a static runtime is in use, below): the library starts at
+ *    the process's first CUDA launch, on that thread, where it chooses its backend and, only
+ *    where no shared libcudart exists or LABELGUARD_HOOKS=cupti, subscribes to CUPTI; so a
+ *    process that enables before any CUDA work may still fork CUDA-using children;
  *  - every object loaded later (dlopen: `import torch` after this call, CUDA extensions,
  *    Triton's generated modules) is armed as it is loaded, so calling this before
  *    `import torch` is right, and so is calling it after CUDA started;
@@ -55,8 +72,9 @@ LABELGUARD_API int labelguard_arm(void);
  * Returns the number of entries armed (>= 0; 0 when no CUDA runtime is loaded yet), or -1
  * when it cannot arm, with one line in why (reason and what to do; why may be NULL):
  * a CUDA context already dead from a sticky error (e.g. cudaErrorAssert 710 after a
- * device-side assert: restart the process and enable labelguard first), a static CUDA
- * runtime that CUPTI cannot watch, or GOT slots that cannot be rewritten.
+ * device-side assert: restart the process and enable labelguard first; asked only once libcuda
+ * is loaded), a static CUDA runtime that CUPTI cannot watch (there, with a context made, the
+ * library starts at once: CUPTI is its only layer), or GOT slots that cannot be rewritten.
  * Idempotent and thread-safe; after labelguard_disable() it turns checking on again. */
 LABELGUARD_API int labelguard_enable(char *why, size_t cap);
 

@@ -15,7 +15,9 @@
 #              start event, graph handle reuse, replay text, index cost,
 #              HOOKS=cupti, torch.profiler, async exit, mask on a full GPU,
 #              capture beside the raw-logits check, late enable, attach,
-#              torch.compile (see that file's docstring)
+#              enable before CUDA (backend gpu; a fork child), attach to a
+#              busy loop, torch.profiler after enable, torch.compile (see
+#              that file's docstring)
 #   scenarios  real PyTorch training loops x actions                       tests/torch/run_scenarios.py
 #   test-gpu   validator vs CPU scan, e2e programs on the real runtime,    tests/gpu/run.sh
 #              live kernel names + cudaFuncGetParamInfo sizes vs specs

@@ -11,7 +11,8 @@
  * What differs between the modes is only when the verdict is known: before the launch (sync;
  * CUPTI-only launches cannot be skipped, so raise and hold become mask there) or after it ran
  * on the sanitized copy (async, LG_ACT_AFTER: the outcome is "masked", raise and hold deliver
- * the error at the next check, since nothing is left to block or hold).
+ * the error at the next check, since nothing is left to block or hold), or after a captured
+ * launch that read its own labels (LG_ACT_AFTER_AS_IS: "launched", the error raised all the same).
  *
  * Called by launch.c on the launching thread: before the launch (sync), or at that thread's
  * hook point or synchronizing call where the verdict was collected (async, graph replays: the
@@ -82,7 +83,20 @@ lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_stat
         p.note = when == LG_ACT_AFTER ? ASYNC_NOTE : NULL;
         return p;
     }
-    if (when == LG_ACT_AFTER && action == LG_ACTION_LOG) {
+    if (when == LG_ACT_AFTER_AS_IS && action != LG_ACTION_LOG) {
+        /* A captured launch that kept its own ids (launch.c's async_id: no row may stand in
+         * for a bad id that a backward writes at): it read the bad id itself, so its own
+         * assert, if it has one, stopped the replay as without labelguard. The error is still
+         * raised, with the ids, for a kernel that has none. */
+        p.outcome = LG_OUTCOME_LAUNCHED;
+        p.flush = true;
+        p.raise = true;
+        p.note = "the launch, captured into a CUDA graph, read its own ids (a backward writes at them: no id may "
+                 "stand in); its device assert stops it as without labelguard; this replay's verdict, read after it "
+                 "ran, is raised as the next CUDA error";
+        return p;
+    }
+    if (when >= LG_ACT_AFTER && action == LG_ACTION_LOG) {
         /* A graph replay in log mode: its kernel read the labels as they were. */
         p.outcome = LG_OUTCOME_LAUNCHED;
         p.flush = true;
@@ -160,6 +174,55 @@ static void violation_release(lg_violation_t *v)
         free(v);
 }
 
+/* What cause.c needs to tell what a launch's ids index: whether the call site is an embedding
+ * (torch/nn/functional.py's embedding(), under nn.Embedding too), and for a scatter of one
+ * scalar (its calculator has no source operand) whether it writes a one-hot. A verdict that
+ * comes after its launch ran (async, graph replay) has no arguments left: the family decides. */
+static void ids_facts(const lg_act_input_t *in, const lg_py_stack_t *py, lg_ids_facts_t *f)
+{
+    memset(f, 0, sizeof *f);
+    int np = py->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : py->n;
+    f->python = np > 0;
+    for (int i = 0; i < np && !f->embedding_call; i++) {
+        const char *file = py->frames[i].file;
+        size_t len = strlen(file), tail = strlen("/torch/nn/functional.py");
+        f->embedding_call = strcmp(py->frames[i].function, "embedding") == 0 && len >= tail &&
+                            strcmp(file + len - tail, "/torch/nn/functional.py") == 0;
+    }
+    const lg_spec_t *s = in->info->spec;
+    if (in->args && s->calc.width != 0 && s->calc_nargs == 2 && s->calc_arg == 1 &&
+        (lg_family_flags(s->family) & LG_FAMILY_NODE_IDS)) {
+        int64_t sizes[32], strides[32];
+        int dims = lg_decode_calc_operand(s, in->args, 0, sizes, strides, 32);
+        f->one_per_row = dims >= 0 && lg_cause_one_per_row(sizes, strides, dims, in->target->n_classes);
+    }
+}
+
+/* A torch._assert_async condition that is false: the op that asserted, from the native stack
+ * (symbolized here, so that the error PyTorch raises names it too), and what its check means.
+ * Only the condition was read: the text claims nothing about the values behind it. */
+static void assert_cause(lg_violation_t *v)
+{
+    char (*lines)[256] = v->native.n > 0 ? malloc(sizeof(char[LG_MAX_FRAMES][256])) : NULL;
+    int n = lines ? lg_stack_symbolize(&v->native, lines, LG_MAX_FRAMES) : 0;
+    lg_asserts_op(lines, n, v->op, sizeof v->op);
+    free(lines);
+    v->cause = LG_CAUSE_OTHER;
+    if (strstr(v->op, "index_put"))
+        snprintf(v->cause_text, sizeof v->cause_text,
+                 "%s checks on the device that its indices are in range for their dimensions, and that check "
+                 "is false: an index is out of range (only the check was read, not the indices)",
+                 v->op);
+    else if (strcmp(v->op, "torch._assert_async") == 0)
+        snprintf(v->cause_text, sizeof v->cause_text,
+                 "the condition given to torch._assert_async is false (zero); only the condition was read");
+    else
+        snprintf(v->cause_text, sizeof v->cause_text,
+                 "%s checks its arguments on the device with torch._assert_async, and that check is false "
+                 "(only the check was read)",
+                 v->op);
+}
+
 static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_act_input_t *in)
 {
     const lg_kernel_info_t *info = in->info;
@@ -182,18 +245,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->action = lg_cfg.action;
     v->outcome = "launched";
     v->note[0] = '\0';
-    /* spec is NULL only when the kernel's image was unloaded before its async verdict came. */
-    if (lg_scan_is_float(in->target->dtype)) {
-        v->cause = lg_cause_classify_range(in->target, in->verdict);
-        lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
-    } else if (info->spec && info->spec->ids) {
-        v->cause = lg_cause_classify_family_ids(info->spec->family, in->target, in->verdict);
-        lg_cause_explain_ids(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
-    } else {
-        bool dense = in->target->ndim >= 2 || (info->spec && (lg_family_flags(info->spec->family) & LG_FAMILY_DENSE));
-        v->cause = lg_cause_classify(in->target, in->verdict, dense);
-        lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
-    }
+    v->op[0] = '\0';
     v->native.n = 0;
     if (lg_cfg.backtrace_native)
         lg_stack_capture(&v->native);
@@ -201,6 +253,25 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->python.from_main_thread = false;
     if (lg_cfg.backtrace_python)
         lg_pystack_capture(&v->python);
+    /* The cause after the stacks: what ids index is read off the call site as well as the launch.
+     * spec is NULL only when the kernel's image was unloaded before its async verdict came. */
+    v->indexed = LG_INDEXED_VOCAB;
+    if (info->spec && info->spec->assert_flag) {
+        assert_cause(v);
+    } else if (lg_scan_is_float(in->target->dtype)) {
+        v->cause = lg_cause_classify_range(in->target, in->verdict);
+        lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    } else if (info->spec && info->spec->ids) {
+        lg_ids_facts_t facts;
+        ids_facts(in, &v->python, &facts);
+        v->indexed = lg_cause_indexed(info->spec->family, &facts);
+        v->cause = lg_cause_classify_indexed(v->indexed, in->target, in->verdict);
+        lg_cause_explain_indexed(v->cause, v->indexed, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    } else {
+        bool dense = in->target->ndim >= 2 || (info->spec && (lg_family_flags(info->spec->family) & LG_FAMILY_DENSE));
+        v->cause = lg_cause_classify(in->target, in->verdict, dense);
+        lg_cause_explain(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+    }
 }
 
 /* Makes the masked copy and the rewritten arguments. Returns false with why. */
@@ -208,6 +279,11 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
                       size_t why_len)
 {
     const lg_spec_t *spec = in->info->spec;
+    if (spec && spec->assert_flag) {
+        snprintf(why, why_len, "a torch._assert_async condition has no stand-in: a true one would let the op go on "
+                               "with the arguments its check rejected");
+        return false;
+    }
     if (spec && spec->ids) {
         /* A bad id can only become padding_idx, which the kernel skips; a kernel without one
          * (index_select, the vectorized gather) has no id that leaves the output unchanged. */
@@ -300,7 +376,7 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     if (p.raise) {
         char msg[1024];
         lg_report_error_message(v, msg, sizeof msg);
-        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, in->when == LG_ACT_AFTER);
+        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, in->when >= LG_ACT_AFTER);
     }
     if (p.skip && d) {
         d->kind = LG_VERDICT_SKIP;

@@ -83,16 +83,36 @@ static void build_tables(void)
     }
 }
 
+/* Set once python/labelguard/_compiled.py has armed the check in this interpreter (its install()
+ * asks labelguard_compiled(NULL) for the setting). */
+static _Atomic bool python_armed;
+
+/* Only what is true at the start: the op is installed (or the bootstrap will install it when
+ * Inductor is imported), or it is not and nothing checks compiled losses. */
 const char *lg_api_check_way(void)
 {
-    return lg_cfg.compiled ? "check_op: a torch.compile'd NLL/cross-entropy calls labelguard::check_target on its "
-                             "target before Inductor's fused kernel (no B x C log-probabilities kept)"
-                           : "off: torch.compile'd losses run as Inductor made them, unchecked "
-                             "(LABELGUARD_COMPILED=off)";
+    if (!lg_cfg.compiled)
+        return "off: torch.compile'd losses run as Inductor made them, unchecked (LABELGUARD_COMPILED=off)";
+    if (atomic_load(&python_armed) || lg_pyboot_expected())
+        return "check_op: a torch.compile'd NLL/cross-entropy calls labelguard::check_target on its target before "
+               "Inductor's fused kernel (no B x C log-probabilities kept)";
+    switch (lg_pyboot_state()) {
+    case LG_PYBOOT_NOT_PYTHON:
+        return "none: not a Python interpreter (torch.compile'd losses are checked from Python)";
+    case LG_PYBOOT_LATE:
+        return "none: the check op is not installed in this interpreter: labelguard.enable() installs it, "
+               "`labelguard attach` does not";
+    default:
+        return "none: this interpreter does not run labelguard's bootstrap (python -E, -I or -S, or no "
+               "labelguard/_bootstrap next to the library): torch.compile'd losses are not checked; run the job "
+               "under `labelguard run`, or call labelguard.enable() in it";
+    }
 }
 
 int labelguard_compiled(const char *traced)
 {
+    if (!traced)
+        atomic_store(&python_armed, true);
     if (!lg_cfg.compiled && traced) {
         lg_ensure_started();
         char detail[512];

@@ -4,14 +4,26 @@
  * interposed entry points of preload.c are not first in the symbol lookup order, so objects
  * keep calling libcudart directly. Arming rewrites those objects' GOT slots (R_*_JUMP_SLOT and
  * R_*_GLOB_DAT relocations against a hooked name) to point at our hooks, after storing the
- * function the slot pointed at as the hook's real function, and starts CUPTI (if
- * LABELGUARD_HOOKS allows it) for what the GOT does not show. It also redirects every
- * object's `dlopen` slot to arm_dlopen.c's wrapper, which arms the objects each dlopen brings
- * (lg_arm_loaded): torch imported after enable, CUDA extensions, Triton's modules.
+ * function the slot pointed at as the hook's real function. It also redirects every object's
+ * `dlopen` slot to arm_dlopen.c's wrapper, which arms the objects each dlopen brings
+ * (lg_arm_loaded): torch imported after enable, CUDA extensions, Triton's modules; and every
+ * `cuptiSubscribe`/`cuptiSubscribe_v2` slot to cupti_slot.c's wrappers, so that a profiler's
+ * subscription reaches the hand-over as under LD_PRELOAD.
+ *
+ * Arming is all it does: no CUDA or driver call, no CUPTI, no log I/O. The library starts at
+ * the first hook, on the application thread that makes it (lg.c), like a preloaded one, and
+ * CUPTI is subscribed there only where no interposable runtime exists (cupti_slot.c). So an
+ * enable() made before the application's first CUDA call starts no CUDA (a parent that then
+ * forks CUDA workers stays fork-safe; the backend is chosen once the application has its
+ * context), and gdb's call of labelguard_arm(), made wherever the debugger stopped the job
+ * (inside libcuda or malloc, holding their locks), never re-enters the CUDA libraries. What
+ * arming finds that the user must hear about (slots it could not write) is said by the start
+ * (lg_arm_after_start).
  *
  * Who calls it: gdb (via the CLI), a program through include/labelguard.h, and the dlopen
- * wrapper; any thread, serialised by one mutex, which a dlopen only ever tries (trylock): one
- * that finds it taken leaves a request the holder serves before it lets go. Idempotent: a slot that already points into
+ * wrapper; any thread, serialised by one mutex, which a dlopen and gdb's call only ever try
+ * (trylock): a dlopen that finds it taken leaves a request the holder serves before it lets
+ * go, gdb's call is refused (attach again). Idempotent: a slot that already points into
  * our object (a hook, or every slot of a preloaded process) is counted, never rewritten, so a
  * preloaded library is not hooked twice. Not covered: function pointers the program copied
  * out of a GOT before arming, objects loaded by a dlopen reached through dlsym("dlopen") or
@@ -30,7 +42,12 @@
  *
  * Before arming, labelguard_enable refuses a process whose CUDA context is already dead (a
  * sticky error, e.g. 710 after a device-side assert: nothing can be checked or recovered
- * there) and one that launches kernels through a static runtime CUPTI cannot watch.
+ * there; asked only where CUDA has started, i.e. libcuda is loaded) and one that launches
+ * kernels through a static runtime CUPTI cannot watch (there, on the application's thread and
+ * with its context made, enable starts the library itself: no hook would). labelguard_arm
+ * (attach) asks neither (both are calls into the CUDA libraries) and refuses a process that
+ * has CUDA but no shared libcudart: only CUPTI could see its launches, and subscribing is no
+ * work for a debugger's call.
  *
  * Tests: tests/unit/test_arm.c (a fixture library's JUMP_SLOT and GLOB_DAT slots, lazy and -z
  * now builds; slots already pointing into the patching object; objects loaded after arming,
@@ -38,7 +55,10 @@
  * to a running program under the runtime test double), tests/e2e/test_enable_early.sh (enable
  * before any runtime is loaded, then a CUDA library dlopen'd), tests/torch-fake/test_enable.sh
  * (real torch: enable after and before `import torch`, a library dlopen'd after, a dead
- * context, disable). */
+ * context, disable; a fork child of a parent that enabled before CUDA), tests/e2e/
+ * test_enable_fork.sh (no CUDA call before the application's first; fork), tests/e2e/
+ * test_attach_busy.sh (ten attaches to a loop of launches and syncs on the asynchronous
+ * double), tests/torch-fake/test_profiler.sh (torch.profiler after enable). */
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
@@ -305,6 +325,23 @@ static void mark_seen(const struct dl_phdr_info *info)
     seen[n_seen++] = (seen_t){info->dlpi_addr, (const void *)info->dlpi_phdr};
 }
 
+/* The most GOT slots one walk could not write, for the start's arm_incomplete warning. */
+static _Atomic int failed_slots;
+static _Atomic int failed_said; /* the count the warning last said */
+
+static void say_failed_slots(void)
+{
+    int n = atomic_load(&failed_slots);
+    if (n <= atomic_load(&failed_said) || atomic_exchange(&failed_said, n) >= n)
+        return;
+    char detail[160];
+    snprintf(detail, sizeof detail,
+             "%d GOT slot(s) of hooked CUDA functions could not be "
+             "rewritten (no real function or mprotect refused)",
+             n);
+    lg_report_warning_once("arm_incomplete", detail);
+}
+
 /* Patches every loaded object (only_new: those not patched by an earlier walk that marked
  * them; after any unload, all of them again, since a new object may have taken an old one's
  * address). mark: remember the objects patched. The caller serialises. */
@@ -342,14 +379,12 @@ static int patch_walk(const lg_hook_t *hooks, int n_hooks, int n_counted, bool o
     if (n_objects)
         *n_objects = w.objects;
     /* A slot left unpatched would let some launches bypass the check: report it as failure
-     * only when nothing was armed at all, else arm what we can and say what failed. */
+     * only when nothing was armed at all, else arm what we can and say what failed (the
+     * start says it: a walk may run inside a debugger's call). */
     if (w.failed) {
-        char detail[160];
-        snprintf(detail, sizeof detail,
-                 "%d GOT slot(s) of hooked CUDA functions could not be "
-                 "rewritten (no real function or mprotect refused)",
-                 w.failed);
-        lg_report_warning_once("arm_incomplete", detail);
+        int prev = atomic_load(&failed_slots);
+        while (prev < w.failed && !atomic_compare_exchange_weak(&failed_slots, &prev, w.failed)) {
+        }
         if (w.armed == 0)
             return -1;
     }
@@ -411,11 +446,24 @@ static bool sticky(int e)
     }
 }
 
+/* True where CUDA has started in this process: the runtime loads libcuda at its first call that
+ * needs the driver. Asked without a CUDA call (a loaded object, RTLD_NOLOAD). */
+static bool cuda_started(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (cuda)
+        dlclose(cuda);
+    return cuda != NULL;
+}
+
 /* True (why filled) when a loaded runtime reports a sticky error. cudaPeekAtLastError reads
  * it without clearing anything of the application's and without creating a context; it is
- * each libcudart's own, never our hook. */
+ * each libcudart's own, never our hook. Not asked before CUDA has started: no context can be
+ * dead then, and the call would be the process's first CUDA call, not the application's. */
 static bool context_dead(char *why, size_t cap)
 {
+    if (!cuda_started())
+        return false;
     lg_cudart_t rts[4];
     int n = lg_runtime_cudarts(rts, 4);
     for (int i = 0; i < n; i++) {
@@ -461,19 +509,22 @@ static bool static_runtime_in_use(void)
     return in_use;
 }
 
-/* The hook set, once: our own definitions of the CUDA entry points (counted), then dlopen. */
+/* The hook set, once: our own definitions of the CUDA entry points (counted), then dlopen and
+ * CUPTI's subscribe calls (not counted: they launch nothing). */
 static int build_hooks(void)
 {
     if (n_arm_hooks)
         return n_arm_hooks;
     int n = 0;
     const lg_hook_t *table = lg_preload_hooks(&n);
-    int cap = (int)(sizeof arm_hooks / sizeof *arm_hooks) - 1;
+    int cap = (int)(sizeof arm_hooks / sizeof *arm_hooks) - 3;
     n_cuda_hooks = table ? own_definitions(table, n, arm_hooks, cap) : 0;
     if (n_cuda_hooks == 0)
         return 0;
     lg_arm_dlopen_hook(&arm_hooks[n_cuda_hooks]);
-    n_arm_hooks = n_cuda_hooks + 1;
+    lg_hook_t cupti[2];
+    int n_cupti = lg_cupti_slot_hooks(cupti, 2);
+    n_arm_hooks = n_cuda_hooks + 1 + own_definitions(cupti, n_cupti, &arm_hooks[n_cuda_hooks + 1], 2);
     /* Other objects' GOT slots will point into this library: a dlclose of it (ctypes handles
      * can be closed) must never unmap it. Our initial-exec TLS already keeps glibc from
      * unloading it; NODELETE on a NOLOAD open says so explicitly, whatever the TLS model. */
@@ -492,57 +543,74 @@ static bool preloaded(void)
     return p && dladdr(p, &a) && dladdr((void *)&labelguard_enable, &b) && a.dli_fbase == b.dli_fbase;
 }
 
-/* labelguard_enable without the lock; *objects: objects with an armed slot. */
-static int enable_locked(char *why, size_t cap, int *objects)
+/* Graphs instantiated before arming are replayed unseen: graphs.c is told, by the start when
+ * arming ran inside a debugger's call (graphs.c takes a lock the stopped job may hold). */
+static _Atomic int armed_late_pending;
+
+/* labelguard_enable and labelguard_arm without the lock; *objects: objects with an armed slot.
+ * debugger: called by gdb (or the CLI's injector) wherever it stopped the job: no call into
+ * the CUDA libraries, CUPTI, the log or another module's lock, only the GOT walk. */
+static int enable_locked(char *why, size_t cap, int *objects, bool debugger)
 {
     *objects = 0;
-    if (context_dead(why, cap))
+    if (!debugger && context_dead(why, cap))
         return -1;
     bool have_runtime = lg_runtime_cudart_handle() != NULL;
-    if (have_runtime) {
-        lg_ensure_started_for_attach();
-        if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
-            lg_cupti_start();
-    } else {
-        lg_start_as_attach_later();
-        if (static_runtime_in_use()) {
-            /* A context without a shared libcudart: a static runtime (or a driver-API program);
-             * CUPTI is the only layer that sees its launches. */
-            if (lg_cfg.hooks != LG_HOOKS_INTERPOSE) {
-                lg_ensure_started_for_attach();
-                lg_cupti_start();
-            }
-            if (!lg_cupti_active()) {
-                if (why && cap)
-                    snprintf(why, cap,
-                             "kernels are launched through a CUDA runtime linked statically into the program (no "
-                             "libcudart to redirect) and CUPTI cannot subscribe ---> HINT: run it under `labelguard "
-                             "run` with a shared runtime (nvcc -cudart shared), or free CUPTI's slot (no profiler) "
-                             "and keep LABELGUARD_HOOKS=auto");
-                return -1;
-            }
-        }
+    if (!have_runtime && debugger && cuda_started()) {
+        if (why && cap)
+            snprintf(why, cap,
+                     "this process uses CUDA without a shared libcudart (a static runtime, or the driver API alone): "
+                     "only CUPTI could see its launches, and attach does not subscribe to CUPTI from inside the "
+                     "debugger's call ---> HINT: start the program under `labelguard run` with "
+                     "LABELGUARD_HOOKS=cupti, or call labelguard.enable() from the program itself");
+        return -1;
     }
-    int n_armed = 0;
-    if (lg_cfg.hooks != LG_HOOKS_CUPTI) {
-        int n = build_hooks();
-        bool late = !preloaded();
-        /* Everything loaded now, remembered: the dlopen wrapper's walks then visit new objects only. */
-        n_armed = n > 0 ? patch_walk(arm_hooks, n, n_cuda_hooks, false, true, objects) : -1;
-        if (n_armed < 0) {
+    if (!have_runtime && !debugger && static_runtime_in_use()) {
+        /* A context without a shared libcudart: a static runtime (or a driver-API program).
+         * CUPTI is the only layer that sees its launches, and no hook will ever start the
+         * library: start it here, on the application's thread, its context made. */
+        if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
+            lg_ensure_started();
+        if (!lg_cupti_active()) {
             if (why && cap)
                 snprintf(why, cap,
-                         "no GOT slot of the CUDA launch functions could be rewritten (mprotect refused, or the "
-                         "library's own hooks were not found) ---> HINT: start the program under `labelguard run` "
-                         "(LD_PRELOAD) instead");
+                         "kernels are launched through a CUDA runtime linked statically into the program (no "
+                         "libcudart to redirect) and CUPTI cannot subscribe ---> HINT: run it under `labelguard "
+                         "run` with a shared runtime (nvcc -cudart shared), or free CUPTI's slot (no profiler) "
+                         "and keep LABELGUARD_HOOKS=auto");
             return -1;
         }
-        if (n_armed > 0 && late)
-            lg_graphs_armed_late(); /* graphs instantiated before now were not seen */
-        __atomic_store_n(&armed, true, __ATOMIC_RELEASE);
     }
+    /* Patched under LABELGUARD_HOOKS=cupti too: the hooks then start the library and pass
+     * every call straight through, as preloaded ones do. */
+    int n = build_hooks();
+    bool late = !preloaded();
+    /* Everything loaded now, remembered: the dlopen wrapper's walks then visit new objects only. */
+    int n_armed = n > 0 ? patch_walk(arm_hooks, n, n_cuda_hooks, false, true, objects) : -1;
+    if (n_armed < 0) {
+        if (why && cap)
+            snprintf(why, cap,
+                     "no GOT slot of the CUDA launch functions could be rewritten (mprotect refused, or the "
+                     "library's own hooks were not found) ---> HINT: start the program under `labelguard run` "
+                     "(LD_PRELOAD) instead");
+        return -1;
+    }
+    if (n_armed > 0 && late) {
+        if (debugger)
+            atomic_store(&armed_late_pending, 1);
+        else
+            lg_graphs_armed_late(); /* graphs instantiated before now were not seen */
+    }
+    __atomic_store_n(&armed, true, __ATOMIC_RELEASE);
     atomic_store(&lg_launch_disabled, 0);
     return n_armed;
+}
+
+void lg_arm_after_start(void)
+{
+    if (atomic_exchange(&armed_late_pending, 0))
+        lg_graphs_armed_late();
+    say_failed_slots();
 }
 
 /* Set by a dlopen whose walk found the lock taken: the holder walks again before it lets go.
@@ -580,7 +648,10 @@ int lg_arm_loaded(void)
     if (!__atomic_load_n(&armed, __ATOMIC_ACQUIRE))
         return 0;
     atomic_store(&rewalk, 1);
-    return walk_requests();
+    int n = walk_requests();
+    if (lg_started()) /* an application's dlopen, never a debugger's call */
+        say_failed_slots();
+    return n;
 }
 
 LG_EXPORT int labelguard_enable(char *why, size_t cap)
@@ -589,9 +660,11 @@ LG_EXPORT int labelguard_enable(char *why, size_t cap)
         why[0] = '\0';
     pthread_mutex_lock(&lock);
     int objects = 0;
-    int n = enable_locked(why, cap, &objects);
+    int n = enable_locked(why, cap, &objects, false);
     pthread_mutex_unlock(&lock);
     walk_requests(); /* dlopens that finished while we held the lock */
+    if (lg_started())
+        say_failed_slots();
     return n;
 }
 
@@ -601,18 +674,26 @@ LG_EXPORT int labelguard_disable(void)
     return 0;
 }
 
+/* gdb's (or the CLI injector's) call, on whichever thread the debugger stopped, possibly inside
+ * libcuda or malloc: the GOT walk and one write(2) of the result, nothing else. The lock is
+ * arm.c's own (only enable and the walks take it, never while calling CUDA); a thread stopped
+ * holding it is inside a walk, which takes no lock of ours: trylock, and a busy lock is a
+ * refusal, never a wait. */
 LG_EXPORT int labelguard_arm(void)
 {
     char why[512] = "";
-    pthread_mutex_lock(&lock);
-    int objects = 0;
-    int armed_n = enable_locked(why, sizeof why, &objects);
-    pthread_mutex_unlock(&lock);
-    walk_requests();
+    int objects = 0, armed_n = -1;
+    if (pthread_mutex_trylock(&lock) == 0) {
+        armed_n = enable_locked(why, sizeof why, &objects, true);
+        pthread_mutex_unlock(&lock);
+    } else {
+        snprintf(why, sizeof why, "another thread is arming this process right now ---> HINT: attach again");
+    }
+    walk_requests(); /* dlopens that finished while we held the lock (trylock: never waits) */
     if (!lg_cfg.quiet) {
         char line[700];
-        int len = armed_n >= 0 ? snprintf(line, sizeof line, "labelguard: armed %d launch entries in %d objects%s\n",
-                                          armed_n, objects, lg_cupti_active() ? " (and CUPTI)" : "")
+        int len = armed_n >= 0 ? snprintf(line, sizeof line, "labelguard: armed %d launch entries in %d objects\n",
+                                          armed_n, objects)
                                : snprintf(line, sizeof line, "labelguard: arming failed: %s\n", why);
         if (len > 0 && write(2, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1) < 0) {
             /* stderr gone: nothing to tell */

@@ -40,6 +40,8 @@ static const char *const names[] = {
     [LG_CAUSE_NODE_ID_OUT_OF_RANGE] = "node_id_out_of_range",
     [LG_CAUSE_NO_SIGMOID] = "no_sigmoid",
     [LG_CAUSE_NAN_INPUT] = "nan_input",
+    [LG_CAUSE_NUM_CLASSES_TOO_SMALL] = "num_classes_too_small",
+    [LG_CAUSE_INDEX_OUT_OF_RANGE] = "index_out_of_range",
     [LG_CAUSE_OTHER] = "other",
 };
 
@@ -55,6 +57,9 @@ static const char *const fixes[] = {
     [LG_CAUSE_NO_SIGMOID] = "use BCEWithLogitsLoss on the logits (or apply torch.sigmoid first)",
     [LG_CAUSE_NAN_INPUT] = "the training diverged: lower the learning rate, check for fp16 overflow (use "
                            "torch.autocast / GradScaler), find the first NaN with torch.autograd.detect_anomaly()",
+    [LG_CAUSE_NUM_CLASSES_TOO_SMALL] = "give num_classes the number of classes the labels use (labels must be < "
+                                       "num_classes)",
+    [LG_CAUSE_INDEX_OUT_OF_RANGE] = "build the indices from the size of the dimension they index",
     [LG_CAUSE_OTHER] = "check the label mapping and num_classes",
 };
 
@@ -148,16 +153,123 @@ lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v)
 
 lg_cause_t lg_cause_classify_family_ids(const char *family, const lg_target_t *t, const lg_verdict_t *v)
 {
-    lg_cause_t c = lg_cause_classify_ids(t, v);
+    return lg_cause_classify_indexed(lg_cause_indexed(family, NULL), t, v);
+}
+
+/* The kernel family says what its ids index where it can (x[idx], take and put index a dimension;
+ * index_add_ node rows; EmbeddingBag a vocabulary). One scatter kernel serves F.one_hot (a class
+ * dimension) and message passing (node rows): the written operand tells them apart. One gather
+ * and one index_select kernel serve nn.Embedding, index_select along any dimension, gather and
+ * take_along_dim: only the call site tells an embedding, so with a Python stack and no
+ * embedding() on it the ids index a plain dimension. Without a stack (a C++ program, backtraces
+ * off) they keep the embedding's reading, the common case of these kernels. */
+lg_indexed_t lg_cause_indexed(const char *family, const lg_ids_facts_t *f)
+{
     unsigned flags = lg_family_flags(family);
-    if ((flags & LG_FAMILY_NODE_IDS) && t->n_classes > 0 && v->bad_count > 0 && v->min >= 0 && v->max >= t->n_classes)
-        return LG_CAUSE_NODE_ID_OUT_OF_RANGE;
-    /* A vocabulary is what embedding ids index (index_select, the small-row gather, EmbeddingBag);
-     * x[idx], index_put_, index_fill_, index_copy_, take and put index a tensor's dimension,
-     * where a tokenizer explanation would mislead. */
-    if ((flags & LG_FAMILY_TENSOR_INDEX) && c == LG_CAUSE_VOCAB_TOO_SMALL)
+    if (flags & LG_FAMILY_NODE_IDS)
+        return f && f->one_per_row ? LG_INDEXED_CLASSES : LG_INDEXED_NODES;
+    if (flags & LG_FAMILY_TENSOR_INDEX)
+        return LG_INDEXED_DIM;
+    if ((flags & LG_FAMILY_VOCAB) || (f && f->embedding_call))
+        return LG_INDEXED_VOCAB;
+    return f && f->python ? LG_INDEXED_DIM : LG_INDEXED_VOCAB;
+}
+
+bool lg_cause_one_per_row(const int64_t *sizes, const int64_t *strides, int dims, int64_t bound)
+{
+    if (dims < 0 || bound <= 0)
+        return false;
+    int64_t smallest = 0;
+    for (int d = 0; d < dims; d++) {
+        if (sizes[d] <= 1)
+            continue;
+        if (strides[d] <= 0)
+            return false; /* several ids land in one row: a multi-hot or an aggregation */
+        if (!smallest || strides[d] < smallest)
+            smallest = strides[d];
+    }
+    if (!smallest)
+        return true; /* a single id */
+    for (int64_t elem = 1; elem <= 16; elem *= 2)
+        if (smallest == bound * elem)
+            return true;
+    return false;
+}
+
+lg_cause_t lg_cause_classify_indexed(lg_indexed_t what, const lg_target_t *t, const lg_verdict_t *v)
+{
+    int64_t n = t->n_classes;
+    if (n <= 0 || v->bad_count <= 0 || v->checked <= 0)
         return LG_CAUSE_OTHER;
-    return c;
+    lg_cause_t c;
+    switch (what) {
+    case LG_INDEXED_CLASSES:
+        /* Class labels: the label rules, without the ones that end in an ignore_index, which
+         * one_hot does not have. */
+        c = lg_cause_classify(t, v, false);
+        if (c == LG_CAUSE_HEAD_TOO_SMALL)
+            return LG_CAUSE_NUM_CLASSES_TOO_SMALL;
+        return c == LG_CAUSE_NEGATIVE_UNKNOWN || c == LG_CAUSE_VOID_255 ? LG_CAUSE_OTHER : c;
+    case LG_INDEXED_NODES:
+        if (v->min >= 0 && v->max >= n)
+            return LG_CAUSE_NODE_ID_OUT_OF_RANGE;
+        c = lg_cause_classify_ids(t, v);
+        return c == LG_CAUSE_VOCAB_TOO_SMALL ? LG_CAUSE_OTHER : c;
+    case LG_INDEXED_DIM:
+        /* -1 as padding is as likely here as in an embedding; the rest is an index past the size. */
+        c = lg_cause_classify_ids(t, v);
+        return c == LG_CAUSE_NEGATIVE_ID ? c : LG_CAUSE_INDEX_OUT_OF_RANGE;
+    default:
+        return lg_cause_classify_ids(t, v);
+    }
+}
+
+const char *lg_cause_indexed_name(lg_indexed_t what)
+{
+    switch (what) {
+    case LG_INDEXED_CLASSES: return "classes";
+    case LG_INDEXED_NODES: return "nodes";
+    case LG_INDEXED_DIM: return "dimension";
+    default: return "vocabulary";
+    }
+}
+
+const char *lg_cause_indexed_unit(lg_indexed_t what)
+{
+    switch (what) {
+    case LG_INDEXED_CLASSES: return "classes";
+    case LG_INDEXED_NODES: return "rows (nodes)";
+    case LG_INDEXED_DIM: return "elements in the indexed dimension";
+    default: return "rows";
+    }
+}
+
+void lg_cause_explain_indexed(lg_cause_t c, lg_indexed_t what, const lg_target_t *t, const lg_verdict_t *v,
+                              char *out, size_t out_len)
+{
+    int64_t n = t->n_classes;
+    if (c == LG_CAUSE_NUM_CLASSES_TOO_SMALL) {
+        snprintf(out, out_len,
+                 "labels span %" PRId64 "..%" PRId64 " but the class dimension has %" PRId64 " entries "
+                 "(F.one_hot's num_classes): give num_classes >= %" PRId64 ", or fix the labels that reach it",
+                 v->min, v->max, n, v->max + 1);
+    } else if (c == LG_CAUSE_INDEX_OUT_OF_RANGE) {
+        snprintf(out, out_len,
+                 "ids span %" PRId64 "..%" PRId64 " but the dimension they index has size %" PRId64
+                 " (valid: %" PRId64 "..%" PRId64 "): an index out of range for that dimension, not a vocabulary: "
+                 "build the indices from x.size(dim) of the tensor indexed",
+                 v->min, v->max, n, t->allow_negative ? -n : (int64_t)0, n - 1);
+    } else if (what == LG_INDEXED_CLASSES && c == LG_CAUSE_OTHER) {
+        snprintf(out, out_len,
+                 "labels outside [0, %" PRId64 ") (min %" PRId64 ", max %" PRId64 ") for a class dimension of %" PRId64
+                 " (F.one_hot's num_classes), which takes no negative label and no ignore_index: drop or remap "
+                 "those labels first, and check num_classes",
+                 n, v->min, v->max, n);
+    } else if (what == LG_INDEXED_CLASSES) {
+        lg_cause_explain(c, t, v, out, out_len);
+    } else {
+        lg_cause_explain_ids(c, t, v, out, out_len);
+    }
 }
 
 void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)

@@ -4,9 +4,10 @@
  * lg_launch_t handed to lg_launch_decide (launch.c) with the runtime from runtime.c, exactly
  * like an interposed hook does, after starting the library (lg_ensure_started).
  *
- * Who calls it: lg_cupti_start() once, from the lazy start (lg.c) when lg_cupti_plan says so
- * (LABELGUARD_HOOKS=cupti; auto only where interposition cannot see the launches, and under
- * attach), and from labelguard_arm() (arm.c); it is idempotent. The callback runs on whatever
+ * Who calls it: lg_cupti_start() once, from the lazy start (lg.c) when lg_cupti_slot_wanted
+ * says so (LABELGUARD_HOOKS=cupti; auto only where interposition cannot see the launches: a
+ * static runtime), on the application thread whose hook started the library, never from
+ * labelguard_arm() (a debugger's call); it is idempotent. The callback runs on whatever
  * thread launches, inside CUPTI, before the launch (API_ENTER).
  *
  * The subscriber slot (which call takes it, and handing it to a profiler) is cupti_slot.c's.

@@ -6,8 +6,9 @@
  *
  * - Whether (lg_cupti_slot_wanted, asked by lg.c's start): LABELGUARD_HOOKS=cupti always;
  *   interpose never; auto only where interposition cannot see the launches (no interposable
- *   libcudart in the process: a static runtime) and under `labelguard attach` (the GOT shows no
- *   static runtime and no object loaded later). The answer's reason goes into the start event.
+ *   libcudart in the process: a static runtime). The same rule on every path: LD_PRELOAD,
+ *   labelguard_enable and `labelguard attach` (their GOT patching covers the runtime as the
+ *   preload does). The answer's reason goes into the start event.
  * - How (lg_cupti_slot_take, cupti.c's start): cuptiSubscribe_v2, found with dlsym so that an
  *   older libcupti still works, names us ("CUPTI for labelguard") and asks for multiple
  *   subscribers with the params struct of CUPTI 13.2; a v2 that refuses that struct's size
@@ -22,8 +23,10 @@
  *   does. The call goes unchanged to the caller's own CUPTI (the libcupti its DT_NEEDED names,
  *   where two instances are loaded); only if CUPTI answers
  *   CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED while we hold the slot do we unsubscribe,
- *   warn (cupti_released) and ask CUPTI again for the caller, whose answer it then gets. Under
- *   attach the profiler's binding is libcupti's own and no handover happens.
+ *   warn (cupti_released) and ask CUPTI again for the caller, whose answer it then gets. Where
+ *   the library is armed late (enable, attach) the profiler's binding is libcupti's own: arming
+ *   rewrites its cuptiSubscribe and cuptiSubscribe_v2 GOT slots to these wrappers
+ *   (lg_cupti_slot_hooks), so the hand-over works there too.
  *
  * Threads: take runs inside cupti.c's pthread_once; the exported functions run on the
  * profiler's thread, serialised with each other by slot_lock. Tests:
@@ -31,7 +34,8 @@
  * tests/fakecuda/cupti/libcupti.c (FAKECUPTI_MULTI=unsupported: a driver without multiple
  * subscribers; FAKECUDA_CUPTI=1: launches reach our callback; a second instance of it,
  * build/fakecupti12/libcupti.so.12, that the client links against: its subscription must
- * reach that instance, not the first). That a real CUPTI 13.2 on an
+ * reach that instance, not the first), and tests/torch-fake/test_profiler.sh (torch.profiler
+ * after enable(), real torch on the same double). That a real CUPTI 13.2 on an
  * r610+ driver grants the second subscriber, and that Kineto then records kernels, only a GPU
  * run shows (README, Limits).
  */
@@ -67,16 +71,12 @@ static void *lib;                       /* the libcupti we subscribed through */
 static CUpti_SubscriberHandle held;     /* our subscriber while we hold the slot, else NULL */
 static char holder_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1];
 
-bool lg_cupti_slot_wanted(bool interposable, bool attaching, char *why, size_t why_len)
+bool lg_cupti_slot_wanted(bool interposable, char *why, size_t why_len)
 {
     switch (lg_cfg.hooks) {
     case LG_HOOKS_INTERPOSE: snprintf(why, why_len, "LABELGUARD_HOOKS=interpose: CUPTI not used"); return false;
     case LG_HOOKS_CUPTI: snprintf(why, why_len, "LABELGUARD_HOOKS=cupti: CUPTI only"); return true;
     default: break;
-    }
-    if (attaching) {
-        snprintf(why, why_len, "attach: CUPTI for what the patched GOT slots do not show");
-        return true;
     }
     if (!interposable) {
         snprintf(why, why_len, "no interposable CUDA runtime in the process (static cudart?): CUPTI");
@@ -92,8 +92,8 @@ bool lg_cupti_slot_wanted(bool interposable, bool attaching, char *why, size_t w
  * call (Kineto in torch 2.15 imports only cuptiSubscribe). NVIDIA forbids mixing v1 and v2
  * subscribers in one process, so once one is seen our own start keeps to v1. This is the only
  * signal we have: a v1 client that subscribes only after our start is handled by the handover
- * below (its refused cuptiSubscribe makes us give the slot up), and one bound to libcupti
- * directly (after attach) is not seen at all. */
+ * below (its refused cuptiSubscribe makes us give the slot up), and one that called libcupti
+ * through a pointer it took before arming is not seen at all. */
 static bool v1_client_seen; /* __atomic */
 
 /* One subscribe attempt: appends "CALL SETTING: RESULT" to how (attempts separated by "; ") and
@@ -320,4 +320,17 @@ LG_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpt
         r = f(subscriber, callback, userdata, params);
     }
     return r;
+}
+
+/* Where arming keeps what a patched slot pointed at (libcupti's function); the wrappers find
+ * the caller's own libcupti themselves (real() above), so this is only arm.c's bookkeeping. */
+static void *armed_subscribe, *armed_subscribe_v2;
+
+int lg_cupti_slot_hooks(lg_hook_t *out, int cap)
+{
+    if (cap < 2)
+        return 0;
+    out[0] = (lg_hook_t){"cuptiSubscribe", NULL, &armed_subscribe};
+    out[1] = (lg_hook_t){"cuptiSubscribe_v2", NULL, &armed_subscribe_v2};
+    return 2;
 }

@@ -256,6 +256,18 @@ static char functor_arg(const char *mangled, const char *mark, int pos)
 
 int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len)
 {
+    if (spec->assert_flag) {
+        /* torch._assert_async's condition: bool, complex and the rest, outside lg_dtype_t;
+         * asserts.c reads its type from the name, and only an instance it knows is watched */
+        lg_assert_elem_t e;
+        if (lg_asserts_element(mangled, &e) != 0) {
+            snprintf(why, why_len, "[%s]: the condition's type is not one torch._assert_async's kernel takes (%s)",
+                     spec->name, mangled ? mangled : "(no name)");
+            return -1;
+        }
+        *dtype = LG_DTYPE_UINT8;
+        return 0;
+    }
     if (spec->dtype_functor[0]) {
         char c = functor_arg(mangled, spec->dtype_functor, spec->dtype_functor_arg);
         if (c == 'l' || c == 'x' || c == 'i') {
@@ -463,6 +475,28 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
     if (nc <= 0)
         snprintf(why, why_len, "[%s]: n_classes is %lld: every label is out of range", spec->name, (long long)nc);
     return 0;
+}
+
+/* Another operand of a closure kernel's OffsetCalculator (cause.c asks where a scatter
+ * writes: one id per row, or many ids into one row). Raw: every dimension as the calculator
+ * holds it, byte strides, fastest first. Bounded by the spec's sizes like decode_calc. */
+int lg_decode_calc_operand(const lg_spec_t *s, void **args, int operand, int64_t *sizes, int64_t *strides, int cap)
+{
+    const lg_field_t *f = &s->calc;
+    int w = f->width, md = s->calc_max_dims, nargs = s->calc_nargs;
+    int head = w == 4 ? 4 : 8, div = w == 4 ? 12 : 8;
+    if (!args || f->param < 0 || f->param >= s->n_params || (w != 4 && w != 8) || operand < 0 || operand >= nargs ||
+        f->offset + head + md * div + md * nargs * w > s->param_sizes[f->param] || !args[f->param])
+        return -1;
+    const unsigned char *p = (const unsigned char *)args[f->param] + f->offset;
+    int64_t dims = read_int(p, 0, 4, true);
+    if (dims < 0 || dims > md || dims > cap)
+        return -1;
+    for (int d = 0; d < dims; d++) {
+        sizes[d] = read_int(p, head + d * div, w, false);
+        strides[d] = read_int(p, head + md * div + (d * nargs + operand) * w, w, false);
+    }
+    return (int)dims;
 }
 
 int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int64_t *out)

@@ -147,7 +147,7 @@ static void source_name(parser_t *p, desc_t *d)
 
 static void type(parser_t *p, desc_t *d);
 
-/* Sizes of the by-value structs PyTorch passes to its loss kernels (pytorch-kernels.md §6). */
+/* Sizes of the by-value structs PyTorch passes to its watched kernels (pytorch-kernels.md §6). */
 static long known_class_size(const desc_t *d)
 {
     if (!d->id)
@@ -188,6 +188,8 @@ static long known_class_size(const desc_t *d)
         char b = d->args[1].builtin;
         return b == 'j' ? 216 : (b == 'm' || b == 'y') ? 416 : -1;
     }
+    if (IS("Msg")) /* at::native::Msg of torch._assert_async's kernel: char msg[256] (TensorCompare.cu) */
+        return d->nargs == 0 ? 256 : -1;
 #undef IS
     return -1;
 }

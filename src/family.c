@@ -1,8 +1,8 @@
 /* family.c: what a kernel family's labels or ids mean to the rest of the library, in one table:
  * a spec names its family (specs/pytorch.conf `family=`), and the launch path (launch.c: which
  * kernels write at their ids), the causes (cause.c: node ids, a tensor's dimension rather than a
- * vocabulary) and the reports (act.c: dense labels) ask here instead of keeping lists of their
- * own, so a new family is described once.
+ * vocabulary, a vocabulary whatever the call site) and the reports (act.c: dense labels) ask
+ * here instead of keeping lists of their own, so a new family is described once.
  *
  * Called by launch.c, cause.c and act.c on any thread; a constant table, no state, no lock.
  * Tested by tests/unit/test_cause.c (through the causes) and tests/unit/test_family.c.
@@ -25,6 +25,7 @@ static const struct {
     {"put", false, LG_FAMILY_WRITES_AT_IDS | LG_FAMILY_TENSOR_INDEX},
     {"index", false, LG_FAMILY_TENSOR_INDEX},
     {"take", false, LG_FAMILY_TENSOR_INDEX},
+    {"embedding_bag", false, LG_FAMILY_VOCAB},
 };
 
 unsigned lg_family_flags(const char *family)

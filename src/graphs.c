@@ -58,7 +58,8 @@ typedef struct check {
     lg_target_t target;
     const struct lg_scan_ring *ring;
     uint64_t reads;    /* where the loss launch reads its target: the sanitized copy, or 0 (its own labels) */
-    uint64_t launched; /* executions queued so far: the next one publishes launched + 1 */
+    uint64_t launched; /* runs of its ring queued so far: the next replay publishes launched + 1 */
+    bool kept;         /* its graph went without an exec: its nodes may live on in another graph */
 } check_t;
 
 /* An exec's own scratch for one check of its graph (lg_validate_rebind): the replays of
@@ -118,18 +119,35 @@ static int count_checks(unsigned long long id)
     return k;
 }
 
+/* Drops a capture's checks, and hands their scratch back to the backend that captured it
+ * (lg_validate_retire), with the runs queued on it, except where the checks' nodes may still
+ * be replayed by a graph no handle here leads to (`kept`). Caller holds `lock`. */
 static void drop_checks(unsigned long long id)
 {
     int j = 0;
-    for (int i = 0; i < n_checks; i++)
+    for (int i = 0; i < n_checks; i++) {
         if (checks[i].capture_id != id)
             checks[j++] = checks[i];
+        else if (!checks[i].kept && checks[i].ring)
+            lg_validate_retire(checks[i].ring, checks[i].launched);
+    }
     n_checks = j;
 }
 
+/* An exec's own scratch goes back with the exec (or its handle's reuse). Caller holds `lock`. */
+static void drop_own(mapping_t *m)
+{
+    for (int i = 0; i < m->n_own; i++)
+        lg_validate_retire(m->own[i].ring, m->own[i].launched);
+    free(m->own);
+    m->own = NULL;
+    m->n_own = 0;
+}
+
 /* A capture's checks once neither a graph nor an exec refers to it: nothing can replay them
- * again, so they go (the table does not grow with every capture of a long run). Queued
- * verdicts hold copies of what they need. Caller holds `lock`. */
+ * again, so they go (the table does not grow with every capture of a long run), and so does
+ * their scratch once its last replay has run (cudagraph trees capture a graph per new shape).
+ * Queued verdicts hold copies of what they need. Caller holds `lock`. */
 static void release(unsigned long long id)
 {
     if (!id)
@@ -213,10 +231,16 @@ static void unmap_graph(const void *graph)
     mapping_t *m = find(graphs, n_graphs, graph);
     if (!m)
         return;
-    if (!m->instantiated)
+    unsigned long long id = m->capture_id;
+    if (!m->instantiated) {
         note_unreported(m, "a CUDA graph holding checks was destroyed (or its handle reused) before any exec was made "
                            "from it");
-    unsigned long long id = m->capture_id;
+        /* It may have become a child graph node or a clone's source: another graph may replay
+         * these checks, so their scratch is never handed back. */
+        for (int i = 0; i < n_checks; i++)
+            if (checks[i].capture_id == id)
+                checks[i].kept = true;
+    }
     *m = graphs[--n_graphs];
     __atomic_store_n(&lg_graphs_graphs, n_graphs, __ATOMIC_RELAXED);
     release(id);
@@ -233,8 +257,15 @@ int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *in
     pthread_mutex_lock(&lock);
     int rc = grow((void **)&checks, &cap_checks, n_checks, sizeof *checks);
     if (rc == 0) {
-        checks[n_checks++] = (check_t){
-            .capture_id = capture_id, .info = info, .stream = stream, .target = *t, .ring = ring, .reads = reads};
+        /* Scratch handed back and taken again keeps counting its runs: this check's first
+         * replay publishes the run after the ring's latest. */
+        checks[n_checks++] = (check_t){.capture_id = capture_id,
+                                       .info = info,
+                                       .stream = stream,
+                                       .target = *t,
+                                       .ring = ring,
+                                       .reads = reads,
+                                       .launched = ring ? lg_verdicts_ring_latest(ring) : 0};
         __atomic_fetch_add(&lg_graphs_open, 1, __ATOMIC_RELAXED);
     } else {
         snprintf(why, why_len, "out of memory for the graph's check table");
@@ -304,7 +335,7 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
         char w[256] = "";
         if (own[i].shared &&
             lg_validate_rebind((void *)exec, (void *)graph, own[i].shared, infos[i], reads[i], &ring, w, sizeof w) == 0)
-            own[kept++] = (own_t){.shared = own[i].shared, .ring = ring};
+            own[kept++] = (own_t){.shared = own[i].shared, .ring = ring, .launched = lg_verdicts_ring_latest(ring)};
         else if (!why[0])
             snprintf(why, sizeof why, "%s", own[i].shared ? w : "the check has no verdict ring");
     }
@@ -317,6 +348,9 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
         m->n_own = kept;
         own = NULL;
     }
+    /* The exec went meanwhile (or its handle is another graph's now): nothing replays these. */
+    for (int i = 0; own && (!m || m->capture_id != id) && i < kept; i++)
+        lg_validate_retire(own[i].ring, own[i].launched);
     if (why[0])
         note_shared(id, why);
     pthread_mutex_unlock(&lock);
@@ -370,7 +404,7 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
         old = m->capture_id;
         if (m->capture_id || m->suspect)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
-        free(m->own);
+        drop_own(m);
     } else if (grow((void **)&execs, &cap_execs, n_execs, sizeof *execs) == 0) {
         m = &execs[n_execs++]; /* fresh memory: nothing to take back */
     }
@@ -399,7 +433,7 @@ void lg_graphs_exec_destroyed(const void *exec)
         unsigned long long id = m->capture_id;
         if (id || m->suspect)
             __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
-        free(m->own);
+        drop_own(m);
         *m = execs[--n_execs];
         release(id);
     }
@@ -459,6 +493,7 @@ bool lg_graphs_launched(const void *exec, void *stream)
         p->graph_id = id;
         p->replay = replay;
         p->exec = m->exec_no;
+        p->as_is = c->reads == 0;
         if (lg_verdicts_add(p) != 0)
             free(p);
     }

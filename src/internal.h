@@ -231,6 +231,7 @@ typedef struct lg_spec {
     int dtype_template_arg;    /* which one, 1-based; 0: the last */
     bool ids;                  /* target_kind=ids: embedding/index ids, n_classes is the row count */
     bool range;                /* target_kind=range: float values checked against [0, 1] (BCE) */
+    bool assert_flag;          /* target_kind=assert: torch._assert_async's one-element condition (asserts.c) */
     lg_field_t allow_negative; /* ids: nonzero when the kernel wraps negative ids; param -1: never */
     lg_field_t weight;         /* class-weight pointer (mask safety); param -1: none */
     lg_field_t size_average;   /* reduction is mean; param -1: not a parameter */
@@ -379,6 +380,11 @@ LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dty
 /* One optional field of a launch (weight, size_average, input...): 0 with *out, -1 when the
  * spec has none or its argument is missing. Bounded by the spec's sizes like lg_decode. */
 LG_HIDDEN int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int64_t *out);
+/* Operand `operand` of a closure kernel's OffsetCalculator (spec target_calc) as stored: up to
+ * cap dimensions, fastest first, sizes and byte strides. The dimension count, or -1 (no
+ * calculator, no arguments, outside the declared parameters). */
+LG_HIDDEN int lg_decode_calc_operand(const lg_spec_t *s, void **args, int operand, int64_t *sizes, int64_t *strides,
+                                     int cap);
 typedef struct lg_args_copy {
     void *args[LG_MAX_PARAMS];
     /* The rewritten parameters' values, packed (8-byte aligned): a by-value closure of 1240
@@ -428,6 +434,9 @@ LG_HIDDEN uint64_t lg_validate_ns_total(void);
 LG_HIDDEN uint64_t lg_validate_gpu_host_fallbacks(void);
 /* Why checks went to the host backend: returned once (then NULL), for the caller to report. */
 LG_HIDDEN const char *lg_validate_gpu_take_fallback_note(void);
+/* Once, when the GPU backend was chosen after a caller (the start event) had been answered
+ * host for want of a context: the note for the log; NULL otherwise. */
+LG_HIDDEN const char *lg_validate_gpu_take_backend_note(void);
 /* Which validator image the driver loaded ("fatbin: sm_90 code, PTX ISA 6.5", "ptx: ..."),
  * NULL while none has loaded. */
 LG_HIDDEN const char *lg_validate_module_image(void);
@@ -456,6 +465,12 @@ LG_HIDDEN int lg_validate_async(const lg_target_t *t, void *stream, int64_t repl
 LG_HIDDEN int lg_validate_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
                                  const struct lg_kernel_info *info, uint64_t reads, const struct lg_scan_ring **own,
                                  char *why, size_t why_len);
+/* No graph or exec holds the captured check whose ring is `ring` (or an exec's own scratch
+ * with that ring) any more, and `runs` of its runs were queued: its scratch goes back to the
+ * backend that made it, which hands it to a later captured check once the ring has published
+ * `runs` (the last replay has run). The ring keeps counting: that check's replays publish from
+ * lg_verdicts_ring_latest + 1. Any thread; never called twice for one capture of a ring. */
+LG_HIDDEN void lg_validate_retire(const struct lg_scan_ring *ring, uint64_t runs);
 /* Rebinding a loss launch's node: where spec says the launch holds its target, read (*at) from
  * the launch's argument array, or set to `to` in out[] (spec->n_params slots; the parameter
  * holding it rewritten in `value`, LG_RETARGET_MAX bytes). 0, or -1 when spec cannot say;
@@ -471,6 +486,15 @@ LG_HIDDEN bool lg_validate_is_loss_kernel(const struct lg_kernel_info *info, con
 LG_HIDDEN int lg_validate_loss_target(const struct lg_spec *spec, void *const *args, uint64_t *at);
 LG_HIDDEN int lg_validate_loss_retarget(const struct lg_spec *spec, void *const *in, void **out, unsigned char *value,
                                         uint64_t to);
+
+/* ---------------------------------------------------------------- validate_defer.c */
+
+/* Hands the host backend's verdict v of an eager async check to a host function enqueued on
+ * `stream`, which publishes it as run *seq of *ring when the stream gets there. 0, or -1 when it
+ * cannot (the verdict is then final at once). */
+LG_HIDDEN int lg_validate_defer(const lg_runtime_t *rt, void *stream, const lg_verdict_t *v,
+                                const struct lg_scan_ring **ring, uint64_t *seq);
+LG_HIDDEN void lg_validate_defer_after_fork(void);
 
 /* ---------------------------------------------------------------- validate_host.c */
 
@@ -497,8 +521,10 @@ LG_HIDDEN void lg_validate_host_replace(const lg_target_t *t, void *buf, int64_t
 enum {
     LG_FAMILY_DENSE = 1,         /* per-pixel class labels (nll_loss2d) */
     LG_FAMILY_WRITES_AT_IDS = 2, /* the kernel writes at its ids (scatter, index_put_, index_add_, ...) */
-    LG_FAMILY_NODE_IDS = 4,      /* ids are graph node ids (scatter, index_add_: message passing) */
+    LG_FAMILY_NODE_IDS = 4,      /* ids are graph node ids (scatter, index_add_: message passing), unless
+                                  * the launch shows a one-hot (cause.c) */
     LG_FAMILY_TENSOR_INDEX = 8,  /* ids index a tensor's dimension, not an embedding's vocabulary */
+    LG_FAMILY_VOCAB = 16,        /* ids index an embedding's rows whatever the call site (EmbeddingBag) */
 };
 /* The LG_FAMILY_* flags of a family name (0 for NULL or a family with none). */
 LG_HIDDEN unsigned lg_family_flags(const char *family);
@@ -522,6 +548,8 @@ LG_HIDDEN int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t
 LG_HIDDEN int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, const struct lg_scan_ring *ring,
                                       const struct lg_kernel_info *info, const struct lg_scan_ring **own, char *why,
                                       size_t why_len);
+/* lg_validate_retire for a host-node check: 0, or 1 when `ring` is not one. */
+LG_HIDDEN int lg_validate_node_retire(const struct lg_scan_ring *ring, uint64_t runs);
 
 /* ---------------------------------------------------------------- validate_gpu.c */
 
@@ -555,6 +583,8 @@ LG_HIDDEN void lg_validate_gpu_after_fork(void);
 LG_HIDDEN int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
                                      const struct lg_spec *spec, uint64_t reads, const struct lg_scan_ring **own,
                                      char *why, size_t why_len);
+/* lg_validate_retire for captured validator scratch: 0, or 1 when `ring` is not one. */
+LG_HIDDEN int lg_validate_gpu_retire(const struct lg_scan_ring *ring, uint64_t runs);
 
 /* ---------------------------------------------------------------- verdicts.c */
 
@@ -564,12 +594,14 @@ typedef struct lg_pending {
     struct lg_kernel_info *cookie;
     void *stream;
     lg_target_t target;
-    const struct lg_scan_ring *ring; /* where run `seq` publishes; NULL: `verdict` is final */
+    const struct lg_scan_ring *ring; /* where run `seq` publishes (GPU validator, graph host
+                                        node, validate_defer.c); NULL: `verdict` is final */
     uint64_t seq;
     uint64_t graph_id; /* a graph replay: the graph's id (its capture's); 0 otherwise */
     uint64_t replay;   /* a graph replay: which replay of that launch, from 1 */
     uint64_t exec;     /* a graph replay: which exec of the graph replayed it, from 1 */
     uint64_t owner;    /* the thread that added it (lg_verdicts_add sets it); 0: exited */
+    bool as_is;        /* the launch read its own labels, not a sanitized copy */
     const volatile unsigned long long *latest; /* &ring->latest (lg_verdicts_add sets it) */
     lg_verdict_t verdict;
 } lg_pending_t;
@@ -580,6 +612,7 @@ typedef struct lg_async_report {
     lg_target_t target;
     lg_verdict_t verdict;
     uint64_t graph_id, replay, exec;
+    bool as_is; /* the launch read its own labels (lg_pending_t.as_is) */
 } lg_async_report_t;
 /* Queues p (malloc'd; the queue frees it), owned by the calling thread. 0, or -1 when out of
  * memory. */
@@ -595,6 +628,11 @@ LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, voi
 /* Run `seq` of a verdict ring (GPU: mapped pinned memory; graph host nodes: host memory):
  * 1 read into v, 0 not yet written, -1 already overwritten. Lock-free, any thread. */
 LG_HIDDEN int lg_verdicts_ring_read(const struct lg_scan_ring *ring, uint64_t seq, lg_verdict_t *v);
+/* The newest run a ring has published (0: none). Lock-free, any thread. */
+LG_HIDDEN uint64_t lg_verdicts_ring_latest(const struct lg_scan_ring *ring);
+/* Publishes run `seq` of a host-memory ring (its only writer, in seq order): the seqlock that
+ * lg_verdicts_ring_read reads. Calls no CUDA function (a host function may call it). */
+LG_HIDDEN void lg_verdicts_ring_write(struct lg_scan_ring *ring, uint64_t seq, const lg_verdict_t *v);
 LG_HIDDEN void lg_verdicts_after_fork(void);
 /* At exit, before CUDA's teardown: waits up to timeout_ns for the runs of every outstanding
  * check to be published (the process leaves without waiting for its GPU work). */
@@ -663,6 +701,42 @@ static inline bool lg_graphs_mapped(void) { return __atomic_load_n((int *)&lg_gr
 static inline bool lg_graphs_capturing(void) { return __atomic_load_n((int *)&lg_graphs_open, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_watching(void) { return __atomic_load_n((int *)&lg_graphs_watched, __ATOMIC_RELAXED) != 0; }
 
+/* ---------------------------------------------------------------- asserts.c */
+
+/* The element of a torch._assert_async condition: its size, float parts (0: an integer or bool;
+ * else each part's bits), parts (2: complex) and dtype name. */
+typedef struct lg_assert_elem {
+    int bytes;
+    int float_bits;
+    int parts;
+    const char *name;
+} lg_assert_elem_t;
+/* The element type of an _assert_async_cuda_kernel from its mangled name: 0, or -1 when the
+ * name is not one of its instances. */
+LG_HIDDEN int lg_asserts_element(const char *mangled, lg_assert_elem_t *out);
+/* Whether bytes (e->bytes of them) hold zero as the kernel's `!= 0` sees it (-0.0 is zero). */
+LG_HIDDEN bool lg_asserts_is_zero(const lg_assert_elem_t *e, const unsigned char *bytes);
+/* Reads a target_kind=assert launch's condition on its stream (a copy and a wait): 0 with *t
+ * (one element) and *v (bad_count 1, sample {0, 0} when it is zero; nothing else read), or -1
+ * with why. The stream must not be capturing. */
+LG_HIDDEN int lg_asserts_read(const lg_runtime_t *rt, const lg_spec_t *spec, const char *mangled, void **args,
+                              void *stream, lg_target_t *t, lg_verdict_t *v, char *why, size_t why_len);
+/* The op whose assert it is, from symbolized native frames (innermost first): the outermost
+ * at::_ops::<op> that is not _assert_async itself, else "torch._assert_async". */
+LG_HIDDEN void lg_asserts_op(char (*native)[256], int n_native, char *out, size_t len);
+
+/* ---------------------------------------------------------------- captures.c */
+
+/* The captures begun by cudaStreamBeginCapture while the hooks were in place (their graphs take
+ * host nodes), by capture id (0 is ignored): recorded by the begin hook after the real call,
+ * dropped by the end hook; seen: validate_node.c's test before it captures a host node. */
+LG_HIDDEN void lg_captures_begun(unsigned long long id);
+LG_HIDDEN void lg_captures_ended(unsigned long long id);
+LG_HIDDEN bool lg_captures_seen(unsigned long long id);
+/* Recorded captures not ended: the end hook asks the capture id only while some are. */
+extern LG_HIDDEN int lg_captures_n_open;
+static inline bool lg_captures_open(void) { return __atomic_load_n(&lg_captures_n_open, __ATOMIC_RELAXED) != 0; }
+
 /* ---------------------------------------------------------------- json.c */
 
 /* A JSON writer into a fixed buffer; never allocates. Strings are escaped so that any input
@@ -710,8 +784,45 @@ typedef enum {
     LG_CAUSE_NODE_ID_OUT_OF_RANGE, /* ids of index_add_/scatter: edge ids past the node count */
     LG_CAUSE_NO_SIGMOID,           /* BCE probabilities outside [0, 1]: logits given to BCELoss */
     LG_CAUSE_NAN_INPUT,            /* BCE probabilities that are NaN: the training diverged */
+    LG_CAUSE_NUM_CLASSES_TOO_SMALL, /* ids of a class dimension (F.one_hot): a label >= num_classes */
+    LG_CAUSE_INDEX_OUT_OF_RANGE,    /* ids of a plain dimension (index_select(1), gather, x[idx]) */
     LG_CAUSE_OTHER
 } lg_cause_t;
+
+/* What a kernel's ids index: the cause and the bound's unit follow from it, not from the
+ * kernel alone (one scatter kernel serves F.one_hot and message passing, one gather kernel
+ * nn.Embedding and take_along_dim). */
+typedef enum {
+    LG_INDEXED_VOCAB,   /* an embedding's rows (F.embedding / nn.Embedding on the stack, EmbeddingBag),
+                         * or ids that nothing tells apart from them (no Python stack) */
+    LG_INDEXED_CLASSES, /* a class dimension: each id sets one element of its own row of `bound`
+                         * contiguous elements (F.one_hot, a one-hot made with scatter_) */
+    LG_INDEXED_NODES,   /* node rows (index_add_, scatter in message passing) */
+    LG_INDEXED_DIM,     /* some tensor's dimension (index_select(1, ...), gather, take_along_dim, x[idx]) */
+} lg_indexed_t;
+
+/* What act.c reads off a violation's launch and call site for lg_cause_indexed. */
+typedef struct lg_ids_facts {
+    bool python;         /* a Python stack was read: its functions can tell an embedding */
+    bool embedding_call; /* torch/nn/functional.py's embedding() is on it (F.embedding, nn.Embedding) */
+    bool one_per_row;    /* lg_cause_one_per_row on the written operand of a scalar scatter */
+} lg_ids_facts_t;
+LG_HIDDEN lg_indexed_t lg_cause_indexed(const char *family, const lg_ids_facts_t *f);
+/* A scatter of one scalar (scatter_(dim, idx, value), F.one_hot's zeros(..., C).scatter_(-1, labels
+ * .unsqueeze(-1), 1)) writes a one-hot when its output operand, as the iterator walks it, never
+ * repeats a row (no stride-0 dimension: one id per row) and its rows are `bound` contiguous
+ * elements (the smallest byte stride is bound times an element size). sizes and byte strides
+ * as lg_decode_calc_operand returns them. */
+LG_HIDDEN bool lg_cause_one_per_row(const int64_t *sizes, const int64_t *strides, int dims, int64_t bound);
+LG_HIDDEN lg_cause_t lg_cause_classify_indexed(lg_indexed_t what, const lg_target_t *t, const lg_verdict_t *v);
+/* The sentence for ids that index `what`. */
+LG_HIDDEN void lg_cause_explain_indexed(lg_cause_t c, lg_indexed_t what, const lg_target_t *t, const lg_verdict_t *v,
+                                        char *out, size_t out_len);
+/* The JSONL's target.indexes: "vocabulary", "classes", "nodes" or "dimension". */
+LG_HIDDEN const char *lg_cause_indexed_name(lg_indexed_t what);
+/* The bound's unit in the stderr block: "rows", "classes", "rows (nodes)" or "elements in the
+ * indexed dimension". */
+LG_HIDDEN const char *lg_cause_indexed_unit(lg_indexed_t what);
 /* Ids of an embedding or index kernel (target_kind=ids) get their own causes. */
 LG_HIDDEN lg_cause_t lg_cause_classify_ids(const lg_target_t *t, const lg_verdict_t *v);
 /* The same for a kernel family: index_add and scatter ids past the end are node ids. */
@@ -773,6 +884,45 @@ typedef struct lg_py_stack {
  * faulthandler; CPython symbols resolved at run time. Safe to call in non-Python processes. */
 LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
 
+/* ---------------------------------------------------------------- pystack_offsets.c */
+
+/* Byte offsets inside CPython's structures that pystack.c's walk reads: from its per-version
+ * table (3.8 to 3.13) or from the interpreter's _Py_DebugOffsets (3.14 and newer). -1: absent. */
+enum { LG_PY_FRAME_OBJECTS, LG_PY_INTERP_FRAMES };
+typedef struct lg_py_layout {
+    int minor;
+    int kind; /* LG_PY_FRAME_OBJECTS (<= 3.10) or LG_PY_INTERP_FRAMES (>= 3.11) */
+    /* PyThreadState */
+    int ts_frame;   /* <= 3.10: PyFrameObject *frame */
+    int ts_cframe;  /* 3.11, 3.12: _PyCFrame *cframe */
+    int cf_current; /* _PyCFrame.current_frame */
+    int ts_current; /* >= 3.13: _PyInterpreterFrame *current_frame */
+    /* PyFrameObject (<= 3.10) or _PyInterpreterFrame (>= 3.11) */
+    int f_back, f_code, f_lasti; /* f_code: f_executable from 3.13; f_lasti: prev_instr / instr_ptr >= 3.11 */
+    int f_owner;                 /* >= 3.11 */
+    int lasti_scale;             /* bytes per f_lasti unit (3.10 counts code units) */
+    /* PyCodeObject */
+    int co_filename, co_name, co_firstlineno, co_code_adaptive, co_firsttraceable;
+    /* PyUnicode: where a compact str's characters start */
+    int ascii_size, compact_size;
+    /* PyCodeObject: the line table PyCode_Addr2Line reads (co_lnotab <= 3.9, co_linetable) */
+    int co_lines;
+    int ts_next;          /* PyThreadState.next */
+    int interp_main_ts;   /* PyInterpreterState.threads.main (>= 3.14) */
+    int ob_type;          /* PyObject.ob_type */
+    int uni_length, uni_state;  /* PyASCIIObject.length, .state */
+    int bytes_size, bytes_data; /* PyBytesObject: ob_size, ob_sval */
+    int owner_incomplete;       /* frames whose owner is >= this are shims (_PyFrame_IsIncomplete) */
+    unsigned ref_tag_bits;      /* low bits of f_executable to clear: a _PyStackRef's tags (>= 3.14) */
+} lg_py_layout_t;
+/* Bytes of _PyRuntime (its debug_offsets) that lg_pystack_offsets_decode may read. */
+#define LG_PY_DEBUG_OFFSETS_LEN 1024
+/* Fills *out from raw, a copy of the first len bytes of _PyRuntime in an interpreter of version
+ * 3.<minor>. Returns NULL, or why the layout is refused (static text): no debug offsets (before
+ * 3.13), wrong cookie or version, a free-threaded build, a structure too small for the walk.
+ * *out is written only on success. */
+LG_HIDDEN const char *lg_pystack_offsets_decode(const void *raw, size_t len, int minor, lg_py_layout_t *out);
+
 /* ---------------------------------------------------------------- report.c */
 
 /* Everything known about one violation, filled by act.c, consumed by report.c and text.c. */
@@ -791,7 +941,9 @@ typedef struct lg_violation {
     const char *outcome; /* blocked, held, masked, launched, aborted */
     char note[256];      /* e.g. "raise fell back to mask: only CUPTI saw the launch" */
     lg_cause_t cause;    /* computed once, by act.c */
+    lg_indexed_t indexed; /* ids: what they index (act.c), for the bound's unit */
     char cause_text[256];
+    char op[64]; /* a torch._assert_async condition: the op that asserted (asserts.c), else "" */
     lg_native_stack_t native;
     lg_py_stack_t python;
 } lg_violation_t;
@@ -1064,8 +1216,10 @@ typedef enum {
     LG_OUTCOME_ABORTED
 } lg_outcome_t;
 /* When the verdict is known: before a launch that can be skipped (interposed), before one that
- * cannot (seen only by CUPTI), or after the launch ran on the sanitized copy (async). */
-typedef enum { LG_ACT_BEFORE, LG_ACT_BEFORE_UNSKIPPABLE, LG_ACT_AFTER } lg_act_when_t;
+ * cannot (seen only by CUPTI), after the launch ran on the sanitized copy (async), or after a
+ * captured launch that read its own labels ran (its check only reports: log mode, and ids with
+ * no value that may stand in for a bad one, launch.c's async_id). */
+typedef enum { LG_ACT_BEFORE, LG_ACT_BEFORE_UNSKIPPABLE, LG_ACT_AFTER, LG_ACT_AFTER_AS_IS } lg_act_when_t;
 typedef enum { LG_MASK_UNTRIED, LG_MASK_DONE, LG_MASK_FAILED } lg_mask_state_t;
 /* What an action does, decided by lg_act_policy. */
 typedef struct lg_act_plan {
@@ -1106,6 +1260,27 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+
+/* ---------------------------------------------------------------- pyboot.c */
+
+enum {
+    LG_PYBOOT_NOT_PYTHON, /* no CPython in the process */
+    LG_PYBOOT_LATE,       /* loaded into a running interpreter (enable(), attach) */
+    LG_PYBOOT_ON_PATH,    /* preloaded: labelguard/_bootstrap is first on PYTHONPATH */
+    LG_PYBOOT_NO_DIR,     /* preloaded, but no bootstrap directory next to the library */
+};
+/* From the constructor: in a Python interpreter that has not started, labelguard/_bootstrap
+ * first on PYTHONPATH, as `labelguard run` does. */
+LG_HIDDEN void lg_pyboot_constructor(void);
+/* PYTHONPATH with the bootstrap directory found next to the library at lib_path (a real path)
+ * first: 1 with it in out, 0 when old already has a labelguard/_bootstrap entry, -1 when no
+ * directory qualifies (exists(dir, ctx) false for both layouts) or out is too small. */
+LG_HIDDEN int lg_pyboot_pythonpath(const char *lib_path, const char *old, bool (*exists)(const char *dir, void *ctx),
+                                   void *ctx, char *out, size_t cap);
+/* LG_PYBOOT_*, as the constructor found the process. */
+LG_HIDDEN int lg_pyboot_state(void);
+/* The bootstrap will arm the check in this interpreter: on PYTHONPATH, and neither -E, -I nor -S. */
+LG_HIDDEN bool lg_pyboot_expected(void);
 
 /* ---------------------------------------------------------------- api_check.c */
 
@@ -1151,7 +1326,11 @@ extern LG_HIDDEN LG_TLS int lg_preload_in_launch;
 /* ---------------------------------------------------------------- cupti_slot.c */
 
 /* Whether the start subscribes to CUPTI, and why (for the start event). */
-LG_HIDDEN bool lg_cupti_slot_wanted(bool interposable, bool attaching, char *why, size_t why_len);
+LG_HIDDEN bool lg_cupti_slot_wanted(bool interposable, char *why, size_t why_len);
+/* The cuptiSubscribe and cuptiSubscribe_v2 entries of late arming's hook set (names only, and
+ * where the bound function is kept; arm.c fills in our exported definitions): a profiler's call
+ * then reaches the hand-over wrappers as under LD_PRELOAD. Returns the count (2). */
+LG_HIDDEN int lg_cupti_slot_hooks(lg_hook_t *out, int cap);
 /* Subscribes cb (a CUpti_CallbackFunc) into *out (a CUpti_SubscriberHandle) through the libcupti
  * handle `cupti` (v2 with our name where it exists and no v1 client was seen, falling back to
  * the single slot and to v1); returns the last CUptiResult, *how lists each attempt's answer. */
@@ -1245,6 +1424,9 @@ LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
 LG_HIDDEN int lg_arm_loaded(void);
 /* From lg.c's fork handler: the child starts with arm.c's lock free. */
 LG_HIDDEN void lg_arm_atfork_child(void);
+/* From lg.c's start, after the start event: what arming left for the start (a warning about
+ * slots it could not write; graphs instantiated before arming, under attach). */
+LG_HIDDEN void lg_arm_after_start(void);
 
 /* ---------------------------------------------------------------- arm_dlopen.c */
 
@@ -1260,11 +1442,8 @@ LG_HIDDEN void lg_ensure_started(void);
 /* Registers the exit collection (lg.c) once; from the first launch, so that it runs before
  * the teardown of a CUDA runtime that was started by then. */
 LG_HIDDEN void lg_exit_arm(void);
-/* The same start, from labelguard_arm: in auto mode it subscribes to CUPTI too. */
-LG_HIDDEN void lg_ensure_started_for_attach(void);
-/* Late arming with no CUDA runtime loaded yet: the lazy start, when a hook makes it, is the
- * attach kind (CUPTI in auto mode). */
-LG_HIDDEN void lg_start_as_attach_later(void);
+/* True once the start has finished (the start event is out). */
+LG_HIDDEN bool lg_started(void);
 /* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it), built once
  * per process: by the start, or first by a coverage report (labelguard_coverage) in a process
  * that has not started, whose problems with a user file then go to `warn`. Takes start_lock,

@@ -2,6 +2,7 @@
  *   classify (classify.c, first launch of a kernel only) -> decode (decode.c) ->
  *   validate (validate.c: sync verdict, or async sanitized copy + verdict later) ->
  *   act (act.c, only when a label is bad).
+ * A torch._assert_async kernel's condition is read instead (asserts.c), before the launch.
  * A watched NLL forward's input also gets the raw-logits check (logprobs.c, sync mode).
  * Plus the launch counters of the summary event and the collection of async verdicts.
  *
@@ -73,7 +74,7 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
     while (lg_verdicts_collect(&r, scope, stream)) {
         if (r.verdict.bad_count == 0)
             continue;
-        lg_act_input_t in = {.when = LG_ACT_AFTER,
+        lg_act_input_t in = {.when = r.as_is ? LG_ACT_AFTER_AS_IS : LG_ACT_AFTER,
                              .info = r.info,
                              .stream = r.stream,
                              .args = NULL,
@@ -90,12 +91,16 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
 
 /* ------------------------------------------------------------------ the stages */
 
-/* The GPU backend's first hand-over to the host backend, said once. */
+/* What the backends owe the log, said once: the GPU backend's first hand-over to the host
+ * backend, and its late start in a process that had no context when labelguard started. */
 static void report_fallback(void)
 {
     const char *note = lg_validate_gpu_take_fallback_note();
     if (LG_UNLIKELY(note != NULL))
         lg_report_warning_once("scratch_fallback", note);
+    note = lg_validate_gpu_take_backend_note();
+    if (LG_UNLIKELY(note != NULL))
+        lg_report_note_once("backend_gpu", note);
 }
 
 /* "<kernel>: " and fmt with why: the detail of a warning about one kernel. */
@@ -119,41 +124,50 @@ static void warn_unchecked(const char *what, int bit, lg_kernel_info_t *info, co
     lg_report_warning(what, kernel_detail(detail, sizeof detail, info, fmt, why));
 }
 
-/* What a sanitized copy of ids holds in place of a bad one: padding_idx where the kernel has
- * one; else, under raise, any valid row (0): the launch reads it instead of asserting, and the
- * verdict raises at the next check as for a loss. A kernel that writes at its ids
- * (LG_FAMILY_WRITES_AT_IDS: scatter, index_put_, index_add_, ...) would write that row, into the
- * caller's tensor, and a kernel whose spec forbids masking (no_mask: its backward writes at the
- * caller's ids) would go on to that backward, so outside capture both are checked
- * synchronously (blocked before they run); inside
- * a capture there is no synchronous check, and the replay writes row 0 before the error comes.
- * Under mask a kernel without padding_idx is checked synchronously, so that its fall-back to
- * raise blocks the launch itself. */
-static bool async_id(const lg_spec_t *spec, const lg_target_t *t, const lg_capture_t *capture, int64_t *value)
+/* What a sanitized copy of ids may hold in place of a bad one: padding_idx, and only where
+ * nothing after the launch reads the caller's ids (spec no_mask empty: nn.EmbeddingBag's max
+ * mode, whose backward reads the max_indices the forward wrote from the copy, padding left out).
+ * No other row may stand in for a bad id, in any mode: autograd saves the caller's id tensor,
+ * never our copy, and the backward kernels write gradient rows at those ids unchecked and
+ * unwatched (embedding: embedding_backward_feature_kernel, or compute_grad_weight /
+ * sum_and_scatter on ids sorted from them; x[idx]: index_put_with_sort_kernel /
+ * indexing_backward_kernel with unsafe=True; gather: scatter_add; take: put; EmbeddingBag
+ * sum/mean). A forward run on row 0 would let them write past the weight's gradient after the
+ * forward's deferred verdict was read on another thread, or not yet read at all. Watching each
+ * backward instead would mean following tensors the backward derives from the ids (the sort).
+ * So a launch without such a value is checked synchronously outside capture (blocked before it
+ * runs), and inside a capture, where no synchronous check exists, keeps its own ids: its own
+ * assert stops a bad replay as it would without labelguard, and the captured check reports. */
+static bool async_id(const lg_spec_t *spec, const lg_target_t *t, int64_t *value)
 {
-    if (lg_act_mask_id(t, value))
-        return true;
-    if (lg_cfg.action != LG_ACTION_RAISE || t->n_classes <= 0)
-        return false;
-    if (!capture && ((lg_family_flags(spec->family) & LG_FAMILY_WRITES_AT_IDS) || spec->no_mask[0]))
-        return false;
-    *value = 0;
-    return true;
+    return !spec->no_mask[0] && lg_act_mask_id(t, value);
 }
 
 /* Async mode and graph capture: the validator writes a sanitized copy that the kernel reads,
  * and the verdict is collected later (captured: at every replay). Returns true when the
  * launch is taken care of (run on the copy, or left unchecked inside a capture); false to fall
  * back to a sync check. In log mode a captured launch keeps its own labels (it asserts, as it
- * would have) and its check only reports. */
+ * would have) and its check only reports; so does a captured ids launch without padding_idx
+ * (async_id). */
 static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t,
                            const lg_capture_t *capture, lg_decision_t *d)
 {
-    int64_t value;
-    bool rewrite;
+    int64_t value = 0;
+    bool rewrite = false;
     char why[512] = "";
-    bool have_value =
-        info->spec->ids ? (rewrite = false, async_id(info->spec, t, capture, &value)) : lg_act_mask_value(t, &value, &rewrite);
+    lg_capture_t as_is;
+    bool have_value;
+    if (info->spec->ids) {
+        have_value = async_id(info->spec, t, &value);
+        if (!have_value && capture) {
+            as_is = *capture;
+            as_is.sanitize = false;
+            capture = &as_is;
+            have_value = true;
+        }
+    } else {
+        have_value = lg_act_mask_value(t, &value, &rewrite);
+    }
     if (have_value) {
         uint64_t copy = 0;
         lg_in_library++;
@@ -216,6 +230,50 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     free(verdict);
 }
 
+/* torch._assert_async's condition (asserts.c), read before the launch in every mode: no copy
+ * can stand in for it (a true one would let the op go on to write at its bad ids), so a zero
+ * one blocks the launch before it asserts. Inside a capture the condition is only computed
+ * at each replay: the launch is captured as it is, and asserts there as it would have. */
+static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
+{
+    unsigned long long id = 0;
+    int status = lg_runtime_capture_status(rt, l->stream, &id);
+    if (status != 0) {
+        warn_unchecked(status > 0 ? "capture_unchecked" : "capture_query_failed",
+                       status > 0 ? LG_WARNED_CAPTURE : LG_WARNED_CAPTURE_QUERY, info, "%s; the launch runs unchecked",
+                       status > 0 ? "a torch._assert_async condition inside CUDA graph capture is computed at each "
+                                    "replay, so it cannot be read before the launch"
+                                  : "the stream's capture state cannot be asked");
+        return;
+    }
+    lg_verdict_t *verdict = malloc(sizeof *verdict);
+    if (!verdict) {
+        atomic_fetch_add(&unchecked, 1);
+        lg_report_warning_once("validate_failed", "out of memory for a verdict; the launch runs unchecked");
+        return;
+    }
+    lg_target_t t;
+    char why[512] = "";
+    lg_in_library++;
+    int rc = lg_asserts_read(rt, info->spec, info->mangled, l->args, l->stream, &t, verdict, why, sizeof why);
+    lg_in_library--;
+    if (rc != 0) {
+        warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "condition not read: %s", why);
+    } else {
+        atomic_fetch_add(&validated, 1);
+        if (verdict->bad_count > 0) {
+            lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE,
+                                 .info = info,
+                                 .stream = l->stream,
+                                 .args = l->args,
+                                 .target = &t,
+                                 .verdict = verdict};
+            lg_act(rt, &in, d);
+        }
+    }
+    free(verdict);
+}
+
 /* Decode, then the check the mode and the stream's capture state call for; once per index
  * tensor for a kernel that reads several (x[rows, cols]: decode.c), and per checked operand
  * of a range kernel (BCE's input, then its target), until one is blocked. */
@@ -224,6 +282,10 @@ static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_in
 static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
 {
     atomic_fetch_add(&watched, 1);
+    if (info->spec->assert_flag) {
+        check_assert(rt, l, info, d);
+        return;
+    }
     char why[512] = "";
     int n = lg_decode_targets(info->spec, l->args, why, sizeof why);
     if (n < 0) {

@@ -2,7 +2,9 @@
  *
  * Constructor (loader thread, before main): reads the configuration and does nothing else —
  * no CUDA call, no file, no thread — so a preloaded process that never launches a kernel
- * (a shell, the compiler, a DataLoader worker) is untouched. A bad LABELGUARD_* value stops
+ * (a shell, the compiler, a DataLoader worker) is untouched; the one exception is a Python
+ * interpreter that has not started, whose PYTHONPATH gets the torch.compile bootstrap that
+ * `labelguard run` would have given it (pyboot.c says why this is safe there). A bad LABELGUARD_* value stops
  * the process with status 2 and one message: a job must not run unguarded by mistake.
  * Note that other libraries' constructors may reach our hooks before this constructor runs
  * (a CUDA extension registering its kernels): everything the hooks touch works from static
@@ -13,6 +15,12 @@
  * runtime table (runtime.c), validator backend, CUPTI, the `start` event. The core never
  * starts the library: it is handed a started one. The fork handlers are registered by the
  * constructor (see below why).
+ * The same holds when the library was armed late (labelguard_enable, `labelguard attach`:
+ * arm.c): arming only rewrites GOT slots, and the start waits for the first hook, so the
+ * library makes no CUDA or driver call before the application's own first one (a parent that
+ * enables and then forks CUDA workers has not initialised CUDA), none runs inside a debugger's
+ * call, and the backend is chosen by a process that has its context. Tested by
+ * tests/e2e/test_enable_fork.sh and tests/e2e/test_attach_busy.sh.
  *
  * Fork: the child keeps the parent's tables (read-only) but not its log file, locks or held
  * threads; it opens its own log on its first event. A fork waits for a start under way in
@@ -38,7 +46,6 @@
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static _Atomic int started;
-static bool attaching; /* the start comes from labelguard_arm: CUPTI covers what the GOT misses */
 
 static const char *env_get(const char *name) { return getenv(name); }
 
@@ -57,6 +64,9 @@ __attribute__((constructor)) static void lg_constructor(void)
         _exit(2);
     }
     lg_cfg = cfg;
+    /* A Python interpreter preloaded by hand gets the torch.compile bootstrap `labelguard run`
+     * would have given it (pyboot.c: before main, environment only). */
+    lg_pyboot_constructor();
     /* Here, while the process is still one thread, not in the start: a fork between the start
      * taking start_lock and registering the handlers would leave the child's start waiting on
      * it forever. No CUDA, file or thread: only a mutex pair per fork until the start. */
@@ -224,12 +234,13 @@ static void start(void)
     /* Interposition is a layer only where there is a shared runtime to interpose. */
     bool interposed = lg_cfg.hooks != LG_HOOKS_CUPTI && lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL;
     char why[256];
-    if (lg_cupti_slot_wanted(lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL, attaching, why, sizeof why))
+    if (lg_cupti_slot_wanted(lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL, why, sizeof why))
         lg_cupti_start();
     describe_environment(rt, interposed, why);
     lg_runtime_restore_error(rt, saved);
     lg_report_start();
     lg_cupti_report_status();
+    lg_arm_after_start();
     if (lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD) {
         /* Said once at start too, in the log: the choice of action matters before anything is bad. */
         char ddp[512];
@@ -244,15 +255,7 @@ static void start(void)
 
 void lg_ensure_started(void) { pthread_once(&start_once, start); }
 
-void lg_ensure_started_for_attach(void)
-{
-    attaching = true;
-    pthread_once(&start_once, start);
-}
-
-/* labelguard_enable before any CUDA runtime is loaded: the start waits for the first hook (a
- * start now would resolve an empty runtime table for good), but is then the attach kind. */
-void lg_start_as_attach_later(void) { attaching = true; }
+bool lg_started(void) { return atomic_load(&started) != 0; }
 
 /* At exit the last async checks are still outstanding when the job ends without a final sync
  * (or their threads, autograd's, live on): collected here, in an atexit handler registered at
@@ -301,6 +304,12 @@ __attribute__((destructor)) static void lg_destructor(void)
 /* ------------------------------------------------------------------ public API */
 
 const char *labelguard_version(void) { return LG_VERSION; }
+
+int labelguard_start(void)
+{
+    lg_ensure_started();
+    return 0;
+}
 
 int labelguard_counters(labelguard_counters_t *out)
 {

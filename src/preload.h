@@ -62,6 +62,8 @@
       (B, d, dp, s, sp, w, h, k))                                                                                 \
     X(cudaGraphLaunch, cudaError_t, (cudaGraphExec_t x, cudaStream_t s), (B, x, s))                               \
     X(cudaGraphLaunch_ptsz, cudaError_t, (cudaGraphExec_t x, cudaStream_t s), (B, x, s))                          \
+    X(cudaStreamBeginCapture, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode m), (B, s, m))             \
+    X(cudaStreamBeginCapture_ptsz, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode m), (B, s, m))        \
     X(cudaStreamEndCapture, cudaError_t, (cudaStream_t s, cudaGraph_t *g), (B, s, g))                             \
     X(cudaStreamEndCapture_ptsz, cudaError_t, (cudaStream_t s, cudaGraph_t *g), (B, s, g))                        \
     X(cudaGraphInstantiate, cudaError_t, (cudaGraphExec_t *x, cudaGraph_t g, void *a3, void *a4, size_t a5),      \

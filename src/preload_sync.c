@@ -7,7 +7,9 @@
  * point, before replaying. Such a returned error is also the thread's last error until
  * cudaGetLastError reads it, as CUDA's own errors are. The graph entry points (cudaStreamEndCapture,
  * cudaGraphInstantiate*, cudaGraphExecDestroy, cudaGraphDestroy, cudaGraphLaunch) tell
- * graphs.c which graphs hold checked launches and queue each replay's verdicts. Defined once
+ * graphs.c which graphs hold checked launches and queue each replay's verdicts;
+ * cudaStreamBeginCapture and cudaStreamEndCapture tell captures.c which captures build a graph
+ * of their own (the only ones that get host nodes: test_graph_cond.sh). Defined once
  * per libcudart version node like every hook (preload.h). Runs on whatever thread calls the
  * runtime.
  *
@@ -131,9 +133,39 @@ BODY cudaError_t body_cudaGraphLaunch_ptsz(lg_preload_binding_t *b, cudaGraphExe
     return graph_launch(b, (cudaGraphLaunch_fn)REAL(b, cudaGraphLaunch_ptsz), x, s, true);
 }
 
+/* A capture begun here builds a graph of its own, which takes host nodes: its id is recorded
+ * (captures.c) once the real call succeeded. One capture query per capture begun; the
+ * application's own call came first, so this is never the process's first CUDA call. */
+static inline cudaError_t begin_capture(lg_preload_binding_t *b, cudaStreamBeginCapture_fn real, cudaStream_t s,
+                                        enum cudaStreamCaptureMode m, bool per_thread)
+{
+    if (LG_UNLIKELY(!real))
+        return cudaErrorInitializationError;
+    cudaError_t e = real(s, m);
+    if (e == cudaSuccess && !lg_in_library) {
+        unsigned long long id = 0;
+        if (lg_runtime_capture_status(lg_preload_runtime(b), (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s,
+                                      &id) > 0)
+            lg_captures_begun(id);
+    }
+    return e;
+}
+
+BODY cudaError_t body_cudaStreamBeginCapture(lg_preload_binding_t *b, cudaStream_t s, enum cudaStreamCaptureMode m)
+{
+    return begin_capture(b, REAL(b, cudaStreamBeginCapture), s, m, false);
+}
+
+BODY cudaError_t body_cudaStreamBeginCapture_ptsz(lg_preload_binding_t *b, cudaStream_t s,
+                                                  enum cudaStreamCaptureMode m)
+{
+    return begin_capture(b, (cudaStreamBeginCapture_fn)REAL(b, cudaStreamBeginCapture_ptsz), s, m, true);
+}
+
 /* The capture's id is asked before the real call ends it, only while some capture holds a
- * check. A capture without checks still reports its graph while some graph handle maps to
- * checks: the handle may be a destroyed graph's, reused, whose mapping must go. */
+ * check or was recorded as begun here. A capture without checks still reports its graph
+ * while some graph handle maps to checks: the handle may be a destroyed graph's, reused,
+ * whose mapping must go. */
 static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapture_fn real, cudaStream_t s,
                                       cudaGraph_t *g, bool per_thread)
 {
@@ -141,10 +173,13 @@ static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapt
         return cudaErrorInitializationError;
     unsigned long long id = 0;
     bool track = lg_graphs_capturing() && !lg_in_library;
-    if (LG_UNLIKELY(track))
+    bool begun = lg_captures_open() && !lg_in_library;
+    if (LG_UNLIKELY(track || begun))
         lg_runtime_capture_status(lg_preload_runtime(b),
                                   (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s, &id);
     cudaError_t e = real(s, g);
+    if (LG_UNLIKELY(begun))
+        lg_captures_ended(id);
     const void *graph = e == cudaSuccess && g ? (const void *)*g : NULL;
     if (LG_UNLIKELY(track) && id)
         lg_graphs_end_capture(id, graph);

@@ -8,8 +8,10 @@
  *
  * Why raw structures: the public frame API (PyThreadState_GetFrame, PyFrame_GetBack, ...)
  * returns new references since 3.9, which must not be touched without the GIL. So the walk
- * reads CPython's internal frame structures with per-version offsets (table below), and
- * every read of interpreter memory goes through process_vm_readv on our own pid, which
+ * reads CPython's internal frame structures with per-version offsets: the table below for 3.8
+ * to 3.13, and for 3.14 and newer the interpreter's own description of them,
+ * _PyRuntime.debug_offsets (decoded and checked by pystack_offsets.c). Every read of
+ * interpreter memory goes through process_vm_readv on our own pid, which
  * returns EFAULT instead of crashing on a stale pointer (a pipe write/read fallback where a
  * seccomp filter blocks it). The only CPython functions called are plain reads:
  * Py_GetVersion, Py_IsInitialized, PyGILState_GetThisThreadState (a TSS lookup),
@@ -23,13 +25,20 @@
  * head). That thread may be running, so its frames can change under the walk: the checks on
  * every pointer keep that safe, and the result is best effort.
  *
- * Verified versions (struct offsets generated from each version's own internal headers, and
- * tests/e2e/test_pystack.sh run against them): 3.8, 3.9, 3.10, 3.11, 3.12, 3.13 on x86-64
- * (LP64: aarch64 shares the layout). Other versions, debug (Py_DEBUG/Py_TRACE_REFS) and
- * free-threaded builds: the type checks fail and the stack comes back empty.
+ * Verified versions (tests/e2e/test_pystack.sh run against them): 3.8 to 3.13 through the
+ * table (struct offsets generated from each version's own internal headers), 3.14 and 3.15
+ * (Debian's builds) through the debug offsets, on x86-64; nothing here depends on the
+ * architecture beyond LP64 (aarch64 shares the layouts). Newer minor versions take the debug
+ * offsets path when its checks pass. Debug builds (Py_DEBUG/Py_TRACE_REFS): the type checks
+ * fail and the stack comes back empty. Free-threaded builds (3.13t, 3.14t): their debug offsets
+ * say so (free_threaded) and the stack stays empty, on 3.13 too, whose table describes the
+ * default build only.
  *
  * Tested by tests/e2e/test_pystack.sh (tests/unit/pystack_probe.c loaded by python3 through
- * ctypes, from the main thread, a Python worker thread and a native thread).
+ * ctypes, from the main thread, a Python worker thread and a native thread; 3.14 and 3.15 in the
+ * Debian root of tests/pyroot/install.sh), tests/unit/test_pystack_offsets.c (the checks on
+ * the debug offsets), tests/torch-fake/test_pystack_torch.sh and tests/pip/test_pystack_wheel.sh
+ * (real torch and the wheel on 3.14 and 3.15).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -44,51 +53,44 @@
 #include "internal.h"
 
 /* Byte offsets inside CPython's structures, by minor version. Generated with offsetof() over
- * each version's headers (Py_BUILD_CORE, internal/pycore_frame.h). */
-typedef struct py_layout {
-    int minor;
-    int kind; /* FRAME_OBJECTS (<= 3.10) or INTERP_FRAMES (>= 3.11) */
-    /* PyThreadState */
-    int ts_frame;   /* <= 3.10: PyFrameObject *frame */
-    int ts_cframe;  /* 3.11, 3.12: _PyCFrame *cframe; -1 otherwise */
-    int cf_current; /* _PyCFrame.current_frame */
-    int ts_current; /* 3.13: _PyInterpreterFrame *current_frame; -1 otherwise */
-    /* PyFrameObject (<= 3.10) or _PyInterpreterFrame (>= 3.11) */
-    int f_back, f_code, f_lasti; /* f_lasti: prev_instr / instr_ptr for >= 3.11 */
-    int f_owner;                 /* >= 3.11 */
-    int lasti_scale;             /* bytes per f_lasti unit (3.10 counts code units) */
-    /* PyCodeObject */
-    int co_filename, co_name, co_firstlineno, co_code_adaptive, co_firsttraceable;
-    /* PyUnicode */
-    int ascii_size, compact_size;
-    /* PyCodeObject: the line table PyCode_Addr2Line reads (co_lnotab <= 3.9, co_linetable) */
-    int co_lines;
-} py_layout_t;
+ * each version's headers (Py_BUILD_CORE, internal/pycore_frame.h). The second line of each is
+ * the same in all: every PyThreadState starts with `struct _ts *prev, *next;`, a PyObject with
+ * ob_refcnt, ob_type; PyASCIIObject has length at 16 and its state bit field at 32; a
+ * PyBytesObject is a PyVarObject (ob_size at 16) with ob_sval at 32; shim frames (owner
+ * FRAME_OWNED_BY_CSTACK, 3) exist from 3.12; no tagged pointers. */
+enum { OWNED_BY_GENERATOR = 1 };
 
-enum { FRAME_OBJECTS, INTERP_FRAMES };
-enum { OWNED_BY_GENERATOR = 1, OWNED_BY_CSTACK = 3 };
-
-static const py_layout_t layouts[] = {
-    {8, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120},
-    {9, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120},
-    {10, FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120},
-    {11, INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136},
-    {12, INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136},
-    {13, INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136},
+static const lg_py_layout_t layouts[] = {
+    {8, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {9, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {10, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {11, LG_PY_INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {12, LG_PY_INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136,
+     8, -1, 8, 16, 32, 16, 32, 3, 0},
+    {13, LG_PY_INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136,
+     8, -1, 8, 16, 32, 16, 32, 3, 0},
 };
 
-/* Every PyThreadState starts with `struct _ts *prev, *next;` (3.8 to 3.13). */
-#define TS_NEXT    8
-#define OB_TYPE    8    /* PyObject.ob_type */
-#define UNI_LENGTH 16   /* PyASCIIObject.length */
-#define UNI_STATE  32   /* PyASCIIObject.state bitfield */
-#define BYTES_SIZE 16   /* PyVarObject.ob_size */
-#define BYTES_DATA 32   /* PyBytesObject.ob_sval */
-#define MAX_WALK   1024 /* frames or thread states visited, against cycles in torn lists */
+/* The table's entry for 3.<minor> into *out; false when it has none. */
+static bool table_layout(int minor, lg_py_layout_t *out)
+{
+    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+        if (layouts[i].minor == minor) {
+            *out = layouts[i];
+            return true;
+        }
+    return false;
+}
+
+#define MAX_WALK 1024 /* frames or thread states visited, against cycles in torn lists */
 
 static struct {
     bool ok;
-    const py_layout_t *layout;
+    lg_py_layout_t layout;
     int (*is_initialized)(void);
     void *(*this_thread_state)(void);
     void *(*interp_main)(void);
@@ -102,6 +104,25 @@ static struct {
 
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 
+static bool peek(const void *addr, void *out, size_t n);
+
+/* The layout of a 3.13 or newer interpreter: its _PyRuntime.debug_offsets, read with the same
+ * fault-safe peek as the frames. 3.13 keeps its table entry (which also knows where
+ * _co_firsttraceable is) but is refused here when the offsets say free-threaded. */
+static bool offsets_layout(int minor)
+{
+    const void *runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+    static unsigned char raw[LG_PY_DEBUG_OFFSETS_LEN]; /* once, under pthread_once */
+    if (!runtime || !peek(runtime, raw, sizeof(raw)))
+        return minor == 13 && table_layout(minor, &py.layout);
+    if (minor == 13) {
+        uint64_t free_threaded;
+        memcpy(&free_threaded, raw + 16, sizeof(free_threaded));
+        return !(memcmp(raw, "xdebugpy", 8) == 0 && free_threaded != 0) && table_layout(minor, &py.layout);
+    }
+    return lg_pystack_offsets_decode(raw, sizeof(raw), minor, &py.layout) == NULL;
+}
+
 static void resolve(void)
 {
     const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
@@ -111,10 +132,9 @@ static void resolve(void)
     int major = 0, minor = 0;
     if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major != 3)
         return;
-    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
-        if (layouts[i].minor == minor)
-            py.layout = &layouts[i];
-    if (!py.layout)
+    py.pid = getpid();
+    py.pipe_fd[0] = py.pipe_fd[1] = -1;
+    if (!(minor >= 13 ? offsets_layout(minor) : table_layout(minor, &py.layout)))
         return;
     py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     py.this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
@@ -127,10 +147,8 @@ static void resolve(void)
     py.frame_type = dlsym(RTLD_DEFAULT, "PyFrame_Type");
     py.unicode_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
     py.bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
-    py.pid = getpid();
-    py.pipe_fd[0] = py.pipe_fd[1] = -1;
     py.ok = py.is_initialized && py.this_thread_state && py.addr2line && py.code_type && py.unicode_type &&
-            py.bytes_type && (py.layout->kind == INTERP_FRAMES || py.frame_type);
+            py.bytes_type && (py.layout.kind == LG_PY_INTERP_FRAMES || py.frame_type);
 }
 
 /* Copies n bytes at addr into out; false when any of it is unmapped. */
@@ -176,7 +194,7 @@ static bool peek_ptr(const void *base, int off, void **out)
 static bool has_type(const void *obj, const void *type)
 {
     void *t;
-    return obj && peek_ptr(obj, OB_TYPE, &t) && t == type;
+    return obj && peek_ptr(obj, py.layout.ob_type, &t) && t == type;
 }
 
 /* Appends code point cp as UTF-8 if it fits (with the NUL). */
@@ -216,14 +234,14 @@ static void put_utf8(char *out, size_t len, size_t *o, uint32_t cp)
  * str. */
 static bool read_unicode(const void *obj, char *out, size_t len, bool keep_tail)
 {
-    const py_layout_t *L = py.layout;
+    const lg_py_layout_t *L = &py.layout;
     out[0] = '\0';
     if (!has_type(obj, py.unicode_type))
         return false;
     int64_t length;
     uint32_t state;
-    if (!peek((const char *)obj + UNI_LENGTH, &length, sizeof(length)) ||
-        !peek((const char *)obj + UNI_STATE, &state, sizeof(state)))
+    if (!peek((const char *)obj + L->uni_length, &length, sizeof(length)) ||
+        !peek((const char *)obj + L->uni_state, &state, sizeof(state)))
         return false;
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
     if (!compact || length < 0 || length > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
@@ -260,7 +278,7 @@ static bool read_unicode(const void *obj, char *out, size_t len, bool keep_tail)
  * False when code is not a code object. */
 static bool record(void *code, int addr, lg_py_frame_t *f)
 {
-    const py_layout_t *L = py.layout;
+    const lg_py_layout_t *L = &py.layout;
     if (!has_type(code, py.code_type))
         return false;
     void *filename, *name;
@@ -279,10 +297,10 @@ static bool record(void *code, int addr, lg_py_frame_t *f)
     int64_t table_len;
     unsigned char edge;
     if (addr >= 0 && peek_ptr(code, L->co_lines, &table) && has_type(table, py.bytes_type) &&
-        peek((const char *)table + BYTES_SIZE, &table_len, sizeof(table_len)) && table_len >= 0 &&
+        peek((const char *)table + L->bytes_size, &table_len, sizeof(table_len)) && table_len >= 0 &&
         table_len < (1 << 24) &&
-        (table_len == 0 || (peek((const char *)table + BYTES_DATA, &edge, 1) &&
-                            peek((const char *)table + BYTES_DATA + table_len - 1, &edge, 1))))
+        (table_len == 0 || (peek((const char *)table + L->bytes_data, &edge, 1) &&
+                            peek((const char *)table + L->bytes_data + table_len - 1, &edge, 1))))
         f->line = py.addr2line(code, addr);
     return true;
 }
@@ -290,9 +308,9 @@ static bool record(void *code, int addr, lg_py_frame_t *f)
 /* Walks one thread state's frames, innermost first into s->frames; returns the count. */
 static int walk(void *tstate, lg_py_stack_t *s)
 {
-    const py_layout_t *L = py.layout;
+    const lg_py_layout_t *L = &py.layout;
     void *frame = NULL;
-    if (L->kind == FRAME_OBJECTS) {
+    if (L->kind == LG_PY_FRAME_OBJECTS) {
         if (!peek_ptr(tstate, L->ts_frame, &frame))
             return 0;
     } else if (L->ts_current >= 0) {
@@ -308,7 +326,9 @@ static int walk(void *tstate, lg_py_stack_t *s)
         void *code, *back;
         if (!peek_ptr(frame, L->f_code, &code) || !peek_ptr(frame, L->f_back, &back))
             break;
-        if (L->kind == FRAME_OBJECTS) {
+        /* From 3.14 f_executable is a _PyStackRef: a pointer with tag bits (pystack_offsets.c). */
+        code = (void *)((uintptr_t)code & ~(uintptr_t)L->ref_tag_bits);
+        if (L->kind == LG_PY_FRAME_OBJECTS) {
             int lasti;
             if (!has_type(frame, py.frame_type) || !peek((const char *)frame + L->f_lasti, &lasti, sizeof(lasti)))
                 break;
@@ -320,15 +340,17 @@ static int walk(void *tstate, lg_py_stack_t *s)
             int firsttraceable = 0;
             if (!peek((const char *)frame + L->f_owner, &owner, 1) || !peek_ptr(frame, L->f_lasti, &instr))
                 break;
-            /* Shim frames of the C stack (3.12+) and frames still in their prologue are
-             * skipped, as CPython's own traceback does (_PyFrame_IsIncomplete). */
+            /* Shim frames of the C stack or the interpreter (3.12+) and frames still in their
+             * prologue are skipped, as CPython's own traceback does (_PyFrame_IsIncomplete);
+             * the prologue's end (_co_firsttraceable) is known for the table's versions only. */
             const char *code_start = (const char *)code + L->co_code_adaptive;
-            bool incomplete = owner == OWNED_BY_CSTACK && L->minor >= 12;
-            if (!incomplete && owner != OWNED_BY_GENERATOR && has_type(code, py.code_type) &&
+            bool incomplete = L->owner_incomplete >= 0 && owner >= L->owner_incomplete;
+            if (!incomplete && L->co_firsttraceable >= 0 && owner != OWNED_BY_GENERATOR &&
+                has_type(code, py.code_type) &&
                 peek((const char *)code + L->co_firsttraceable, &firsttraceable, sizeof(int)))
                 incomplete = (const char *)instr < code_start + (ptrdiff_t)firsttraceable * 2;
             if (!incomplete) {
-                /* 3.11/3.12 point at the last executed instruction, 3.13 at the current one:
+                /* 3.11/3.12 point at the last executed instruction, 3.13+ at the current one:
                  * both lie inside the call's line. */
                 long addr = (const char *)instr - code_start;
                 if (addr < 0 || addr > (1L << 30))
@@ -342,7 +364,9 @@ static int walk(void *tstate, lg_py_stack_t *s)
     return n;
 }
 
-/* The main interpreter's oldest thread state: the main thread's, unless it was replaced. */
+/* The main thread's state: the one running __main__ where the interpreter records it
+ * (threads.main, 3.14+), else the main interpreter's oldest thread state (the main thread's,
+ * unless it was replaced). */
 static void *main_thread_state(void)
 {
     if (!py.interp_main || !py.thread_head)
@@ -350,10 +374,13 @@ static void *main_thread_state(void)
     void *interp = py.interp_main();
     if (!interp)
         return NULL;
-    void *ts = py.thread_head(interp), *last = NULL;
+    void *ts = NULL, *last = NULL;
+    if (peek_ptr(interp, py.layout.interp_main_ts, &ts) && ts)
+        return ts;
+    ts = py.thread_head(interp);
     for (int guard = 0; ts && guard < MAX_WALK; guard++) {
         last = ts;
-        if (!peek_ptr(ts, TS_NEXT, &ts))
+        if (!peek_ptr(ts, py.layout.ts_next, &ts))
             return NULL;
     }
     return ts ? NULL : last;

@@ -361,11 +361,23 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
 
     const lg_target_t *t = &v->target;
     lg_json_begin_object(j, "target");
-    lg_json_string(j, "dtype", dtype_name(t->dtype));
+    bool flag = v->spec && v->spec->assert_flag;
+    lg_assert_elem_t elem = {0};
+    if (flag && lg_asserts_element(v->mangled, &elem) != 0)
+        elem.name = "unknown";
+    lg_json_string(j, "dtype", flag ? elem.name : dtype_name(t->dtype));
     lg_json_int(j, "count", t->count);
     bool range = lg_scan_is_float(t->dtype);
     bool single = t->dtype != LG_DTYPE_FLOAT64;
-    if (range) {
+    if (flag) {
+        /* torch._assert_async's condition: the one element read, zero; no bound of any kind */
+        lg_json_string(j, "kind", "assert");
+        lg_json_null(j, "n_classes");
+        lg_json_null(j, "ignore_index");
+        char addr[24];
+        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
+        lg_json_string(j, "data", addr);
+    } else if (range) {
         /* BCE's probabilities: the bound is the interval itself */
         lg_json_string(j, "kind", "range");
         lg_json_begin_array(j, "range");
@@ -388,6 +400,7 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
          * for ids (n_classes is the row count, ignore_index the padding_idx). */
         lg_json_string(j, "kind", "ids");
         lg_json_int(j, "bound", t->n_classes);
+        lg_json_string(j, "indexes", lg_cause_indexed_name(v->indexed));
         if (t->has_ignore_index)
             lg_json_int(j, "padding_idx", t->ignore_index);
         else
@@ -444,6 +457,8 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
 
     lg_json_string(j, "cause", lg_cause_name(v->cause));
     lg_json_string(j, "cause_text", v->cause_text);
+    if (flag)
+        lg_json_string(j, "op", v->op); /* the op whose torch._assert_async it is, from the native stack */
     lg_json_string(j, "action", lg_config_action_name(v->action));
     lg_json_string(j, "outcome", v->outcome ? v->outcome : "launched");
     if (v->note[0])

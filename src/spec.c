@@ -493,18 +493,34 @@ static int parse_group(const ctx_t *c, lg_spec_t *s)
     if (s->count_kind == LG_COUNT_ACCESSOR && s->target_ndim == 0)
         return bad(c, "count", "count=accessor needs target_accessor");
 
-    static const char *const kinds2[] = {"labels", "ids", "range", NULL};
+    static const char *const kinds2[] = {"labels", "ids", "range", "assert", NULL};
     if (g_key_file_has_key(c->kf, c->group, "target_kind", NULL)) {
-        k = choice(c, "target_kind", kinds2, "labels, ids or range");
+        k = choice(c, "target_kind", kinds2, "labels, ids, range or assert");
         if (k < 0)
             return -1;
         s->ids = k == 1;
         s->range = k == 2;
+        s->assert_flag = k == 3;
     }
-    if (s->range != lg_scan_is_float(s->dtype))
+    if (s->assert_flag) {
+        /* torch._assert_async's condition: one element whose type the kernel's name gives
+         * (asserts.c), nonzero or the kernel asserts; no class count, no ignore value */
+        if (!s->dtype_from_template || s->dtype_template_arg || s->dtype_functor[0])
+            return bad(c, "dtype", "target_kind=assert takes dtype=from_template (the condition's type is the kernel's)");
+        if (s->count_kind != LG_COUNT_ONE)
+            return bad(c, "count", "target_kind=assert reads one element: count=one");
+        if (s->target_ndim)
+            return bad(c, "target_accessor", "target_kind=assert reads a plain pointer");
+        s->n_classes.param = s->ignore_index.param = -1;
+        if (g_key_file_has_key(c->kf, c->group, "n_classes", NULL) ||
+            g_key_file_has_key(c->kf, c->group, "ignore_index", NULL))
+            return bad(c, "n_classes", "target_kind=assert has neither n_classes nor ignore_index");
+    } else if (s->range != lg_scan_is_float(s->dtype))
         return bad(c, "dtype", s->range ? "target_kind=range needs a float dtype (float32, float64, float16, bfloat16)"
                                          : "a float dtype needs target_kind=range");
-    if (s->range) {
+    if (s->assert_flag) {
+        /* checked above */
+    } else if (s->range) {
         /* a probability has no class count and no ignore value: [0, 1] is the whole rule */
         s->n_classes.param = s->ignore_index.param = -1;
         if (g_key_file_has_key(c->kf, c->group, "n_classes", NULL) ||

@@ -63,6 +63,13 @@ const char *lg_text_distributed(const char *outcome, char *buf, size_t len)
 }
 
 static bool ids(const lg_violation_t *v) { return v->spec && v->spec->ids; }
+/* A torch._assert_async condition (asserts.c): one element of the kernel's own type. */
+static bool flag(const lg_violation_t *v) { return v->spec && v->spec->assert_flag; }
+static const char *flag_type(const lg_violation_t *v)
+{
+    lg_assert_elem_t e;
+    return lg_asserts_element(v->mangled, &e) == 0 ? e.name : "?";
+}
 /* A range target (BCE's probabilities): float values, valid in [0, 1]. */
 static bool range(const lg_violation_t *v) { return lg_scan_is_float(v->target.dtype); }
 /* Which operand of a range kernel the values are: BCE's input (0) or its target (1). */
@@ -134,11 +141,30 @@ const char *lg_text_safe(const char *in, char *out, size_t len)
     return out;
 }
 
-/* A Python file that belongs to an installed package or the standard library. */
+/* The output code Inductor wrote for a compiled graph: <cache>/<xy>/c<xy...>.py, the directory
+ * named after the file's second and third characters (torch._inductor.codecache.get_path), in
+ * whatever directory TORCHINDUCTOR_CACHE_DIR names. Its `call` runs the compiled graph; the
+ * user's line is the one that called the compiled function. */
+static bool inductor_code(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    if (!slash || slash - file < 3 || slash[-3] != '/')
+        return false;
+    const char *base = slash + 1;
+    size_t n = strlen(base);
+    return n >= 24 && base[0] == 'c' && strcmp(base + n - 3, ".py") == 0 && base[1] == slash[-2] &&
+           base[2] == slash[-1];
+}
+
+/* A Python file that belongs to an installed package or the standard library, labelguard's own
+ * check op (run from inside a compiled graph; in a checkout it is no installed package), or a
+ * compiled graph's generated code. */
 static bool library_frame(const char *file)
 {
+    size_t n = strlen(file), tail = strlen("/labelguard/_compiled.py");
     return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || strstr(file, "/lib/python3") ||
-           file[0] == '<';
+           file[0] == '<' || (n >= tail && strcmp(file + n - tail, "/labelguard/_compiled.py") == 0) ||
+           inductor_code(file);
 }
 
 int lg_text_user_frame(const lg_py_stack_t *py)
@@ -165,18 +191,27 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     int n = 0;
     const char *dir = lg_text_direction(v);
     char safe[512], safe2[256];
-    APPEND("labelguard: bad %s in %s",
-           range(v) ? (v->target.operand == 1 ? "targets" : "probabilities") : ids(v) ? "ids" : "labels",
-           v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
-    if (ids(v) || (range(v) && v->spec))
-        APPEND(" (%s)", v->spec->family);
-    else if (dir)
-        APPEND(" (%s)", dir);
-    APPEND("\n");
-
     const lg_verdict_t *vd = &v->verdict;
     const lg_target_t *t = &v->target;
     int shown = vd->n_samples < 6 ? vd->n_samples : 6;
+    if (flag(v)) {
+        /* torch._assert_async: one element was read, and it is all there is to show */
+        APPEND("labelguard: torch._assert_async would fail in %s (%s)\n",
+               v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)",
+               lg_text_safe(v->op, safe2, sizeof(safe2)));
+        APPEND("  condition = 0  (%s, 1 element: false; the kernel would assert and kill the CUDA context)\n",
+               flag_type(v));
+        shown = 0;
+    } else {
+        APPEND("labelguard: bad %s in %s",
+               range(v) ? (v->target.operand == 1 ? "targets" : "probabilities") : ids(v) ? "ids" : "labels",
+               v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)");
+        if (ids(v) || (range(v) && v->spec))
+            APPEND(" (%s)", v->spec->family);
+        else if (dir)
+            APPEND(" (%s)", dir);
+        APPEND("\n");
+    }
     if (shown > 0) {
         APPEND(" ");
         for (int i = 0; i < shown; i++) {
@@ -202,14 +237,16 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
             APPEND(" (first %d of %" PRId64 ")", shown, vd->bad_count);
         APPEND("\n");
     }
-    if (range(v)) {
+    if (flag(v)) {
+        /* said above */
+    } else if (range(v)) {
         char lo[40], hi[40];
         APPEND("  %" PRId64 " of %" PRId64 " values outside [0, 1] or NaN", vd->bad_count, t->count);
         if (vd->checked > 0)
             APPEND("  min %s, max %s", fmt_value(t, vd->min, lo, sizeof lo), fmt_value(t, vd->max, hi, sizeof hi));
     } else if (ids(v)) {
-        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " rows",
-               vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes);
+        APPEND("  %" PRId64 " of %" PRId64 " ids outside [%" PRId64 ", %" PRId64 ")  (bound = %" PRId64 " %s",
+               vd->bad_count, t->count, low_bound(t), t->n_classes, t->n_classes, lg_cause_indexed_unit(v->indexed));
         if (t->has_ignore_index)
             APPEND(", padding_idx = %" PRId64 ")", t->ignore_index);
         else
@@ -221,9 +258,10 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         else
             APPEND("  (no ignore_index)");
     }
-    if (vd->checked > 0 && !range(v))
+    if (vd->checked > 0 && !range(v) && !flag(v))
         APPEND("  min %" PRId64 ", max %" PRId64, vd->min, vd->max);
-    APPEND("\n");
+    if (!flag(v))
+        APPEND("\n");
     APPEND("  likely cause: %s — %s\n", lg_cause_name(v->cause), v->cause_text);
     char act[512];
     APPEND("  action: %s\n", action_text(v, act, sizeof(act)));
@@ -286,6 +324,20 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
     else
         snprintf(ign, sizeof(ign), "no %s", ids(v) ? "padding_idx" : "ignore_index");
     const char *path0 = log_path && log_path[0] ? log_path : "the log";
+    if (flag(v)) {
+        bool own = !v->op[0] || strcmp(v->op, "torch._assert_async") == 0; /* the user's own call */
+        char who[128];
+        if (own)
+            snprintf(who, sizeof who, "a torch._assert_async condition is false");
+        else
+            snprintf(who, sizeof who, "%s's device-side check (torch._assert_async) is false", v->op);
+        snprintf(out, out_len,
+                 "labelguard: %s, not a CUDA fault (ignore the cudaErrorNotPermitted and CUDA_LAUNCH_BLOCKING hints "
+                 "below): %s: its condition (%s) is 0; launch blocked, the CUDA context is intact; likely cause: %s; "
+                 "details in %s",
+                 who, v->short_name[0] ? v->short_name : "kernel", flag_type(v), v->cause_text, path0);
+        return;
+    }
     if (range(v)) {
         char what[160], num[40];
         if (vd->n_samples > 0)

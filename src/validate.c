@@ -4,11 +4,13 @@
  * context), and always for range targets (float probabilities: the GPU validator's kernels
  * read integer labels only). Any other failure of either is the caller's: it warns and lets the launch run.
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
- * whose verdict verdicts.c collects later; inside a graph capture the async check is captured
+ * whose verdict verdicts.c collects later (the host backend's published in stream order,
+ * validate_defer.c); inside a graph capture the async check is captured
  * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
  * A graph instantiated again gets its checks rebound (lg_validate_rebind) by the backend that
- * captured them; the helpers that read and rewrite a loss launch's target in a graph node are
- * here because both backends use them.
+ * captured them, and a check no graph or exec holds any more has its scratch handed back to
+ * that backend (lg_validate_retire); the helpers that read and rewrite a loss launch's target
+ * in a graph node are here because both backends use them.
  * The host backend runs in relaxed capture mode, so that none of its calls invalidates a
  * capture the application runs on another stream or thread.
  *
@@ -52,6 +54,7 @@ void lg_validate_after_fork_child(void)
 {
     lg_validate_gpu_after_fork();
     lg_validate_host_after_fork();
+    lg_validate_defer_after_fork();
     lg_verdicts_after_fork();
 }
 
@@ -233,6 +236,12 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
     if (rc == 1) {
         p->ring = c.run.ring;
         p->seq = c.run.seq;
+    } else {
+        /* The host backend's verdict is due when the stream reaches the check, as the GPU's. */
+        const lg_runtime_t *r = launch_rt ? launch_rt : __atomic_load_n(&rt, __ATOMIC_ACQUIRE);
+        int mode = lg_runtime_relax_capture(r);
+        lg_validate_defer(r, stream, &p->verdict, &p->ring, &p->seq);
+        lg_runtime_restore_capture(r, mode);
     }
     *sanitized = copy; /* host backend, nothing bad: the labels themselves */
     rc = 0;
@@ -298,6 +307,13 @@ bool lg_validate_is_loss_kernel(const struct lg_kernel_info *info, const void *f
      * is the same function, with the same parameters. */
     const char *name = lg_names_lookup ? lg_names_lookup(func) : NULL;
     return name && info->mangled && strcmp(name, info->mangled) == 0;
+}
+
+/* Each backend recognises its own rings and answers 1 for a ring it does not know. */
+void lg_validate_retire(const struct lg_scan_ring *ring, uint64_t runs)
+{
+    if (ring && lg_validate_node_retire(ring, runs) == 1)
+        (void)lg_validate_gpu_retire(ring, runs);
 }
 
 /* The check is one backend's or the other's: each recognises its own ring and answers 1 for

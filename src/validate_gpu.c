@@ -8,7 +8,11 @@
  * the default stream (preallocate), grown with a backoff when refused (allocation_failed), and
  * a check it cannot serve goes to the host backend (to_host, counted in the summary). A
  * sanitized copy the device has no memory for goes to mapped pinned host memory instead. It is kept per
- * (context, stream[, thread for the per-thread default stream]) under one mutex. Nothing is
+ * (context, stream, thread) under one mutex: threads share a stream (PyTorch's default stream
+ * is every thread's, and autograd's backward runs on a thread of its own), and a validator of
+ * another thread enqueued between this thread's validator and its loss launch would rewrite the
+ * sanitized copy that loss is about to read; one thread's launches are enqueued in its program
+ * order, so each copy is read before that thread's next validator writes it. Nothing is
  * ever freed: a kernel still in flight, or a CUDA graph captured with a launch of ours, may
  * read it at any later time; instead the table is bounded (MAX_STREAM_SCRATCH,
  * MAX_CAPTURED_SCRATCH) and checks past the bound go to the host backend. Launches captured
@@ -16,6 +20,11 @@
  * its own verdict; a second exec of that graph gets a second set (lg_validate_gpu_rebind: the
  * exec's copies of the validator node and of the loss launch reading its sanitized copy are
  * rewritten with cuGraphExecKernelNodeSetParams), so two execs replaying at once stay apart.
+ * When no graph or exec holds captured scratch any more (graphs.c, at cudaGraphDestroy and
+ * cudaGraphExecDestroy: lg_validate_gpu_retire, with the runs queued on it), it is handed to
+ * the next captured launch once its ring has published those runs; freeing it instead would
+ * synchronize the device (cuMemFree), possibly inside the application's capture. So cudagraph
+ * trees, which capture a graph per new shape and destroy the old ones, stay within the bound.
  *
  * Our driver calls run in relaxed capture mode: they must not invalidate a global-mode capture
  * the application has running on another stream (an "unsafe" call fails and poisons it), as
@@ -24,7 +33,8 @@
  * (against lg_scan_host, needs a GPU), tests/unit/test_kernel_emulation (the kernels) and
  * tests/unit/test_gpu_driver.c (fake driver: refused scratch memory, host fallback and backoff;
  * the sanitized copy in mapped pinned memory; labels on another device; the bounded table; a
- * second exec's rebinding, on a fake graph).
+ * second exec's rebinding, on a fake graph; copies per thread; captured scratch reused over
+ * 10,000 capture / instantiate / replay / destroy cycles).
  */
 #include "../cuda/lg_validate.h"
 #include "internal.h"
@@ -42,8 +52,10 @@ struct lg_scratch {
     CUcontext ctx;
     unsigned long long ctx_id;
     CUstream stream;
-    pthread_t thread; /* only for CU_STREAM_PER_THREAD */
+    pthread_t thread; /* the launching thread: it alone enqueues work on this scratch */
     bool captured;    /* dedicated to one captured launch; never looked up again */
+    bool retired;     /* captured, and no graph or exec holds it any more (lg_validate_gpu_retire) */
+    uint64_t due;     /* retired: the runs queued on it; reusable once its ring has published them */
     /* GPU memory */
     CUdeviceptr state, cand, cand_count, ring_dev, copy;
     int cand_samples; /* samples per block the candidate area holds */
@@ -56,6 +68,10 @@ typedef struct lg_scratch scratch_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool gpu_active;
+/* The start found a working driver but no CUDA context in the process (its first hook came
+ * before the application's first context): the backend is decided at a later check, once a
+ * context exists, rather than pinned to the host for good. */
+static bool gpu_undecided;
 
 /* Scratch memory is cuMemAlloc'd outside the application's allocator (PyTorch's caching
  * allocator holds most of a busy GPU), so near a full GPU it is refused. Then the check goes to
@@ -63,9 +79,10 @@ static bool gpu_active;
  * checks, doubling up to BACKOFF_MAX while they keep failing. All under `lock`. */
 #define BACKOFF_MAX    4096
 /* Scratch is never freed (an in-flight kernel or a graph may still use it), so the table is
- * bounded: a process that checks on more streams (or captures more checked launches) than
- * this sends the rest to the host backend, counted in host_fallbacks and said once. A stream
- * handle the runtime reuses after cudaStreamDestroy finds its predecessor's scratch. */
+ * bounded: a process that checks on more (stream, thread) pairs (or captures more checked
+ * launches) than this sends the rest to the host backend, counted in host_fallbacks and said
+ * once. A stream handle the runtime reuses after cudaStreamDestroy finds its predecessor's
+ * scratch. */
 #define MAX_STREAM_SCRATCH   256
 #define MAX_CAPTURED_SCRATCH 4096
 #define PREALLOC_COPY  (1u << 20) /* sanitized-copy area made at start: 128 Ki int64 labels */
@@ -130,13 +147,35 @@ fail:
     return -1;
 }
 
-/* The scratch of (ctx, stream), created on first use; `captured`: a fresh one that nobody
- * else will use. Caller holds `lock`. */
-static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, int samples, char *why, size_t why_len)
+/* Captured scratch handed back (retired) whose last replay has run, in this context: the one
+ * with the smallest sanitized-copy area that holds `copy_bytes`, else any. NULL when none.
+ * Caller holds `lock`. */
+static scratch_t *reusable(const lg_module_t *m, size_t copy_bytes)
+{
+    scratch_t *best = NULL;
+    for (int i = 0; i < n_scratches; i++) {
+        scratch_t *c = scratches[i];
+        if (!c->retired || c->ctx != m->ctx || c->ctx_id != m->ctx_id ||
+            __atomic_load_n(&c->ring->latest, __ATOMIC_ACQUIRE) < c->due)
+            continue;
+        bool fits = c->copy_bytes >= copy_bytes, best_fits = best && best->copy_bytes >= copy_bytes;
+        if (!best || (fits && (!best_fits || c->copy_bytes < best->copy_bytes)))
+            best = c;
+    }
+    return best;
+}
+
+/* The scratch of (ctx, stream, calling thread), created on first use; `captured`: one that no
+ * other launch uses while a graph or exec holds it, a retired one whose replays have all run if
+ * there is one (`copy_bytes`: the sanitized copy it should hold), else a fresh one. A thread id
+ * the system reuses after its thread ended finds that thread's scratch, whose last loss launch
+ * is ahead of anything enqueued now on the stream. Caller holds `lock`. */
+static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, int samples, size_t copy_bytes,
+                              char *why, size_t why_len)
 {
     if (stream == CU_STREAM_LEGACY)
         stream = NULL;
-    pthread_t self = stream == CU_STREAM_PER_THREAD ? pthread_self() : (pthread_t)0;
+    pthread_t self = captured ? (pthread_t)0 : pthread_self();
     scratch_t *s = NULL;
     if (!captured) {
         for (int i = 0; i < n_scratches; i++) {
@@ -147,6 +186,11 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
                 break;
             }
         }
+    } else if ((s = reusable(m, copy_bytes))) {
+        /* Its accumulators are back at their identities (the last block of each run resets
+         * them) and its run count equals the ring's latest: the new check counts on from it. */
+        s->retired = false;
+        s->stream = stream;
     }
     if (!s) {
         if (!may_allocate()) {
@@ -160,7 +204,8 @@ static scratch_t *scratch_for(lg_module_t *m, CUstream stream, bool captured, in
             snprintf(why, why_len,
                      captured ? "%d captured launches already have validator scratch of their own (it is kept while a "
                                 "graph may replay them)"
-                              : "%d streams already have validator scratch (kept for each stream a check ran on)",
+                              : "%d (stream, thread) pairs already have validator scratch (kept for each thread "
+                                "and stream a check ran on)",
                      kept);
             return NULL;
         }
@@ -368,7 +413,7 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
         return -1;
     }
     attempts++;
-    scratch_t *s = scratch_for(m, stream, captured, samples, why, why_len);
+    scratch_t *s = scratch_for(m, stream, captured, samples, want_copy ? bytes : 0, why, why_len);
     if (!s) {
         pthread_mutex_unlock(&lock);
         to_host(use_host, why);
@@ -572,11 +617,14 @@ static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg
     if (reads && find_loss_node(vnode, spec, reads, &lnode, &lkp, why, why_len) != 0)
         return -1;
     attempts++;
-    scratch_t *s2 = scratch_for(m, s->stream, true, s->cand_samples, why, why_len);
+    scratch_t *s2 = scratch_for(m, s->stream, true, s->cand_samples, p.copy ? s->copy_bytes : 0, why, why_len);
     if (!s2)
         return -1;
-    if (p.copy && grow_copy(s2, s->copy_bytes, why, why_len) != 0)
-        return -1; /* s2 stays in the table, unused: rare, and bounded */
+    if (p.copy && s2->copy_bytes < s->copy_bytes && grow_copy(s2, s->copy_bytes, why, why_len) != 0) {
+        s2->retired = true; /* unused: the next captured check may take it */
+        s2->due = __atomic_load_n(&s2->ring->latest, __ATOMIC_ACQUIRE);
+        return -1;
+    }
     lg_scan_params_t p2 = p;
     p2.state = s2->state;
     p2.cand = s2->cand;
@@ -605,10 +653,26 @@ static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "pointing the exec's validator at scratch of its own failed: %s",
                  lg_validate_module_error(r));
+        s2->retired = true; /* the exec is back on the graph's scratch: s2 is free again */
+        s2->due = __atomic_load_n(&s2->ring->latest, __ATOMIC_ACQUIRE);
         return -1;
     }
     *own = s2->ring;
     return 0;
+}
+
+int lg_validate_gpu_retire(const struct lg_scan_ring *ring, uint64_t runs)
+{
+    int rc = 1;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_scratches && rc; i++)
+        if (scratches[i]->captured && scratches[i]->ring == ring) {
+            scratches[i]->due = runs;
+            scratches[i]->retired = true;
+            rc = 0;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *ring, const lg_spec_t *spec,
@@ -630,8 +694,10 @@ int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *r
     return rc;
 }
 
-/* At start, while the GPU is still empty: the scratch of the legacy default stream (where
- * PyTorch's current stream is unless changed), with a sanitized-copy area. A refusal here only
+/* At start, while the GPU is still empty: the starting thread's scratch of the legacy default
+ * stream (where PyTorch's current stream is unless changed; the thread whose first CUDA call
+ * starts the library is most often the one that runs the forward), with a sanitized-copy area.
+ * Other threads get theirs at their first check. A refusal here only
  * starts the backoff. Caller holds `lock`. */
 static void preallocate(void)
 {
@@ -645,7 +711,7 @@ static void preallocate(void)
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     lg_drv.exchange_capture_mode(&mode);
     /* One sample per block: the first check grows the candidate area to LABELGUARD_SAMPLES. */
-    scratch_t *s = scratch_for(m, NULL, false, 1, why, sizeof why);
+    scratch_t *s = scratch_for(m, NULL, false, 1, 0, why, sizeof why);
     if (s && s->copy_bytes < PREALLOC_COPY)
         (void)grow_copy(s, PREALLOC_COPY, why, sizeof why);
     lg_drv.exchange_capture_mode(&mode);
@@ -654,7 +720,9 @@ static void preallocate(void)
 bool lg_validate_gpu_init(void)
 {
     pthread_mutex_lock(&lock);
-    gpu_active = lg_validate_module_init();
+    int r = lg_validate_module_init();
+    gpu_undecided = r < 0;
+    gpu_active = r > 0;
     if (gpu_active)
         preallocate();
     bool active = gpu_active;
@@ -675,12 +743,40 @@ int lg_validate_gpu_wait(void *stream, char *why, size_t why_len)
     return -1;
 }
 
+/* Set when a caller was answered "host" while no context existed yet (the start event's
+ * backend among them): a later choice of the GPU backend is then owed a note in the log,
+ * which the launch path reports (lg_validate_gpu_take_backend_note). Under lock. */
+static bool answered_undecided;
+static int backend_note_state; /* 0 none, 1 pending, 2 taken */
+
 bool lg_validate_gpu_active(void)
 {
     pthread_mutex_lock(&lock);
+    if (gpu_undecided) {
+        int r = lg_validate_module_decide();
+        if (r >= 0) {
+            gpu_undecided = false;
+            gpu_active = r > 0;
+            if (gpu_active)
+                preallocate();
+            if (gpu_active && answered_undecided)
+                __atomic_store_n(&backend_note_state, 1, __ATOMIC_RELEASE);
+        }
+    }
+    if (gpu_undecided)
+        answered_undecided = true;
     bool a = gpu_active;
     pthread_mutex_unlock(&lock);
     return a;
+}
+
+const char *lg_validate_gpu_take_backend_note(void)
+{
+    int expected = 1;
+    return __atomic_compare_exchange_n(&backend_note_state, &expected, 2, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+               ? "the GPU backend is active from here on: the application made its CUDA context after labelguard "
+                 "started (the start event says backend host)"
+               : NULL;
 }
 
 /* The parent's CUDA objects mean nothing in a fork child (CUDA does not survive fork), and

@@ -54,9 +54,13 @@ typedef struct lg_module {
 } lg_module_t;
 
 /* The rest take the GPU backend's lock (validate_gpu.c) from their caller. */
-/* Loads the driver's entry points and decides whether the GPU backend is active: a current
- * context that loads the module, or a primary context active on some device. */
-LG_HIDDEN bool lg_validate_module_init(void);
+/* Loads the driver's entry points and decides whether the GPU backend is active
+ * (lg_validate_module_decide); 0 without a usable driver. */
+LG_HIDDEN int lg_validate_module_init(void);
+/* With the driver loaded: 1 when the GPU backend is active (a current context that loads the
+ * module, or a primary context active on some device), 0 when it is not (the module does not
+ * load, no driver or device), -1 while the process has no context yet (ask again later). */
+LG_HIDDEN int lg_validate_module_decide(void);
 /* The module of context ctx, loaded on first use; NULL with why. */
 LG_HIDDEN lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len);
 LG_HIDDEN int lg_validate_module_count(void);

@@ -2,8 +2,8 @@
  * own runtime (lg_runtime_t, never cuda* by name, which would re-enter our hooks) on the
  * launch's stream, waited for, and scanned with lg_scan_host, the same lines the GPU kernels
  * run (cuda/lg_scan.h). A masked copy is the scanned buffer with its bad labels replaced,
- * uploaded into a device buffer kept per stream; where the device has no memory left for it,
- * into mapped pinned host memory, so that mask still masks on a full GPU.
+ * uploaded into a device buffer kept per (stream, thread); where the device has no memory left
+ * for it, into mapped pinned host memory, so that mask still masks on a full GPU.
  *
  * Used when no driver module can be loaded, when the calling thread has no current context,
  * and under the runtime test double. Called by validate.c only, on the launching thread with
@@ -21,19 +21,26 @@
 /* cudaMemcpyKind values (driver_types.h), spelled out for the runtime table's int argument. */
 enum { KIND_H2D = 1, KIND_D2H = 2, KIND_DEFAULT = 4 };
 
-/* Device buffers for masked copies, per stream and runtime (a process holding two runtimes
- * uploads each copy through the launching caller's own, into memory it allocated). Grown
- * buffers are not freed: the previous loss kernel on the stream may still read the old one. */
+/* Device buffers for masked copies, per stream, thread and runtime (a process holding two
+ * runtimes uploads each copy through the launching caller's own, into memory it allocated).
+ * Threads share streams (PyTorch's default stream is every thread's), and the loss launch is
+ * enqueued after the upload returns: a buffer shared by two threads could be rewritten by the
+ * other's upload in between, and the loss would read the other thread's labels. One thread
+ * enqueues its upload and its loss launch in order, so its own buffer is read before it is
+ * written again; a thread id reused after its thread ended takes over a buffer whose last
+ * reader is already ahead on the stream. Grown buffers are not freed: the previous loss kernel
+ * on the stream may still read the old one. */
 typedef struct host_slot {
     const lg_runtime_t *rt;
     void *stream;
+    pthread_t thread;
     void *dev;    /* what the loss kernel reads */
     void *pinned; /* the host address of dev when it is mapped pinned host memory, else NULL */
     size_t bytes;
 } host_slot_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static host_slot_t host_slots[64];
+static host_slot_t host_slots[512];
 static int n_host_slots;
 
 /* Is `ptr` memory the device can read? Uses the runtime, so it also works under the test
@@ -160,26 +167,29 @@ static void *pinned_scratch(const lg_runtime_t *rt, size_t bytes, void **dev)
     return p;
 }
 
-/* Device-readable buffer of at least `bytes` for this stream's masked copies (host backend):
- * device memory, else mapped pinned host memory (*pinned set to its host address). Grown
- * buffers are not freed: the previous loss kernel on the stream may still read the old one. */
+/* Device-readable buffer of at least `bytes` for the calling thread's masked copies on this
+ * stream (host backend): device memory, else mapped pinned host memory (*pinned set to its host
+ * address). Grown buffers are not freed: the previous loss kernel on the stream may still read
+ * the old one. */
 static void *host_scratch(const lg_runtime_t *rt, void *stream, size_t bytes, void **pinned, char *why,
                           size_t why_len)
 {
+    pthread_t self = pthread_self();
     pthread_mutex_lock(&lock);
     host_slot_t *s = NULL;
-    for (int i = 0; i < n_host_slots; i++)
-        if (host_slots[i].stream == stream && host_slots[i].rt == rt)
+    for (int i = 0; i < n_host_slots && !s; i++)
+        if (host_slots[i].stream == stream && host_slots[i].rt == rt && pthread_equal(host_slots[i].thread, self))
             s = &host_slots[i];
     if (!s && n_host_slots < (int)(sizeof host_slots / sizeof host_slots[0])) {
         s = &host_slots[n_host_slots++];
         s->rt = rt;
         s->stream = stream;
+        s->thread = self;
     }
     void *out = NULL;
     *pinned = NULL;
     if (!s) {
-        snprintf(why, why_len, "too many streams with masked copies (%d)", n_host_slots);
+        snprintf(why, why_len, "too many (stream, thread) pairs with masked copies (%d)", n_host_slots);
     } else if (s->bytes >= bytes) {
         out = s->dev;
         *pinned = s->pinned;

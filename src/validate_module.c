@@ -11,7 +11,8 @@
  * the start event (lg_validate_module_image).
  *
  * Called by validate_gpu.c under its lock, on the launching thread (or the lazy start's).
- * Tested by tests/unit/test_gpu_driver.c (a fake driver table: refused fatbin, PTX fallback),
+ * Tested by tests/unit/test_gpu_driver.c (a fake driver table: refused fatbin, PTX fallback,
+ * the backend undecided until a context exists),
  * tests/gpu/test_validator.cu (needs a GPU); without a driver, every e2e test takes
  * the path where nothing loads and the host backend is used.
  */
@@ -199,27 +200,27 @@ int lg_validate_module_count(void) { return n_modules; }
 
 void lg_validate_module_forget(void) { n_modules = 0; }
 
-bool lg_validate_module_init(void)
+int lg_validate_module_decide(void)
 {
-    bool gpu_active = false;
-    if (load_driver()) {
-        CUcontext ctx = NULL;
-        if (lg_drv.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx) {
-            char why[256];
-            if (lg_validate_module_for(ctx, why, sizeof why))
-                gpu_active = true;
-        } else if (lg_drv.init(0) == CUDA_SUCCESS) {
-            /* No context on this thread yet: GPU when the runtime has started a primary
-             * context on some device (a real runtime that is in use, not the test double). */
-            int n = 0;
-            if (lg_drv.device_get_count(&n) == CUDA_SUCCESS)
-                for (int d = 0; d < n && !gpu_active; d++) {
-                    unsigned flags;
-                    int active = 0;
-                    if (lg_drv.primary_ctx_get_state((CUdevice)d, &flags, &active) == CUDA_SUCCESS && active)
-                        gpu_active = true;
-                }
-        }
+    CUcontext ctx = NULL;
+    if (lg_drv.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx) {
+        char why[256];
+        return lg_validate_module_for(ctx, why, sizeof why) ? 1 : 0;
     }
-    return gpu_active;
+    /* No context on this thread: GPU when the runtime has started a primary context on some
+     * device (a real runtime that is in use, not the test double); undecided while the
+     * process has none. cuInit here is never the process's first: the backend is decided at
+     * the first hook, inside the application's own CUDA call. */
+    int n = 0;
+    if (lg_drv.init(0) != CUDA_SUCCESS || lg_drv.device_get_count(&n) != CUDA_SUCCESS)
+        return 0;
+    for (int d = 0; d < n; d++) {
+        unsigned flags;
+        int active = 0;
+        if (lg_drv.primary_ctx_get_state((CUdevice)d, &flags, &active) == CUDA_SUCCESS && active)
+            return 1;
+    }
+    return n > 0 ? -1 : 0;
 }
+
+int lg_validate_module_init(void) { return load_driver() ? lg_validate_module_decide() : 0; }

@@ -7,7 +7,15 @@
  * Each replay thus checks the labels it reads, in stream order, and replay k publishes run k
  * of the ring (the same ring format as the GPU backend's, lg_verdicts_ring_read reads both).
  * The host node calls no CUDA function (CUDA forbids it there): it reads and writes host
- * memory only. The buffers live as long as the process: a graph can be replayed any time.
+ * memory only. A graph can be replayed any time, so a node's buffers and ring live as long as
+ * a graph or exec holding it does: when graphs.c finds that none does any more
+ * (lg_validate_node_retire, after cudaGraphDestroy and cudaGraphExecDestroy) it says how many
+ * replays were queued, and once the ring shows that many runs the node is taken by the next
+ * check captured with buffers that fit (never freed: cudaFree and cudaFreeHost synchronize
+ * the device, and a capture may be running). Its ring keeps counting, so a verdict still
+ * queued from its last graph is read from its own run; graphs.c numbers the new check's
+ * replays from the ring's latest run. cudagraph trees capture a new graph for every new shape
+ * and destroy the old ones: the nodes are reused, and memory stays bounded.
  *
  * A graph instantiated twice: the second exec's copies of these nodes (and of the loss launch
  * reading the sanitized copy) are pointed at fresh buffers and a ring of their own
@@ -19,12 +27,16 @@
  * kernel's arguments are read, as another kernel may have fewer parameters); on any failure
  * the exec is put back as instantiated and graphs.c warns that its scratch is shared.
  *
+ * Only a capture that captures.c saw begin gets these nodes: a conditional node's body
+ * (cudaStreamBeginCaptureToGraph) accepts no host node, and one there would invalidate the
+ * application's capture; such a launch runs unchecked (capture_unchecked).
+ *
  * Called by validate.c on the capturing thread with the core's error guard held. Our
  * allocations run in relaxed capture mode, so they never invalidate the application's
  * capture (global mode forbids cudaMalloc on every other thread). The host node runs on
  * whatever thread executes the graph (CUDA's callback thread; the test double's caller).
- * Tested by tests/e2e/test_graphs.sh and test_graph_execs.sh under the test double, which
- * executes host nodes at replay as CUDA does.
+ * Tested by tests/e2e/test_graphs.sh, test_graph_execs.sh and test_graph_cond.sh under the test
+ * double, which executes host nodes at replay and refuses them in conditional bodies, as CUDA does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,14 +57,85 @@ typedef struct node {
     lg_scan_ring_t ring;
     uint64_t src; /* what the first copy reads (the labels) */
     int kind;     /* that copy's cudaMemcpyKind */
-    void *dev;    /* the sanitized copy the loss reads; NULL when not sanitizing */
+    void *dev;    /* the sanitized copy the loss reads when `sanitize`; NULL when never made */
     size_t bytes;
+    size_t cap;        /* bytes `host` (and `dev`) hold: a power of two, so that reuse fits */
+    uint64_t due;      /* retired: the runs its graphs queued; reusable once ring.latest reaches it */
+    int retired;       /* __atomic: 1 when no graph or exec holds it; 0 in use (or being taken) */
     struct node *next; /* every check's node, for lg_validate_node_rebind */
 } node_t;
 
 /* Every check's node, newest first. Nodes are never freed, so the list is only ever pushed to:
  * lock-free, hence safe in a child forked while another thread pushed. */
 static node_t *nodes;
+
+/* The buffer size a node of `bytes` gets: rounded up to a power of two (at least 256), so that
+ * a retired node fits a later check of a similar size. */
+static size_t node_cap(size_t bytes)
+{
+    size_t c = 256;
+    while (c < bytes && c < ((size_t)1 << 62))
+        c *= 2;
+    return c;
+}
+
+/* A retired node whose graphs' replays have all run, with buffers for `bytes` (and a device
+ * copy when `sanitize`), taken for a new check; NULL when none. Taking is one compare-and-swap
+ * of `retired`, so two capturing threads never take the same node; what a node holds is read
+ * again once it is taken, as it may have been taken and retired again meanwhile. */
+static node_t *reuse(size_t bytes, bool sanitize)
+{
+    for (node_t *n = __atomic_load_n(&nodes, __ATOMIC_ACQUIRE); n; n = n->next) {
+        int one = 1;
+        if (__atomic_load_n(&n->retired, __ATOMIC_ACQUIRE) != 1 ||
+            !__atomic_compare_exchange_n(&n->retired, &one, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        if (n->cap >= bytes && (n->dev || !sanitize) && __atomic_load_n(&n->ring.latest, __ATOMIC_ACQUIRE) >= n->due)
+            return n;
+        __atomic_store_n(&n->retired, 1, __ATOMIC_RELEASE); /* not this one: back */
+    }
+    return NULL;
+}
+
+/* Gives up a node taken by reuse() that no graph got: reusable at once, its runs unchanged. */
+static void put_back(node_t *n)
+{
+    n->due = __atomic_load_n(&n->ring.latest, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&n->retired, 1, __ATOMIC_RELEASE);
+}
+
+/* A new node for `bytes` with its buffers (a device copy when `sanitize`), or NULL with why. */
+static node_t *node_new(const lg_runtime_t *rt, size_t bytes, bool sanitize, char *why, size_t why_len)
+{
+    node_t *n = calloc(1, sizeof *n);
+    if (!n) {
+        snprintf(why, why_len, "out of memory for a graph check");
+        return NULL;
+    }
+    n->cap = node_cap(bytes);
+    int mode = lg_runtime_relax_capture(rt);
+    int rc = rt->malloc_host(&n->host, n->cap);
+    if (rc == 0 && sanitize)
+        rc = rt->malloc_device(&n->dev, n->cap);
+    lg_runtime_restore_capture(rt, mode);
+    if (rc != 0) {
+        snprintf(why, why_len, "allocating %zu bytes for a graph check failed (CUDA error %d)", n->cap, rc);
+        free(n); /* what was allocated stays: rare, small */
+        return NULL;
+    }
+    return n;
+}
+
+int lg_validate_node_retire(const struct lg_scan_ring *ring, uint64_t runs)
+{
+    for (node_t *n = __atomic_load_n(&nodes, __ATOMIC_ACQUIRE); n; n = n->next)
+        if (&n->ring == ring) {
+            n->due = runs;
+            __atomic_store_n(&n->retired, 1, __ATOMIC_RELEASE);
+            return 0;
+        }
+    return 1;
+}
 
 static void push(node_t *n)
 {
@@ -90,46 +173,49 @@ int lg_validate_node_capture(const lg_runtime_t *rt, const lg_target_t *t, void 
         snprintf(why, why_len, "the CUDA runtime lacks what a graph check needs (cudaLaunchHostFunc, copies)");
         return -1;
     }
+    /* Only a graph whose capture began under our hooks is known to take a host node
+     * (captures.c): a conditional node's body does not, and one there would invalidate the
+     * application's capture. */
+    unsigned long long id = 0;
+    if (lg_runtime_capture_status(rt, stream, &id) <= 0 || !lg_captures_seen(id)) {
+        snprintf(why, why_len,
+                 "the capture captures into an existing graph (cudaStreamBeginCaptureToGraph, e.g. a torch.cond or "
+                 "while_loop body: a conditional node's body, where CUDA accepts no host node) or began before "
+                 "labelguard armed, and this check would need a host node there");
+        return -1;
+    }
     int kind;
     if (lg_validate_host_pointer(rt, (const void *)(uintptr_t)t->data, &kind, why, why_len) != 0)
         return -1;
     size_t bytes = (size_t)span * lg_scan_elem_size(t->dtype);
-    node_t *n = calloc(1, sizeof *n);
-    if (!n) {
-        snprintf(why, why_len, "out of memory for a graph check");
+    node_t *n = reuse(bytes, sanitize);
+    bool fresh = !n;
+    if (fresh && !(n = node_new(rt, bytes, sanitize, why, why_len)))
         return -1;
-    }
+    /* A reused node's replays have all run: nothing reads these fields until this capture's
+     * graph replays. */
     n->t = *t;
     n->sanitize = sanitize;
     n->replacement = replacement;
     n->samples = samples;
-    void *dev = NULL;
-    int mode = lg_runtime_relax_capture(rt);
-    int rc = rt->malloc_host(&n->host, bytes ? bytes : 1);
-    if (rc == 0 && sanitize)
-        rc = rt->malloc_device(&dev, bytes ? bytes : 1);
-    lg_runtime_restore_capture(rt, mode);
-    if (rc != 0) {
-        snprintf(why, why_len, "allocating %zu bytes for a graph check failed (CUDA error %d)", bytes, rc);
-        free(n); /* what was allocated stays: rare, small */
-        return -1;
-    }
-    rc = rt->memcpy_async(n->host, (const void *)(uintptr_t)t->data, bytes, kind, stream);
+    void *dev = sanitize ? n->dev : NULL;
+    int rc = rt->memcpy_async(n->host, (const void *)(uintptr_t)t->data, bytes, kind, stream);
     if (rc == 0)
         rc = rt->launch_host_func(stream, node_run, n);
     if (rc == 0 && sanitize)
         rc = rt->memcpy_async(dev, n->host, bytes, KIND_H2D, stream);
     if (rc != 0) {
         /* The capture may now hold part of the chain; it is the application's capture, so it
-         * is left as it is, and the launch runs unchecked. */
+         * is left as it is, and the launch runs unchecked. The node is not given back: the
+         * graph, if the application still instantiates it, may run it. */
         snprintf(why, why_len, "capturing the graph check failed (CUDA error %d)", rc);
         return -1;
     }
     n->src = t->data;
     n->kind = kind;
-    n->dev = dev;
     n->bytes = bytes;
-    push(n);
+    if (fresh)
+        push(n);
     *copy_out = sanitize ? (uint64_t)(uintptr_t)dev : t->data;
     *ring = &n->ring;
     return 0;
@@ -219,7 +305,7 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
         snprintf(why, why_len, "the CUDA runtime lacks the graph node calls (cudaGraphExec*NodeSetParams)");
         return -1;
     }
-    if (n->dev && lg_validate_loss_param(spec) < 0) {
+    if (n->sanitize && lg_validate_loss_param(spec) < 0) {
         snprintf(why, why_len, "the loss launch's target parameter cannot be rewritten");
         return -1;
     }
@@ -234,7 +320,7 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
         rc = rt->graph_get_nodes(graph, all, &count);
     /* The check's nodes: its two copies, its host node, and the loss kernel reading the copy. */
     found_t f[8];
-    int nf = 0, want = n->dev ? 4 : 2, kernels = 0;
+    int nf = 0, want = n->sanitize ? 4 : 2, kernels = 0;
     for (size_t i = 0; rc == 0 && i < count; i++) {
         int type = -1;
         if (rt->graph_node_get_type(all[i], &type) != 0)
@@ -251,9 +337,9 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
                 if (mp.dst.ptr == n->host)
                     ours = true, g.type = FOUND_LABELS_COPY;
                 else
-                    ours = n->dev && mp.src.ptr == n->host;
+                    ours = n->sanitize && mp.src.ptr == n->host;
             }
-        } else if (type == NODE_KERNEL && n->dev) {
+        } else if (type == NODE_KERNEL && n->sanitize) {
             /* Only the loss kernel's own arguments are read where spec puts the target: another
              * kernel may have fewer parameters than that. */
             uint64_t at = 0;
@@ -270,24 +356,22 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
     }
     free(all);
     /* want: two copies and the host node (one copy when not sanitizing), plus one loss launch. */
-    if (rc != 0 || nf != (n->dev ? 3 : 2) + kernels || (n->dev && kernels != 1)) {
+    if (rc != 0 || nf != (n->sanitize ? 3 : 2) + kernels || (n->sanitize && kernels != 1)) {
         snprintf(why, why_len, "the graph's check nodes were not found as captured (%d of %d)", nf, want);
         return -1;
     }
-    node_t *n2 = calloc(1, sizeof *n2);
-    if (!n2) {
-        snprintf(why, why_len, "out of memory for a graph check");
+    node_t *n2 = reuse(n->bytes, n->sanitize);
+    bool fresh = !n2;
+    if (fresh && !(n2 = node_new(rt, n->bytes, n->sanitize, why, why_len)))
         return -1;
-    }
-    *n2 = *n;
-    n2->runs = 0;
-    memset(&n2->ring, 0, sizeof n2->ring);
-    n2->host = n2->dev = NULL;
-    int mode = lg_runtime_relax_capture(rt);
-    rc = rt->malloc_host(&n2->host, n->bytes ? n->bytes : 1);
-    if (rc == 0 && n->dev)
-        rc = rt->malloc_device(&n2->dev, n->bytes ? n->bytes : 1);
-    lg_runtime_restore_capture(rt, mode);
+    /* The check as captured, in n2's own buffers and ring. */
+    n2->t = n->t;
+    n2->sanitize = n->sanitize;
+    n2->replacement = n->replacement;
+    n2->samples = n->samples;
+    n2->src = n->src;
+    n2->kind = n->kind;
+    n2->bytes = n->bytes;
     int done = 0;
     while (rc == 0 && done < nf && (rc = point(rt, exec, &f[done], n, n2, spec, false)) == 0)
         done++;
@@ -296,10 +380,13 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
         while (done-- > 0)
             point(rt, exec, &f[done], n, n2, spec, true);
         snprintf(why, why_len, "pointing the exec's check at scratch of its own failed (CUDA error %d)", rc);
-        free(n2); /* what was allocated stays: rare, small */
+        if (fresh)
+            push(n2);
+        put_back(n2); /* no exec runs it */
         return -1;
     }
-    push(n2);
+    if (fresh)
+        push(n2);
     *own = &n2->ring;
     return 0;
 }

@@ -15,6 +15,10 @@
  *
  * A graph replay's entries are bounded by its ring's size (give_up_older).
  *
+ * Rings are the GPU validator's (mapped pinned memory), a captured host node's, or the host
+ * backend's eager async checks' (validate_defer.c, written by lg_verdicts_ring_write from a host
+ * function on the launch's stream).
+ *
  * Called by validate.c and graphs.c (add) and launch.c (collect), on application threads.
  * Exit: lg.c's atexit handler waits a little for unpublished runs, takes every thread's checks
  * (LG_COLLECT_EXIT) and closes the queue: no ring is read after that, CUDA's teardown may unmap
@@ -137,6 +141,11 @@ int lg_verdicts_add(lg_pending_t *p)
     return 0;
 }
 
+uint64_t lg_verdicts_ring_latest(const struct lg_scan_ring *ring)
+{
+    return __atomic_load_n(&ring->latest, __ATOMIC_ACQUIRE);
+}
+
 int lg_verdicts_ring_read(const lg_scan_ring_t *ring, uint64_t seq, lg_verdict_t *v)
 {
     const lg_scan_ring_entry_t *e = &ring->entries[seq % LG_RING_SLOTS];
@@ -156,6 +165,17 @@ int lg_verdicts_ring_read(const lg_scan_ring_t *ring, uint64_t seq, lg_verdict_t
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     /* A later run may have reused the slot while we copied. */
     return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) == seq ? 1 : -1;
+}
+
+void lg_verdicts_ring_write(lg_scan_ring_t *ring, uint64_t seq, const lg_verdict_t *v)
+{
+    lg_scan_ring_entry_t *e = &ring->entries[seq % LG_RING_SLOTS];
+    __atomic_store_n(&e->seq, 0, __ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    memcpy((void *)&e->verdict, v, sizeof *v);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&e->seq, seq, __ATOMIC_RELEASE);
+    __atomic_store_n(&ring->latest, seq, __ATOMIC_RELEASE);
 }
 
 /* Is p this collector's to take? */
@@ -178,6 +198,7 @@ static int pending_poll(const lg_pending_t *p, lg_async_report_t *r)
     r->graph_id = p->graph_id;
     r->replay = p->replay;
     r->exec = p->exec;
+    r->as_is = p->as_is;
     if (!p->ring) {
         r->verdict = p->verdict;
         return 1;

@@ -21,6 +21,10 @@ case "$LG_SANITIZER" in
   undefined) LG_PRELOAD="$(gcc -print-file-name=libubsan.so) $LG_PRELOAD"
            export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}";;
   thread) LG_PRELOAD="$(gcc -print-file-name=libtsan.so) $LG_PRELOAD";;
+  address+undefined)
+           LG_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so) $LG_PRELOAD"
+           export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:verify_asan_link_order=0}"
+           export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}";;
 esac
 export LG_PRELOAD
 export LG_FAKE_DIR="$PWD/$LG_BUILD/fakecuda"

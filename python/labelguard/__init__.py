@@ -16,7 +16,9 @@ labelguard.cli (the `labelguard` console script, `python -m labelguard`).
 enable() loads the package's liblabelguard.so into this process and arms it in-process (the late
 arming `labelguard attach` does, without gdb): the CUDA runtime calls of every object already
 loaded are redirected to the guard, and so are those of objects loaded afterwards (torch imported
-later, CUDA extensions, Triton's modules). The configuration follows the LABELGUARD_* environment
+later, CUDA extensions, Triton's modules). enable() itself makes no CUDA call: the library starts
+at the process's first CUDA launch, so a process that enables before any CUDA work can still fork
+CUDA-using workers. The configuration follows the LABELGUARD_* environment
 variables' rules (README, Configuration): keyword arguments override the environment, and a bad
 value is a ValueError naming the allowed values, judged by the library's own parser. The
 configuration is fixed once the library is loaded in a process; a later enable() with other
@@ -210,7 +212,8 @@ def _same(active, value):
 
 def enable(action=None, mode=None, log=None, **options):
     """Arms labelguard in this process. Works before `import torch` (objects loaded later are
-    armed as they load) and after CUDA has started. Returns the active configuration as a dict.
+    armed as they load) and after CUDA has started. Makes no CUDA call: checking starts at the
+    process's first CUDA launch. Returns the active configuration as a dict.
 
     action: raise (default), hold, mask, log, abort   mode: sync (default), async
     log: the JSONL log directory (default labelguard-logs, or $LABELGUARD_LOG)
@@ -249,6 +252,9 @@ def enable(action=None, mode=None, log=None, **options):
                                   "it is fixed for the process's lifetime\nhint: restart the interpreter (the "
                                   "notebook's kernel) and call enable() with these options first"
                                   % "; ".join(conflicts))
+        # The start event, which arming may write at once, says what checks compiled losses:
+        # the check op, which is installed below once arming succeeds.
+        _handle.labelguard_compiled(None)
         why = ctypes.create_string_buffer(1024)
         if _handle.labelguard_enable(why, 1024) < 0:
             raise LabelguardError(why.value.decode("utf-8", "replace") or "labelguard could not arm this process")

@@ -32,8 +32,9 @@ cache key is the graph before decomposition, so a post-grad custom pass with a u
 also puts labelguard into Inductor's and AOTAutograd's cache keys: entries made with another
 decomposition table never stand in for each other.
 
-Installed by labelguard.enable() and, under `labelguard run`, by the bootstrap sitecustomize
-(labelguard/_bootstrap/). This file uses the standard library and torch only, so the bootstrap
+Installed by labelguard.enable() and, under `labelguard run` or a bare LD_PRELOAD of the library
+(whose constructor puts labelguard/_bootstrap/ on PYTHONPATH, src/pyboot.c), by the bootstrap
+sitecustomize. This file uses the standard library and torch only, so the bootstrap
 can load it by path in an interpreter that cannot import the labelguard package.
 Tested by tests/torch-fake/test_compiled.sh (real torch on the test double: CPU compiled graphs,
 the op on the double's CUDA memory, a captured graph) and tests/torch/compiled_gpu.py (GPU).
@@ -183,6 +184,38 @@ def _wrap(name, orig, op):
     return decomposition
 
 
+# A backward loss's check -> the forward loss's check of the same target.
+FORWARD_OF = {1: 0, 3: 2}
+
+
+def _merge_checks(graph):
+    """In one post-grad graph, the backward loss's check op on the same target, n_classes and
+    ignore_index as a forward loss's check reads the forward's output instead, and goes. Its only
+    input is the target, so AOTAutograd's partitioner puts it into the forward graph (its output
+    saved for the backward), where Inductor may schedule it first: a bad label would then be
+    reported as nll_loss_backward in the step's forward. One check per target also scans the
+    labels once; both ops return the same copy (masked alike under mask)."""
+    op = _state["op"]
+    checks = [n for n in graph.nodes if n.op == "call_function" and n.target is op and len(n.args) == 4
+              and not n.kwargs]
+    forward = {}
+    for n in checks:
+        if n.args[3] in FORWARD_OF.values():
+            forward.setdefault(tuple(n.args), n)
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for n in checks:
+        if n.args[3] not in FORWARD_OF:
+            continue
+        f = forward.get(tuple(n.args[:3]) + (FORWARD_OF[n.args[3]],))
+        if f is None:
+            continue
+        if order[f] > order[n]:
+            n.prepend(f)  # same inputs as n: still after them, now before n's users
+        n.replace_all_uses_with(f)
+        graph.erase_node(n)
+        order = {m: i for i, m in enumerate(graph.nodes)}
+
+
 def _hoist_checks(graph):
     """Moves each check op of a post-grad graph up to just after its inputs (the graph's inputs,
     in practice). The decomposition emits it in the middle of the loss, after the log_softmax's
@@ -205,9 +238,9 @@ def _hoist_checks(graph):
 
 
 def _cache_pass(inductor_config):
-    """The post-grad pass: moves the check ops up (_hoist_checks), and has a uuid, which
-    Inductor's FX graph cache and AOTAutograd's cache hash, so graphs compiled with and without
-    the check never share an entry. A pass the user installed still runs, after it."""
+    """The post-grad pass: one check per target (_merge_checks), moved up (_hoist_checks), and a
+    uuid, which Inductor's FX graph cache and AOTAutograd's cache hash, so graphs compiled with
+    and without the check never share an entry. A pass the user installed still runs, after it."""
     try:
         from torch._inductor.custom_graph_pass import CustomGraphPass
     except ImportError:
@@ -220,6 +253,8 @@ def _cache_pass(inductor_config):
         labelguard = True
 
         def __call__(self, graph):
+            if _state["op"] is not None:
+                _merge_checks(graph)
             _hoist_checks(graph)
             if user is not None:
                 user(graph)
@@ -228,7 +263,7 @@ def _cache_pass(inductor_config):
             inner = user.uuid() if user is not None and hasattr(user, "uuid") else None
             if user is not None and inner is None:
                 return None  # the user's pass is uncacheable: so is the graph
-            return ("labelguard-check-op-2", "on" if _state["on"] else "off", inner)
+            return ("labelguard-check-op-3", "on" if _state["on"] else "off", inner)
 
     inductor_config.post_grad_custom_post_pass = LabelguardCachePass()
 

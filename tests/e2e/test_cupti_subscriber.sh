@@ -135,6 +135,37 @@ for hooks in auto cupti; do
   done
 done
 
+# Armed late (labelguard_enable in a process not started under LD_PRELOAD: KINETO_LIKE_ENABLE
+# makes kineto_like load the library and enable it first), the same rule as preloaded:
+#   auto  -> labelguard never subscribes (interposition covers the runtime): the profiler gets
+#            the slot (before: enable subscribed at once and the profiler got 39);
+#   cupti -> labelguard takes the slot at its start (the first launch), and the profiler's
+#            cuptiSubscribe, bound to libcupti in its GOT, reaches the hand-over wrapper because
+#            arming rewrote that slot: the profiler gets the slot, one cupti_released warning
+#            (before: the call went to libcupti directly and got 39).
+for hooks in auto cupti; do
+  for api in v1 v2; do
+    n=enable_${hooks}_$api
+    rm -rf "$T/$n.logs"
+    KINETO_LIKE_ENABLE="$LG_PRELOAD" LABELGUARD_HOOKS=$hooks LABELGUARD_LOG="$T/$n.logs" "$PROG" $api \
+      >"$T/$n.out" 2>"$T/$n.err"
+    echo $? >"$T/$n.rc"
+    cat "$T/$n.out"
+    check "$n: exit 0" [ "$(rc_of "$n")" = 0 ]
+    check "$n: enable armed entries" grep -q '^enable: [1-9][0-9]* $' "$T/$n.out"
+    check "$n: the profiler gets the slot" subscribed "$n"
+    events "$n" || fail "$n: log schema"
+    if [ $hooks = auto ]; then
+      check "$n: labelguard never held the slot" grep -qx 'started: ' "$T/$n.out"
+      check "$n: start says hooks [interpose], CUPTI left to profilers" \
+        qtrue "$n" '[e["hooks"] for e in E if e["event"]=="start"] == [["interpose"]] and "left to profilers" in [e for e in E if e["event"]=="start"][0].get("hooks_reason","")'
+    else
+      check "$n: labelguard held the slot from its start" grep -qx 'started: CUPTI for labelguard' "$T/$n.out"
+      check "$n: one cupti_released warning" qtrue "$n" 'len([w for w in W if w["what"]=="cupti_released"]) == 1'
+    fi
+  done
+done
+
 LABELGUARD_HOOKS=interpose run_lg interpose "$PROG" v1
 check "interpose: the profiler gets the slot" subscribed interpose
 events interpose || fail "interpose: log schema"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_graph_elsewhere.sh: checks captured into a graph that only another graph's exec replays
-# (a conditional node's body, a child graph node, a clone) cannot report their verdicts;
-# labelguard says so once. build/e2e/graph_elsewhere (tests/e2e/progs/graph_elsewhere.cu)
-# captures a bad NLL launch with cudaStreamBeginCaptureToGraph, then replays another graph:
+# (a child graph node, a clone; with the GPU backend also a conditional node's body) cannot report
+# their verdicts; labelguard says so once. build/e2e/graph_elsewhere (tests/e2e/progs/graph_elsewhere.cu)
+# captures a bad NLL launch with cudaStreamBeginCapture, then replays another graph:
 #   elsewhere (mask) -> the replay runs (launch 0, sync 0), no violation can be read, and one
 #       graph_checks_unreported warning names the graph and the cases;
 #   itself (control) -> the captured graph's own exec: the violation is reported (masked, with
@@ -14,7 +14,7 @@ need "$P"
 n=elsewhere
 LABELGUARD_ACTION=mask LABELGUARD_QUIET=1 run_lg "$n" "$P" elsewhere
 cat "$T/$n.out"
-check "$n: captured into the graph" grep -qx "capture begin=0 launch=0 end=0 same=1" "$T/$n.out"
+check "$n: captured into the graph" grep -qx "capture begin=0 launch=0 end=0 graph=1" "$T/$n.out"
 check "$n: the other graph's replay ran" grep -qx "replay instantiate=0 launch=0 sync=0" "$T/$n.out"
 events "$n" || fail "$n: log schema"
 echo "$n: $(q "$n" '[w["detail"][:120] for w in W]')"

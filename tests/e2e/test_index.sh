@@ -86,13 +86,12 @@ for dt in int64 int32; do
   events "$id-bad" && check "$id: -9 and 8 are outside [-8, 8)" qtrue "$id-bad" "len(V) == 1 and V[0]['target']['allow_negative'] and V[0]['bad']['samples'] == [{'index': 1, 'value': -9}, {'index': 2, 'value': 8}] and V[0]['cause'] == 'other'"
   check "$id: text gives the wrapped range" grep -q 'ids outside \[-8, 8)' "$T/$id-bad.err"
 done
-# Async mode (raise): no stream sync for the check; the launch runs on a sanitized copy whose bad
-# id is row 0 (no padding_idx), and the verdict raises at the next check (the host backend has it
-# at the launch's own return).
+# Async mode (raise): ids are checked synchronously and blocked at the launch. No row may stand
+# in for a bad id in a copy: the backward reads the caller's ids (tests/e2e/test_index_backward.sh).
 run_lg async env LABELGUARD_MODE=async "$PROGS/gather" vgather --rows 8 1 8
-events async && check "async: ran on the sanitized copy" qtrue async "len(V) == 1 and V[0]['outcome'] == 'masked' and 'sanitized copy' in V[0]['note']"
-check "async: the bad id read row 0, the error raised" grep -qx 'result launch_err=800 sync_err=0 last_err=0' "$T/async.out"
-check "async: rows 1 0" grep -qx 'rows n=2 1 0' "$T/async.out"
+events async && check "async: checked synchronously, blocked" qtrue async "len(V) == 1 and V[0]['outcome'] == 'blocked'"
+check "async: the launch returns the error" grep -qx 'result launch_err=800 sync_err=0 last_err=0' "$T/async.out"
+check "async: the kernel did not run (no row 0 for the bad id)" grep -qx 'rows n=2 0 0' "$T/async.out"
 # The other entry points, on the vectorized gather.
 for launch in legacy handle exc; do
   run_lg "vgather-$launch" "$PROGS/gather" vgather --launch $launch --rows 8 1 8

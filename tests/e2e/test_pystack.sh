@@ -4,7 +4,10 @@
 # PyTorch around a kernel launch) and checks the captured stack: function names and line
 # numbers from the main thread, from a Python worker thread, and from a native thread with no
 # Python frames (the main thread's stack is reported, marked "main"). Runs with the system
-# python3 and, when present, every pyenv CPython 3.8 to 3.13 (the versions pystack.c claims).
+# python3 and, when present, every pyenv CPython 3.8 to 3.13 (pystack.c's table), then with
+# Debian's CPython 3.14 and 3.15 (pystack.c's debug-offsets path) inside the root of
+# tests/pyroot/install.sh (built on first use, cached under ~/.cache/labelguard; needs root for
+# chroot: as another user those two are skipped with a note, and the rest still runs).
 # Exit 0 pass, 77 skip (no python3 or no probe), else fail.
 set -u
 cd "$(dirname "$0")/../.."
@@ -20,10 +23,13 @@ case "${LG_SANITIZER:-}" in
   address) pre="$(gcc -print-file-name=libasan.so)"; export ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0";;
   undefined) pre="$(gcc -print-file-name=libubsan.so)";;
   thread) pre="$(gcc -print-file-name=libtsan.so)";;
+  address+undefined) pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+                     export ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0";;
 esac
 
-script=$(mktemp /tmp/lg-pystack-XXXXXX.py)
-trap 'rm -f "$script"' EXIT
+tmpd=$(mktemp -d /tmp/lg-pystack-XXXXXX)
+script="$tmpd/probe.py"
+trap 'rm -rf "$tmpd"' EXIT
 cat > "$script" <<'PY'
 import ctypes, sys, threading
 lib = ctypes.CDLL(sys.argv[1])
@@ -109,8 +115,28 @@ for py in "${pythons[@]}"; do
   echo "== $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
   env ${pre:+LD_PRELOAD="$pre"} "$py" "$script" "$probe" || { echo "FAILED with $py"; fail=1; }
 done
+# 3.14 and 3.15 in the Debian root: the probe built here, the script at the same path in there
+# (the checks compare frame files with __file__). A sanitizer build's probe needs its runtime,
+# which the root lacks: plain build only.
+have_root=0
+if [ -n "${LG_SANITIZER:-}" ]; then
+  echo "note: 3.14 and 3.15 (the Debian root) run in the plain build only"
+elif [ -n "${LG_TEST_PYTHONS:-}" ]; then
+  echo "note: 3.14 and 3.15 left out: LG_TEST_PYTHONS names the interpreters (another architecture's probe)"
+elif [ "$(id -u)" -ne 0 ]; then
+  echo "note: 3.14 and 3.15 skipped: the Debian root needs root (chroot)"
+elif ! tests/pyroot/install.sh; then
+  echo "FAIL: cannot build the Debian root (tests/pyroot/install.sh)"; fail=1
+else
+  have_root=1
+  for v in 3.14 3.15; do
+    echo "== python$v in the Debian root ($(tests/pyroot/install.sh run -- "python$v" -c 'import sys; print(sys.version.split()[0])'))"
+    tests/pyroot/install.sh run -b "$tmpd:$tmpd" -- "python$v" "$script" "/lg/$BUILD/tests/pystack_probe.so" ||
+      { echo "FAILED with python$v"; fail=1; }
+  done
+fi
 # A process without Python: the probe loaded into a C program reports nothing.
-cat > "${script%.py}.c" <<'C'
+cat > "$tmpd/nopy.c" <<'C'
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -124,14 +150,14 @@ int main(int argc, char **argv) {
     return strcmp(buf, "thread=none n=0\n") != 0;
 }
 C
-if gcc -o "${script%.py}.bin" "${script%.py}.c" -ldl; then
-  env ${pre:+LD_PRELOAD="$pre"} "${script%.py}.bin" "$probe" && echo "ok   no Python: empty stack" || { echo "FAIL no Python"; fail=1; }
+if gcc -o "$tmpd/nopy.bin" "$tmpd/nopy.c" -ldl; then
+  env ${pre:+LD_PRELOAD="$pre"} "$tmpd/nopy.bin" "$probe" && echo "ok   no Python: empty stack" || { echo "FAIL no Python"; fail=1; }
 else
   fail=1
 fi
 # Where a seccomp filter forbids process_vm_readv (some container profiles), pystack.c falls
 # back to reading through a pipe: run the same checks with the call blocked (EPERM).
-cat > "${script%.py}.c" <<'C'
+cat > "$tmpd/nopy.c" <<'C'
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/filter.h>
@@ -161,11 +187,15 @@ C
 # LG_TEST_SECCOMP=0: no seccomp filters here (qemu-user refuses them: tests/qemu/test_python.sh).
 if [ "${LG_TEST_SECCOMP:-1}" = 0 ]; then
   echo "not run: python3 with process_vm_readv blocked (LG_TEST_SECCOMP=0)"
-elif gcc -o "${script%.py}.bin" "${script%.py}.c"; then
+elif gcc -o "$tmpd/nopy.bin" "$tmpd/nopy.c"; then
   echo "== python3 with process_vm_readv blocked"
-  env ${pre:+LD_PRELOAD="$pre"} "${script%.py}.bin" python3 "$script" "$probe" || { echo "FAILED with process_vm_readv blocked"; fail=1; }
+  env ${pre:+LD_PRELOAD="$pre"} "$tmpd/nopy.bin" python3 "$script" "$probe" || { echo "FAILED with process_vm_readv blocked"; fail=1; }
+  if [ $have_root = 1 ]; then
+    echo "== python3.14 in the Debian root with process_vm_readv blocked"
+    tests/pyroot/install.sh run -b "$tmpd:$tmpd" -- "$tmpd/nopy.bin" python3.14 "$script" "/lg/$BUILD/tests/pystack_probe.so" ||
+      { echo "FAILED: python3.14 with process_vm_readv blocked"; fail=1; }
+  fi
 else
   fail=1
 fi
-rm -f "${script%.py}.c" "${script%.py}.bin"
 exit $fail

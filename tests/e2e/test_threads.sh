@@ -10,6 +10,10 @@
 #   - no deadlock (every run under `timeout`);
 #   - clean launches give the same results as without the library;
 # for raise (sync), mask (sync) and async (raise and mask), and the cudaLaunchKernel entry point.
+# Then 4 threads share the legacy default stream (as PyTorch's threads do), every launch with one
+# bad label, and inputs that differ per class: in mask (sync), mask (async) and raise (async)
+# every loss must be the one of the thread's own labels, the bad one ignored, never one computed
+# from another thread's sanitized copy.
 . "$(dirname "$0")/lib.sh"
 
 TMO=${LG_THREADS_TIMEOUT:-60}
@@ -163,6 +167,29 @@ for variant in threads threads_legacy; do
         fail "$id $mode $action: JSONL schema"
       fi
     done
+  done
+done
+# shared stream: 4 threads x 300 watched launches on stream 0, each with one bad label
+for variant in threads threads_legacy; do
+  PROG="$PROGS/$variant"
+  for cfg in "sync mask" "async mask" "async raise"; do
+    read -r mode action <<<"$cfg"
+    id="$variant-stream0-$mode-$action"
+    run_t "$id" LABELGUARD_MODE=$mode LABELGUARD_ACTION=$action LABELGUARD_QUIET=1 -- \
+      --stream0 1 --threads 4 --iters 300 --bad-every 1 --varied 1
+    rc=$(rc_of "$id")
+    check "$id: no deadlock (rc $rc)" [ "$rc" != 124 -a "$rc" != 137 ]
+    compared=$(field "$id" compared); mismatches=$(field "$id" mismatches)
+    # async raise: a launch whose sync or read-back got the delivered error is not compared
+    check "$id: the losses were read back ($compared of 1200)" [ "${compared:-0}" -ge 1100 ]
+    check "$id: every loss from its own thread's labels ($mismatches computed from another's)" \
+      [ "$mismatches" = 0 ]
+    grep '^mismatch' "$T/$id.out" | head -n 3
+    if events "$id"; then
+      check "$id: 1200 violations reported" qtrue "$id" "len(V) == 1200"
+    else
+      fail "$id: JSONL schema"
+    fi
   done
 done
 finish

@@ -15,6 +15,17 @@
  * on it is sticky: every later call, cudaGetLastError included, returns cudaErrorAssert (710).
  * After fork(), a child that touches a runtime its parent had initialised gets
  * cudaErrorInitializationError, as with the real driver (FAKECUDA_FORK_OK=1 lifts this).
+ * Initialised means what it means to CUDA: any call that needs the driver (the device queries
+ * cudaGetDeviceCount/cudaGetDevice/cudaSetDevice/cudaGetDeviceProperties/
+ * cudaDeviceGetAttribute, every call that needs the context) or the driver double's cuInit
+ * (tests/fakecuda/driver, which tells us through fakecudart_driver_init); the error queries,
+ * the version queries and kernel registration do not initialise.
+ * A thread that is waiting inside the runtime (a stream, event or device sync of the
+ * asynchronous double) holds the runtime's locks, as the real driver's waits do: a CUDA call
+ * made on that same thread before the wait returns (from a signal handler, or a debugger's
+ * inferior call such as gdb's `call labelguard_arm()`) deadlocks in the real driver. The double
+ * says so on stderr ("fakecuda: re-entered ...") and blocks that thread for good, as the
+ * driver would.
  * FAKECUDA_TRACE=1 prints one stderr line per launch. FAKECUDA_CUPTI=1 reports the launch entry
  * points to a loaded CUPTI double (tests/fakecuda/cupti/libcupti.c) as the real runtime reports
  * to CUPTI (see cupti_api below).
@@ -31,10 +42,12 @@
  *
  * FAKECUDA_ASYNC_US=N (N > 0) makes the device asynchronous, as a GPU is ("asynchronous
  * streams" below): each stream's work runs in order on a worker thread of that stream, every
- * kernel takes N µs, launches and async copies return at once, and syncs, queries
+ * kernel and host function takes N µs, launches and async copies return at once, and syncs, queries
  * (cudaErrorNotReady while work is really in flight), blocking copies, cudaFree and the legacy
  * stream's implicit synchronisation wait as CUDA's do. Unset or 0: the synchronous double above.
- * Stream capture is the same in both (captured work is recorded, not run).
+ * Stream capture is the same in both (captured work is recorded, not run). Conditional nodes
+ * (cudaGraphConditionalHandleCreate, cudaGraphAddNode) run the body their handle's default
+ * value selects, and their bodies refuse host nodes as CUDA does ("graphs" below).
  *
  * Called from any thread of the test program (16 threads on 16 streams in tests/progs/threads):
  * the registry, allocations and handle lists are behind one mutex each (the async queues behind
@@ -78,7 +91,9 @@ static __thread cudaError_t tl_last;          /* this thread's last error */
 static _Atomic int pending_err;               /* a kernel failed; not yet seen by the host */
 static _Atomic int sticky_err;                /* the context is dead */
 static _Atomic int ctx_used;                  /* the process has made runtime calls */
-static _Atomic int forked_child;              /* we are a child forked after ctx_used */
+static _Atomic int forked_child;              /* we are a child forked after ctx_used or inited */
+static _Atomic int inited;                    /* CUDA initialised: the driver was needed */
+static __thread const char *tl_waiting;       /* the sync this thread is waiting in, else NULL */
 
 static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
 static char msg_buf[16384];                   /* device assert lines not yet flushed */
@@ -160,13 +175,43 @@ static void sync_point(void)
     flush_messages();
 }
 
-/* The entry check of every call that needs a live context. */
-static cudaError_t enter(void)
+/* A CUDA call on a thread that is waiting inside the runtime: the real driver deadlocks on its
+ * own lock; so does this thread, after saying where. */
+static void reentered(const char *what)
 {
+    char line[256];
+    int n = snprintf(line, sizeof line,
+                     "fakecuda: re-entered from a thread waiting inside %s (a signal handler's or debugger's call): "
+                     "%s would deadlock in a real driver\n", tl_waiting, what);
+    if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
+    for (;;) pause();
+}
+
+/* The entry check of every call that initialises CUDA (the driver is needed). */
+static cudaError_t initialise(const char *what)
+{
+    if (tl_waiting) reentered(what);
     if (atomic_load(&forked_child)) {
         pthread_once(&env_once, read_env);
         if (!fork_ok) return ret(cudaErrorInitializationError);
     }
+    atomic_store(&inited, 1);
+    return cudaSuccess;
+}
+
+/* The driver double's cuInit: the runtime and the driver share one initialisation. */
+FK_EXPORT void fakecudart_driver_init(void) { atomic_store(&inited, 1); }
+FK_EXPORT int fakecudart_initialised(void) { return atomic_load(&inited) || atomic_load(&ctx_used); }
+
+/* Marks the calling thread as waiting inside the runtime (what: the call) until wait_end. */
+#define wait_begin(what) (tl_waiting = (what))
+#define wait_end() (tl_waiting = NULL)
+
+/* The entry check of every call that needs a live context. */
+static cudaError_t enter(void)
+{
+    cudaError_t e0 = initialise("a CUDA call");
+    if (e0) return e0;
     atomic_store(&ctx_used, 1);
     int s = atomic_load(&sticky_err);
     if (s) return ret((cudaError_t)s);
@@ -192,7 +237,8 @@ static int async_us(void);
 static void after_fork_child(void)
 {
     async_fork_child();
-    if (atomic_load(&ctx_used)) atomic_store(&forked_child, 1);
+    if (atomic_load(&ctx_used) || atomic_load(&inited)) atomic_store(&forked_child, 1);
+    tl_waiting = NULL;
     pthread_mutex_init(&msg_lock, NULL);
     pthread_mutex_init(&reg_lock, NULL);
     pthread_mutex_init(&mem_lock, NULL);
@@ -602,7 +648,8 @@ static cudaError_t alloc_tracked(void **out, size_t size, int kind)
 
 /* ------------------------------------------------------------------ streams and capture state */
 
-enum { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_HOST };
+enum { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_HOST, NODE_COND };
+#define FK_MAX_BODIES 8            /* a switch node's bodies; more: cudaErrorNotSupported */
 typedef struct node {
     int type;
     struct CUkern_st *kernel;
@@ -619,6 +666,11 @@ typedef struct node {
     cudaHostFn_t fn;
     void *user;
     const struct node *origin;     /* an exec's node: the graph node it was instantiated from */
+    /* NODE_COND: the conditional node's type, handle and body graphs (CUDA owns them) */
+    enum cudaGraphConditionalNodeType cond_type;
+    cudaGraphConditionalHandle cond_handle;
+    unsigned n_bodies;
+    struct CUgraph_st *bodies[FK_MAX_BODIES];
     struct node *prev, *next;
 } node_t;
 
@@ -631,7 +683,12 @@ typedef struct node {
 typedef struct fk_uobj { void *ptr; cudaHostFn_t destroy; _Atomic int refs; } fk_uobj_t;
 typedef struct uref { fk_uobj_t *obj; unsigned count; struct uref *next; } uref_t;
 
-struct CUgraph_st { unsigned magic; node_t *head, *tail; size_t n_nodes; uref_t *urefs; struct CUgraph_st *next_live; };
+/* cond_body: the body of a conditional node, which CUDA owns and which takes kernel, empty,
+ * child graph, memset, memcpy and conditional nodes only (cudaConditionalNodeParams): a host
+ * node captured into it invalidates the capture (host_func). listed: on live_graphs (a
+ * graph's own body is a valid handle for capture and queries; an exec's copy is not). */
+struct CUgraph_st { unsigned magic; node_t *head, *tail; size_t n_nodes; uref_t *urefs; struct CUgraph_st *next_live;
+                    int cond_body, listed; };
 /* An instantiated graph owns a copy of the nodes: PyTorch destroys the graph right after
  * instantiating it and replays the exec. */
 struct CUgraphExec_st { unsigned magic; node_t *head; unsigned long replays; struct CUgraphExec_st *next_live; };
@@ -835,7 +892,7 @@ static int capturing(const struct CUstream_st *st)
  * (kernels from every entry point, async copies and memsets, host functions and callbacks,
  * graph replays, event records, cudaStreamWaitEvent waits) is queued as ops and run in order
  * by a worker thread of its own (one per stream, the legacy/per-thread stream included), and
- * every kernel, emulated or not, takes N microseconds before it runs. Launches return at once;
+ * every kernel, emulated or not, and every host function takes N microseconds before it runs. Launches return at once;
  * syncs, queries, blocking copies and cudaFree wait for the work as CUDA's do (see the entry
  * points). The legacy stream's implicit synchronisation is two kinds of wait op: work queued on
  * the legacy stream first waits for what every blocking stream has queued so far, work queued
@@ -936,6 +993,44 @@ static void wait_for_locked(struct CUstream_st *s, unsigned long seq)
     while (s->a_done < seq && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
 }
 
+/* Conditional handles (cudaGraphConditionalHandleCreate): default value and flags, handle k
+ * at index k - 1. The kernels that set a condition (cudaGraphSetConditional, device code) run
+ * as no-ops here, so a node's condition is its handle's default when cudaGraphCondAssignDefault
+ * is set (CUDA applies it at every launch of the graph), else 0. */
+#define FK_MAX_HANDLES 1024
+static struct { unsigned dflt, flags; } cond_handles[FK_MAX_HANDLES];
+static _Atomic unsigned n_cond_handles;
+
+static unsigned cond_value(cudaGraphConditionalHandle h)
+{
+    if (h == 0 || h > atomic_load(&n_cond_handles)) return 0;
+    return (cond_handles[h - 1].flags & cudaGraphCondAssignDefault) ? cond_handles[h - 1].dflt : 0;
+}
+
+/* One replay of an exec's nodes, in order, on the launching thread or (async) the stream's
+ * worker; a conditional node runs the body its condition selects (a while loop whose
+ * condition would stay nonzero is refused at instantiation). Stops once a kernel failed. */
+static void run_nodes(const node_t *n, cudaStream_t s, int async)
+{
+    for (; n; n = n->next) {
+        if (atomic_load(&pending_err) || (async && atomic_load(&a_exiting))) return;
+        if (n->type == NODE_MEMCPY) memmove(n->dst, n->src, n->n);
+        else if (n->type == NODE_MEMSET) memset(n->dst, n->value, n->n);
+        else if (n->type == NODE_HOST) n->fn(n->user);
+        else if (n->type == NODE_COND) {
+            unsigned v = cond_value(n->cond_handle);
+            int k = n->cond_type == cudaGraphCondTypeSwitch ? (v < n->n_bodies ? (int)v : -1)
+                    : v ? 0 : (n->cond_type == cudaGraphCondTypeIf && n->n_bodies == 2) ? 1 : -1;
+            if (k >= 0 && n->bodies[k]) run_nodes(n->bodies[k]->head, s, async);
+        } else if (async) {
+            run_async_kernel(n->kernel, n->grid, n->block, n->argbuf ? (void **)n->argv : NULL, n->shm, s);
+        } else {
+            cudaError_t ke = run_kernel(n->kernel, n->grid, n->block, n->argbuf ? (void **)n->argv : NULL, n->shm, s);
+            if (ke != cudaSuccess) poison(ke);
+        }
+    }
+}
+
 static void run_op(fk_op_t *op)
 {
     int dead = atomic_load(&pending_err) || atomic_load(&a_exiting);
@@ -945,13 +1040,7 @@ static void run_op(fk_op_t *op)
                          op->shm, op->stream);
         break;
     case OP_GRAPH:
-        for (node_t *n = op->nodes; n; n = n->next) {
-            if (atomic_load(&pending_err) || atomic_load(&a_exiting)) break;
-            if (n->type == NODE_MEMCPY) memmove(n->dst, n->src, n->n);
-            else if (n->type == NODE_MEMSET) memset(n->dst, n->value, n->n);
-            else if (n->type == NODE_HOST) n->fn(n->user);
-            else run_async_kernel(n->kernel, n->grid, n->block, n->argbuf ? n->argv : NULL, n->shm, op->stream);
-        }
+        run_nodes(op->nodes, op->stream, 1);
         break;
     case OP_COPY:
         if (!dead && op->n) memmove(op->dst, op->staged ? op->staged : op->src, op->n);
@@ -960,6 +1049,10 @@ static void run_op(fk_op_t *op)
         if (!dead && op->n) memset(op->dst, op->value, op->n);
         break;
     case OP_HOST:
+        /* As long as a kernel: on a GPU the host function's latency (CUDA's callback thread)
+         * is the device's time to get there, which a tool's verdict published from one must not
+         * be assumed to beat (labelguard's host backend publishes async verdicts this way). */
+        sleep_us(async_us());
         if (!atomic_load(&a_exiting)) op->fn(op->user);
         break;
     case OP_CALLBACK:
@@ -1120,22 +1213,34 @@ static unsigned long submit_op(struct CUstream_st *st, fk_op_t *op)
 /* Blocks the caller until stream x has finished its op number seq. */
 static void wait_seq(struct CUstream_st *x, unsigned long seq)
 {
+    wait_begin("a blocking copy or stream wait");
     pthread_mutex_lock(&q_lock);
     wait_for_locked(x, seq);
     pthread_mutex_unlock(&q_lock);
+    wait_end();
 }
 
 static void wait_stream(struct CUstream_st *x)
 {
+    wait_begin("cudaStreamSynchronize");
     pthread_mutex_lock(&q_lock);
     wait_for_locked(x, x->a_submitted);
     pthread_mutex_unlock(&q_lock);
+    wait_end();
 }
 
 /* What a legacy-stream sync (all == 0: the legacy stream and every blocking stream) or a device
  * sync (all == 1: every stream, destroyed ones still draining included) waits for: the work
  * queued so far, not what other threads queue meanwhile. */
+static void wait_all_body(int all);
 static void wait_all(int all)
+{
+    wait_begin("a device or legacy-stream synchronisation");
+    wait_all_body(all);
+    wait_end();
+}
+
+static void wait_all_body(int all)
 {
     pthread_mutex_lock(&obj_lock);
     pthread_mutex_lock(&q_lock);
@@ -1602,9 +1707,27 @@ cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
 
 /* ------------------------------------------------------------------ streams */
 
+/* Frees a node list and, with a conditional node, its bodies (a graph's own bodies leave
+ * live_graphs: the caller must not hold obj_lock for those; an exec's copies are not listed). */
 static void graph_free_nodes(node_t *n)
 {
-    while (n) { node_t *next = n->next; free(n->argbuf); free(n); n = next; }
+    while (n) {
+        node_t *next = n->next;
+        for (unsigned i = 0; n->type == NODE_COND && i < n->n_bodies; i++) {
+            struct CUgraph_st *b = n->bodies[i];
+            if (!b) continue;
+            if (b->listed) {
+                int found;
+                pthread_mutex_lock(&obj_lock);
+                LIVE_REMOVE(live_graphs, b, found);
+                pthread_mutex_unlock(&obj_lock);
+                (void)found;
+            }
+            graph_free_nodes(b->head);
+            free(b);
+        }
+        free(n->argbuf); free(n); n = next;
+    }
 }
 
 static void capture_append(struct CUstream_st *s, node_t *n)
@@ -1893,9 +2016,11 @@ static cudaError_t end_capture(cudaStream_t s, cudaGraph_t *out)
     cudaError_t e = enter();
     if (e) return e;
     struct CUstream_st *st;
-    if (!out) return ret(cudaErrorInvalidValue);
     if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (!st || st->capture == cudaStreamCaptureStatusNone) return ret(cudaErrorIllegalState);
+    /* A capture into the caller's graph (cudaStreamBeginCaptureToGraph) need not hand it back:
+     * PyTorch ends a conditional body's capture with a NULL pGraph. */
+    if (!out && !st->joined) return ret(cudaErrorInvalidValue);
     if (st->joined && st->capture == cudaStreamCaptureStatusActive && !st->graph) return ret(cudaErrorStreamCaptureUnmatched);
     pthread_mutex_lock(&obj_lock);
     struct CUgraph_st *g = st->graph;
@@ -1917,10 +2042,10 @@ static cudaError_t end_capture(cudaStream_t s, cudaGraph_t *out)
     pthread_mutex_unlock(&obj_lock);
     if (invalid) {
         if (owned) { graph_free_nodes(g->head); free(g); }
-        *out = NULL;
+        if (out) *out = NULL;
         return ret(cudaErrorStreamCaptureInvalidated);
     }
-    *out = g;
+    if (out) *out = g;
     return cudaSuccess;
 }
 
@@ -2110,10 +2235,12 @@ static int config_ok(dim3 g, dim3 b)
 }
 
 /* The built-in emulators: PyTorch's NLL kernels (nll.c) and its index kernels (gather.c,
- * named_index.c). The first entry whose substring and layout both fit is used (one name may
- * have several layouts); a kernel's choice is stored as table * EMU_TABLE_STRIDE + entry. */
+ * named_index.c, index_backward.c). The first entry whose substring and layout both fit is
+ * used (one name may have several layouts); a kernel's choice is stored as
+ * table * EMU_TABLE_STRIDE + entry. */
 static const fk_emulator_t *const emulator_tables[] = { fk_nll_emulators, fk_index_emulators,
-                                                         fk_named_index_emulators, NULL };
+                                                         fk_named_index_emulators, fk_index_backward_emulators, fk_assert_emulators,
+                                                         NULL };
 #define EMU_TABLE_STRIDE 1000
 
 /* A user emulator (fakecudart_register_emulator) matches the kernel's name. */
@@ -2286,6 +2413,13 @@ static cudaError_t host_func(cudaStream_t stream, cudaHostFn_t fn, void *user)
     struct CUstream_st *st;
     if (!stream_ok(stream, &st)) return ret(cudaErrorInvalidResourceHandle);
     if (capturing(st)) {
+        /* A conditional node's body takes no host node: the capture is invalidated, and its
+         * cudaStreamEndCapture fails (cudaErrorStreamCaptureInvalidated). */
+        pthread_mutex_lock(&obj_lock);
+        int body = st->graph && st->graph->cond_body;
+        if (body) st->capture = cudaStreamCaptureStatusInvalidated;
+        pthread_mutex_unlock(&obj_lock);
+        if (body) return ret(cudaErrorStreamCaptureUnsupported);
         node_t *nd = calloc(1, sizeof *nd);
         if (!nd) return ret(cudaErrorMemoryAllocation);
         nd->type = NODE_HOST;
@@ -2360,7 +2494,24 @@ static int graph_live(cudaGraph_t g)
     return found;
 }
 
-/* A deep copy of the node list (kernel parameters included); NULL with *err on failure. */
+static node_t *copy_nodes(const node_t *src, int *err);
+
+/* An exec's copy of a conditional node's body graph (not a handle the application holds). */
+static struct CUgraph_st *copy_body(const struct CUgraph_st *b, int *err)
+{
+    struct CUgraph_st *g = calloc(1, sizeof *g);
+    if (!g) { *err = 1; return NULL; }
+    g->magic = GRAPH_MAGIC;
+    g->cond_body = 1;
+    g->n_nodes = b->n_nodes;
+    g->head = copy_nodes(b->head, err);
+    if (*err) { free(g); return NULL; }
+    for (node_t *n = g->head; n; n = n->next) g->tail = n;
+    return g;
+}
+
+/* A deep copy of the node list (kernel parameters and conditional bodies included); NULL with
+ * *err on failure. */
 static node_t *copy_nodes(const node_t *src, int *err)
 {
     node_t *head = NULL, *tail = NULL;
@@ -2378,11 +2529,28 @@ static node_t *copy_nodes(const node_t *src, int *err)
             for (int i = 0; i < FK_MAX_PARAMS; i++)
                 if (src->argv[i]) n->argv[i] = n->argbuf + ((unsigned char *)src->argv[i] - src->argbuf);
         }
+        for (unsigned i = 0; src->type == NODE_COND && i < src->n_bodies; i++)
+            n->bodies[i] = NULL;
         if (tail) tail->next = n; else head = n;
         tail = n;
+        for (unsigned i = 0; src->type == NODE_COND && i < src->n_bodies && !*err; i++)
+            n->bodies[i] = copy_body(src->bodies[i], err);
+        if (*err) break;
     }
     if (*err) { graph_free_nodes(head); return NULL; }
     return head;
+}
+
+/* A while node whose condition the double would never clear (only device code sets one). */
+static int endless_loop(const node_t *n)
+{
+    for (; n; n = n->next) {
+        if (n->type != NODE_COND) continue;
+        if (n->cond_type == cudaGraphCondTypeWhile && cond_value(n->cond_handle)) return 1;
+        for (unsigned i = 0; i < n->n_bodies; i++)
+            if (n->bodies[i] && endless_loop(n->bodies[i]->head)) return 1;
+    }
+    return 0;
 }
 
 static cudaError_t instantiate(cudaGraphExec_t *pExec, cudaGraph_t graph)
@@ -2394,6 +2562,8 @@ static cudaError_t instantiate(cudaGraphExec_t *pExec, cudaGraph_t graph)
     struct CUgraphExec_st *x = calloc(1, sizeof *x);
     if (!x) return ret(cudaErrorMemoryAllocation);
     x->magic = EXEC_MAGIC;
+    if (graph->cond_body) { free(x); return ret(cudaErrorInvalidValue); } /* a body runs in its node only */
+    if (endless_loop(graph->head)) { free(x); return ret(cudaErrorNotSupported); }
     int err;
     pthread_mutex_lock(&obj_lock);
     x->head = copy_nodes(graph->head, &err);
@@ -2434,16 +2604,7 @@ static cudaError_t graph_launch(cudaGraphExec_t x, cudaStream_t s)
     x->replays++;
     pthread_mutex_unlock(&obj_lock);
     submit(st);
-    for (node_t *n = x->head; n; n = n->next) {
-        if (atomic_load(&pending_err)) break;
-        if (n->type == NODE_MEMCPY) memmove(n->dst, n->src, n->n);
-        else if (n->type == NODE_MEMSET) memset(n->dst, n->value, n->n);
-        else if (n->type == NODE_HOST) n->fn(n->user);
-        else {
-            cudaError_t ke = run_kernel(n->kernel, n->grid, n->block, n->argbuf ? n->argv : NULL, n->shm, s);
-            if (ke != cudaSuccess) poison(ke);
-        }
-    }
+    run_nodes(x->head, s, 0);
     return cudaSuccess;
 }
 
@@ -2474,7 +2635,9 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g)
 {
     int found;
     pthread_mutex_lock(&obj_lock);
-    LIVE_REMOVE(live_graphs, g, found);
+    LIVE_FIND(live_graphs, g, found);
+    if (found && g->cond_body) found = 0; /* CUDA owns a conditional node's bodies */
+    else LIVE_REMOVE(live_graphs, g, found);
     pthread_mutex_unlock(&obj_lock);
     if (!found) return ret(cudaErrorInvalidValue);
     graph_free_nodes(g->head);
@@ -2498,6 +2661,125 @@ cudaError_t cudaGraphCreate(cudaGraph_t *out, unsigned int flags)
     *out = g;
     return cudaSuccess;
 }
+
+/* A graph a node may be added to: a live one, or one a stream is capturing into. */
+static int graph_open(cudaGraph_t g)
+{
+    if (graph_live(g)) return 1;
+    int found = 0;
+    pthread_mutex_lock(&obj_lock);
+    for (struct CUstream_st *s = live_streams; s && !found; s = s->next_live)
+        found = g && s->graph == g && s->capture == cudaStreamCaptureStatusActive;
+    pthread_mutex_unlock(&obj_lock);
+    return found;
+}
+
+cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *out, cudaGraph_t g, unsigned int dflt,
+                                             unsigned int flags)
+{
+    if (!out || flags > cudaGraphCondAssignDefault || !graph_open(g)) return ret(cudaErrorInvalidValue);
+    unsigned k = atomic_fetch_add(&n_cond_handles, 1);
+    if (k >= FK_MAX_HANDLES) { atomic_fetch_sub(&n_cond_handles, 1); return ret(cudaErrorMemoryAllocation); }
+    cond_handles[k].dflt = dflt;
+    cond_handles[k].flags = flags;
+    *out = (cudaGraphConditionalHandle)k + 1;
+    return cudaSuccess;
+}
+
+/* cudaGraphAddNode, conditional nodes only (the other types: cudaErrorNotSupported, not
+ * modelled). Graphs here are chains, so the new node's dependencies must be the graph's last
+ * node (or none in an empty graph), which is what a capture's dependency set is
+ * (capture_info); torch adds its cond node to the capturing graph this way, then makes it the
+ * capture's dependency (cudaStreamUpdateCaptureDependencies). The bodies are new graphs that
+ * CUDA owns, handed back in phGraph_out (an array of the node's): valid handles for
+ * cudaStreamBeginCaptureToGraph, freed with the node. */
+static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
+                            struct cudaGraphNodeParams *p)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    if (!out || !p || (n && !deps) || !graph_open(g)) return ret(cudaErrorInvalidValue);
+    if (p->type != cudaGraphNodeTypeConditional) return ret(cudaErrorNotSupported);
+    struct cudaConditionalNodeParams *c = &p->conditional;
+    if (c->handle == 0 || c->handle > atomic_load(&n_cond_handles)) return ret(cudaErrorInvalidValue);
+    unsigned want = c->type == cudaGraphCondTypeIf ? 2 : c->type == cudaGraphCondTypeWhile ? 1 : FK_MAX_BODIES;
+    if ((unsigned)c->type > cudaGraphCondTypeSwitch || c->size == 0 || c->size > want) return ret(cudaErrorInvalidValue);
+    node_t *nd = calloc(1, sizeof *nd);
+    if (!nd) return ret(cudaErrorMemoryAllocation);
+    nd->type = NODE_COND;
+    nd->cond_type = c->type;
+    nd->cond_handle = c->handle;
+    nd->n_bodies = c->size;
+    for (unsigned i = 0; i < c->size; i++) {
+        struct CUgraph_st *b = calloc(1, sizeof *b);
+        if (!b) { graph_free_nodes(nd); return ret(cudaErrorMemoryAllocation); }
+        b->magic = GRAPH_MAGIC;
+        b->cond_body = 1;
+        nd->bodies[i] = b;
+    }
+    pthread_mutex_lock(&obj_lock);
+    int chain = n == 0 ? g->tail == NULL : n == 1 && deps[0] == (cudaGraphNode_t)(void *)g->tail;
+    if (chain) {
+        nd->prev = g->tail;
+        if (g->tail) g->tail->next = nd; else g->head = nd;
+        g->tail = nd;
+        g->n_nodes++;
+        for (unsigned i = 0; i < c->size; i++) {
+            nd->bodies[i]->listed = 1;
+            nd->bodies[i]->next_live = live_graphs;
+            live_graphs = nd->bodies[i];
+        }
+        c->phGraph_out = nd->bodies; /* CUDA's array, valid for the node's lifetime */
+    }
+    pthread_mutex_unlock(&obj_lock);
+    if (!chain) { graph_free_nodes(nd); return ret(cudaErrorNotSupported); }
+    *out = (cudaGraphNode_t)(void *)nd;
+    return cudaSuccess;
+}
+
+/* A capture's dependencies, in the chain model: set or add the graph's last node (a node just
+ * added with cudaGraphAddNode), nothing else. */
+static cudaError_t update_capture_deps(cudaStream_t s, cudaGraphNode_t *deps, size_t n, unsigned flags)
+{
+    cudaError_t e = enter();
+    if (e) return e;
+    struct CUstream_st *st;
+    if (!stream_ok(s, &st)) return ret(cudaErrorInvalidResourceHandle);
+    if (flags > cudaStreamSetCaptureDependencies || (n && !deps)) return ret(cudaErrorInvalidValue);
+    if (!st || st->capture != cudaStreamCaptureStatusActive) return ret(cudaErrorIllegalState);
+    pthread_mutex_lock(&obj_lock);
+    int ok = n == 0 || (n == 1 && deps[0] == (cudaGraphNode_t)(void *)st->graph->tail);
+    pthread_mutex_unlock(&obj_lock);
+    return ok ? cudaSuccess : ret(cudaErrorNotSupported);
+}
+
+#if FK_CUDA_MAJOR >= 13
+cudaError_t cudaGraphAddNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,
+                             const cudaGraphEdgeData *edges, size_t n, struct cudaGraphNodeParams *p)
+{ (void)edges; return add_node(out, g, deps, n, p); }
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t *deps, const cudaGraphEdgeData *edges,
+                                                size_t n, unsigned int flags)
+{ (void)edges; return update_capture_deps(s, deps, n, flags); }
+cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t s, cudaGraphNode_t *deps, const cudaGraphEdgeData *edges,
+                                                     size_t n, unsigned int flags)
+{ (void)edges; return update_capture_deps(PTSZ(s), deps, n, flags); }
+#else
+/* CUDA 12: the plain names take no edge data, _v2 does. */
+cudaError_t fk12_add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
+                          struct cudaGraphNodeParams *p) __asm__("cudaGraphAddNode");
+cudaError_t fk12_add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
+                          struct cudaGraphNodeParams *p)
+{ return add_node(out, g, deps, n, p); }
+cudaError_t cudaGraphAddNode_v2(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                const cudaGraphEdgeData *edges, size_t n, struct cudaGraphNodeParams *p)
+{ (void)edges; return add_node(out, g, deps, n, p); }
+cudaError_t fk12_update_deps(cudaStream_t s, cudaGraphNode_t *deps, size_t n, unsigned int flags) __asm__("cudaStreamUpdateCaptureDependencies");
+cudaError_t fk12_update_deps(cudaStream_t s, cudaGraphNode_t *deps, size_t n, unsigned int flags)
+{ return update_capture_deps(s, deps, n, flags); }
+cudaError_t cudaStreamUpdateCaptureDependencies_v2(cudaStream_t s, cudaGraphNode_t *deps, const cudaGraphEdgeData *edges,
+                                                   size_t n, unsigned int flags)
+{ (void)edges; return update_capture_deps(s, deps, n, flags); }
+#endif
 
 cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps,
                                           const cudaGraphEdgeData *edges, size_t n, enum cudaStreamCaptureMode mode)
@@ -2532,7 +2814,8 @@ cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *t
     if (!node || !type) return ret(cudaErrorInvalidValue);
     static const enum cudaGraphNodeType types[] = {
         [NODE_KERNEL] = cudaGraphNodeTypeKernel, [NODE_MEMCPY] = cudaGraphNodeTypeMemcpy,
-        [NODE_MEMSET] = cudaGraphNodeTypeMemset, [NODE_HOST] = cudaGraphNodeTypeHost};
+        [NODE_MEMSET] = cudaGraphNodeTypeMemset, [NODE_HOST] = cudaGraphNodeTypeHost,
+        [NODE_COND] = cudaGraphNodeTypeConditional};
     *type = types[((const node_t *)(const void *)node)->type];
     return cudaSuccess;
 }
@@ -2661,7 +2944,7 @@ cudaError_t cudaGraphDebugDotPrint(cudaGraph_t g, const char *path, unsigned int
     int i = 0;
     pthread_mutex_lock(&obj_lock);
     for (node_t *n = g->head; n; n = n->next, i++) {
-        fprintf(f, "  n%d [label=\"%s\"];\n", i, n->type == NODE_KERNEL ? n->kernel->name : n->type == NODE_MEMCPY ? "memcpy" : n->type == NODE_MEMSET ? "memset" : "host");
+        fprintf(f, "  n%d [label=\"%s\"];\n", i, n->type == NODE_KERNEL ? n->kernel->name : n->type == NODE_MEMCPY ? "memcpy" : n->type == NODE_MEMSET ? "memset" : n->type == NODE_COND ? "conditional" : "host");
         if (i) fprintf(f, "  n%d -> n%d;\n", i - 1, i);
     }
     pthread_mutex_unlock(&obj_lock);
@@ -2794,10 +3077,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     if (e) return e;
     if ((e = unsafe_call())) return e;
     if (async_us()) {
+        wait_begin("cudaEventSynchronize");
         pthread_mutex_lock(&q_lock);
         unsigned long want = ev->a_rec;
         while (ev->a_done < want && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
         pthread_mutex_unlock(&q_lock);
+        wait_end();
         return settle();
     }
     pthread_mutex_lock(&obj_lock);
@@ -2857,6 +3142,8 @@ static __thread int tl_device;
 
 cudaError_t cudaGetDeviceCount(int *count)
 {
+    cudaError_t e = initialise("cudaGetDeviceCount");
+    if (e) return e;
     if (!count) return ret(cudaErrorInvalidValue);
     *count = 1;
     return cudaSuccess;
@@ -2864,6 +3151,8 @@ cudaError_t cudaGetDeviceCount(int *count)
 
 cudaError_t cudaGetDevice(int *device)
 {
+    cudaError_t e = initialise("cudaGetDevice");
+    if (e) return e;
     if (!device) return ret(cudaErrorInvalidValue);
     *device = tl_device;
     return cudaSuccess;
@@ -2871,6 +3160,8 @@ cudaError_t cudaGetDevice(int *device)
 
 cudaError_t cudaSetDevice(int device)
 {
+    cudaError_t e = initialise("cudaSetDevice");
+    if (e) return e;
     if (device != 0) return ret(cudaErrorInvalidDevice);
     tl_device = device;
     return cudaSuccess;
@@ -2930,6 +3221,8 @@ cudaError_t cudaDeviceReset(void)
 #if FK_CUDA_MAJOR >= 13
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
+    cudaError_t e = initialise("cudaGetDeviceProperties");
+    if (e) return e;
     if (!prop) return ret(cudaErrorInvalidValue);
     if (device != 0) return ret(cudaErrorInvalidDevice);
     FK_FILL_PROP(prop);
@@ -2940,6 +3233,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 /* CUDA 12 headers map cudaGetDeviceProperties to this; the struct has CUDA 12's layout. */
 cudaError_t cudaGetDeviceProperties_v2(struct fk_prop12 *prop, int device)
 {
+    cudaError_t e = initialise("cudaGetDeviceProperties");
+    if (e) return e;
     if (!prop) return ret(cudaErrorInvalidValue);
     if (device != 0) return ret(cudaErrorInvalidDevice);
     FK_FILL_PROP(prop);
@@ -2956,6 +3251,8 @@ cudaError_t fk12_get_props(struct fk_prop12 *prop, int device) { return cudaGetD
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
+    cudaError_t e = initialise("cudaDeviceGetAttribute");
+    if (e) return e;
     if (!value) return ret(cudaErrorInvalidValue);
     if (device != 0) return ret(cudaErrorInvalidDevice);
     switch ((int)attr) {

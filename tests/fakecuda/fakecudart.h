@@ -4,7 +4,8 @@
  * so nvcc-built test programs (tests/progs/) run, and labelguard can be tested, on machines
  * without a GPU. fakecudart.c is the runtime (registration, launches, memory, streams, errors),
  * sig.c reads parameter sizes from a mangled kernel name, nll.c emulates PyTorch's NLL kernels,
- * gather.c and named_index.c its index kernels.
+ * gather.c and named_index.c its index kernels, index_backward.c an embedding's backward,
+ * assert_async.c torch._assert_async's kernel.
  * Internal names are fk_*; exported names are the real runtime's (exports-<major>.txt, through the
  * version script gen_stubs.sh writes) plus fakecudart_*.
  * Tested by tests/fakecuda/test_*.sh.
@@ -61,6 +62,10 @@ extern const fk_emulator_t fk_nll_emulators[];
 extern const fk_emulator_t fk_index_emulators[];
 /* named_index.c: index_add_ / index_reduce_ and nn.EmbeddingBag id checks, NULL-terminated. */
 extern const fk_emulator_t fk_named_index_emulators[];
+/* index_backward.c: nn.Embedding's backward, which writes at the ids unchecked, NULL-terminated. */
+extern const fk_emulator_t fk_index_backward_emulators[];
+/* assert_async.c: torch._assert_async's kernel, NULL-terminated. */
+extern const fk_emulator_t fk_assert_emulators[];
 
 /* fakecudart.c, for the emulators. */
 /* [lo, hi) of the tracked allocation (device or pinned) holding p; 0 if none. Thread-safe. */

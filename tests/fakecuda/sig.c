@@ -7,7 +7,8 @@
  * substitutions, nested names, template arguments (types, integer literals) and the by-value
  * structs whose size is known: at::GenericPackedTensorAccessor<T, N, PtrTraits, index>
  * (8 + 2*N*sizeof(index) bytes; also torch::headeronly::detail's six-argument form),
- * at::cuda::detail::TensorInfo<T, IndexType> (216 / 416 bytes) and c10::Half / c10::BFloat16 (2 bytes). Anything else makes
+ * at::cuda::detail::TensorInfo<T, IndexType> (216 / 416 bytes), c10::Half / c10::BFloat16 (2 bytes) and
+ * at::native::Msg (torch._assert_async's message, 256 bytes). Anything else makes
  * the parse fail (sig->ok = 0), and the caller treats the kernel as one of unknown layout.
  * Called at registration (fakecudart.c), on the registering thread; pure function, no state.
  * Tested through cudaFuncGetParamInfo in tests/fakecuda/test_paraminfo.sh.
@@ -126,6 +127,10 @@ static void classify(ty_t *t, const ty_t *args, int nargs)
         }
     } else if (!strcmp(t->ident, "Half") || !strcmp(t->ident, "BFloat16")) {
         t->size = t->align = 2;
+    } else if (!strcmp(t->ident, "Msg") && nargs == 0) {
+        /* at::native::Msg, torch._assert_async's message: char msg[256] */
+        t->size = 256;
+        t->align = 1;
     }
 }
 

@@ -8,7 +8,7 @@
 for v in threads threads_legacy threads_ptsz; do
   fk_run $v --bad-every 0 --seed 5
   expect_rc 0
-  expect_line "summary launches=256 launch_errors=0 sync_errors=0"
+  expect_line "summary launches=256 launch_errors=0 sync_errors=0 compared=0 mismatches=0"
   # Every input is -0.5, so every watched mean loss is 0.5.
   n=$(grep -c 'kernel=watched bad_index=-1 bad_value=0 launch_err=0 sync_err=0 out=0.5$' "$OUT")
   [ "$n" = 128 ] || fail "$v: $n of 128 watched launches gave 0.5"

@@ -33,7 +33,19 @@
 //                       B: after A's replay (an event), or, with $TWOEXECS_GAP_US, that many µs
 //                       after A's launch, while A's may still run; each loss is read on its own
 //                       stream right after its replay
+//             cycles    what cudagraph trees do for each new shape, --cycles times: capture the
+//                       step, instantiate it (--execs 2: twice, the second exec on a stream of its
+//                       own), destroy the graph, replay each exec with batch k of --batches (k
+//                       modulo its length), read the loss, destroy the exec(s). Prints
+//                       "cycles n=<cycles run> failed=<cycles with an error> loss_g=<v> loss_b=<v>
+//                       changed=<replays whose loss differs from the first of its letter>
+//                       device_growth=<bytes of device memory taken from cycle 100 to the end>
+//                       host_growth=<kB of resident memory taken from cycle 100 to the end>"
 //   options:
+//     --cycles N                      cycles of the cycles scenario (default 10000)
+//     --execs 1|2                     execs per cycle in the cycles scenario (default 1)
+//     --rss-limit-mb M                cycles: stop once resident memory grew by more than M MiB
+//                                     since cycle 100 ("cycles stopped k=<k>"; default 0: never)
 //     --launch chevron|legacy|exc     entry point (default chevron; legacy in graphs_legacy)
 //     --capture global|thread|relaxed capture mode (default global)
 //     --kernels fwd|fwdbwd            the loss kernels in the graph (default fwd)
@@ -77,6 +89,9 @@ struct opts {
     std::string wait = "stream";
     bool plain_instantiate = false;
     bool eager = false;
+    int cycles = 10000;
+    int execs = 1;
+    long rss_limit_mb = 0;
 };
 
 [[noreturn]] void usage(const char *why)
@@ -104,6 +119,9 @@ void parse(int argc, char **argv, opts &o)
         else if (a == "--wait") o.wait = val();
         else if (a == "--instantiate") o.plain_instantiate = std::string(val()) == "plain";
         else if (a == "--eager") o.eager = true;
+        else if (a == "--cycles") o.cycles = atoi(val());
+        else if (a == "--rss-limit-mb") o.rss_limit_mb = atol(val());
+        else if (a == "--execs") { o.execs = atoi(val()); if (o.execs != 1 && o.execs != 2) usage("bad --execs"); }
         else if (a[0] == '-') usage("unknown option");
         else o.scenario = a;
     }
@@ -314,6 +332,7 @@ int run_stale(const opts &o)
     cudaError_t w1 = cudaStreamSynchronize(st.s);
     cudaError_t e1 = l1 != cudaSuccess ? l1 : w1;
     printf("stale bad launch=%d wait=%d text=\"%.11s\"\n", (int)l1, (int)w1, cudaGetErrorString(e1));
+    if (e1 != cudaSuccess) (void)cudaGetLastError(); // PyTorch's C10_CUDA_CHECK clears the error it raises
     cudaError_t l = st.launch(st.s, st.of('g'));
     cudaError_t w = cudaStreamSynchronize(st.s);
     printf("stale launch=%d wait=%d after_launch=\"%s\"\n", (int)l, (int)w, cudaGetErrorString(cudaErrorNotPermitted));
@@ -457,6 +476,67 @@ int run_twoexecs(const opts &o)
     return 0;
 }
 
+// --- cycles: capture, instantiate, replay, destroy, over and over
+long resident_kb()
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    if (f) fclose(f);
+    return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+int run_cycles(const opts &o)
+{
+    step st(o);
+    cudaStream_t sx[2] = {nullptr, nullptr};
+    cudaStreamCreateWithFlags(&sx[0], cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&sx[1], cudaStreamNonBlocking);
+    st.s = sx[0];
+    float first[2] = {NAN, NAN}; // g, b
+    int failed = 0, changed = 0, done = 0;
+    size_t free100 = 0, total = 0, free_end = 0;
+    long rss100 = 0;
+    for (int k = 0; k < o.cycles; k++, done++) {
+        if (k == 100) { cudaMemGetInfo(&free100, &total); rss100 = resident_kb(); }
+        if (k > 100 && k % 100 == 0 && o.rss_limit_mb > 0 && resident_kb() - rss100 > o.rss_limit_mb * 1024) {
+            printf("cycles stopped k=%d host_growth=%ld\n", k, resident_kb() - rss100);
+            break;
+        }
+        char kind = o.batches[(size_t)k % o.batches.size()];
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t x[2] = {nullptr, nullptr};
+        cudaError_t b = cudaStreamBeginCapture(st.s, o.capture);
+        cudaError_t l = st.launch(st.s, st.target);
+        cudaError_t e = cudaStreamEndCapture(st.s, &g);
+        cudaError_t i = cudaSuccess;
+        for (int j = 0; j < o.execs && e == cudaSuccess && i == cudaSuccess; j++)
+            i = cudaGraphInstantiateWithFlags(&x[j], g, 0);
+        if (g) cudaGraphDestroy(g);
+        bool bad = b || l || e || i;
+        for (int j = 0; j < o.execs && !bad; j++) {
+            cudaMemcpyAsync(st.target, st.of(kind), N * sizeof(int64_t), cudaMemcpyDeviceToDevice, sx[j]);
+            float v = NAN;
+            cudaError_t r = cudaGraphLaunch(x[j], sx[j]);
+            if (r == cudaSuccess) r = cudaMemcpyAsync(&v, st.out, sizeof v, cudaMemcpyDeviceToHost, sx[j]);
+            if (r == cudaSuccess) r = cudaStreamSynchronize(sx[j]);
+            if (r != cudaSuccess) { bad = true; break; }
+            float &f = first[kind == 'b' ? 1 : 0];
+            if (std::isnan(f)) f = v;
+            else if (v != f && changed++ < 3) printf("cycle k=%d exec=%d batch=%c loss=%g first=%g\n", k, j, kind, v, f);
+        }
+        for (int j = 0; j < 2; j++)
+            if (x[j]) cudaGraphExecDestroy(x[j]);
+        if (bad && failed++ < 3) printf("cycle k=%d failed begin=%d launch=%d end=%d instantiate=%d\n", k, (int)b, (int)l, (int)e, (int)i);
+    }
+    cudaMemGetInfo(&free_end, &total);
+    printf("cycles n=%d failed=%d loss_g=%g loss_b=%g changed=%d device_growth=%lld host_growth=%ld\n", done, failed, first[0],
+           first[1], changed, done > 100 ? (long long)free100 - (long long)free_end : 0LL,
+           done > 100 ? resident_kb() - rss100 : 0L);
+    context_check();
+    return 0;
+}
+
 // --- apperror: the application's own error survives what labelguard does
 int run_apperror(const opts &o)
 {
@@ -502,5 +582,6 @@ int main(int argc, char **argv)
     if (o.scenario == "reuse") return run_reuse(o);
     if (o.scenario == "apperror") return run_apperror(o);
     if (o.scenario == "twoexecs") return run_twoexecs(o);
+    if (o.scenario == "cycles") return run_cycles(o);
     usage("unknown scenario");
 }

@@ -45,6 +45,12 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import jsonl_check  # noqa: E402  (the log schema check the e2e tests use)
 
 REAL_ASSERT = "device-side assert triggered"
+# An asynchronous double (FAKECUDA_ASYNC_US, the async:* reruns of tests/run.sh): an async
+# verdict is due when the stream reaches the check, as on a GPU, so it is read later than the
+# loss call. By then autograd may have launched the loss's backward on the bad labels (on a
+# sanitized copy, checked in turn: a second, masked violation, whose error autograd's thread
+# meets at its next launch, in the next step), and the Python stack is where it was read.
+LAGGING = os.environ.get("FAKECUDA_ASYNC_US", "0") not in ("", "0")
 SAMPLES = 16          # LABELGUARD_SAMPLES default: pairs kept per event
 CASE_TIMEOUT_S = 60
 
@@ -408,10 +414,14 @@ def judge_case(j, cls, mode, res, rc, events, d):
                     res["post"].get("labels_cpu") is True and res["post"].get("cuda_op") is True, str(res["post"]))
             if cls.thread:
                 j.check("%s: %s: raised in the worker thread" % (n, mode), exc["in_thread"])
-        j.check("%s: %s: every other step trained" % (n, mode),
-                res["completed"] == [i for i in range(steps) if i != cls.bad_step], str(res["completed"]))
-        j.check("%s: %s: exactly one violation, forward, %s" % (n, mode, cls.kernel),
-                len(viol) == 1 and len(fwd) == 1 and fwd[0]["kernel"] == cls.kernel,
+        late = mode == "async" and LAGGING
+        done, others = set(res["completed"]), set(range(steps)) - {cls.bad_step}
+        j.check("%s: %s: every other step trained%s" % (n, mode, " (the next one may meet the backward's error)" if late else ""),
+                res["completed"] == sorted(others) if not late
+                else cls.bad_step not in done and others - {cls.bad_step + 1} <= done, str(res["completed"]))
+        j.check("%s: %s: exactly one violation, forward, %s%s" % (n, mode, cls.kernel, " (and the backward's, masked)" if late else ""),
+                len(fwd) == 1 and fwd[0]["kernel"] == cls.kernel
+                and (len(viol) == 1 or late and len(bwd) == 1 and len(viol) == 2 and bwd[0]["outcome"] == "masked"),
                 str([(v["kernel"], v["direction"]) for v in viol]))
         if mode == "raise" and fwd:
             j.check("%s: raise: outcome blocked" % n, fwd[0]["outcome"] == "blocked", fwd[0]["outcome"])
@@ -443,7 +453,14 @@ def judge_case(j, cls, mode, res, rc, events, d):
                 "got %s, count %s, min %s, max %s; want min %s, max %s" % (short(got), b["count"], b["min"], b["max"], lo, hi))
         if cls.cause:
             j.check("%s: %s: cause %s" % (n, mode, cls.cause), v["cause"] == cls.cause, v["cause"])
-        if v["direction"] == "forward":
+        if v["direction"] == "forward" and mode == "async" and LAGGING:
+            frames = [os.path.basename(f["file"]) for f in v["python_stack"]]
+            j.check("%s: %s: python_stack names cases.py (where the verdict was read)" % (n, mode),
+                    "cases.py" in frames, str(v["python_stack"])[:600])
+            at = "  at %s:" % os.path.abspath(__file__)
+            j.check("%s: %s: the stderr report has an 'at' line in cases.py" % (n, mode),
+                    any(l.startswith(at) for l in child_output(d, n, 1 << 20).splitlines()), child_output(d, n)[-600:])
+        elif v["direction"] == "forward":
             line = loss_line()
             frames = [(os.path.basename(f["file"]), f["line"]) for f in v["python_stack"]]
             j.check("%s: %s: python_stack names cases.py:%d (the loss call)" % (n, mode, line),
@@ -503,8 +520,12 @@ def judge_script(j, cls, mode, res, events, out):
         with open(cls.script) as f:
             line = next(i for i, l in enumerate(f, 1) if "cross_entropy(logits_of(" in l)
         frames = [(os.path.basename(f["file"]), f["line"]) for f in v["python_stack"]]
-        j.check("%s: %s: python_stack names demo_torch.py:%d (the loss call)" % (n, mode, line),
-                ("demo_torch.py", line) in frames, str(frames))
+        if mode == "async" and LAGGING:
+            j.check("%s: %s: python_stack names demo_torch.py (where the verdict was read)" % (n, mode),
+                    any(f == "demo_torch.py" for f, _ in frames), str(frames))
+        else:
+            j.check("%s: %s: python_stack names demo_torch.py:%d (the loss call)" % (n, mode, line),
+                    ("demo_torch.py", line) in frames, str(frames))
 
 
 def judge_report(j, mode, files):
@@ -519,7 +540,8 @@ def judge_report(j, mode, files):
     j.check("report: exit 1 (problems found)", p.returncode == 1, "rc %d %s" % (p.returncode, p.stderr[-300:]))
     probs = {q["kernel"]: q for q in r.get("problems", [])}
     fwd, bwd = Case.kernel, Case.bwd_kernel
-    want = [fwd, bwd] if mode == "mask" else [fwd]   # mask: the backward launch is checked too
+    # mask: the backward launch is checked too; so it may be in async mode on a lagging device
+    want = [fwd, bwd] if mode == "mask" or (mode == "async" and LAGGING and bwd in probs) else [fwd]
     ok = j.check("report: the two ranks' violations merge into one problem per kernel (%s)" % ", ".join(want),
                  sorted(probs) == sorted(want) and len(r.get("problems", [])) == len(want),
                  str([(q["kernel"], q["cause"]) for q in r.get("problems", [])]))
@@ -531,8 +553,12 @@ def judge_report(j, mode, files):
                     q["ranks"] == [0, 1] and len(q["processes"]) == 2 and q["events"] == 2 and q["values"] == values,
                     json.dumps({x: q.get(x) for x in ("ranks", "processes", "events", "values")}))
         site = probs[fwd].get("call_site") or {}
-        j.check("report: the call site is cases.py:%d, the user's line (torch's own frames skipped)" % loss_line(),
-                site.get("file") == os.path.abspath(__file__) and site.get("line") == loss_line(), str(site))
+        if mode == "async" and LAGGING:
+            j.check("report: the call site is in cases.py, where the verdict was read (torch's own frames skipped)",
+                    site.get("file") == os.path.abspath(__file__), str(site))
+        else:
+            j.check("report: the call site is cases.py:%d, the user's line (torch's own frames skipped)" % loss_line(),
+                    site.get("file") == os.path.abspath(__file__) and site.get("line") == loss_line(), str(site))
 
 
 def abs_max(x):

@@ -9,15 +9,21 @@ capture) is exercised by calling the op itself on the double's CUDA tensors.
   plain   without labelguard (not under `labelguard run`): the same graph as raise, compiled
           into the Inductor cache that raise then uses, which must not reuse it unchecked.
   late    not under `labelguard run`: a graph compiled, then labelguard.enable(compiled
-          default on), torch._dynamo.reset(): the recompiled graph checks, a bad label raises.
+          default on), torch._dynamo.reset(): the recompiled graph checks, a bad label raises,
+          and the start event claims check_op.
   raise   the bootstrap armed the check (labelguard._compiled loaded at start, torch._inductor
-          not imported by it); the compiled cross-entropy (forward and backward) calls
-          labelguard::check_target before its fused kernels and gives eager's loss; a label equal
+          not imported by it); the compiled cross-entropy calls labelguard::check_target once
+          (the backward's check merged into the forward's) before its fused kernel and gives
+          eager's loss; a label equal
           to n_classes raises labelguard's RuntimeError (position, value, bound) and is logged
           as family nll_loss; on CUDA the op raises the same way and the context stays usable.
   mask    the compiled loss with a bad label equals eager's loss with that label set to
           ignore_index, the target itself unchanged; on CUDA the op's output is masked, and
           inside a captured CUDA graph each replay masks and reports (graph id, replay).
+  step    a compiled training step (Linear, cross-entropy, backward): one check op, the forward
+          loss's, in the forward graph and none in the backward; eager's loss and gradients; a
+          bad label reported as nll_loss_forward (torch.compile) (test_compiled.sh reads the stderr
+          `at` line: the step function in this file).
   off     LABELGUARD_COMPILED=off: no check op in the code, one unchecked_loss_kernel warning.
   perf    the cost of the op per call (CPU and the double's CUDA), for the README.
 Prints "ok: ..." per check and "FAIL: ..." on a failure (exit 1).
@@ -119,12 +125,19 @@ elif mode == "late":
         ok(False, "after enable(): a bad label raises")
     except RuntimeError as e:
         ok("target[1] = 11" in str(e), "after enable(): a bad label raises labelguard's error", str(e))
+    # enable() may start the library (and make the start event) before it installs the op.
+    start = events("start")
+    ok(start and start[0].get("compiled", "").startswith("check_op"), "after enable(): the start event claims check_op",
+       start[0].get("compiled") if start else None)
 elif mode == "raise":
     xg = x.clone().requires_grad_(True)
     cf = torch.compile(loss_fn)
     out, codes = run_and_get_code(lambda: cf(xg, y))
     code = "\n".join(codes)
-    ok(code.count(OP) >= 2, "the compiled forward and backward check the target (%d check ops)" % code.count(OP))
+    # The backward loss's check on the same target is merged into the forward's (_merge_checks):
+    # one check op, the forward loss's, whose output the backward reads.
+    ok(code.count(OP) == 1 and re.search(r"check_target\.default\([^)]*, 0\)", codes[0]),
+       "the compiled step checks the target once, in the forward (%d check ops)" % code.count(OP))
     found = check_then_kernel(codes[0])
     ok(found is not None and found[3] and min(found[3]) > found[0] and not found[4],
        "forward: the fused loss kernel reads the check op's output, after it, and never the raw target",
@@ -211,6 +224,44 @@ elif mode == "mask":
     vg = events("violation")[n0:]
     ok(len(vg) == 1 and vg[0].get("graph", {}).get("replay") == 1 and vg[0]["outcome"] == "masked",
        "one violation for the bad replay, with its graph replay number", vg)
+elif mode == "step":
+    # A compiled training step: the backward loss's check on the same target lands in the forward
+    # graph (saved for the backward) and is merged into the forward's, so the step checks the
+    # target once and names the forward loss; the stderr `at` line (test_compiled.sh reads it) is
+    # the step's line, not the check op's or Inductor's code.
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(6, 10)
+    ref = torch.nn.Linear(6, 10)
+    ref.load_state_dict(lin.state_dict())
+    xs = torch.randn(8, 6)
+
+    def step(x, y):
+        loss = F.cross_entropy(lin(x), y)
+        loss.backward()
+        return loss
+
+    cs = torch.compile(step)
+    out, codes = run_and_get_code(lambda: cs(xs, y))
+    fwd, bwd = codes[0], "\n".join(codes[1:])
+    losses = re.findall(r"check_target\.default\([^)]*, (\d)\)", fwd)
+    ok(losses == ["0"], "forward graph: one check op on the target, the forward loss's (losses %s)" % losses, fwd[-3000:])
+    ok(OP not in bwd, "backward graph: no check op of its own (it reads the checked copy saved by the forward)")
+    eager = F.cross_entropy(ref(xs), y)
+    eager.backward()
+    ok(torch.allclose(out, eager) and torch.allclose(lin.weight.grad, ref.weight.grad, atol=1e-6),
+       "the compiled step's loss and gradients equal eager's")
+    bad = y.clone()
+    bad[3] = 10
+    try:
+        cs(xs, bad)
+        ok(False, "a bad label in the step raises")
+    except RuntimeError as e:
+        ok("nll_loss_forward (torch.compile)" in str(e) and "target[3] = 10" in str(e),
+           "a bad label raises, naming nll_loss_forward (torch.compile)", str(e))
+    v = events("violation")
+    ok(len(v) == 1 and v[0]["kernel"] == "nll_loss_forward (torch.compile)" and v[0]["direction"] == "forward",
+       "one violation: nll_loss_forward (torch.compile), direction forward",
+       [(e["kernel"], e["direction"]) for e in v])
 elif mode == "off":
     cf = torch.compile(loss_fn)
     with torch.no_grad():
@@ -294,5 +345,5 @@ elif mode == "perf":
     print("perf: compiled training step, forward graph: check op: %d B x C buffers (%d ATen NLL calls); "
           "way (a), ATen's NLL: %d B x C buffers (%d ATen NLL calls)" % (b[0], b[1], a[0], a[1]))
 else:
-    sys.exit("usage: compiled.py raise|mask|off|perf")
+    sys.exit("usage: compiled.py plain|late|raise|mask|step|off|perf")
 sys.exit(1 if failures else 0)

@@ -13,6 +13,10 @@ before: load + enable before `import torch`, then the same bad cross_entropy; di
         enable: the next bad launch is checked again.
 dead:   (LABELGUARD_ACTION=log) load + enable after torch, a bad launch runs and asserts as on a
         GPU; a later enable returns -1 naming the dead context.
+fork:   import torch, then load + enable before any CUDA work (a notebook's first cell): enable
+        made no CUDA call (the double's fakecudart_initialised) and wrote no start event; a
+        child forked now uses CUDA (the double, like CUDA, fails every call of a child whose
+        parent had initialised CUDA) and its bad label is blocked; then the parent's.
 Prints one "ok: ..." or "FAIL: ..." line per check; exit 1 if any failed. The kernels a check
 reads are fed tensors made on the CPU and copied (the double runs only the NLL kernels).
 """
@@ -180,5 +184,42 @@ elif what == "dead":
     check(rc == -1 and "dead" in why and "cudaErrorAssert 710" in why and "restart the process/kernel" in why,
           "a later enable returns -1 naming the dead context", f"{rc} {why}")
     check("\n" not in why, "the reason is one line", why)
+
+elif what == "fork":
+    import glob
+    import torch
+    import torch.nn.functional as F
+
+    def starts(pid):
+        n = 0
+        for f in glob.glob(os.path.join(os.environ["LABELGUARD_LOG"], "*.jsonl")):
+            n += sum(1 for line in open(f) if json.loads(line).get("event") == "start" and
+                     json.loads(line).get("pid") == pid)
+        return n
+
+    rt = ctypes.CDLL("libcudart.so.%s" % torch.version.cuda.split(".")[0], mode=os.RTLD_NOLOAD)
+    check(rt.fakecudart_initialised() == 0, "import torch made no CUDA call")
+    lib = load()
+    rc, why = enable(lib)
+    check(rc > 0 and why == "", "enable after import torch, before CUDA, arms entries", f"{rc} {why}")
+    check(rt.fakecudart_initialised() == 0, "enable made no CUDA call (CUDA not initialised)")
+    check(starts(os.getpid()) == 0, "no start event before the application's first CUDA call")
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            labels, err = bad_cross_entropy(torch, F)
+            ok = err is not None and "labelguard" in str(err) and "nll_loss" in str(err)
+            print(("ok: " if ok else "FAIL: ") + "child: its bad label is blocked by labelguard" +
+                  ("" if ok else " (%s)" % str(err)[:300]), flush=True)
+            y = (torch.arange(4, dtype=torch.float32).cuda() * 2).cpu()
+            print("ok: child: CUDA works after the parent's enable", flush=True)
+        except Exception as e:  # the child's CUDA failed: what a parent's initialisation does
+            print("FAIL: child: CUDA failed after the parent's enable (%s)" % str(e)[:300], flush=True)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    check(os.waitstatus_to_exitcode(status) == 0, "the child exited 0")
+    expect_blocked(torch, F, lib)
+    check(starts(os.getpid()) == 1, "the parent's start event came with its first CUDA work", starts(os.getpid()))
 
 sys.exit(1 if failed else 0)

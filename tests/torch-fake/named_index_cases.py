@@ -34,7 +34,7 @@ CASES (each bad case under raise, mask, async and log; the controls must give no
                mask runs the kernel with the bad id replaced by padding_idx 0
   eb_mean_pad  nn.EmbeddingBag(10, 4, mode="mean", padding_idx=1), ids[2] = 10: mask falls back to
                raise all the same, the note says why (the sum/mean backward scatters at the
-               caller's ids); async mode still checks it on a sanitized copy
+               caller's ids); async mode checks it synchronously (blocked) for the same reason
   eb_psw       per_sample_weights (mode="sum"), ids[0] = -1, padding_idx=None (-1 is not padding
                then): cause negative_id
   controls     index_add_ with every id in [0, 10) (9 included) on both kernels, index_reduce_,
@@ -200,7 +200,7 @@ check("eb_pad %s: the caller's ids are untouched (a copy was masked)" % MODE, d_
 ebm = torch.nn.EmbeddingBag(10, 4, mode="mean", padding_idx=1).to(cuda)
 bad_case("eb_mean_pad", lambda: ebm(torch.tensor([2, 1, 10, 3]).to(cuda), torch.tensor([0, 2]).to(cuda)),
          "EmbeddingBag_updateOutputKernel_sum_mean", "embedding_bag", "int64", 4, 10, [(2, 10)], "vocab_too_small",
-         padding=1, async_masked=True, note_has="backward")
+         padding=1, note_has="backward")
 
 ebw = torch.nn.EmbeddingBag(10, 4, mode="sum").to(cuda)
 w_ids = torch.tensor([-1, 4, 5, 6])

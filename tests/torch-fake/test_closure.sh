@@ -5,8 +5,8 @@
 # labelguard decodes from each launch's closure (index pointer, distinct-id count, bound,
 # strides, the bad element's offset and value) equals what the tensors are. The checks are in
 # closure_cases.py; one process per wheel and mode (raise keeps the context alive, so one process
-# runs every case of a mode). async: raise with LABELGUARD_MODE=async (sanitized copy, no stream
-# sync, the error at the next synchronizing call).
+# runs every case of a mode). async: raise with LABELGUARD_MODE=async (checked synchronously and
+# blocked all the same: no id may stand in for a bad one where a backward reads the caller's ids).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 lg_run_cases closure_cases.py raise mask log async

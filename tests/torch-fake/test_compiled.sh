@@ -6,17 +6,22 @@
 # bootstrap sitecustomize is what arms it):
 #   plain  (no labelguard) the raise graph compiled into the shared Inductor cache first, which
 #          the raise run must not reuse unchecked (labelguard is in the cache key)
-#   raise  check ops in the forward and backward code, before the fused kernel; a bad label
+#   raise  one check op (the backward's merged into the forward's), before the fused kernel; a bad label
 #          raises labelguard's RuntimeError and is logged; the op on CUDA memory raises too
 #   mask   the compiled loss equals eager's with the bad labels masked; the CUDA op masks,
 #          also in every replay of a captured graph
 #   late   labelguard.enable() after a compile (no preload): the recompiled graph checks
 #   off    LABELGUARD_COMPILED=off: no check op, one unchecked_loss_kernel warning
+#   step   a compiled training step (2.15; step12 on 2.10): one check op, the forward loss's, and a
+#          bad label reported as nll_loss_forward, its stderr `at` line the step in compiled.py
+#   bare   raise under a bare LD_PRELOAD (no `labelguard run`): checked all the same; and under
+#          python -S (no sitecustomize, so no bootstrap) the start event claims no check op
 # and a bad LABELGUARD_COMPILED value (empty included) stops `labelguard run` with the message.
 # The double has no Triton: the graphs are CPU graphs (Inductor's C++ backend), their code read
 # with run_and_get_code. Slow (an Inductor compile each, ~1 min here).
 # This file runs plain, raise and config; test_compiled_mask.sh mask and off; test_compiled_late.sh
-# late; test_compiled_210.sh raise12 (bash test_compiled.sh PART... runs the parts named).
+# late; test_compiled_210.sh raise12; test_compiled_step.sh step and step12; test_compiled_bare.sh
+# bare (bash test_compiled.sh PART... runs the parts named).
 # Run by tests/run.sh; alone: bash tests/torch-fake/test_compiled.sh [PART...]
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -33,7 +38,7 @@ run() { # name, env..., -- compiled.py args
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
   echo "== $name"
-  env "${envs[@]}" LABELGUARD_QUIET=1 "$LG_ROOT/scripts/labelguard" run --log "$T/$name" -- \
+  env LABELGUARD_QUIET=1 "${envs[@]}" "$LG_ROOT/scripts/labelguard" run --log "$T/$name" -- \
     "$TP" tests/torch-fake/compiled.py "$@" >"$T/$name.out" 2>"$T/$name.err"
   local r=$?
   sed "s/^/[$name] /" "$T/$name.out"
@@ -56,6 +61,38 @@ for part in $parts; do
   raise12) run raise12 TORCH_CUDA=12 LABELGUARD_ACTION=raise -- raise ;;
   mask) run mask LABELGUARD_ACTION=mask -- mask ;;
   off) run off LABELGUARD_COMPILED=off -- off ;;
+  step|step12)
+    # A compiled training step, with stderr: the report's `at` line is the step, in compiled.py.
+    run "$part" LABELGUARD_QUIET=0 LABELGUARD_ACTION=raise $([ "$part" = step12 ] && echo TORCH_CUDA=12) -- step
+    if grep -q "^  at $LG_ROOT/tests/torch-fake/compiled.py:[0-9]* in step   (python)$" "$T/$part.err"; then
+      echo "ok: $part: the stderr at line is the compiled step in compiled.py"
+    else
+      rc=1; echo "FAIL: $part: the stderr at line is not the step's:"; grep '^  at ' "$T/$part.err"
+    fi ;;
+  bare)
+    # A bare LD_PRELOAD, no `labelguard run`: the library's constructor gives the interpreter the
+    # bootstrap, and the compiled loss is checked as under `labelguard run`.
+    echo "== bare"
+    env LD_PRELOAD="$LG_PRELOAD" LABELGUARD_LOG="$T/bare" LABELGUARD_QUIET=1 LABELGUARD_ACTION=raise \
+      "$TP" tests/torch-fake/compiled.py raise >"$T/bare.out" 2>"$T/bare.err"; r=$?
+    sed "s/^/[bare] /" "$T/bare.out"
+    if [ $r -ne 0 ] || grep -q '^FAIL' "$T/bare.out" || ! grep -q '^ok' "$T/bare.out"; then
+      rc=1; echo "FAIL: bare (rc $r)"; tail -n 15 "$T/bare.err"
+    fi
+    # Where the bootstrap cannot run (python -S skips sitecustomize), the start event claims nothing.
+    # (A bad eager label, so that the log and its start event are written.)
+    env LD_PRELOAD="$LG_PRELOAD" LABELGUARD_LOG="$T/isolated" LABELGUARD_QUIET=1 "$TP" -S -c 'import torch
+try:
+    torch.nn.functional.nll_loss(torch.randn(4, 3).cuda(), torch.tensor([0, 1, 5, 2]).cuda())
+    torch.cuda.synchronize()
+except RuntimeError:
+    pass' >"$T/isolated.out" 2>&1
+    claim=$(cat "$T"/isolated/*.jsonl 2>/dev/null | "$TP" -c 'import json, sys
+print(next((json.loads(l).get("compiled", "") for l in sys.stdin if "\"start\"" in l), "(no start event)"))')
+    case $claim in
+      "none: this interpreter does not run labelguard's bootstrap"*) echo "ok: python -S: the start event claims no check op";;
+      *) rc=1; echo "FAIL: python -S: the start event's compiled line: $claim"; tail -5 "$T/isolated.out";;
+    esac ;;
   late)
     # labelguard.enable() in a process that compiled before it (the library not preloaded).
     echo "== late"

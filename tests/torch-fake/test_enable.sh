@@ -10,6 +10,11 @@
 #           checked again.
 #   dead    (CUDA 13, LABELGUARD_ACTION=log) the bad launch runs and asserts; a later enable
 #           returns -1 naming the dead context.
+#   fork    (CUDA 13) import torch, enable before any CUDA work: no CUDA call, no start event;
+#           a forked child uses CUDA and its bad label is blocked; then the parent's. Before the
+#           start waited for the first hook, enable initialised CUDA (the double:
+#           initialised 1) and the child's first CUDA call failed ("CUDA driver initialization
+#           failed"), as a real GPU's does.
 # The library is never preloaded here: LD_PRELOAD is unset, the wrapper preloads the double only.
 # Run by tests/run.sh; alone: bash tests/torch-fake/test_enable.sh
 set -u
@@ -57,5 +62,8 @@ for wheel in 13 12; do
   fi
 done
 run dead 13 LABELGUARD_ACTION=log LABELGUARD_QUIET=1 -- dead "$LIB"
+run fork 13 LABELGUARD_QUIET=1 -- fork "$LIB"
+grep -q '^ok: child: its bad label is blocked' "$T/fork13.out" && grep -q '^ok: child: CUDA works' "$T/fork13.out" \
+  || { rc=1; echo "FAIL: fork: the child's checks did not all pass"; }
 [ $rc -eq 0 ] && echo "all checks passed" || echo "checks failed"
 exit $rc

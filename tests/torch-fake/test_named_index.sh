@@ -5,8 +5,8 @@
 # max, offsets, padding_idx, per_sample_weights). Under raise each bad launch is a RuntimeError
 # naming the kernel and ids[i] = v, with the JSONL event giving the exact position, value, bound
 # and cause; under mask the EmbeddingBag with padding_idx runs on a copy, every other case falls
-# back to raise and says why; async mode checks the EmbeddingBag with padding_idx on a
-# sanitized copy and raises at the next sync, the others synchronously; under log the event is
+# back to raise and says why; async mode checks the max-mode EmbeddingBag with padding_idx on
+# a sanitized copy and raises at the next sync, the others synchronously; under log the event is
 # written and the kernel runs into its own assert (the double emulates it:
 # tests/fakecuda/named_index.c), as it does without labelguard (plain). The controls (valid
 # ids, padding ids) give no event. The checks are in named_index_cases.py; one process per

@@ -31,10 +31,37 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   late_enable     labelguard.enable() in a process whose CUDA context is running (the dlopen of
                   the library into a live torch process, as `attach` does), then a bad label
   attach          `labelguard attach PID` into a running torch process (needs gdb)
+  enable_early    `import torch; labelguard.enable()` before any CUDA work (a notebook's order):
+                  enable starts no CUDA (torch.cuda.is_initialized() stays False), and the start
+                  at the first CUDA work picks backend gpu; the bad label is caught
+  enable_fork     the same process forks before its first CUDA work: the child can use CUDA
+                  (a parent that had initialised CUDA leaves its child "initialization error")
+                  and its bad label is caught by its own labelguard
+  attach_busy     `labelguard attach` LG_GPU_ATTACHES times (default 3) into a torch process busy
+                  with launches and syncs: every attach returns, the loop keeps running, the next
+                  bad label is caught (needs gdb)
+  profiler_enable torch.profiler after labelguard.enable(): kernels in the trace (CUPTI's slot is
+                  left to Kineto: hooks ["interpose"]), and the bad label after it still caught
   split_launch    a gather over 2^31 + 4096 ids, which TensorIterator splits into 32-bit launches,
                   with one bad id in the last part: caught; prints the sample index it reports
+  threads_mask    two threads on the default stream (shared, as in PyTorch), mask mode, one bad
+                  label per step: every loss is the one of its own thread's labels (the bad one
+                  ignored), never one computed from the other thread's sanitized copy
+  index_put_acc   x.index_put_((idx,), v, accumulate=True) with an id past the rows: its
+                  torch._assert_async condition (computed on the GPU) is read and the launch
+                  blocked; the error names index_put_, nothing was written, the context lives on
+                  (the double computes no reductions: SKIP there; tests/e2e/test_assert_async.sh)
+  assert_async    torch._assert_async(cond) with a false condition made on the CPU: blocked
+                  before its kernel asserts, named torch._assert_async, from the user's line; a
+                  true one runs, and the context lives on (also on the double)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
+  embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
+                  compute-sanitizer memcheck, the caching allocator off: blocked at the
+                  embedding call with our text, no gradient written, no invalid access
+  embedding_graph the same step captured with torch.cuda.graph (sync mode), replayed with the bad
+                  id: the forward's own assert (or our error), never an invalid access by the
+                  backward; the violation's outcome is launched (it read its own ids)
 Exit status 0 when no case failed (SKIP is not a failure), 1 otherwise.
 """
 import argparse
@@ -52,9 +79,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 N, C = 8, 5
 BAD_AT, BAD_VALUE = 7, 7
+EMB_BAD = 1000000
 
 
 # ---------------------------------------------------------------------------------- children
+THREADS_N, THREADS_C = 4096, 10
 def _emit(**kw):
     print(json.dumps(kw), flush=True)
 
@@ -266,6 +295,102 @@ def child_attach_target(torch, F):
     _emit(bad=bad)
 
 
+def child_enable_early(torch, F):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import labelguard
+    en = _try(lambda: labelguard.enable(action="raise") and None)
+    initialised = torch.cuda.is_initialized()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a DataLoader-style worker forked before the parent's first CUDA work
+        os.close(r)
+        logp_cpu, y_cpu = _nll_inputs(torch)
+        res = {"good": _try(lambda: F.nll_loss(logp_cpu.cuda(), (torch.arange(N) % C).cuda()).item()),
+               "bad": _try(lambda: F.nll_loss(logp_cpu.cuda(), y_cpu.cuda()).item()), "pid": os.getpid()}
+        os.write(w, json.dumps(res).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(pid, 0)
+    child = json.loads(data.decode() or "{}")
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp = logp_cpu.cuda()
+    good = _try(lambda: F.nll_loss(logp, (torch.arange(N) % C).cuda()).item())
+    bad = _try(lambda: F.nll_loss(logp, y_cpu.cuda()).item())
+    _emit(enable=en, initialised_after_enable=initialised, child=child, good=good, bad=bad, pid=os.getpid())
+
+
+def child_busy_target(torch, F):
+    trigger, counter = os.environ["LG_BUSY_TRIGGER"], os.environ["LG_BUSY_COUNTER"]
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logp = logp_cpu.cuda()
+    ok = (torch.arange(N) % C).cuda()
+    big = torch.randn(2048, 2048, device="cuda")
+    print("ready %d" % os.getpid(), flush=True)
+    it = 0
+    while not os.path.exists(trigger) and it < 1000000:
+        for _ in range(4):
+            F.nll_loss(logp, ok)
+            big = (big @ big).tanh()
+        torch.cuda.synchronize()
+        it += 1
+        if it % 5 == 0:
+            with open(counter + ".tmp", "w") as f:
+                f.write(str(it))
+            os.replace(counter + ".tmp", counter)
+    bad = _try(lambda: F.nll_loss(logp, y_cpu.cuda()).item())
+    _emit(bad=bad, iterations=it)
+
+
+def child_profiler_enable(torch, F):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import labelguard
+    labelguard.enable(action="raise")
+    child_profiler(torch, F)
+
+
+def child_threads_mask(torch, F):
+    import threading
+    iters = int(os.environ.get("LG_THREADS_ITERS", "200"))
+    n, c = THREADS_N, THREADS_C
+    res, go = {}, threading.Barrier(2)
+
+    def work(t):
+        g = torch.Generator().manual_seed(100 + t)
+        logp_cpu = torch.log_softmax(torch.randn(n, c, generator=g), dim=1)
+        logp = logp_cpu.cuda()
+        labels = []
+        for _ in range(iters):
+            y = torch.randint(0, c, (n,), generator=g)
+            bad = int(torch.randint(0, n, (1,), generator=g))
+            y[bad] = c + t
+            labels.append((y, bad))
+        gpu = [y.cuda() for y, _ in labels]
+        torch.cuda.synchronize()
+        go.wait()
+        outs = [F.nll_loss(logp, y) for y in gpu]  # both threads launch on the default stream at once
+        vals = [o.item() for o in outs]
+        wrong = 0
+        for v, (y, bad) in zip(vals, labels):
+            ref = y.clone()
+            ref[bad] = -100
+            want = F.nll_loss(logp_cpu, ref).item()
+            wrong += abs(v - want) > 1e-4 * max(1.0, abs(want))
+        res[t] = {"losses": len(vals), "wrong": wrong}
+
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(300)
+    _emit(threads=[res.get(0), res.get(1)], iters=iters)
+
+
 def child_split_launch(torch, F):
     n = (1 << 31) + 4096  # TensorIterator splits a gather this long into 32-bit launches
     x = torch.zeros(64, dtype=torch.uint8, device="cuda")
@@ -276,12 +401,70 @@ def child_split_launch(torch, F):
     _emit(bad=bad, global_index=at)
 
 
+def child_embedding_step(torch, F):
+    """An nn.Embedding step (forward, sum, backward) with id 1000000 in a table of 1000 rows: eager
+    after a clean step (LG_EMB_STEP=eager), or a step captured with torch.cuda.graph on good ids
+    and replayed with the bad one in the static ids (graph)."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(1000, 64).cuda()
+    good = torch.arange(32) * 31 % 1000
+    bad = good.clone()
+    bad[5] = EMB_BAD
+
+    def step(ids):
+        emb(ids).sum().backward()
+
+    if os.environ.get("LG_EMB_STEP") == "eager":
+        step(good.cuda())
+        torch.cuda.synchronize()
+        emb.zero_grad(set_to_none=True)
+        r = _try(lambda: (step(bad.cuda()), torch.cuda.synchronize()) and None)
+        _emit(bad=r, grad_written=emb.weight.grad is not None,
+              after=_try(lambda: torch.ones(2, device="cuda").sum().item()))
+        return
+    static = good.cuda()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            emb.zero_grad(set_to_none=True)
+            step(static)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    emb.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        step(static)
+    static.copy_(bad.cuda())
+    _emit(bad=_try(lambda: (g.replay(), torch.cuda.synchronize()) and None))
+
+
+def child_index_put_acc(torch, F):
+    x = torch.zeros(5, 3, device="cuda")
+    v = torch.ones(2, 3, device="cuda")
+    bad = _try(lambda: (x.index_put_((torch.tensor([0, 7], device="cuda"),), v, accumulate=True),
+                        torch.cuda.synchronize(), x.sum().item())[-1])
+    good = _try(lambda: (x.index_put_((torch.tensor([0, 4], device="cuda"),), v, accumulate=True),
+                         x.sum().item())[-1])
+    _emit(bad=bad, good=good, torch=torch.__version__)
+
+
+def child_assert_async(torch, F):
+    false, true = torch.tensor(False).cuda(), torch.tensor(True).cuda()  # made on the CPU, copied
+    bad = _try(lambda: (torch._assert_async(false), torch.cuda.synchronize())[-1])
+    good = _try(lambda: (torch._assert_async(true), torch.tensor([1.0, 2.0]).cuda().cpu().sum().item())[-1])
+    _emit(bad=bad, good=good, torch=torch.__version__)
+
+
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
     "index_cost": child_index_cost, "profiler": child_profiler, "async_exit": child_async_exit,
     "mask_full": child_mask_full, "capture_logits": child_capture_logits,
     "late_enable": child_late_enable, "attach_target": child_attach_target,
-    "split_launch": child_split_launch,
+    "split_launch": child_split_launch, "enable_early": child_enable_early, "busy_target": child_busy_target,
+    "profiler_enable": child_profiler_enable,
+    "threads_mask": child_threads_mask,
+    "embedding_step": child_embedding_step,
+    "index_put_acc": child_index_put_acc, "assert_async": child_assert_async,
 }
 
 
@@ -315,8 +498,9 @@ def events_in(logdir):
     return out
 
 
-def spawn(ctx, tag, child, env_extra, preload=True, python=None, timeout=120, stdin_fn=None):
-    """Runs one child; returns (rc, observation dict or None, events, stderr tail)."""
+def spawn(ctx, tag, child, env_extra, preload=True, python=None, timeout=120, stdin_fn=None, wrap=()):
+    """Runs one child (under the command `wrap`, if any); returns (rc, observation dict or None,
+    events, stderr tail)."""
     logdir = os.path.join(ctx.workdir, tag)
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
@@ -329,7 +513,7 @@ def spawn(ctx, tag, child, env_extra, preload=True, python=None, timeout=120, st
     if preload:
         env["LD_PRELOAD"] = ctx.lib
     env.update(env_extra)
-    argv = [python or ctx.python, os.path.abspath(__file__), "--child", child]
+    argv = list(wrap) + [python or ctx.python, os.path.abspath(__file__), "--child", child]
     p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=logdir)
     try:
@@ -505,6 +689,52 @@ def case_mask_full(ctx):
     return "PASS", detail + ", loss equals the reference"
 
 
+def case_index_put_acc(ctx):
+    if ctx.fake:
+        return "SKIP", ("the double computes no reductions, so index_put_'s condition is not computed there "
+                        "(tests/e2e/test_assert_async.sh tests the mechanism)")
+    rc, obs, ev, err = spawn(ctx, "index_put_acc", "index_put_acc", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = of(ev, "violation")
+    bad, good = obs["bad"], obs["good"]
+    v = viol[0] if viol else {}
+    detail = "torch %s: raised=%s op=%s outcome=%s; then sum %s" % (
+        obs.get("torch"), bad.get("raised"), v.get("op"), v.get("outcome"), good.get("value"))
+    if not (bad.get("raised") and "labelguard" in bad.get("text", "") and "index_put" in bad.get("text", "")):
+        return "FAIL", detail + "; bad=%s" % bad
+    if len(viol) != 1 or v.get("family") != "assert_async" or v.get("outcome") != "blocked" or \
+            v.get("op") not in ("index_put_", "_index_put_impl_"):
+        return "FAIL", detail + "; violations %s" % [(e.get("family"), e.get("op"), e.get("outcome")) for e in viol]
+    if v.get("bad", {}).get("samples") != [{"index": 0, "value": 0}] or not v.get("python_stack"):
+        return "FAIL", detail + "; claimed %s, python stack %s" % (v.get("bad"), bool(v.get("python_stack")))
+    # the blocked call wrote nothing, the next one adds its 2 rows of 3 ones: the context lives on
+    if good.get("raised") or abs(good.get("value", -1) - 6.0) > 1e-6:
+        return "FAIL", detail + "; good=%s" % good
+    return "PASS", detail
+
+
+def case_assert_async(ctx):
+    rc, obs, ev, err = spawn(ctx, "assert_async", "assert_async", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = of(ev, "violation")
+    bad, good = obs["bad"], obs["good"]
+    v = viol[0] if viol else {}
+    py = v.get("python_stack") or [{}]
+    detail = "torch %s: raised=%s op=%s outcome=%s at %s:%s; then %s" % (
+        obs.get("torch"), bad.get("raised"), v.get("op"), v.get("outcome"), os.path.basename(py[-1].get("file", "?")),
+        py[-1].get("line"), good.get("value"))
+    if not (bad.get("raised") and "labelguard" in bad.get("text", "") and "torch._assert_async" in bad.get("text", "")):
+        return "FAIL", detail + "; bad=%s" % bad
+    if len(viol) != 1 or v.get("op") != "torch._assert_async" or v.get("outcome") != "blocked" or \
+            v.get("target", {}).get("dtype") != "bool" or not py[-1].get("file", "").endswith("gpu_path.py"):
+        return "FAIL", detail + "; violations %s" % [(e.get("op"), e.get("outcome"), e.get("target")) for e in viol]
+    if good.get("raised") or good.get("value") != 3.0:
+        return "FAIL", detail + "; good=%s" % good
+    return "PASS", detail
+
+
 def case_capture_logits(ctx):
     rc, obs, ev, err = spawn(ctx, "capture_logits", "capture_logits", {"LABELGUARD_ACTION": "raise"})
     if obs is None:
@@ -562,6 +792,123 @@ def case_attach(ctx):
     return "PASS", "attached; bad label raised in the attached process"
 
 
+_early = {}
+_early_lock = __import__("threading").Lock()
+
+
+def early_run(ctx):
+    """One enable-before-CUDA child, shared by enable_early and enable_fork."""
+    with _early_lock:
+        if "r" not in _early:
+            _early["r"] = spawn(ctx, "enable_early", "enable_early", {"LABELGUARD_LIB": ctx.lib}, preload=False)
+        return _early["r"]
+
+
+def case_enable_early(ctx):
+    rc, obs, ev, err = early_run(ctx)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    if obs["enable"].get("raised"):
+        return "FAIL", "enable() refused: %s" % obs["enable"].get("text", "")[:300]
+    start = [e for e in of(ev, "start") if e.get("pid") == obs["pid"]]
+    backend = start[0].get("backend") if start else None
+    want = "host" if ctx.fake else "gpu"
+    detail = "initialised after enable=%s, backend=%s" % (obs["initialised_after_enable"], backend)
+    if obs["initialised_after_enable"] or backend != want or obs["good"].get("raised") or not ours(obs["bad"]):
+        return "FAIL", detail + " (want %s); good=%s bad=%s" % (want, obs["good"], obs["bad"])
+    return "PASS", detail + ", bad label raised"
+
+
+def case_enable_fork(ctx):
+    rc, obs, ev, err = early_run(ctx)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    child = obs.get("child") or {}
+    if not child or child["good"].get("raised"):
+        return "FAIL", "the fork child's CUDA failed after the parent's enable(): %s" % child
+    if not ours(child["bad"]):
+        return "FAIL", "the fork child's bad label: %s" % child["bad"]
+    return "PASS", "fork child after enable(): CUDA works, its bad label raised %s" % child["bad"]["type"]
+
+
+def case_attach_busy(ctx):
+    if ctx.fake:
+        return "SKIP", "covered GPU-free by tests/e2e/test_attach_busy.sh (asynchronous double)"
+    if shutil.which("gdb") is None:
+        return "SKIP", "no gdb on this machine"
+    n = int(os.environ.get("LG_GPU_ATTACHES", "3"))
+    trigger = os.path.join(ctx.workdir, "busy.trigger")
+    counter = os.path.join(ctx.workdir, "busy.counter")
+    for f in (trigger, counter):
+        if os.path.exists(f):
+            os.unlink(f)
+    result = {"attaches": []}
+
+    def count():
+        try:
+            return int(open(counter).read() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def drive(p):
+        line = p.stdout.readline()
+        if not line.startswith("ready"):
+            result["err"] = "target did not start: %r" % line
+            open(trigger, "w").close()
+            return
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), LABELGUARD_LIB=ctx.lib)
+        for _ in range(n):
+            before, t0 = count(), time.time()
+            try:
+                a = subprocess.run([sys.executable, "-m", "labelguard", "attach", str(p.pid)], env=env,
+                                   capture_output=True, text=True, timeout=60)
+                rc_a, out = a.returncode, (a.stdout + a.stderr)[-300:]
+            except subprocess.TimeoutExpired:
+                rc_a, out = None, "timeout after 60s"
+            secs = time.time() - t0
+            grew = False
+            for _ in range(100):
+                if count() > before:
+                    grew = True
+                    break
+                time.sleep(0.1)
+            result["attaches"].append({"rc": rc_a, "secs": round(secs, 1), "loop_ran_on": grew, "out": out})
+            if rc_a != 0 or not grew:
+                break
+        open(trigger, "w").close()
+
+    rc, obs, ev, err = spawn(ctx, "attach_busy", "busy_target",
+                             {"LABELGUARD_ACTION": "raise", "LG_BUSY_TRIGGER": trigger, "LG_BUSY_COUNTER": counter},
+                             preload=False, timeout=120 + 70 * n, stdin_fn=drive)
+    if "err" in result:
+        return "FAIL", result["err"]
+    att = result["attaches"]
+    bad_att = [a for a in att if a["rc"] != 0 or not a["loop_ran_on"]]
+    if len(att) < n or bad_att:
+        return "FAIL", "attaches: %s" % (bad_att or att)
+    if obs is None or not ours(obs["bad"]):
+        return "FAIL", "after %d attaches: %s (rc=%s %s)" % (n, obs and obs["bad"], rc, err[-200:])
+    return "PASS", "%d attaches in %s s, the loop ran on (%d iterations), bad label raised" % (
+        n, [a["secs"] for a in att], obs["iterations"])
+
+
+def case_profiler_enable(ctx):
+    if ctx.fake:
+        return "SKIP", "the double has no Kineto activity records (GPU-free: tests/torch-fake/test_profiler.sh)"
+    rc, obs, ev, err = spawn(ctx, "profiler_enable", "profiler_enable", {"LABELGUARD_LIB": ctx.lib}, preload=False)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    start = of(ev, "start")
+    hooks = start[0].get("hooks") if start else None
+    if obs["cuda_events"] == 0:
+        return "FAIL", "no CUDA kernel in the profiler's trace after enable() (hooks %s, warnings: %s)" % (
+            hooks, [w.get("what") for w in of(ev, "warning")])
+    if hooks != ["interpose"] or not ours(obs["bad"]):
+        return "FAIL", "hooks=%s bad=%s" % (hooks, obs["bad"])
+    return "PASS", "%d CUDA events in the trace after enable(), hooks %s, bad label caught after" % (
+        obs["cuda_events"], hooks)
+
+
 def case_split_launch(ctx):
     if ctx.fake:
         return "SKIP", "needs 17 GiB of device memory (and a kernel that computes)"
@@ -575,6 +922,71 @@ def case_split_launch(ctx):
     s = viol[0].get("bad", {}).get("samples", [{}])[0]
     return "PASS", "%d launches checked, bad id caught; sample index %s (global element %d), value %s" % (
         sum(1 for _ in viol) or 1, s.get("index"), obs["global_index"], s.get("value"))
+
+
+def case_threads_mask(ctx):
+    iters = 40 if ctx.fake else 200
+    rc, obs, ev, err = spawn(ctx, "threads_mask", "threads_mask",
+                             {"LABELGUARD_ACTION": "mask", "LABELGUARD_QUIET": "1", "LG_THREADS_ITERS": str(iters)},
+                             timeout=300)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    th = obs["threads"]
+    if any(t is None or t["losses"] != iters for t in th):
+        return "FAIL", "a thread did not finish: %s" % th
+    viol = of(ev, "violation")
+    detail = "2 threads x %d masked losses on the default stream: %s from another thread's labels" % (
+        iters, " + ".join(str(t["wrong"]) for t in th))
+    if any(t["wrong"] for t in th):
+        return "FAIL", detail
+    if len(viol) != 2 * iters or any(v.get("outcome") != "masked" for v in viol):
+        return "FAIL", detail + "; %d violations, outcomes %s" % (len(viol), sorted({v.get("outcome") for v in viol}))
+    return "PASS", detail
+
+
+def embedding_step(ctx, step, mode):
+    """The embedding step of child_embedding_step under compute-sanitizer memcheck (where it is
+    installed): no kernel, forward or backward, may touch memory outside an allocation. Eager,
+    PyTorch's caching allocator is off, so that memcheck sees each tensor's own bounds (a graph
+    capture needs it: there the bad row, 256 MB past the weight's gradient, leaves its segment)."""
+    if ctx.fake:
+        return "SKIP", "covered GPU-free by tests/torch-fake/test_embedding_backward.sh and tests/e2e/test_index_backward.sh"
+    tag = "embedding_%s_%s" % (step, mode)
+    san = shutil.which("compute-sanitizer") or (
+        "/usr/local/cuda/bin/compute-sanitizer" if os.access("/usr/local/cuda/bin/compute-sanitizer", os.X_OK) else None)
+    log = os.path.join(ctx.workdir, tag + ".memcheck.log")
+    wrap = [san, "--tool", "memcheck", "--log-file", log, "--print-limit", "20"] if san else []
+    env = {"LABELGUARD_ACTION": "raise", "LABELGUARD_MODE": mode, "LG_EMB_STEP": step}
+    if step == "eager":
+        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+    rc, obs, ev, err = spawn(ctx, tag, "embedding_step", env, timeout=100, wrap=wrap)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    text = open(log, errors="replace").read() if san and os.path.exists(log) else ""
+    bad_access = [ln for ln in text.splitlines() if "Invalid __global__" in ln]
+    r = obs["bad"]
+    viol = of(ev, "violation")
+    detail = "memcheck %s; raised %s: %r; violation outcomes %s" % (
+        "off (no compute-sanitizer)" if not san else "%d invalid accesses" % len(bad_access),
+        r.get("type"), r.get("text", "")[:160], [v.get("outcome") for v in viol])
+    if bad_access or "illegal memory access" in r.get("text", ""):
+        return "FAIL", detail + "; " + "; ".join(bad_access[:2])
+    if not r.get("raised") or not viol:
+        return "FAIL", detail
+    if step == "eager" and (obs["grad_written"] or "labelguard" not in r.get("text", "")
+                            or str(EMB_BAD) not in r.get("text", "") or obs["after"].get("raised")):
+        return "FAIL", detail + "; grad written %s, after %s" % (obs["grad_written"], obs["after"])
+    if step == "graph" and viol[0].get("outcome") != "launched":
+        return "FAIL", detail
+    return "PASS", detail
+
+
+def case_embedding_async(ctx):
+    return embedding_step(ctx, "eager", "async")
+
+
+def case_embedding_graph(ctx):
+    return embedding_step(ctx, "graph", "sync")
 
 
 def case_compiled(ctx):
@@ -603,7 +1015,11 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("hooks_cupti", case_hooks_cupti), ("profiler", case_profiler), ("async_exit", case_async_exit),
          ("mask_full", case_mask_full), ("capture_logits", case_capture_logits),
          ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),
-         ("compiled", case_compiled)]
+         ("enable_early", case_enable_early), ("enable_fork", case_enable_fork), ("attach_busy", case_attach_busy),
+         ("profiler_enable", case_profiler_enable), ("threads_mask", case_threads_mask),
+         ("compiled", case_compiled), ("embedding_async", case_embedding_async),
+         ("embedding_graph", case_embedding_graph), ("index_put_acc", case_index_put_acc),
+         ("assert_async", case_assert_async)]
 
 
 def main():

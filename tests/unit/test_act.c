@@ -31,6 +31,7 @@ typedef struct {
 #define B LG_ACT_BEFORE
 #define U LG_ACT_BEFORE_UNSKIPPABLE
 #define A LG_ACT_AFTER
+#define I LG_ACT_AFTER_AS_IS
 static const row_t table[] = {
     /* action            when mask             outcome              try  skip raise hold abort flush note */
     {LG_ACTION_RAISE, B, LG_MASK_UNTRIED, LG_OUTCOME_BLOCKED, 0, 1, 1, 0, 0, 0, NULL},
@@ -55,6 +56,12 @@ static const row_t table[] = {
     /* log after the launch only happens for a graph replay, which read its own labels */
     {LG_ACTION_LOG, A, LG_MASK_UNTRIED, LG_OUTCOME_LAUNCHED, 0, 0, 0, 0, 0, 1, "captured into a CUDA graph"},
     {LG_ACTION_ABORT, A, LG_MASK_UNTRIED, LG_OUTCOME_ABORTED, 0, 0, 0, 0, 1, 1, "async mode"},
+    /* a captured launch that read its own ids: it ran as it was, the error is still raised */
+    {LG_ACTION_RAISE, I, LG_MASK_UNTRIED, LG_OUTCOME_LAUNCHED, 0, 0, 1, 0, 0, 1, "read its own ids"},
+    {LG_ACTION_HOLD, I, LG_MASK_UNTRIED, LG_OUTCOME_LAUNCHED, 0, 0, 1, 0, 0, 1, "device assert"},
+    {LG_ACTION_MASK, I, LG_MASK_UNTRIED, LG_OUTCOME_LAUNCHED, 0, 0, 1, 0, 0, 1, "raised as the next CUDA error"},
+    {LG_ACTION_LOG, I, LG_MASK_UNTRIED, LG_OUTCOME_LAUNCHED, 0, 0, 0, 0, 0, 1, "captured into a CUDA graph"},
+    {LG_ACTION_ABORT, I, LG_MASK_UNTRIED, LG_OUTCOME_ABORTED, 0, 0, 0, 0, 1, 1, NULL},
 };
 
 static void test_policy_table(void)
@@ -83,7 +90,7 @@ static void test_policy_table(void)
 static void test_policy_invariants(void)
 {
     for (int a = LG_ACTION_RAISE; a <= LG_ACTION_ABORT; a++)
-        for (int w = LG_ACT_BEFORE; w <= LG_ACT_AFTER; w++)
+        for (int w = LG_ACT_BEFORE; w <= LG_ACT_AFTER_AS_IS; w++)
             for (int m = LG_MASK_UNTRIED; m <= LG_MASK_FAILED; m++) {
                 lg_act_plan_t p = lg_act_policy((lg_action_t)a, (lg_act_when_t)w, (lg_mask_state_t)m);
                 g_assert_true(!p.skip || w == LG_ACT_BEFORE);
@@ -181,7 +188,7 @@ static void act(lg_action_t action, lg_act_when_t when, launch_t *l, lg_decision
         memset(d, 0, sizeof *d);
         d->kind = LG_VERDICT_RUN;
     }
-    lg_act_input_t in = {.when = when, .info = &info, .stream = NULL, .args = when == LG_ACT_AFTER ? NULL : l->args,
+    lg_act_input_t in = {.when = when, .info = &info, .stream = NULL, .args = when >= LG_ACT_AFTER ? NULL : l->args,
                          .target = &l->t, .verdict = &l->v};
     lg_act(&fake_rt, &in, d);
 }
@@ -278,6 +285,15 @@ static void test_act_async(void)
     g_assert_nonnull(strstr(e, "\"outcome\":\"launched\""));
     g_assert_nonnull(strstr(e, "captured into a CUDA graph"));
     g_free(e);
+    /* a captured launch that kept its own ids: launched, and the error raised at the next sync */
+    act(LG_ACTION_RAISE, LG_ACT_AFTER_AS_IS, &l, NULL);
+    g_assert_cmpint(lg_runtime_pending, ==, LG_RAISE_ERROR);
+    g_assert_true(lg_runtime_pending_sync);
+    e = last_event();
+    g_assert_nonnull(strstr(e, "\"outcome\":\"launched\""));
+    g_assert_nonnull(strstr(e, "read its own ids"));
+    g_free(e);
+    lg_runtime_forget_message();
 }
 
 /* Our text means cudaErrorNotPermitted only from the raise until the thread's next launch; a

@@ -185,8 +185,8 @@ static void test_node_id_out_of_range(void)
     g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("embedding_bag", &c->t, &c->v)), ==, "vocab_too_small");
     g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids(NULL, &c->t, &c->v)), ==, "vocab_too_small");
     /* Advanced indexing and take/put index a tensor's dimension, not a vocabulary. */
-    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("index", &c->t, &c->v)), ==, "other");
-    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("take", &c->t, &c->v)), ==, "other");
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("index", &c->t, &c->v)), ==, "index_out_of_range");
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("take", &c->t, &c->v)), ==, "index_out_of_range");
     g_assert_cmpstr(lg_cause_name(lg_cause_classify_family_ids("gather", &c->t, &c->v)), ==, "vocab_too_small");
     int64_t neg[4] = { 0, -1, 3, 4 };
     case_t *n = make_case(neg, 4, 10, -1, 1);
@@ -249,6 +249,96 @@ static void test_bce_causes(void)
     g_assert_cmpstr(lg_cause_name(LG_CAUSE_OTHER), ==, "other");
 }
 
+/* What ids index decides their cause: the family where it can, the written operand of a scalar
+ * scatter (one id per row of `bound` elements: a one-hot), the call site for the kernels that
+ * serve nn.Embedding and plain index_select / gather alike. */
+static void test_indexed(void)
+{
+    lg_ids_facts_t none = {0}, py = {.python = true}, emb = {.python = true, .embedding_call = true},
+                   hot = {.one_per_row = true};
+    /* F.one_hot: a scatter, but of one label per row into num_classes columns */
+    g_assert_cmpint(lg_cause_indexed("scatter", &hot), ==, LG_INDEXED_CLASSES);
+    g_assert_cmpint(lg_cause_indexed("scatter", &none), ==, LG_INDEXED_NODES);
+    g_assert_cmpint(lg_cause_indexed("scatter_add", &py), ==, LG_INDEXED_NODES);
+    g_assert_cmpint(lg_cause_indexed("index_add", &py), ==, LG_INDEXED_NODES);
+    /* index_select / gather: an embedding only when the call site is one */
+    g_assert_cmpint(lg_cause_indexed("index_select", &emb), ==, LG_INDEXED_VOCAB);
+    g_assert_cmpint(lg_cause_indexed("gather", &emb), ==, LG_INDEXED_VOCAB);
+    g_assert_cmpint(lg_cause_indexed("index_select", &py), ==, LG_INDEXED_DIM);
+    g_assert_cmpint(lg_cause_indexed("gather", &py), ==, LG_INDEXED_DIM);
+    /* no call site to read (a C++ program, backtraces off): the embedding reading stays */
+    g_assert_cmpint(lg_cause_indexed("index_select", &none), ==, LG_INDEXED_VOCAB);
+    g_assert_cmpint(lg_cause_indexed("index_select", NULL), ==, LG_INDEXED_VOCAB);
+    g_assert_cmpint(lg_cause_indexed("embedding_bag", &py), ==, LG_INDEXED_VOCAB);
+    g_assert_cmpint(lg_cause_indexed("index", &emb), ==, LG_INDEXED_DIM);
+    g_assert_cmpint(lg_cause_indexed("take", NULL), ==, LG_INDEXED_DIM);
+
+    /* one_per_row, on calculators as the scatter kernel holds them (byte strides, fastest first) */
+    int64_t b_sz[] = {8}, b_st[] = {4 * 8};           /* one_hot(int64 labels[8], 4): rows of 4 int64 */
+    g_assert_true(lg_cause_one_per_row(b_sz, b_st, 1, 4));
+    int64_t f_st[] = {4 * 4};                          /* zeros(8, 4).scatter_(1, y[:, None], 1.0) */
+    g_assert_true(lg_cause_one_per_row(b_sz, f_st, 1, 4));
+    int64_t bt_sz[] = {1, 6}, bt_st[] = {0, 10 * 8};  /* one_hot(labels[2, 3], 10), a size-1 dim */
+    g_assert_true(lg_cause_one_per_row(bt_sz, bt_st, 2, 10));
+    int64_t deg_sz[] = {12}, deg_st[] = {0};           /* zeros(N).scatter_(0, dst, 1.0): degrees */
+    g_assert_false(lg_cause_one_per_row(deg_sz, deg_st, 1, 6));
+    int64_t mh_sz[] = {3, 4}, mh_st[] = {0, 7 * 4};    /* zeros(4, 7).scatter_(1, idx[4, 3], 2.0): 3 per row */
+    g_assert_false(lg_cause_one_per_row(mh_sz, mh_st, 2, 7));
+    int64_t col_sz[] = {5}, col_st[] = {4};            /* zeros(6, 5).scatter_(0, idx[1, 5], 1.0): a column each */
+    g_assert_false(lg_cause_one_per_row(col_sz, col_st, 1, 6));
+    g_assert_true(lg_cause_one_per_row(NULL, NULL, 0, 4)); /* one id */
+    g_assert_false(lg_cause_one_per_row(b_sz, b_st, -1, 4));
+
+    /* the causes and their words */
+    int64_t hot_labels[4] = {0, 1, 4, 2}; /* F.one_hot(labels, num_classes=4) with a 4 */
+    case_t *c = make_case(hot_labels, 4, 4, -1, 1);
+    c->t.has_ignore_index = 0;
+    lg_scan_host(&c->t, c->labels, 16, &c->v);
+    lg_cause_t got = lg_cause_classify_indexed(LG_INDEXED_CLASSES, &c->t, &c->v);
+    g_assert_cmpstr(lg_cause_name(got), ==, "num_classes_too_small");
+    char text[512];
+    lg_cause_explain_indexed(got, LG_INDEXED_CLASSES, &c->t, &c->v, text, sizeof text);
+    g_test_message("%s", text);
+    g_assert_nonnull(strstr(text, "num_classes >= 5"));
+    g_assert_null(strstr(text, "node"));
+    g_assert_cmpstr(lg_cause_indexed_unit(LG_INDEXED_CLASSES), ==, "classes");
+    /* the same ids as a plain dimension (x.index_select(1, cols), take_along_dim) */
+    got = lg_cause_classify_indexed(LG_INDEXED_DIM, &c->t, &c->v);
+    g_assert_cmpstr(lg_cause_name(got), ==, "index_out_of_range");
+    lg_cause_explain_indexed(got, LG_INDEXED_DIM, &c->t, &c->v, text, sizeof text);
+    g_test_message("%s", text);
+    g_assert_nonnull(strstr(text, "the dimension they index has size 4"));
+    g_assert_null(strstr(text, "resize_token_embeddings"));
+    /* as an embedding's: the vocabulary reading, as before */
+    got = lg_cause_classify_indexed(LG_INDEXED_VOCAB, &c->t, &c->v);
+    g_assert_cmpstr(lg_cause_name(got), ==, "vocab_too_small");
+    lg_cause_explain_indexed(got, LG_INDEXED_VOCAB, &c->t, &c->v, text, sizeof text);
+    g_assert_nonnull(strstr(text, "resize_token_embeddings"));
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_indexed(LG_INDEXED_NODES, &c->t, &c->v)), ==,
+                    "node_id_out_of_range");
+    g_free(c);
+
+    /* one_hot of 1-based labels, and of -1 (one_hot has no ignore_index to set) */
+    int64_t one[4] = {1, 2, 4, 3};
+    c = make_case(one, 4, 4, -1, 1);
+    c->t.has_ignore_index = 0;
+    lg_scan_host(&c->t, c->labels, 16, &c->v);
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_indexed(LG_INDEXED_CLASSES, &c->t, &c->v)), ==, "one_based");
+    g_free(c);
+    int64_t neg[4] = {0, -1, 3, 2};
+    c = make_case(neg, 4, 4, -1, 1);
+    c->t.has_ignore_index = 0;
+    lg_scan_host(&c->t, c->labels, 16, &c->v);
+    got = lg_cause_classify_indexed(LG_INDEXED_CLASSES, &c->t, &c->v);
+    g_assert_cmpstr(lg_cause_name(got), ==, "other");
+    lg_cause_explain_indexed(got, LG_INDEXED_CLASSES, &c->t, &c->v, text, sizeof text);
+    g_assert_nonnull(strstr(text, "no negative label"));
+    g_assert_null(strstr(text, "ignore_index=-1"));
+    /* a plain dimension keeps negative_id for -1 padding */
+    g_assert_cmpstr(lg_cause_name(lg_cause_classify_indexed(LG_INDEXED_DIM, &c->t, &c->v)), ==, "negative_id");
+    g_free(c);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -263,5 +353,6 @@ int main(int argc, char **argv)
     g_test_add_func("/cause/degenerate", test_degenerate);
     g_test_add_func("/cause/node_id_out_of_range", test_node_id_out_of_range);
     g_test_add_func("/cause/bce", test_bce_causes);
+    g_test_add_func("/cause/indexed", test_indexed);
     return g_test_run();
 }

@@ -1,6 +1,6 @@
 /* test_family.c: family.c's table, as launch.c, cause.c and act.c read it: which families
- * write at their ids, hold node ids, index a tensor's dimension or carry dense labels, and that
- * a prefix entry names its variants only (scatter_add, not scatterx).
+ * write at their ids, hold node ids, index a tensor's dimension or a vocabulary, or carry dense
+ * labels, and that a prefix entry names its variants only (scatter_add, not scatterx).
  * Run: build/tests/unit/test_family (or LG_TESTS=test_family bash tests/run.sh).
  */
 #include "internal.h"
@@ -14,7 +14,12 @@ static void test_flags(void)
     g_assert_cmpuint(lg_family_flags("nll_loss2d"), ==, LG_FAMILY_DENSE);
     g_assert_cmpuint(lg_family_flags("gather"), ==, 0);
     g_assert_cmpuint(lg_family_flags("index_select"), ==, 0);
-    g_assert_cmpuint(lg_family_flags("embedding_bag"), ==, 0);
+    /* EmbeddingBag's ids index its table whatever the call site; index_select's and gather's
+     * only under nn.Embedding (cause.c reads that off the stack) */
+    g_assert_cmpuint(lg_family_flags("embedding_bag"), ==, LG_FAMILY_VOCAB);
+    g_assert_cmpuint(lg_family_flags("index_select") & LG_FAMILY_VOCAB, ==, 0);
+    g_assert_cmpuint(lg_family_flags("gather") & LG_FAMILY_VOCAB, ==, 0);
+    g_assert_cmpuint(lg_family_flags("embedding_bagx"), ==, 0);
     const char *writers[] = {"scatter", "scatter_add", "scatter_reduce", "index_put", "index_fill", "index_copy",
                              "put", "index_add"};
     for (size_t i = 0; i < G_N_ELEMENTS(writers); i++)

@@ -11,11 +11,18 @@
  *     memory (cuMemHostAlloc DEVICEMAP) and the GPU backend keeps the check;
  *   - labels on another device than the current context's: the host backend takes the check;
  *   - checks on more streams than the scratch table holds: the rest go to the host backend;
+ *   - two threads on one stream: each gets a sanitized copy of its own;
+ *   - 10,000 capture / instantiate twice / replay / destroy cycles: the captured scratch is
+ *     handed back and reused, with no new allocation and no check sent to the host backend;
+ *     not before its last replay has run, and never when its graph went without an exec;
  *   - a captured validator whose graph is instantiated twice: the second exec's validator node,
  *     and the loss launch reading its sanitized copy, are pointed at scratch of their own
  *     (cuGraphExecKernelNodeSetParams on a fake graph that records each exec's node values),
  *     its replays are read from its own ring and named exec 2; a refused rewrite puts the exec
- *     back as it was.
+ *     back as it was;
+ *   - no CUDA context in the process yet when the backend is first asked (the start came at a
+ *     hook before the application's first context): undecided, then GPU once a primary
+ *     context is active or one is current, host only when the module does not load.
  * Run: build/tests/unit/test_gpu_driver (or LG_TESTS=test_gpu_driver bash tests/run.sh).
  */
 #include "../../cuda/lg_validate.h"
@@ -23,6 +30,7 @@
 #include "validate_gpu.h"
 
 #include <glib.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +74,24 @@ static CUresult f_error_string(CUresult r, const char **s)
     *s = r == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "refused";
     return CUDA_SUCCESS;
 }
+static bool no_context;  /* the process has made no CUDA context yet */
+static int primary_active; /* cuDevicePrimaryCtxGetState's answer */
 static CUresult f_ctx_current(CUcontext *c)
 {
-    *c = (CUcontext)0x3000;
+    *c = no_context ? NULL : (CUcontext)0x3000;
+    return CUDA_SUCCESS;
+}
+static CUresult f_init(unsigned flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+static CUresult f_device_count(int *n)
+{
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+static CUresult f_primary_state(CUdevice d, unsigned *flags, int *active)
+{
+    (void)d;
+    *flags = 0;
+    *active = primary_active;
     return CUDA_SUCCESS;
 }
 static CUresult f_ctx_device(CUdevice *d)
@@ -252,6 +275,9 @@ static void fake_driver(void)
     memset(&lg_drv, 0, sizeof lg_drv);
     lg_drv.get_error_string = f_error_string;
     lg_drv.ctx_get_current = f_ctx_current;
+    lg_drv.init = f_init;
+    lg_drv.device_get_count = f_device_count;
+    lg_drv.primary_ctx_get_state = f_primary_state;
     lg_drv.ctx_get_device = f_ctx_device;
     lg_drv.device_get_attribute = f_dev_attr;
     lg_drv.module_load_data = f_load;
@@ -283,6 +309,27 @@ static void fresh_driver(void)
     refuse_fatbin_with = CUDA_SUCCESS;
     alloc_fails = false;
     label_device = 0;
+}
+
+/* The backend is decided once a context exists: a start before the application's first context
+ * (its first hook came first) leaves it undecided (-1), not host; a primary context made on
+ * another thread, or one current here, decides it (GPU). */
+static void test_backend_undecided_until_context(void)
+{
+    fresh_driver();
+    no_context = true;
+    primary_active = 0;
+    g_assert_cmpint(lg_validate_module_decide(), ==, -1);
+    primary_active = 1;
+    g_assert_cmpint(lg_validate_module_decide(), ==, 1);
+    primary_active = 0;
+    no_context = false;
+    g_assert_cmpint(lg_validate_module_decide(), ==, 1);
+    g_assert_cmpint(lg_validate_module_count(), ==, 1); /* the current context's module */
+    refuse_fatbin_with = CUDA_ERROR_OUT_OF_MEMORY;      /* neither image loads in a new context */
+    lg_validate_module_forget();
+    g_assert_cmpint(lg_validate_module_decide(), ==, 0);
+    refuse_fatbin_with = CUDA_SUCCESS;
 }
 
 /* A context the old driver cannot run the fatbin in: the PTX alone loads. */
@@ -409,6 +456,53 @@ static void test_labels_on_other_device(void)
     g_assert_cmpint(kernel_launches, ==, 1);
 }
 
+/* Another thread's masked launch on the same stream (0x7000 and the legacy default stream). */
+typedef struct {
+    void *stream;
+    lg_gpu_run_t run[2];
+    int rc[2];
+} other_t;
+static void *other_thread(void *arg)
+{
+    other_t *o = arg;
+    bool use_host;
+    for (int i = 0; i < 2; i++) {
+        o->rc[i] = -1;
+        for (int k = 0; k < 16 && o->rc[i] != 0; k++) /* the backoff of an earlier test */
+            o->rc[i] = check_copy(o->stream, &o->run[i], &use_host);
+    }
+    return NULL;
+}
+
+/* Threads share a stream (PyTorch's default stream): each thread's sanitized copy is its own,
+ * so another thread's validator, enqueued between this thread's and its loss launch, cannot
+ * rewrite the copy that loss reads. One thread's launches reuse its copy. */
+static void test_copy_per_thread(void)
+{
+    fresh_driver();
+    void *streams[2] = {(void *)0x7000, NULL};
+    for (int k = 0; k < 2; k++) {
+        bool use_host;
+        lg_gpu_run_t mine[2];
+        for (int i = 0; i < 2; i++) {
+            int rc = -1;
+            for (int j = 0; j < 16 && rc != 0; j++)
+                rc = check_copy(streams[k], &mine[i], &use_host);
+            g_assert_cmpint(rc, ==, 0);
+        }
+        g_assert_cmphex(mine[0].copy, ==, mine[1].copy);
+        other_t o = {.stream = streams[k]};
+        pthread_t th;
+        g_assert_cmpint(pthread_create(&th, NULL, other_thread, &o), ==, 0);
+        pthread_join(th, NULL);
+        g_assert_cmpint(o.rc[0], ==, 0);
+        g_assert_cmpint(o.rc[1], ==, 0);
+        g_assert_cmphex(o.run[0].copy, ==, o.run[1].copy);
+        g_assert_cmphex(o.run[0].copy, !=, mine[0].copy);
+        g_assert_cmphex(o.run[0].copy, !=, 0);
+    }
+}
+
 /* Scratch is never freed, so a process checking on ever new streams must not take GPU memory
  * for each: past the bound (256 streams) the host backend takes the check, with the reason;
  * streams that have scratch keep it. */
@@ -427,7 +521,7 @@ static void test_stream_scratch_bounded(void)
             on_gpu++;
         } else {
             g_assert_true(use_host);
-            g_assert_nonnull(strstr(why, "streams already have validator scratch"));
+            g_assert_nonnull(strstr(why, "already have validator scratch"));
             on_host++;
         }
     }
@@ -645,18 +739,126 @@ static void test_second_exec_rebind_paths(void)
     g_assert_nonnull(strstr(why, "neither backend"));
 }
 
+/* What cudagraph trees do for each new shape, 10,000 times: capture a checked loss launch,
+ * instantiate the graph twice (the second exec gets scratch of its own), replay each exec once
+ * (its validator publishes the run), read the verdicts, destroy the execs and the graph. The
+ * scratch handed back at the destroys is taken by the next capture: no allocation after the
+ * first cycles, every capture stays on the GPU (no host node past the table's bound), and each
+ * replay's verdict is read as replay 1 of its exec. */
+static void test_captured_scratch_reused(void)
+{
+    fresh_driver();
+    lg_spec_t spec;
+    lg_kernel_info_t info;
+    loss_kernel(&spec, &info);
+    info.func = (const void *)0x9100;
+    lg_async_report_t r;
+    while (lg_verdicts_collect(&r, LG_COLLECT_SYNC_ALL, NULL))
+        ;
+    uint64_t fallbacks = lg_validate_gpu_host_fallbacks();
+    int allocs_at_10 = 0;
+    for (int k = 0; k < 10000; k++) {
+        if (k == 10)
+            allocs_at_10 = allocs;
+        lg_gpu_run_t run;
+        capture((CUstream)0xb400, true, &run); /* asserts the GPU backend took it */
+        lg_target_t t = {0};
+        char why[512] = "";
+        const unsigned long long id = 1000 + (unsigned long long)k;
+        g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb400, &t, run.ring, run.copy, why, sizeof why), ==, 0);
+        lg_graphs_end_capture(id, GRAPH);
+        instantiate(1);
+        instantiate(2);
+        lg_graphs_instantiated((void *)1, GRAPH);
+        lg_graphs_instantiated((void *)2, GRAPH);
+        lg_graphs_destroyed(GRAPH);
+        for (int x = 1; x <= 2; x++) {
+            lg_graphs_launched((void *)(uintptr_t)x, (void *)0xb400);
+            /* The exec's validator runs: its scratch counts the run and publishes it. */
+            lg_scan_params_t p = node_params(&exec_nodes[x][0]);
+            lg_scan_ring_t *ring = (lg_scan_ring_t *)(uintptr_t)p.ring;
+            uint64_t seq = ring->latest + 1; /* the validator's run count is the ring's latest */
+            ring->entries[seq % LG_RING_SLOTS].verdict.checked = 64;
+            ring->entries[seq % LG_RING_SLOTS].verdict.bad_count = x;
+            ring->entries[seq % LG_RING_SLOTS].seq = seq;
+            ring->latest = seq;
+            g_assert_true(lg_verdicts_collect(&r, LG_COLLECT_MINE, NULL));
+            g_assert_cmpuint(r.graph_id, ==, id);
+            g_assert_cmpuint(r.replay, ==, 1);
+            g_assert_cmpuint(r.exec, ==, (uint64_t)x);
+            g_assert_cmpint(r.verdict.bad_count, ==, x);
+        }
+        lg_graphs_exec_destroyed((void *)1);
+        lg_graphs_exec_destroyed((void *)2);
+    }
+    g_assert_cmpint(allocs - allocs_at_10, ==, 0);
+    g_assert_cmpuint(lg_validate_gpu_host_fallbacks() - fallbacks, ==, 0);
+}
+
+/* Scratch handed back is not taken while a replay queued on it has not run (an exec destroyed
+ * while its replay is in flight: CUDA lets it finish), nor ever when its graph went without an
+ * exec (the checks may live on as a child graph node or a clone's source). */
+static void test_captured_scratch_waits(void)
+{
+    fresh_driver();
+    lg_spec_t spec;
+    lg_kernel_info_t info;
+    loss_kernel(&spec, &info);
+    lg_async_report_t r;
+    lg_target_t t = {0};
+    char why[512] = "";
+    lg_gpu_run_t a, b, c, d;
+    /* a: replayed once, exec and graph destroyed before the replay ran */
+    capture((CUstream)0xb500, true, &a);
+    g_assert_cmpint(lg_graphs_add_check(3001, &info, (void *)0xb500, &t, a.ring, a.copy, why, sizeof why), ==, 0);
+    lg_graphs_end_capture(3001, GRAPH);
+    lg_graphs_instantiated((void *)1, GRAPH);
+    lg_graphs_destroyed(GRAPH);
+    lg_graphs_launched((void *)1, (void *)0xb500);
+    lg_graphs_exec_destroyed((void *)1);
+    capture((CUstream)0xb500, true, &b);
+    g_assert_true(b.ring != a.ring); /* a's replay has not run */
+    /* a's replay runs: its scratch is free now, and its verdict is still read */
+    lg_scan_ring_t *ra = (lg_scan_ring_t *)a.ring;
+    uint64_t seq = ra->latest + 1;
+    ra->entries[seq % LG_RING_SLOTS].verdict.checked = 64;
+    ra->entries[seq % LG_RING_SLOTS].seq = seq;
+    ra->latest = seq;
+    g_assert_true(lg_verdicts_collect(&r, LG_COLLECT_MINE, NULL));
+    g_assert_cmpuint(r.graph_id, ==, 3001);
+    /* (earlier tests' scratch handed back may be taken first) */
+    bool taken = false;
+    for (int i = 0; i < 32 && !taken; i++) {
+        capture((CUstream)0xb500, true, &c);
+        taken = c.ring == a.ring;
+    }
+    g_assert_true(taken);
+    /* b's graph goes without an exec: its scratch is kept */
+    g_assert_cmpint(lg_graphs_add_check(3002, &info, (void *)0xb500, &t, b.ring, b.copy, why, sizeof why), ==, 0);
+    lg_graphs_end_capture(3002, GRAPH);
+    lg_graphs_destroyed(GRAPH);
+    for (int i = 0; i < 32; i++) {
+        capture((CUstream)0xb500, true, &d);
+        g_assert_true(d.ring != b.ring);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     lg_cfg.quiet = true;
     snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", "/nonexistent/labelguard-unit");
     g_test_add_func("/gpu_driver/ptx_fallback", test_ptx_fallback);
+    g_test_add_func("/gpu_driver/backend_undecided_until_context", test_backend_undecided_until_context);
     g_test_add_func("/gpu_driver/no_ptx_for_other_errors", test_no_ptx_for_other_errors);
     g_test_add_func("/gpu_driver/scratch_refused", test_scratch_refused);
     g_test_add_func("/gpu_driver/copy_in_pinned_memory", test_copy_in_pinned_memory);
     g_test_add_func("/gpu_driver/labels_on_other_device", test_labels_on_other_device);
+    g_test_add_func("/gpu_driver/copy_per_thread", test_copy_per_thread);
     g_test_add_func("/gpu_driver/stream_scratch_bounded", test_stream_scratch_bounded);
     g_test_add_func("/gpu_driver/second_exec_own_scratch", test_second_exec_own_scratch);
     g_test_add_func("/gpu_driver/second_exec_rebind_paths", test_second_exec_rebind_paths);
+    g_test_add_func("/gpu_driver/captured_scratch_reused", test_captured_scratch_reused);
+    g_test_add_func("/gpu_driver/captured_scratch_waits", test_captured_scratch_waits);
     return g_test_run();
 }

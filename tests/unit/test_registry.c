@@ -38,7 +38,8 @@ static void reset_warnings(void)
 #define CLOSURE_SPECS 15 /* specs/pytorch.conf, closure section */
 #define RANGE_SPECS 20 /* BCE's probability input: 2 kernels x 4 dtypes x 2 data-array types, 4 closures */
 #define MARGIN_SPECS 6 /* MultiMarginLoss forward and backward, 3 margin sizes each */
-#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS)
+#define ASSERT_SPECS 1 /* torch._assert_async's condition */
+#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS)
 
 static void test_builtin(void)
 {
@@ -47,7 +48,7 @@ static void test_builtin(void)
     g_assert_cmpint(n_warnings, ==, 0);
     g_assert_cmpint(n, ==, BUILTIN_SPECS);
     g_assert_cmpint(lg_registry_count(), ==, BUILTIN_SPECS);
-    int families[4] = {0, 0, 0, 0};
+    int families[4] = {0, 0, 0, 0}, assert_specs = 0;
     for (int i = 0; i < n; i++) {
         const lg_spec_t *s = lg_registry_get(i);
         g_assert_nonnull(s);
@@ -59,6 +60,14 @@ static void test_builtin(void)
             g_assert_cmpstr(s->family, ==, "binary_cross_entropy");
             g_assert_cmpint(s->n_classes.param, ==, -1);
             families[3]++;
+            continue;
+        }
+        if (s->assert_flag) { /* torch._assert_async's condition: one element, no bound */
+            g_assert_cmpstr(s->family, ==, "assert_async");
+            g_assert_cmpint(s->n_classes.param, ==, -1);
+            g_assert_cmpint(s->ignore_index.param, ==, -1);
+            g_assert_cmpint(s->count_kind, ==, LG_COUNT_ONE);
+            assert_specs++;
             continue;
         }
         g_assert_cmpint(s->n_classes.param, >=, 0);
@@ -77,6 +86,7 @@ static void test_builtin(void)
     /* vectorized gather, indexSelect small, large (u32, u64); the named ones; closures: gather,
      * scatter, scatter_fill x2, x[idx], index_put_, index_fill x2, index_copy_, take x3, put x3 */
     g_assert_cmpint(families[3], ==, RANGE_SPECS);
+    g_assert_cmpint(assert_specs, ==, ASSERT_SPECS);
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
@@ -206,7 +216,13 @@ static const bad_case_t bad_cases[] = {
     {"duplicate key", "[k]\n" GOOD_BODY "family=again\n", 0, "t.conf:12: [k] family: key given twice (first at line 3)"},
     {"duplicate group", "[k]\n" GOOD_BODY "[k]\n" GOOD_BODY, 0, "t.conf:12: [k]: duplicate kernel spec (first defined at line 1)"},
     {"conflicting kernels", "[k]\n" GOOD_BODY "[k2]\n" GOOD_BODY, 0, "t.conf:13: [k2] match: conflicts with [k]"},
-    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids or range"},
+    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids, range or assert"},
+    {"assert with a fixed dtype", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=int64\n"
+                                  "count=one\ntarget_kind=assert\n", 0, "[k] dtype: target_kind=assert takes dtype=from_template"},
+    {"assert with a count", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=from_template\n"
+                            "count=param\ncount_field=1,0,4\ntarget_kind=assert\n", 0, "[k] count: target_kind=assert reads one element"},
+    {"assert with n_classes", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=from_template\n"
+                              "count=one\nn_classes=1,0,4\ntarget_kind=assert\n", 0, "target_kind=assert has neither n_classes nor ignore_index"},
     {"allow_negative on labels", "[k]\n" GOOD_BODY "allow_negative=2,0,4\n", 0, "t.conf:12: [k] allow_negative: only with target_kind=ids"},
     {"allow_negative past its parameter", "[k]\n" GOOD_BODY "target_kind=ids\nallow_negative=2,2,4\n", 0, "[k] allow_negative: offset 2 + width 4 is beyond parameter 2"},
     {"from_template:0", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\ndtype=from_template:0\n"

@@ -398,6 +398,34 @@ static void test_user_frame(void)
     g_free(dir);
 }
 
+/* A compiled graph's check op (python/labelguard/_compiled.py, a checkout's path: no installed
+ * package) runs under Inductor's output code; the user's line is the compiled function's caller. */
+static void test_user_frame_compiled(void)
+{
+    lg_py_stack_t py;
+    memset(&py, 0, sizeof py);
+    const char *frames[][2] = {
+        {"/srv/job/train.py", "<module>"},
+        {"/opt/venv/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", "compile_wrapper"},
+        {"/srv/job/train.py", "step"},
+        {"/opt/venv/lib/python3.11/site-packages/torch/_inductor/output_code.py", "__call__"},
+        {"/tmp/torchinductor_me/lf/clfl3ww6rr7ezpmdn3uiri7mcysr5dbyxdh4eyojatkot5klgqd6.py", "call"},
+        {"/opt/venv/lib/python3.11/site-packages/torch/_ops.py", "__call__"},
+        {"/src/labelguard/python/labelguard/_compiled.py", "check"},
+    };
+    py.n = (int)G_N_ELEMENTS(frames);
+    for (int i = 0; i < py.n; i++) {
+        snprintf(py.frames[i].file, sizeof py.frames[i].file, "%s", frames[i][0]);
+        snprintf(py.frames[i].function, sizeof py.frames[i].function, "%s", frames[i][1]);
+    }
+    g_assert_cmpint(lg_text_user_frame(&py), ==, 2);
+    /* a user's file that only looks like Inductor's (wrong directory, short name) stays the user's */
+    snprintf(py.frames[4].file, sizeof py.frames[4].file, "/srv/job/xx/clfl3ww6rr7ezpmdn3uiri7mcysr5dbyx.py");
+    g_assert_cmpint(lg_text_user_frame(&py), ==, 4);
+    snprintf(py.frames[4].file, sizeof py.frames[4].file, "/srv/job/lf/clf.py");
+    g_assert_cmpint(lg_text_user_frame(&py), ==, 4);
+}
+
 static void check_rank_file(const char *env_setup[], const char *suffix, long long rank, long long local_rank)
 {
     char *dir = fresh("rank");
@@ -924,6 +952,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/violation_event", test_violation_event);
     g_test_add_func("/report/violation_variants", test_violation_variants);
     g_test_add_func("/report/user_frame", test_user_frame);
+    g_test_add_func("/report/user_frame_compiled", test_user_frame_compiled);
     g_test_add_func("/report/rank_naming", test_rank_naming);
     g_test_add_func("/report/start_and_summary", test_start_and_summary);
     g_test_add_func("/report/warnings", test_warnings);

@@ -7,6 +7,8 @@
  *   - verdicts are read oldest first at launches, every ready one at a synchronizing call;
  *   - a run its ring skipped (later runs published, never this one) is given up, not awaited;
  *   - at exit every thread's verdicts are taken, a live thread's too;
+ *   - the host backend's verdict (validate_defer.c) is due once the stream ran its host
+ *     function, not before;
  *   - once closed, no ring is read (its memory may be gone) and nothing is due any more.
  * Run: build/tests/unit/test_verdicts (or LG_TESTS=test_verdicts make test).
  */
@@ -133,6 +135,75 @@ static void test_exit_takes_live_threads(void)
     pthread_join(th, NULL);
 }
 
+/* A runtime whose cudaLaunchHostFunc queues the function: it runs when the test says the
+ * stream got there. */
+static void (*queued_fn[4])(void *);
+static void *queued_user[4];
+static int n_queued;
+
+static int queue_host_func(void *stream, void (*fn)(void *), void *user)
+{
+    (void)stream;
+    g_assert_cmpint(n_queued, <, 4);
+    queued_fn[n_queued] = fn;
+    queued_user[n_queued++] = user;
+    return 0;
+}
+
+static void run_queued(void)
+{
+    for (int i = 0; i < n_queued; i++)
+        queued_fn[i](queued_user[i]);
+    n_queued = 0;
+}
+
+/* The host backend's async verdict (validate_defer.c) is due only once its host function ran,
+ * as the GPU validator's once its kernel ran; runs of one stream share a ring in order. */
+static void test_deferred_host_verdict(void)
+{
+    lg_runtime_t rt = fake_rt;
+    rt.launch_host_func = queue_host_func;
+    lg_verdict_t v;
+    lg_scan_clear(&v);
+    v.bad_count = 2;
+    v.checked = 5;
+    lg_pending_t *p = pending_on(NULL, 0);
+    g_assert_cmpint(lg_validate_defer(&rt, (void *)0x10, &v, &p->ring, &p->seq), ==, 0);
+    g_assert_nonnull(p->ring);
+    g_assert_cmpint(p->seq, ==, 1);
+    p->verdict = v;
+    const struct lg_scan_ring *first = p->ring;
+    g_assert_cmpint(lg_verdicts_add(p), ==, 0);
+    launch_unwatched();
+    launch_unwatched();
+    g_assert_cmpint(lg_verdicts_mine, ==, 1); /* not due: the stream has not got there */
+    lg_async_report_t r;
+    g_assert_false(lg_verdicts_collect(&r, LG_COLLECT_SYNC_ALL, NULL));
+    run_queued();
+    g_assert_true(lg_verdicts_due());
+    g_assert_true(lg_verdicts_collect(&r, LG_COLLECT_MINE, NULL));
+    g_assert_cmpint(r.verdict.bad_count, ==, 2);
+    g_assert_cmpint(r.verdict.checked, ==, 5);
+    g_assert_cmpint(lg_verdicts_mine, ==, 0);
+
+    /* the same stream: its ring, next run; another stream: a ring of its own */
+    const struct lg_scan_ring *ring1 = NULL, *ring2 = NULL;
+    uint64_t seq1 = 0, seq2 = 0;
+    g_assert_cmpint(lg_validate_defer(&rt, (void *)0x10, &v, &ring1, &seq1), ==, 0);
+    g_assert_cmpint(lg_validate_defer(&rt, (void *)0x20, &v, &ring2, &seq2), ==, 0);
+    g_assert_true(ring1 == first);
+    g_assert_cmpint(seq1, ==, 2);
+    g_assert_true(ring2 != ring1);
+    g_assert_cmpint(seq2, ==, 1);
+    run_queued();
+    g_assert_cmpint(lg_verdicts_ring_read(ring1, 2, &v), ==, 1);
+    g_assert_cmpint(lg_verdicts_ring_read(ring2, 1, &v), ==, 1);
+
+    /* no cudaLaunchHostFunc: the caller keeps its verdict final */
+    rt.launch_host_func = NULL;
+    g_assert_cmpint(lg_validate_defer(&rt, (void *)0x10, &v, &ring1, &seq1), ==, -1);
+}
+
 static void test_closed(void)
 {
     long page = sysconf(_SC_PAGESIZE);
@@ -167,6 +238,7 @@ int main(int argc, char **argv)
     g_test_add_func("/verdicts/oldest_first", test_oldest_first);
     g_test_add_func("/verdicts/skipped_run", test_skipped_run);
     g_test_add_func("/verdicts/exit_takes_live_threads", test_exit_takes_live_threads);
+    g_test_add_func("/verdicts/deferred_host_verdict", test_deferred_host_verdict);
     g_test_add_func("/verdicts/closed", test_closed); /* last: closes the queue for good */
     int rc = g_test_run();
     char *cmd = g_strdup_printf("rm -rf '%s'", log_dir);

@@ -3,13 +3,15 @@
 
 `labelguard run` (commands/run.py) puts this directory first on PYTHONPATH, next to LD_PRELOAD,
 so every Python process of the job (the script, torchrun's workers) imports this file at start.
+Under a bare LD_PRELOAD the library's constructor does the same in each Python interpreter it is
+preloaded into, before the interpreter starts (src/pyboot.c).
 It takes its directory off sys.path again (nothing else is here, and the program sees the
 sys.path it would have had), installs _compiled.bootstrap() where the library is preloaded
 (a meta path entry that waits for Inductor: nothing else is imported or loaded), then runs the
 sitecustomize this one shadows, if there is one. _compiled.py is loaded by its path, so an
 interpreter that cannot import the labelguard package is still covered. Never raises: a
 failure is one line on stderr and the job runs as it would have.
-Tested by tests/torch-fake/test_compiled.sh and tests/cli/test_run.sh.
+Tested by tests/torch-fake/test_compiled.sh, test_compiled_bare.sh and tests/cli/test_run.sh.
 """
 import os
 import sys

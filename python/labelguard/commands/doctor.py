@@ -101,7 +101,8 @@ if os.path.exists(tc): print("TORCHCUDA", tc)
 
 
 # Runs under the library (LD_PRELOAD): loads the target's runtime (argv[1], or torch for a
-# Python target, or nothing), then starts the library, which writes its `start` event.
+# Python target, or nothing), then starts the library (labelguard_start: arming alone does not),
+# which writes its `start` event.
 PROBE_START = r"""
 import ctypes, os, sys
 what = sys.argv[1]
@@ -111,6 +112,7 @@ elif what:
     ctypes.CDLL(what, mode=ctypes.RTLD_GLOBAL)
 lib = ctypes.CDLL(os.environ["LG_PROBE_LIB"])
 print("ARM", lib.labelguard_arm())
+print("START", lib.labelguard_start())
 """
 
 

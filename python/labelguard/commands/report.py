@@ -69,8 +69,20 @@ def time_key(s):
     return (0, t.timestamp(), "") if t else (1, 0.0, str(s))
 
 
+def is_inductor_code(path):
+    """Inductor's output code for a compiled graph: <cache>/<xy>/c<xy...>.py (the library's text.c
+    has the same rule): its `call` runs the graph, the user's line called the compiled function."""
+    head, base = os.path.split(path)
+    parent = os.path.basename(head)
+    return (len(base) >= 24 and base.startswith("c") and base.endswith(".py") and len(parent) == 2
+            and base[1:3] == parent)
+
+
 def is_library_frame(path):
-    return any(m in path for m in LIBRARY_MARKERS)
+    """A frame of an installed package or the standard library, labelguard's own check op (in a
+    checkout it is no installed package), or a compiled graph's generated code."""
+    return (any(m in path for m in LIBRARY_MARKERS) or path.endswith("/labelguard/_compiled.py")
+            or is_inductor_code(path))
 
 
 def call_site(stack):

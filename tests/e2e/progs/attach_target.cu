@@ -9,6 +9,11 @@
 //   "launch: <cudaGetLastError> <its string>" and "sync: <cudaDeviceSynchronize>".
 // Unguarded, the launch fires the kernel's device assert (sync: 710). Armed with the default
 // action raise, it is blocked (launch: the library's error, naming the kernel; sync: 0).
+// `attach_target --busy TRIGGER_FILE` (tests/e2e/test_attach_busy.sh): a training loop instead
+// of the wait: each iteration launches the clean kernel 4 times and synchronizes the device,
+// printing "iter N" (so a test sees it keep running while it is attached to), until
+// TRIGGER_FILE exists; then the bad launch as above. Under FAKECUDA_ASYNC_US the loop spends
+// nearly all its time waiting inside cudaDeviceSynchronize, where a debugger stops it.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -54,8 +59,9 @@ static int launch(float *out, float *tw, const float *in, const int64_t *tgt, in
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: attach_target TRIGGER_FILE|--now\n");
+    const bool busy = argc == 3 && strcmp(argv[1], "--busy") == 0;
+    if (argc != 2 && !busy) {
+        fprintf(stderr, "usage: attach_target TRIGGER_FILE|--now|--busy TRIGGER_FILE\n");
         return 2;
     }
     const int64_t n = 8, c = 5;
@@ -76,7 +82,21 @@ int main(int argc, char **argv)
 
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
-    if (strcmp(argv[1], "--now") != 0) {
+    if (busy) {
+        for (long it = 1; access(argv[2], F_OK) != 0; it++) {
+            for (int k = 0; k < 4; k++)
+                at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, int64_t>
+                    <<<1, 32>>>(out, tw, in, tgt, nullptr, true, n, c, c, -100);
+            cudaError_t e = cudaDeviceSynchronize();
+            printf("iter %ld %d\n", it, (int)e);
+            fflush(stdout);
+            if (e != cudaSuccess) return 6;
+            if (it > 20000) {                            // the test gave up on us
+                fprintf(stderr, "attach_target: no trigger file %s\n", argv[2]);
+                return 5;
+            }
+        }
+    } else if (strcmp(argv[1], "--now") != 0) {
         for (int i = 0; access(argv[1], F_OK) != 0; i++) {
             if (i > 1200) {                              // 60 s: the test gave up on us
                 fprintf(stderr, "attach_target: no trigger file %s\n", argv[1]);

@@ -1,15 +1,17 @@
-// graph_elsewhere.cu: a loss launch captured into a graph (cudaStreamBeginCaptureToGraph) that
-// is then replayed only through another graph's exec, as a conditional node's body or a child
-// graph node is, for tests/e2e/test_graph_elsewhere.sh. The runtime double has no child or
-// conditional nodes, so "another graph" is an empty one made with cudaGraphCreate, standing for
-// the graph that would hold the body; labelguard cannot tell the difference, which is the point:
-// the exec it sees replaying maps to no checks.
+// graph_elsewhere.cu: a loss launch captured into a graph that is then replayed only through
+// another graph's exec, as a child graph node's graph or a clone is, for
+// tests/e2e/test_graph_elsewhere.sh. The runtime double has no child graph nodes nor
+// cudaGraphClone, so "another graph" is an empty one made with cudaGraphCreate, standing for
+// the graph that would hold the captured one; labelguard cannot tell the difference, which is
+// the point: the exec it sees replaying maps to no checks. (A conditional node's body, the
+// other such graph, is captured with cudaStreamBeginCaptureToGraph and gets no host-backend
+// check at all: tests/e2e/test_graph_cond.sh.)
 //
 // usage: graph_elsewhere elsewhere|itself
 //   elsewhere  the captured graph is never instantiated; the other graph's exec is replayed
 //   itself     control: the captured graph itself is instantiated and replayed
 // The labels hold one bad value (9 of 5 classes). Output:
-//   capture begin=<err> launch=<err> end=<err> same=<0|1>   (same: EndCapture gave the graph back)
+//   capture begin=<err> launch=<err> end=<err> graph=<0|1>   (graph: EndCapture gave a graph)
 //   replay instantiate=<err> launch=<err> sync=<err>
 #include "torch_kernels.cuh"
 
@@ -40,14 +42,13 @@ int main(int argc, char **argv)
     cudaStream_t s;
     cudaStreamCreate(&s);
 
-    cudaGraph_t body = nullptr, got = nullptr, other = nullptr;
-    cudaGraphCreate(&body, 0);
-    cudaError_t b = cudaStreamBeginCaptureToGraph(s, body, nullptr, nullptr, 0, cudaStreamCaptureModeGlobal);
+    cudaGraph_t body = nullptr, other = nullptr;
+    cudaError_t b = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
     at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, int64_t>
         <<<1, 32, 0, s>>>(out, tw, in, lab, nullptr, true, N, C, C, IGNORE);
     cudaError_t l = cudaGetLastError();
-    cudaError_t e = cudaStreamEndCapture(s, &got);
-    printf("capture begin=%d launch=%d end=%d same=%d\n", (int)b, (int)l, (int)e, got == body);
+    cudaError_t e = cudaStreamEndCapture(s, &body);
+    printf("capture begin=%d launch=%d end=%d graph=%d\n", (int)b, (int)l, (int)e, body != nullptr);
 
     cudaGraph_t replayed = body;
     if (!strcmp(argv[1], "elsewhere")) {
@@ -62,6 +63,6 @@ int main(int argc, char **argv)
     cudaGetLastError();
     if (x) cudaGraphExecDestroy(x);
     if (other) cudaGraphDestroy(other);
-    cudaGraphDestroy(body);
+    if (body) cudaGraphDestroy(body);
     return 0;
 }

@@ -9,6 +9,9 @@
 // "v1-early" is v1 by a client that had subscribed (cuptiSubscribe) and unsubscribed before
 // the first launch, as a v1 profiler initialised at import does; it prints "early: <result>"
 // and, after the first launch, "started: <holder>" (who took the slot at labelguard's start).
+// KINETO_LIKE_ENABLE=/path/liblabelguard.so: before anything else the program loads that library
+// (RTLD_GLOBAL) and calls labelguard_enable, as labelguard.enable() does in a process that was
+// not started under LD_PRELOAD; it prints "enable: <result>".
 // Built twice: kineto_like against build/fakecupti/libcupti.so.13, kineto_like12 against a
 // second instance of the double, build/fakecupti12/libcupti.so.12.
 // 0 means the profiler got the slot; 39 (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) means
@@ -29,6 +32,12 @@ int main(int argc, char **argv)
     if (argc != 2 || (strcmp(argv[1], "v1") && strcmp(argv[1], "v2") && strcmp(argv[1], "v1-early"))) {
         fprintf(stderr, "usage: kineto_like v1|v2|v1-early\n");
         return 2;
+    }
+    if (const char *lg = getenv("KINETO_LIKE_ENABLE")) {
+        void *h = dlopen(lg, RTLD_NOW | RTLD_GLOBAL);
+        int (*enable)(char *, size_t) = h ? (int (*)(char *, size_t))dlsym(h, "labelguard_enable") : nullptr;
+        char why[512] = "";
+        printf("enable: %d %s\n", enable ? enable(why, sizeof why) : -99, why);
     }
     // KINETO_CUPTI_SONAME: the holder of that CUPTI instance (the one this build links against,
     // where the process holds two), not the first one in the global scope.

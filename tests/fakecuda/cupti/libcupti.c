@@ -17,7 +17,14 @@
  * points when FAKECUDA_CUPTI=1 (tests/fakecuda/fakecudart.c); nothing else calls back (no
  * driver).
  * fakecupti_holder() names the current subscriber ("" none; "CUPTI for NAME" as CUPTI names a
- * v2 subscriber; "(unnamed)" for v1).
+ * v2 subscriber; "(unnamed)" for v1). FAKECUPTI_TRACE=1 prints each subscribe call and its
+ * answer to stderr.
+ * It also defines every other CUPTI function torch 2.15's Kineto imports (libtorch_cpu.so's
+ * NEEDED libcupti.so.13), so that real torch runs on it (preloaded: its soname satisfies that
+ * NEEDED entry; tests/torch-fake/test_profiler.sh): the activity API accepts every call and
+ * records nothing (no activity buffer is ever requested or completed: a device records
+ * activity, and there is none), cuptiEnableDomain enables a domain for the subscriber as
+ * cuptiEnableCallback enables one id, cuptiGetVersion answers CUPTI_API_VERSION.
  */
 #include <cupti.h>
 #include <pthread.h>
@@ -67,6 +74,9 @@ static CUptiResult take(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *
         *s = &slot;
     }
     pthread_mutex_unlock(&lock);
+    const char *t = getenv("FAKECUPTI_TRACE");
+    if (t && *t && strcmp(t, "0") != 0)
+        fprintf(stderr, "fakecupti: subscribe %s: %d\n", name ? name : "(v1)", (int)r);
     return r;
 }
 
@@ -117,6 +127,88 @@ FK_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandl
     }
     pthread_mutex_unlock(&lock);
     return r;
+}
+
+/* cuptiEnableDomain: every id of the domain, recorded as id ~0u. */
+FK_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s, CUpti_CallbackDomain d)
+{
+    return cuptiEnableCallback(enable, s, d, ~0u);
+}
+
+FK_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name)
+{
+    (void)d, (void)cbid;
+    if (!name)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *name = "fakecupti_callback";
+    return CUPTI_SUCCESS;
+}
+
+FK_EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
+{
+    if (!version)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *version = CUPTI_API_VERSION;
+    return CUPTI_SUCCESS;
+}
+
+FK_EXPORT CUptiResult cuptiFinalize(void) { return CUPTI_SUCCESS; }
+
+/* The activity API: accepted, nothing recorded (see the header). */
+FK_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) { (void)k; return CUPTI_SUCCESS; }
+FK_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) { (void)k; return CUPTI_SUCCESS; }
+FK_EXPORT CUptiResult cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t e) { (void)e; return CUPTI_SUCCESS; }
+FK_EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId id, uint8_t e)
+{
+    (void)id, (void)e;
+    return CUPTI_SUCCESS;
+}
+FK_EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId id, uint8_t e)
+{
+    (void)id, (void)e;
+    return CUPTI_SUCCESS;
+}
+FK_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) { (void)flag; return CUPTI_SUCCESS; }
+FK_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t size, CUpti_Activity **rec)
+{
+    (void)buf, (void)size, (void)rec;
+    return CUPTI_ERROR_MAX_LIMIT_REACHED; /* no record in any buffer */
+}
+FK_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *dropped)
+{
+    (void)ctx, (void)stream;
+    if (!dropped)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *dropped = 0;
+    return CUPTI_SUCCESS;
+}
+FK_EXPORT CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind k, uint64_t id)
+{
+    (void)k, (void)id;
+    return CUPTI_SUCCESS;
+}
+FK_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind k, uint64_t *last)
+{
+    (void)k;
+    if (last)
+        *last = 0;
+    return CUPTI_SUCCESS;
+}
+FK_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                     CUpti_BuffersCallbackCompleteFunc done)
+{
+    (void)req, (void)done;
+    return CUPTI_SUCCESS;
+}
+FK_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f)
+{
+    (void)f;
+    return CUPTI_SUCCESS;
+}
+FK_EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *size, void *value)
+{
+    (void)attr, (void)size, (void)value;
+    return CUPTI_SUCCESS;
 }
 
 /* Called by the runtime double around a launch entry point (exit_site 0: API_ENTER, before the

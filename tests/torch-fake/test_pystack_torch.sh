@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# test_pystack_torch.sh: the Python call site of a bad label under real torch on CPython 3.14 and
+# 3.15. Inside the Debian root of tests/pyroot/install.sh (built on first use, cached under
+# ~/.cache/labelguard), Debian's python3.14 and python3.15 run tests/torch-fake/pystack_train.py
+# with torch 2.15.0 for CUDA 13 built for that interpreter (cp314, cp315), on the runtime test
+# double, with the library built here preloaded (LABELGUARD_ACTION=mask). Checks, per version:
+# the forward NLL launch's python_stack names the script's <module> -> train -> train_step at
+# the loss line (thread "launching"); the backward, launched from autograd's engine thread, gets
+# the main thread's stack with train_step at the backward call (thread "main"); and the stderr
+# report's "at FILE:LINE in train_step" lines say the same.
+# Needs root (chroot): exits 77 as another user, and in a sanitizer build (the double needs the
+# sanitizer runtime, which the root's Python lacks). A root that cannot be built is a failure.
+# Run by tests/run.sh; alone: bash tests/torch-fake/test_pystack_torch.sh
+set -u
+LG_ROOT="${LG_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+LG_BUILD="${LG_BUILD:-build}"
+cd "$LG_ROOT" || exit 1
+[ -z "${LG_SANITIZER:-}" ] || { echo "the Debian root runs the plain build only (LG_SANITIZER=$LG_SANITIZER)"; exit 77; }
+[ "$(id -u)" -eq 0 ] || { echo "the Debian root needs root (chroot)"; exit 77; }
+for f in "$LG_BUILD/liblabelguard.so" "$LG_BUILD/fakecuda/libcudart.so.13" "$LG_BUILD/fakecuda-driver/libcuda.so.1"; do
+  [ -e "$f" ] || { echo "FAIL: $f missing: run make test-programs"; exit 1; }
+done
+tests/pyroot/install.sh || { echo "FAIL: cannot build the Debian root (tests/pyroot/install.sh)"; exit 1; }
+T="$(mktemp -d "${TMPDIR:-/tmp}/lg-pystack-torch.XXXXXX")"
+trap 'rm -rf "$T"' EXIT
+script=tests/torch-fake/pystack_train.py
+line_of() { grep -n "# $1\$" "$script" | cut -d: -f1; }
+rc=0
+for v in 14 15; do
+  mkdir -p "$T/$v"
+  echo "== python3.$v, torch for cp3$v"
+  # The checkout is /lg in the root: the paths below are the same wherever it lies here.
+  tests/pyroot/install.sh run -b "$T/$v:/tmp/out" -- env -u LD_PRELOAD \
+    LD_PRELOAD="/lg/$LG_BUILD/liblabelguard.so /lg/$LG_BUILD/fakecuda/libcudart.so.13" \
+    LD_LIBRARY_PATH="/opt/torch-cp3$v/lib:/lg/$LG_BUILD/fakecuda-driver" \
+    PYTHONPATH="/opt/torch-cp3$v/site-packages" PYTHONNOUSERSITE=1 \
+    LABELGUARD_ACTION=mask LABELGUARD_MODE=sync LABELGUARD_LOG=/tmp/out \
+    "python3.$v" "$script" /tmp/out >"$T/$v.out" 2>"$T/$v.err"
+  r=$?
+  sed "s/^/[3.$v] /" "$T/$v.out"
+  [ $r -eq 0 ] || { rc=1; echo "FAIL: python3.$v exited $r"; sed "s/^/[3.$v] err| /" "$T/$v.err" | tail -n 20; }
+  for want in "  at /lg/$script:$(line_of MARK_LOSS) in train_step   (python)" \
+              "  at /lg/$script:$(line_of MARK_BACKWARD) in train_step   (python, main thread: the launching thread runs no Python)"; do
+    if grep -qxF -- "$want" "$T/$v.err"; then echo "[3.$v] ok: stderr says '${want#  }'"
+    else rc=1; echo "[3.$v] FAIL: stderr lacks '${want#  }'"; grep -n "^  at " "$T/$v.err" | sed "s/^/[3.$v]   /"; fi
+  done
+done
+[ $rc -eq 0 ] && echo "all checks passed" || echo "checks failed"
+exit $rc
