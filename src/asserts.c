@@ -15,8 +15,9 @@
  * zero. The op that asserted is named from the native stack: the outermost at::_ops::<op>
  * frame that is not _assert_async itself (index_put_), else torch._assert_async.
  *
- * Called by launch.c (lg_asserts_read, on the launching thread, with the re-entry guard held
- * around our CUDA calls) and act.c (lg_asserts_element, lg_asserts_op: the report path).
+ * launch.c reads a launch's condition (validate.c copies the element on the launching thread)
+ * and asks here what it means: the element's type (also decode.c), the verdict (zero or not),
+ * and which op asserted (act.c: the report path). No CUDA call here.
  * Tested by tests/unit/test_asserts.c (element types, zero, op names) and end to end by
  * tests/e2e/test_assert_async.sh (build/progs/assert_async on the runtime double, which runs
  * the kernel as the device does); real torch's index_put_(accumulate=True) by
@@ -85,41 +86,11 @@ bool lg_asserts_is_zero(const lg_assert_elem_t *e, const unsigned char *bytes)
     return true;
 }
 
-int lg_asserts_read(const lg_runtime_t *rt, const lg_spec_t *spec, const char *mangled, void **args, void *stream,
-                    lg_target_t *t, lg_verdict_t *v, char *why, size_t why_len)
+void lg_asserts_verdict(const lg_assert_elem_t *e, uint64_t ptr, const unsigned char *bytes, lg_target_t *t,
+                        lg_verdict_t *v)
 {
-    lg_assert_elem_t e;
-    if (lg_asserts_element(mangled, &e) != 0) {
-        snprintf(why, why_len, "the condition's type is not one torch._assert_async's kernel takes (%s)",
-                 mangled ? mangled : "no name");
-        return -1;
-    }
-    int64_t ptr = 0;
-    if (lg_decode_field(spec, args, &spec->target, &ptr) != 0 || ptr == 0) {
-        snprintf(why, why_len, "the condition's pointer cannot be read from the launch");
-        return -1;
-    }
-    if (!rt || !rt->memcpy_async || !rt->stream_synchronize) {
-        snprintf(why, why_len, "the CUDA runtime lacks cudaMemcpyAsync or cudaStreamSynchronize");
-        return -1;
-    }
-    int kind;
-    if (lg_validate_host_pointer(rt, (const void *)(uintptr_t)ptr, &kind, why, why_len) != 0)
-        return -1;
-    unsigned char bytes[16] = {0};
-    /* The copy and the wait are "unsafe" calls while another stream captures in global mode:
-     * relaxed mode leaves that capture valid (this stream is not capturing: launch.c asked). */
-    int mode = lg_runtime_relax_capture(rt);
-    int rc = rt->memcpy_async(bytes, (const void *)(uintptr_t)ptr, (size_t)e.bytes, kind, stream);
-    if (rc == 0)
-        rc = rt->stream_synchronize(stream);
-    lg_runtime_restore_capture(rt, mode);
-    if (rc != 0) {
-        snprintf(why, why_len, "reading the condition failed (CUDA error %d)", rc);
-        return -1;
-    }
     memset(t, 0, sizeof *t);
-    t->data = (uint64_t)ptr;
+    t->data = ptr;
     t->count = 1;
     t->ndim = 1;
     t->sizes[0] = 1;
@@ -127,14 +98,13 @@ int lg_asserts_read(const lg_runtime_t *rt, const lg_spec_t *spec, const char *m
     t->dtype = LG_DTYPE_UINT8; /* placeholder: reports name the element by lg_asserts_element */
     lg_scan_clear(v);
     v->checked = 1;
-    if (lg_asserts_is_zero(&e, bytes)) {
+    if (lg_asserts_is_zero(e, bytes)) {
         v->min = v->max = 0;
         v->bad_count = 1;
         v->n_samples = 1;
         v->samples[0].index = 0;
         v->samples[0].value = 0;
     }
-    return 0;
 }
 
 /* The op in one symbolized frame ("... (at::_ops::index_put_::call(...)+0x1c)", or the mangled

@@ -406,6 +406,10 @@ typedef enum { LG_BACKEND_HOST, LG_BACKEND_GPU } lg_backend_t;
  * cudart, CUPTI only): then only the GPU backend can validate. Call again after fork. */
 LG_HIDDEN void lg_validate_init(const lg_runtime_t *rt);
 LG_HIDDEN lg_backend_t lg_validate_backend(void);
+/* Copies n bytes at device address ptr into out on `stream` and waits (relaxed capture mode;
+ * the stream must not be capturing): 0, or -1 with why. */
+LG_HIDDEN int lg_validate_read_bytes(const lg_runtime_t *rt, uint64_t ptr, size_t n, void *stream, void *out, char *why,
+                                     size_t why_len);
 /* From the atfork child handler: forgets the parent's modules, scratch and pending checks and
  * re-creates the lock (a parent thread may have held it). */
 LG_HIDDEN void lg_validate_after_fork_child(void);
@@ -716,11 +720,10 @@ typedef struct lg_assert_elem {
 LG_HIDDEN int lg_asserts_element(const char *mangled, lg_assert_elem_t *out);
 /* Whether bytes (e->bytes of them) hold zero as the kernel's `!= 0` sees it (-0.0 is zero). */
 LG_HIDDEN bool lg_asserts_is_zero(const lg_assert_elem_t *e, const unsigned char *bytes);
-/* Reads a target_kind=assert launch's condition on its stream (a copy and a wait): 0 with *t
- * (one element) and *v (bad_count 1, sample {0, 0} when it is zero; nothing else read), or -1
- * with why. The stream must not be capturing. */
-LG_HIDDEN int lg_asserts_read(const lg_runtime_t *rt, const lg_spec_t *spec, const char *mangled, void **args,
-                              void *stream, lg_target_t *t, lg_verdict_t *v, char *why, size_t why_len);
+/* The check of one condition read from ptr (bytes: the element): *t (one element) and *v
+ * (bad_count 1, sample {0, 0} when it is zero; nothing else claimed). */
+LG_HIDDEN void lg_asserts_verdict(const lg_assert_elem_t *e, uint64_t ptr, const unsigned char *bytes, lg_target_t *t,
+                                  lg_verdict_t *v);
 /* The op whose assert it is, from symbolized native frames (innermost first): the outermost
  * at::_ops::<op> that is not _assert_async itself, else "torch._assert_async". */
 LG_HIDDEN void lg_asserts_op(char (*native)[256], int n_native, char *out, size_t len);

@@ -254,9 +254,21 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
     }
     lg_target_t t;
     char why[512] = "";
-    lg_in_library++;
-    int rc = lg_asserts_read(rt, info->spec, info->mangled, l->args, l->stream, &t, verdict, why, sizeof why);
-    lg_in_library--;
+    lg_assert_elem_t e;
+    int64_t ptr = 0;
+    unsigned char bytes[16] = {0};
+    int rc = -1;
+    if (lg_asserts_element(info->mangled, &e) != 0) {
+        snprintf(why, sizeof why, "the condition's type is not one torch._assert_async's kernel takes");
+    } else if (lg_decode_field(info->spec, l->args, &info->spec->target, &ptr) != 0 || ptr == 0) {
+        snprintf(why, sizeof why, "the condition's pointer cannot be read from the launch");
+    } else {
+        lg_in_library++;
+        rc = lg_validate_read_bytes(rt, (uint64_t)ptr, (size_t)e.bytes, l->stream, bytes, why, sizeof why);
+        lg_in_library--;
+        if (rc == 0)
+            lg_asserts_verdict(&e, (uint64_t)ptr, bytes, &t, verdict);
+    }
     if (rc != 0) {
         warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "condition not read: %s", why);
     } else {

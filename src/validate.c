@@ -332,3 +332,28 @@ int lg_validate_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
     }
     return rc;
 }
+
+/* A few bytes of device (or device-readable) memory, copied on `stream` and waited for, in
+ * relaxed capture mode: the copy and the wait are "unsafe" calls while another stream captures
+ * in global mode, and relaxed mode leaves that capture valid (this stream must not capture). */
+int lg_validate_read_bytes(const lg_runtime_t *rt, uint64_t ptr, size_t n, void *stream, void *out, char *why,
+                           size_t why_len)
+{
+    if (!rt || !rt->memcpy_async || !rt->stream_synchronize) {
+        snprintf(why, why_len, "the CUDA runtime lacks cudaMemcpyAsync or cudaStreamSynchronize");
+        return -1;
+    }
+    int kind;
+    if (lg_validate_host_pointer(rt, (const void *)(uintptr_t)ptr, &kind, why, why_len) != 0)
+        return -1;
+    int mode = lg_runtime_relax_capture(rt);
+    int rc = rt->memcpy_async(out, (const void *)(uintptr_t)ptr, n, kind, stream);
+    if (rc == 0)
+        rc = rt->stream_synchronize(stream);
+    lg_runtime_restore_capture(rt, mode);
+    if (rc != 0) {
+        snprintf(why, why_len, "the copy failed (CUDA error %d)", rc);
+        return -1;
+    }
+    return 0;
+}
