@@ -2,7 +2,7 @@
  * backend (src/validate.c). One definition of "bad label" for both, so the CPU unit tests
  * (tests/unit/test_scan.c) prove the same lines the GPU runs. Range targets (BCE's float
  * probabilities, valid in [0, 1], NaN bad) share the same scan; their values travel as raw
- * bits. Only the host backend scans them today (validate.c routes them there).
+ * bits; the per-element rules (lg_scan_range_*) compare those bits, never a converted double.
  *
  * Plain C99 plus __host__ __device__ markers; no glib, no libc beyond stdint, so nvcc and
  * gcc both compile it. Included by C and CUDA translation units.
