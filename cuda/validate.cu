@@ -1,11 +1,14 @@
 /* validate.cu: the label validator kernels. No policy: they count, bound and sample the bad
  * labels of one target (lg_scan.h decides what "bad" means) and optionally write a sanitized
- * copy; src/validate.c decides when to launch them and what to do with the verdict.
+ * copy; src/validate.c decides when to launch them and what to do with the verdict. The range
+ * kernels (BCE's probabilities, one per float width) are the same scan over a float dtype's bits
+ * with lg_scan.h's range rules.
  *
  * Built by `make` into build/validate.fatbin (every sm_75..sm_121 SASS plus compute_75 PTX),
  * embedded in liblabelguard.so and loaded with cuModuleLoadData into the application's own
  * context; launched with cuLaunchKernel on the launch's stream, so they see exactly the labels
- * the loss kernel will see. Tested against lg_scan_host by tests/gpu/test_validator.cu (GPU).
+ * the loss kernel will see. Tested against lg_scan_host by tests/gpu/test_validator.cu (GPU) and
+ * tests/gpu/kernel_emulation.cpp (on the CPU, in `make test`).
  *
  * One launch does everything, so async mode needs no second launch and no stream sync:
  *   - each block owns a contiguous run of tiles (not a grid-stride interleave): the first
