@@ -522,6 +522,12 @@ $(BUILD)/bench/libkernel_names.so: bench/kernel_names.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(STD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
 bench: $(BUILD)/bench/register_loop $(BUILD)/bench/libkernel_names.so
+# The host scan per element, labels and each float dtype, beside memcpy (bench/scan_loop.c).
+$(BUILD)/bench/scan_loop: bench/scan_loop.c cuda/lg_scan.h
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) $(OPT) -g -Icuda -o $@ $<
+bench: $(BUILD)/bench/scan_loop
 
 # The GPU-free demo program: a training loop around PyTorch's NLL kernel.
 DEMO_BIN := $(BUILD)/demo/demo_train

@@ -19,6 +19,15 @@ LD_PRELOAD=BUILD/liblabelguard.so:
   host_validate  added time per WATCHED launch on the host backend (build/progs/nll fwd_2d,
               64 labels, --repeat R1 vs R2, interleaved, medians): what the test double's
               copy-and-scan costs; informative only (the GPU backend is measured by gpu-check).
+  host_scan   the host scan (cuda/lg_scan.h's lg_scan_host, BUILD/bench/scan_loop) per element of
+              valid int64 labels and of valid probabilities of each float dtype: instructions per
+              element (callgrind, two repetition counts) and ns per element on 16x1x512x512
+              elements next to memcpy of the same bytes (the program's own timing, medians).
+  bce_call    added time per BCE call on the host backend (real torch on the double, BUILD/torch-python,
+              tests/torch/gpu_path.py's bce_cost child: F.binary_cross_entropy on 16x1x512x512
+              float32, with / without the library, interleaved, medians), beside the minimal host
+              work on the same data measured in the same run: two copies plus one min/max pass
+              each (BUILD/bench/scan_loop float32: memcpy + scan per element); goal ratio <= 1.5.
   logprob_check  added time per watched NLL forward of the raw-logits check (nll_input_not_log_probs:
               a copy of up to 4096 input values to the host and their scan), LABELGUARD_LOGPROB_CHECK=1 vs 0.
   torch     real PyTorch on the double (BUILD/torch-python, bench/torch_bench.py): `import torch`
@@ -193,6 +202,71 @@ def host_validate(build, quick):
             "ns_per_launch_with": withl / (r2 - r1) * 1e9, "added_ns_per_watched_launch": (withl - base) / (r2 - r1) * 1e9}
 
 
+SCAN_DTYPES = ("int64", "float32", "float16", "bfloat16", "float64")
+
+
+def host_scan(build, quick, prog=None):
+    prog = prog or os.path.join(build, "bench", "scan_loop")
+    res = {}
+    n_ir, n_wall = 100000, 16 * 512 * 512
+    reps = 3 if quick else 7
+    for dt in SCAN_DTYPES:
+        r = {}
+        if shutil.which("valgrind"):
+            ir1 = callgrind_ir([prog, dt, str(n_ir), "1", "nocopy"], env_for(build, False))
+            ir3 = callgrind_ir([prog, dt, str(n_ir), "3", "nocopy"], env_for(build, False))
+            r["ir_per_elem"] = (ir3 - ir1) / (2 * n_ir)
+        scan, copy = [], []
+        for _ in range(reps):
+            p = subprocess.run([prog, dt, str(n_wall), "3"], capture_output=True, text=True, timeout=120)
+            m = re.search(r"scan_ns_per_elem=([\d.]+) memcpy_ns_per_elem=([\d.]+)", p.stdout)
+            if p.returncode != 0 or not m:
+                raise RuntimeError("scan_loop failed: %s %s" % (p.stdout, p.stderr[-300:]))
+            scan.append(float(m.group(1)))
+            copy.append(float(m.group(2)))
+        r["ns_per_elem"] = statistics.median(scan)
+        r["memcpy_ns_per_elem"] = statistics.median(copy)
+        r["ratio_to_memcpy"] = r["ns_per_elem"] / r["memcpy_ns_per_elem"]
+        res[dt] = r
+    res["elements"] = n_wall
+    return res
+
+
+def bce_call(build, quick):
+    py = os.path.join(build, "torch-python")
+    if not os.access(py, os.X_OK):
+        raise RuntimeError("%s not built" % py)
+    here = os.path.dirname(os.path.abspath(__file__))
+    child = [py, os.path.join(here, "..", "tests", "torch", "gpu_path.py"), "--child", "bce_cost"]
+    reps = 3 if quick else 5
+    ms = {False: [], True: []}
+    for _ in range(reps):
+        for pre in (False, True):
+            env = env_for(build, pre)
+            env.pop("LD_LIBRARY_PATH", None)  # torch-python sets up the double itself
+            env["LG_GPU_PATH_ITERS"] = "10"
+            p = subprocess.run(child, env=env, capture_output=True, text=True, timeout=300)
+            m = re.search(r'"ms_per_call": ([\d.e-]+)', p.stdout)
+            if p.returncode != 0 or not m:
+                raise RuntimeError("bce_cost child failed: %s %s" % (p.stdout[-200:], p.stderr[-300:]))
+            ms[pre].append(float(m.group(1)))
+    n = 16 * 512 * 512
+    scan, copy = [], []
+    for _ in range(reps):
+        p = subprocess.run([os.path.join(build, "bench", "scan_loop"), "float32", str(n), "3"], capture_output=True,
+                           text=True, timeout=120)
+        m = re.search(r"scan_ns_per_elem=([\d.]+) memcpy_ns_per_elem=([\d.]+)", p.stdout)
+        if p.returncode != 0 or not m:
+            raise RuntimeError("scan_loop failed: %s" % p.stderr[-300:])
+        scan.append(float(m.group(1)))
+        copy.append(float(m.group(2)))
+    minimal = 2 * (statistics.median(scan) + statistics.median(copy)) * n / 1e6
+    added = statistics.median(ms[True]) - statistics.median(ms[False])
+    return {"elements": n, "ms_per_call_without": statistics.median(ms[False]),
+            "ms_per_call_with": statistics.median(ms[True]), "added_ms_per_call": added,
+            "minimal_host_ms": minimal, "ratio_to_minimal": added / minimal, "reps": reps}
+
+
 def logprob_check(build, quick):
     """The raw-logits check's share of a watched NLL forward: 64 labels x 64 classes, so it
     reads its cap of 4096 floats; with the library both times, LABELGUARD_LOGPROB_CHECK=1 vs 0."""
@@ -254,6 +328,7 @@ def main():
     errors = []
     for key, fn, need in (("fast_path", fast_path, "valgrind"), ("per_call", per_call, "valgrind"),
                           ("startup", startup, None), ("host_validate", host_validate, None),
+                          ("host_scan", host_scan, None), ("bce_call", bce_call, None),
                           ("logprob_check", logprob_check, None),
                           ("exceptions", exceptions, None), ("torch", torch_real, None)):
         if need and not shutil.which(need):
@@ -292,6 +367,16 @@ def main():
         sk = st.get(k, {}) if isinstance(st, dict) else {}
         print("%-52s %14s %10s" % ("start-up instructions added, %s" % label, g(sk, "added_instructions", "%d"), ""))
     print("%-52s %14s %10s" % ("host backend: ns added per watched launch (64 labels)", g(hv, "added_ns_per_watched_launch", "%.0f"), "info"))
+    hs = out["host_scan"] if isinstance(out.get("host_scan"), dict) else {}
+    for dt in SCAN_DTYPES:
+        d = hs.get(dt, {})
+        print("%-52s %14s %10s" % ("host scan %s: ns/elem (x memcpy); instr/elem" % dt,
+                                   "%s (%s); %s" % (g(d, "ns_per_elem", "%.2f"), g(d, "ratio_to_memcpy", "%.1f"),
+                                                    g(d, "ir_per_elem", "%.1f")), "info"))
+    bc = out["bce_call"]
+    print("%-52s %14s %10s" % ("BCE 16x1x512x512 f32, host backend: ms added per call", g(bc, "added_ms_per_call", "%.2f"), "info"))
+    print("%-52s %14s %10s" % ("  minimal host work (2 copies + min/max pass), ms; ratio",
+                               "%s; %s" % (g(bc, "minimal_host_ms", "%.2f"), g(bc, "ratio_to_minimal", "%.2f")), "<= 1.5"))
     lp = out["logprob_check"]
     print("%-52s %14s %10s" % ("raw-logits check: ns added per NLL forward (4096 values)", g(lp, "added_ns_per_watched_forward", "%.0f"), "info"))
     ex = out["exceptions"]

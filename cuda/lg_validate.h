@@ -33,6 +33,7 @@ typedef struct lg_scan_state {
     unsigned int blocks_done;
     unsigned int pad;
     unsigned long long runs; /* completed launches: the seq of the last one */
+    long long first_zero;    /* range kernels: least logical index of a zero, identity INT64_MAX */
 } lg_scan_state_t;
 
 typedef struct lg_scan_ring_entry {
@@ -71,5 +72,15 @@ typedef struct lg_scan_params {
 #define LG_KERNEL_U8_GEN  "lg_validate_scan_u8_gen"
 #define LG_KERNEL_I32_VEC "lg_validate_scan_i32_vec"
 #define LG_KERNEL_I32_GEN "lg_validate_scan_i32_gen"
+/* Range kernels (BCE's probabilities, lg_scan_range_*): min and max are order keys in the state
+ * (lg_scan_range_key), bits in the verdict. "f16" serves half and bfloat16 (t.dtype tells them
+ * apart). */
+#define LG_KERNEL_F32_VEC "lg_validate_range_f32_vec"
+#define LG_KERNEL_F32_GEN "lg_validate_range_f32_gen"
+#define LG_KERNEL_F16_VEC "lg_validate_range_f16_vec"
+#define LG_KERNEL_F16_GEN "lg_validate_range_f16_gen"
+#define LG_KERNEL_F64_VEC "lg_validate_range_f64_vec"
+#define LG_KERNEL_F64_GEN "lg_validate_range_f64_gen"
+#define LG_KERNEL_COUNT   12
 
 #endif

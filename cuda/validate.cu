@@ -1,11 +1,14 @@
 /* validate.cu: the label validator kernels. No policy: they count, bound and sample the bad
  * labels of one target (lg_scan.h decides what "bad" means) and optionally write a sanitized
- * copy; src/validate.c decides when to launch them and what to do with the verdict.
+ * copy; src/validate.c decides when to launch them and what to do with the verdict. The range
+ * kernels (BCE's probabilities, one per float width) are the same scan over a float dtype's bits
+ * with lg_scan.h's range rules.
  *
  * Built by `make` into build/validate.fatbin (every sm_75..sm_121 SASS plus compute_75 PTX),
  * embedded in liblabelguard.so and loaded with cuModuleLoadData into the application's own
  * context; launched with cuLaunchKernel on the launch's stream, so they see exactly the labels
- * the loss kernel will see. Tested against lg_scan_host by tests/gpu/test_validator.cu (GPU).
+ * the loss kernel will see. Tested against lg_scan_host by tests/gpu/test_validator.cu (GPU) and
+ * tests/gpu/kernel_emulation.cpp (on the CPU, in `make test`).
  *
  * One launch does everything, so async mode needs no second launch and no stream sync:
  *   - each block owns a contiguous run of tiles (not a grid-stride interleave): the first
@@ -31,6 +34,15 @@ template <> struct vec_of<int32_t> {
 };
 template <> struct vec_of<uint8_t> {
     enum { K = 16 };
+};/* the raw bits of the float dtypes (range kernels) */
+template <> struct vec_of<uint64_t> {
+    enum { K = 2 };
+};
+template <> struct vec_of<uint32_t> {
+    enum { K = 4 };
+};
+template <> struct vec_of<uint16_t> {
+    enum { K = 8 };
 };
 
 template <typename T> union vec16 {
@@ -75,8 +87,10 @@ __device__ __forceinline__ void store_elem(const lg_target_t &t, uint64_t base, 
 }
 
 /* The scan of one (dtype, layout). VEC: contiguous and 16-byte aligned, so each thread reads
- * its elements with one 16-byte load per unrolled step. */
-template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_scan_params_t &p)
+ * its elements with one 16-byte load per unrolled step. RANGE: T is a float dtype's bits; min
+ * and max reduce order keys over the numbers (NaN left out), and the least index of a zero is
+ * kept so that a zero min or max reports the first zero's sign, as lg_scan_host does. */
+template <typename T, bool VEC, bool RANGE = false> __device__ __forceinline__ void scan(const lg_scan_params_t &p)
 {
     constexpr int K = vec_of<T>::K;
     constexpr int U = LG_SCAN_UNROLL;
@@ -86,7 +100,7 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
 
     __shared__ int smem[WARPS + 1];
     __shared__ unsigned long long s_bad[WARPS], s_checked[WARPS];
-    __shared__ long long s_min[WARPS], s_max[WARPS];
+    __shared__ long long s_min[WARPS], s_max[WARPS], s_zero[WARPS];
     __shared__ int s_last;
 
     const lg_target_t &t = p.t;
@@ -100,7 +114,7 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
     lg_sample_t *cand = (lg_sample_t *)p.cand + (int64_t)blockIdx.x * samples;
 
     unsigned long long bad = 0, checked = 0;
-    long long mn = INT64_MAX, mx = INT64_MIN;
+    long long mn = INT64_MAX, mx = INT64_MIN, zero_at = INT64_MAX;
     int have = 0; /* offenders this block has seen so far (saturates at samples) */
 
     for (int64_t tile = tile_begin; tile < tile_end; tile++) {
@@ -144,7 +158,16 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
                 const int64_t v = (int64_t)raw[u].e[k];
                 int is_bad = 0;
                 if (full || i < count) {
-                    if (!lg_scan_is_ignored(&t, v)) {
+                    if (RANGE) {
+                        checked++;
+                        if (!lg_scan_range_nan(t.dtype, v)) {
+                            const long long key = lg_scan_range_key(t.dtype, v);
+                            mn = key < mn ? key : mn;
+                            mx = key > mx ? key : mx;
+                            zero_at = key == 0 && i < zero_at ? i : zero_at;
+                        }
+                        is_bad = lg_scan_range_bad(t.dtype, v);
+                    } else if (!lg_scan_is_ignored(&t, v)) {
                         checked++;
                         mn = v < mn ? v : mn;
                         mx = v > mx ? v : mx;
@@ -209,6 +232,10 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
         long long omx = __shfl_down_sync(0xffffffffu, mx, d);
         mn = omn < mn ? omn : mn;
         mx = omx > mx ? omx : mx;
+        if (RANGE) {
+            long long oz = __shfl_down_sync(0xffffffffu, zero_at, d);
+            zero_at = oz < zero_at ? oz : zero_at;
+        }
     }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __threadfence(); /* every thread's candidate writes, before thread 0 signs the block off */
@@ -217,6 +244,7 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
         s_checked[warp] = checked;
         s_min[warp] = mn;
         s_max[warp] = mx;
+        s_zero[warp] = zero_at;
     }
     __syncthreads();
     lg_scan_state_t *st = (lg_scan_state_t *)p.state;
@@ -226,6 +254,7 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
             s_checked[0] += s_checked[w];
             s_min[0] = s_min[w] < s_min[0] ? s_min[w] : s_min[0];
             s_max[0] = s_max[w] > s_max[0] ? s_max[w] : s_max[0];
+            s_zero[0] = s_zero[w] < s_zero[0] ? s_zero[w] : s_zero[0];
         }
         if (s_bad[0])
             atomicAdd(&st->bad, s_bad[0]);
@@ -233,6 +262,8 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
             atomicAdd(&st->checked, s_checked[0]);
             atomicMin(&st->min, s_min[0]);
             atomicMax(&st->max, s_max[0]);
+            if (RANGE && s_zero[0] != INT64_MAX)
+                atomicMin(&st->first_zero, s_zero[0]);
         }
         ((int *)p.cand_count)[blockIdx.x] = have;
         __threadfence();
@@ -285,8 +316,21 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
         const unsigned long long chk = vst->checked;
         e->verdict.bad_count = (int64_t)total_bad;
         e->verdict.checked = (int64_t)chk;
-        e->verdict.min = chk ? (int64_t)vst->min : 0;
-        e->verdict.max = chk ? (int64_t)vst->max : 0;
+        int64_t vmin = chk ? (int64_t)vst->min : 0, vmax = chk ? (int64_t)vst->max : 0;
+        if (RANGE && chk) {
+            /* keys to bits; no number at all: the first element's bits (all NaN), and a zero
+             * is the first zero (its sign), as the host scan's element order keeps them */
+            const T *data = (const T *)t.data;
+            if (vmin == INT64_MAX) {
+                vmin = vmax = (int64_t)data[0];
+            } else {
+                const int64_t z = vmin == 0 || vmax == 0 ? (int64_t)data[lg_scan_offset(&t, vst->first_zero)] : 0;
+                vmin = vmin == 0 ? z : lg_scan_range_unkey(t.dtype, vmin);
+                vmax = vmax == 0 ? z : lg_scan_range_unkey(t.dtype, vmax);
+            }
+        }
+        e->verdict.min = vmin;
+        e->verdict.max = vmax;
         e->verdict.n_samples = s_taken;
         /* Reset for the next launch before publishing, so a host that sees `seq` may launch
          * again at once (the next launch is ordered after this one on the stream anyway). */
@@ -294,6 +338,7 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
         vst->checked = 0;
         vst->min = INT64_MAX;
         vst->max = INT64_MIN;
+        vst->first_zero = INT64_MAX;
         vst->blocks_done = 0;
         vst->runs = seq;
         __threadfence_system();
@@ -307,15 +352,21 @@ template <typename T, bool VEC> __device__ __forceinline__ void scan(const lg_sc
 /* Four resident blocks per SM (<= 64 registers) fit the 8-byte and 4-byte kernels; the uint8
  * ones handle 64 labels per thread per tile and spill at 64 registers, so they get two
  * (src/validate.c sizes their grid to match). */
-#define LG_KERNEL(name, T, VEC, MIN_BLOCKS)                                                                  \
+#define LG_KERNEL(name, T, VEC, MIN_BLOCKS, RANGE)                                                           \
     extern "C" __global__ void __launch_bounds__(LG_SCAN_THREADS, MIN_BLOCKS) name(const lg_scan_params_t p) \
     {                                                                                                        \
-        scan<T, VEC>(p);                                                                                     \
+        scan<T, VEC, RANGE>(p);                                                                              \
     }
 
-LG_KERNEL(lg_validate_scan_i64_vec, int64_t, true, 4)
-LG_KERNEL(lg_validate_scan_i64_gen, int64_t, false, 4)
-LG_KERNEL(lg_validate_scan_u8_vec, uint8_t, true, 2)
-LG_KERNEL(lg_validate_scan_u8_gen, uint8_t, false, 2)
-LG_KERNEL(lg_validate_scan_i32_vec, int32_t, true, 4)
-LG_KERNEL(lg_validate_scan_i32_gen, int32_t, false, 4)
+LG_KERNEL(lg_validate_scan_i64_vec, int64_t, true, 4, false)
+LG_KERNEL(lg_validate_scan_i64_gen, int64_t, false, 4, false)
+LG_KERNEL(lg_validate_scan_u8_vec, uint8_t, true, 2, false)
+LG_KERNEL(lg_validate_scan_u8_gen, uint8_t, false, 2, false)
+LG_KERNEL(lg_validate_scan_i32_vec, int32_t, true, 4, false)
+LG_KERNEL(lg_validate_scan_i32_gen, int32_t, false, 4, false)
+LG_KERNEL(lg_validate_range_f32_vec, uint32_t, true, 4, true)
+LG_KERNEL(lg_validate_range_f32_gen, uint32_t, false, 4, true)
+LG_KERNEL(lg_validate_range_f16_vec, uint16_t, true, 4, true)
+LG_KERNEL(lg_validate_range_f16_gen, uint16_t, false, 4, true)
+LG_KERNEL(lg_validate_range_f64_vec, uint64_t, true, 4, true)
+LG_KERNEL(lg_validate_range_f64_gen, uint64_t, false, 4, true)

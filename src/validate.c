@@ -1,8 +1,8 @@
 /* validate.c: the label scan of one launch, and the one rule for which backend runs it: the
  * GPU backend (validate_gpu.c) while it is active, the host backend (validate_host.c) when it
  * is not or when it hands the call back (no current context on this thread, no module in this
- * context), and always for range targets (float probabilities: the GPU validator's kernels
- * read integer labels only). Any other failure of either is the caller's: it warns and lets the launch run.
+ * context), for labels and range targets (float probabilities) alike. Any other failure of
+ * either is the caller's: it warns and lets the launch run.
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
  * whose verdict verdicts.c collects later (the host backend's published in stream order,
  * validate_defer.c); inside a graph capture the async check is captured
@@ -108,9 +108,7 @@ static int dispatch(call_t *c, char *why, size_t why_len)
     if (check_target(c->t, &span, why, why_len) != 0)
         return -1;
     const lg_runtime_t *r = launch_rt ? launch_rt : __atomic_load_n(&rt, __ATOMIC_ACQUIRE);
-    /* Range targets (BCE's float probabilities) are scanned by the host backend: the GPU
-     * validator's kernels read integer labels only. */
-    if (lg_validate_gpu_active() && !lg_scan_is_float(c->t->dtype)) {
+    if (lg_validate_gpu_active()) {
         bool use_host = false;
         if (lg_validate_gpu_launch(r, c->t, c->stream, span, c->samples, c->want_copy, c->replacement, c->allow_capture,
                                    &c->run, &use_host, why, why_len) == 0)

@@ -119,6 +119,7 @@ static int scratch_init(scratch_t *s, lg_module_t *m, int samples, char *why, si
     memset(&init, 0, sizeof init);
     init.min = INT64_MAX;
     init.max = INT64_MIN;
+    init.first_zero = INT64_MAX;
     int cap = samples > 0 ? samples : 1;
     if ((r = alloc_dev(&s->state, sizeof(lg_scan_state_t))) != CUDA_SUCCESS ||
         (r = alloc_dev(&s->cand, (size_t)m->max_grid * (size_t)cap * sizeof(lg_sample_t))) != CUDA_SUCCESS ||
@@ -322,7 +323,16 @@ const char *lg_validate_gpu_take_fallback_note(void)
 
 static int kernel_index(const lg_target_t *t, uint64_t copy)
 {
-    int base = t->dtype == LG_DTYPE_UINT8 ? 2 : t->dtype == LG_DTYPE_INT32 ? 4 : 0;
+    int base;
+    switch (t->dtype) {
+    case LG_DTYPE_UINT8: base = 2; break;
+    case LG_DTYPE_INT32: base = 4; break;
+    case LG_DTYPE_FLOAT32: base = 6; break;
+    case LG_DTYPE_FLOAT16:
+    case LG_DTYPE_BFLOAT16: base = 8; break;
+    case LG_DTYPE_FLOAT64: base = 10; break;
+    default: base = 0; break;
+    }
     bool vec = t->ndim == 1 && t->strides[0] == 1 && (t->data % 16) == 0 && (copy % 16) == 0;
     return base + (vec ? 0 : 1);
 }
@@ -717,10 +727,23 @@ static void preallocate(void)
     lg_drv.exchange_capture_mode(&mode);
 }
 
+static bool decide(int r);
+
 bool lg_validate_gpu_init(void)
 {
     pthread_mutex_lock(&lock);
-    int r = lg_validate_module_init();
+    return decide(lg_validate_module_init());
+}
+
+bool lg_validate_gpu_init_loaded(void)
+{
+    pthread_mutex_lock(&lock);
+    return decide(lg_validate_module_decide());
+}
+
+/* Under lock, which it releases. */
+static bool decide(int r)
+{
     gpu_undecided = r < 0;
     gpu_active = r > 0;
     if (gpu_active)

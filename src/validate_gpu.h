@@ -6,6 +6,8 @@
 
 #include <cuda.h> /* driver types only: the functions come from dlsym */
 
+#include "../cuda/lg_validate.h" /* LG_KERNEL_COUNT */
+
 /* The driver entry points we use, by their ABI names (cuda.h maps the API names to _v2),
  * resolved from runtime.c's libcuda handle. */
 typedef struct lg_drv {
@@ -48,7 +50,7 @@ typedef struct lg_module {
     CUcontext ctx;
     unsigned long long ctx_id; /* 0 when cuCtxGetId is missing */
     int state;                 /* 1 loaded, -1 failed */
-    CUfunction fn[6];
+    CUfunction fn[LG_KERNEL_COUNT];
     CUstream init_stream; /* non-blocking, ours: initialises scratch outside any capture */
     int max_grid;         /* resident blocks: 4 per SM */
 } lg_module_t;
@@ -61,6 +63,9 @@ LG_HIDDEN int lg_validate_module_init(void);
  * module, or a primary context active on some device), 0 when it is not (the module does not
  * load, no driver or device), -1 while the process has no context yet (ask again later). */
 LG_HIDDEN int lg_validate_module_decide(void);
+/* lg_validate_gpu_init once the driver table is filled: the decision alone (the fake driver of
+ * tests/unit/test_gpu_driver.c fills lg_drv itself). Takes the backend's lock. */
+LG_HIDDEN bool lg_validate_gpu_init_loaded(void);
 /* The module of context ctx, loaded on first use; NULL with why. */
 LG_HIDDEN lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len);
 LG_HIDDEN int lg_validate_module_count(void);

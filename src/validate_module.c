@@ -30,8 +30,10 @@ extern const char lg_validator_ptx[];
 /* Which image of the validator the driver loaded (the first context's), for the start event. */
 static char image[160];
 
-static const char *const kernel_names[6] = {
-    LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC, LG_KERNEL_U8_GEN, LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
+/* In the order of validate_gpu.c's kernel_index. */
+static const char *const kernel_names[LG_KERNEL_COUNT] = {
+    LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC,  LG_KERNEL_U8_GEN,  LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
+    LG_KERNEL_F32_VEC, LG_KERNEL_F32_GEN, LG_KERNEL_F16_VEC, LG_KERNEL_F16_GEN, LG_KERNEL_F64_VEC, LG_KERNEL_F64_GEN,
 };
 
 lg_drv_t lg_drv;
@@ -170,7 +172,7 @@ lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
         snprintf(why, why_len, "cuModuleLoadData of the validator failed: %s", lg_validate_module_error(r));
         return NULL;
     }
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < LG_KERNEL_COUNT; k++) {
         r = lg_drv.module_get_function(&m->fn[k], mod, kernel_names[k]);
         if (r != CUDA_SUCCESS) {
             snprintf(why, why_len, "validator kernel %s not found: %s", kernel_names[k], lg_validate_module_error(r));

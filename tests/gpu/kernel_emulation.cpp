@@ -137,6 +137,7 @@ struct scratch {
         memset(&state, 0, sizeof state);
         state.min = INT64_MAX;
         state.max = INT64_MIN;
+        state.first_zero = INT64_MAX;
         ring = (lg_scan_ring_t *)calloc(1, sizeof *ring);
     }
 };
@@ -152,7 +153,7 @@ static int failures;
         }                                                             \
     } while (0)
 
-static size_t esize(lg_dtype_t d) { return d == LG_DTYPE_UINT8 ? 1 : d == LG_DTYPE_INT32 ? 4 : 8; }
+static size_t esize(lg_dtype_t d) { return lg_scan_elem_size(d); }
 
 // Runs one validation the way src/validate.c does and checks it against lg_scan_host.
 static void run(scratch &s, const lg_target_t &t, std::vector<uint8_t> &buf, int samples, int max_grid, bool vec,
@@ -174,12 +175,18 @@ static void run(scratch &s, const lg_target_t &t, std::vector<uint8_t> &buf, int
     p.copy = copy ? (uint64_t)(uintptr_t)outp : 0;
     if (copy)
         memcpy(outp, buf.data(), buf.size()); // gaps of a strided copy are not written
-    p.replacement = t.dtype == LG_DTYPE_UINT8 ? 255 : -100;
+    p.replacement = lg_scan_is_float(t.dtype) ? 0 : t.dtype == LG_DTYPE_UINT8 ? 255 : -100; // 0.0's bits
     p.samples = samples;
     p.tiles_per_block = (ntiles + grid - 1) / grid;
     grid = (ntiles + p.tiles_per_block - 1) / p.tiles_per_block;
     kernel_fn k;
-    if (t.dtype == LG_DTYPE_UINT8)
+    if (t.dtype == LG_DTYPE_FLOAT32)
+        k = vec ? lg_validate_range_f32_vec : lg_validate_range_f32_gen;
+    else if (t.dtype == LG_DTYPE_FLOAT16 || t.dtype == LG_DTYPE_BFLOAT16)
+        k = vec ? lg_validate_range_f16_vec : lg_validate_range_f16_gen;
+    else if (t.dtype == LG_DTYPE_FLOAT64)
+        k = vec ? lg_validate_range_f64_vec : lg_validate_range_f64_gen;
+    else if (t.dtype == LG_DTYPE_UINT8)
         k = vec ? lg_validate_scan_u8_vec : lg_validate_scan_u8_gen;
     else if (t.dtype == LG_DTYPE_INT32)
         k = vec ? lg_validate_scan_i32_vec : lg_validate_scan_i32_gen;
@@ -209,7 +216,7 @@ static void run(scratch &s, const lg_target_t &t, std::vector<uint8_t> &buf, int
           got.n_samples, (long long)want.bad_count, (long long)want.checked, (long long)want.min, (long long)want.max,
           want.n_samples);
     CHECK(s.state.bad == 0 && s.state.checked == 0 && s.state.blocks_done == 0 && s.state.min == INT64_MAX &&
-              s.state.max == INT64_MIN && s.state.runs == seq,
+              s.state.max == INT64_MIN && s.state.first_zero == INT64_MAX && s.state.runs == seq,
           "%s: state not reset for the next launch", what);
     if (copy) {
         for (int64_t i = 0; i < t.count; i++) {
@@ -226,6 +233,92 @@ static void run(scratch &s, const lg_target_t &t, std::vector<uint8_t> &buf, int
             (void)off;
         }
     }
+}
+
+// Bits the range rule turns on, per float dtype: 0, -0, 1, next above 1, +-smallest subnormal,
+// largest subnormal, 0.5, largest below 1, -1, +-inf, +-quiet NaN, signalling NaN, largest finite.
+static const uint64_t special[4][16] = {
+    {0x00000000, 0x80000000, 0x3f800000, 0x3f800001, 0x00000001, 0x80000001, 0x007fffff, 0x3f000000, 0x3f7fffff,
+     0xbf800000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x7f7fffff},
+    {0x0000000000000000ull, 0x8000000000000000ull, 0x3ff0000000000000ull, 0x3ff0000000000001ull, 0x1ull,
+     0x8000000000000001ull, 0x000fffffffffffffull, 0x3fe0000000000000ull, 0x3fefffffffffffffull,
+     0xbff0000000000000ull, 0x7ff0000000000000ull, 0xfff0000000000000ull, 0x7ff8000000000000ull,
+     0xfff8000000000000ull, 0x7ff0000000000001ull, 0x7fefffffffffffffull},
+    {0x0000, 0x8000, 0x3c00, 0x3c01, 0x0001, 0x8001, 0x03ff, 0x3800, 0x3bff, 0xbc00, 0x7c00, 0xfc00, 0x7e00, 0xfe00,
+     0x7c01, 0x7bff},
+    {0x0000, 0x8000, 0x3f80, 0x3f81, 0x0001, 0x8001, 0x007f, 0x3f00, 0x3f7f, 0xbf80, 0x7f80, 0xff80, 0x7fc0, 0xffc0,
+     0x7f81, 0x7f7f},
+};
+
+static void put_bits(lg_dtype_t d, std::vector<uint8_t> &buf, size_t i, uint64_t b)
+{
+    size_t e = esize(d);
+    memcpy(buf.data() + i * e, &b, e); // little-endian: the low bytes
+}
+
+// The range kernels (BCE's probabilities) on each float dtype: valid values, specials sprinkled
+// in, all NaN, zeros of both signs (which zero min and max report), contiguous and strided.
+static int range_cases(std::mt19937_64 &g)
+{
+    const lg_dtype_t dts[] = {LG_DTYPE_FLOAT32, LG_DTYPE_FLOAT64, LG_DTYPE_FLOAT16, LG_DTYPE_BFLOAT16};
+    const int64_t sizes[] = {1, 7, 2049, 16384 + 5, 40001};
+    int cases = 0;
+    for (int di = 0; di < 4; di++) {
+        const lg_dtype_t d = dts[di];
+        const uint64_t *sp = special[di];
+        scratch s(16);
+        for (int64_t n : sizes)
+            for (int pat = 0; pat < 5; pat++) {
+                lg_target_t t;
+                memset(&t, 0, sizeof t);
+                t.dtype = d;
+                t.ndim = 1;
+                t.sizes[0] = n;
+                t.strides[0] = 1;
+                t.count = n;
+                std::vector<uint8_t> buf((size_t)n * esize(d) + 64);
+                for (int64_t i = 0; i < n; i++) {
+                    uint64_t x = g();
+                    uint64_t b = sp[7 + (x & 1)]; // 0.5 or the largest below 1
+                    if (pat == 1 && x % 97 < 3)
+                        b = sp[(x >> 8) % 16];
+                    if (pat == 2)
+                        b = sp[12 + (x >> 8) % 3]; // all NaN
+                    if (pat == 3)
+                        b = sp[(x >> 8) % 2]; // zeros of both signs only
+                    if (pat == 4)
+                        b = i < n / 2 ? sp[12] : sp[(x >> 8) % 3 == 0 ? 9 : 1 - (i & 1)]; // NaN, then zeros and -1
+                    put_bits(d, buf, (size_t)i, b);
+                }
+                char what[128];
+                snprintf(what, sizeof what, "range dtype %d n %lld pattern %d", (int)d, (long long)n, pat);
+                const int samples[] = {0, 1, 16, 256};
+                const int grids[] = {1, 3, 16};
+                run(s, t, buf, samples[cases % 4], grids[cases % 3], cases % 2 == 0, cases % 3 != 1, what);
+                cases++;
+            }
+        // strided 3-D, a broadcast dimension included
+        for (int k = 0; k < 2; k++) {
+            lg_target_t t;
+            memset(&t, 0, sizeof t);
+            t.dtype = d;
+            t.ndim = 3;
+            t.sizes[0] = 3; t.sizes[1] = 37; t.sizes[2] = 41;
+            t.count = 3 * 37 * 41;
+            if (k == 0) { t.strides[0] = 40 * 50; t.strides[1] = 50; t.strides[2] = 1; }
+            if (k == 1) { t.strides[0] = 41; t.strides[1] = 0; t.strides[2] = 1; }
+            std::vector<uint8_t> buf(3 * 40 * 50 * esize(d));
+            for (size_t i = 0; i < buf.size() / esize(d); i++) {
+                uint64_t x = g();
+                put_bits(d, buf, i, x % 50 == 0 ? sp[(x >> 8) % 16] : sp[7 + (x & 1)]);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "range strided dtype %d kind %d", (int)d, k);
+            run(s, t, buf, 16, 5, false, true, what);
+            cases++;
+        }
+    }
+    return cases;
 }
 
 int main()
@@ -316,6 +409,7 @@ int main()
             cases++;
         }
     }
+    cases += range_cases(g);
     printf("%d emulated kernel runs, %d failures\n", cases, failures);
     return failures ? 1 : 0;
 }

@@ -84,12 +84,18 @@ static int r_capturing(void *s, int *st)
 static int r_get_device(int *d) { return cudaGetDevice(d); }
 static int r_last_error(void) { return cudaGetLastError(); }
 
-static size_t esize(lg_dtype_t d) { return d == LG_DTYPE_UINT8 ? 1 : d == LG_DTYPE_INT32 ? 4 : 8; }
-static const char *dname(lg_dtype_t d) { return d == LG_DTYPE_UINT8 ? "u8" : d == LG_DTYPE_INT32 ? "i32" : "i64"; }
+static size_t esize(lg_dtype_t d) { return lg_scan_elem_size(d); }
+static const char *dname(lg_dtype_t d)
+{
+    static const char *const n[] = {"i64", "u8", "i32", "f32", "f64", "f16", "bf16"};
+    return n[(int)d];
+}
 
 static void store(lg_dtype_t d, void *base, int64_t off, int64_t v)
 {
-    if (d == LG_DTYPE_UINT8)
+    if (lg_scan_is_float(d)) // raw bits, the dtype's width (little-endian: the low bytes)
+        memcpy((uint8_t *)base + (size_t)off * esize(d), &v, esize(d));
+    else if (d == LG_DTYPE_UINT8)
         ((uint8_t *)base)[off] = (uint8_t)v;
     else if (d == LG_DTYPE_INT32)
         ((int32_t *)base)[off] = (int32_t)v;
@@ -108,9 +114,25 @@ static lg_target_t flat(lg_dtype_t d, int64_t count, int64_t n_classes)
     t.count = count;
     t.n_classes = n_classes;
     t.ignore_index = d == LG_DTYPE_UINT8 ? 255 : -100;
-    t.has_ignore_index = 1;
+    t.has_ignore_index = !lg_scan_is_float(d); // range targets (BCE) have none
     return t;
 }
+
+// Bits the range rule turns on (f32, f64, f16, bf16 rows): 0, -0, 1, next above 1, +-smallest
+// subnormal, largest subnormal, 0.5, largest below 1, -1, +-inf, +-quiet NaN, signalling NaN,
+// largest finite.
+static const uint64_t special[4][16] = {
+    {0x00000000, 0x80000000, 0x3f800000, 0x3f800001, 0x00000001, 0x80000001, 0x007fffff, 0x3f000000, 0x3f7fffff,
+     0xbf800000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x7f7fffff},
+    {0x0000000000000000ull, 0x8000000000000000ull, 0x3ff0000000000000ull, 0x3ff0000000000001ull, 0x1ull,
+     0x8000000000000001ull, 0x000fffffffffffffull, 0x3fe0000000000000ull, 0x3fefffffffffffffull,
+     0xbff0000000000000ull, 0x7ff0000000000000ull, 0xfff0000000000000ull, 0x7ff8000000000000ull,
+     0xfff8000000000000ull, 0x7ff0000000000001ull, 0x7fefffffffffffffull},
+    {0x0000, 0x8000, 0x3c00, 0x3c01, 0x0001, 0x8001, 0x03ff, 0x3800, 0x3bff, 0xbc00, 0x7c00, 0xfc00, 0x7e00, 0xfe00,
+     0x7c01, 0x7bff},
+    {0x0000, 0x8000, 0x3f80, 0x3f81, 0x0001, 0x8001, 0x007f, 0x3f00, 0x3f7f, 0xbf80, 0x7f80, 0xff80, 0x7fc0, 0xffc0,
+     0x7f81, 0x7f7f},
+};
 
 static int64_t span_of(const lg_target_t &t)
 {
@@ -130,6 +152,29 @@ static void fill(std::mt19937_64 &g, const lg_target_t &t, std::vector<uint8_t> 
 {
     int64_t span = span_of(t);
     host.assign((size_t)span * esize(t.dtype), 0);
+    if (lg_scan_is_float(t.dtype)) {
+        // probabilities: valid, with specials; "ignored" here is all NaN, "clean" zeros of both signs
+        const uint64_t *sp = special[t.dtype - LG_DTYPE_FLOAT32];
+        static const int bad[] = {3, 5, 9, 10, 11, 12, 13, 14};
+        for (int64_t o = 0; o < span; o++) {
+            uint64_t x = g(), b = sp[7 + (x & 1)];
+            if (p == P_RANDOM && x % 1000 < 5)
+                b = sp[(x >> 20) % 16];
+            else if (p == P_ALL_BAD)
+                b = sp[bad[(x >> 20) % 8]];
+            else if (p == P_CLEAN && x % 10 == 0)
+                b = sp[(x >> 20) % 2];
+            else if (p == P_ALL_IGNORED)
+                b = sp[12 + (x >> 20) % 3];
+            store(t.dtype, host.data(), o, (int64_t)b);
+        }
+        lg_target_t tt = t;
+        if (p == P_FIRST)
+            store(t.dtype, host.data(), 0, (int64_t)sp[12]);
+        if (p == P_LAST)
+            store(t.dtype, host.data(), lg_scan_offset(&tt, t.count - 1), (int64_t)sp[3]);
+        return;
+    }
     int64_t nc = t.n_classes;
     int64_t hi = t.dtype == LG_DTYPE_UINT8 ? 254 : nc + 1000;
     for (int64_t o = 0; o < span; o++) {
@@ -197,7 +242,7 @@ static void run_case(std::mt19937_64 &g, lg_target_t t, pattern p, int samples, 
 
     if (copies) {
         // Expected copy: same offsets, bad labels replaced.
-        int64_t repl = t.dtype == LG_DTYPE_UINT8 ? 255 : -100;
+        int64_t repl = lg_scan_is_float(t.dtype) ? 0 : t.dtype == LG_DTYPE_UINT8 ? 255 : -100; // 0.0's bits
         std::vector<uint8_t> want = host;
         for (int64_t i = 0; i < t.count; i++) {
             int64_t v = lg_scan_load(&t, host.data(), i);
@@ -532,6 +577,11 @@ int main(int argc, char **argv)
                 lg_target_t t = flat(d, sz, d == LG_DTYPE_UINT8 ? 21 : 1000);
                 run_case(g, t, (pattern)p, samples[(cases++) % 3], 0, s, sz <= 70000);
             }
+    // Range targets (BCE's probabilities), each float dtype: the range kernels against lg_scan_host.
+    for (lg_dtype_t d : {LG_DTYPE_FLOAT32, LG_DTYPE_FLOAT64, LG_DTYPE_FLOAT16, LG_DTYPE_BFLOAT16})
+        for (int64_t sz : {1LL, 65LL, 2049LL, 16385LL, 1000003LL})
+            for (int p = 0; p < 6; p++)
+                run_case(g, flat(d, sz, 0), (pattern)p, samples[(cases++) % 3], (sz % 2) * (p % 2), s, sz <= 70000);
     // Unaligned starts (generic kernel on contiguous data) and the default stream.
     for (lg_dtype_t d : dts)
         for (int64_t sz : {5LL, 4099LL, 100000LL}) {

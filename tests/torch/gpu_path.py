@@ -20,6 +20,10 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   error names the label (not a bare "operation not permitted"), sync and async
   index_cost      an embedding + x[idx] loop: microseconds per iteration without the library,
                   with it in sync mode and in async mode (figures, no event expected)
+  bce_cost        F.binary_cross_entropy on 16x1x512x512 float32 (a segmentation batch), 20 steps
+                  after warm-up: ms per call without the library, with it in sync and async mode,
+                  and the range check on the GPU backend (its validate_ns_total per check well
+                  under a host copy-and-scan of 32 MB; backend gpu, host_fallbacks 0)
   hooks_cupti     LABELGUARD_HOOKS=cupti on the installed driver catches the bad label
   profiler        torch.profiler under the default preload: kernels in the trace, and the bad
                   label after it still caught
@@ -190,6 +194,21 @@ def child_index_cost(torch, F):
         x[rows]
     torch.cuda.synchronize()
     _emit(us_per_iter=(time.perf_counter() - t0) * 1e6 / iters, iters=iters)
+
+
+def child_bce_cost(torch, F):
+    iters = int(os.environ.get("LG_GPU_PATH_ITERS", "20"))
+    shape = (16, 1, 512, 512) if os.environ.get("LG_GPU_PATH_BCE_SMALL") is None else (2, 1, 64, 64)
+    p = torch.sigmoid(torch.randn(shape)).cuda()
+    y = torch.randint(0, 2, shape).float().cuda()
+    for _ in range(3):
+        F.binary_cross_entropy(p, y)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        F.binary_cross_entropy(p, y)
+    torch.cuda.synchronize()
+    _emit(ms_per_call=(time.perf_counter() - t0) * 1e3 / iters, iters=iters, elements=p.numel())
 
 
 def child_profiler(torch, F):
@@ -457,7 +476,7 @@ def child_assert_async(torch, F):
 
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
-    "index_cost": child_index_cost, "profiler": child_profiler, "async_exit": child_async_exit,
+    "index_cost": child_index_cost, "bce_cost": child_bce_cost, "profiler": child_profiler, "async_exit": child_async_exit,
     "mask_full": child_mask_full, "capture_logits": child_capture_logits,
     "late_enable": child_late_enable, "attach_target": child_attach_target,
     "split_launch": child_split_launch, "enable_early": child_enable_early, "busy_target": child_busy_target,
@@ -632,6 +651,40 @@ def case_index_cost(ctx):
         figs[tag] = obs["us_per_iter"]
     return "PASS", "us/iter (embedding + x[idx]): none %.1f, sync %.1f, async %.1f" % (
         figs["none"], figs["sync"], figs["async"])
+
+
+def case_bce_cost(ctx):
+    figs, per_check = {}, {}
+    for tag, pre, mode in (("none", False, None), ("sync", True, "sync"), ("async", True, "async")):
+        env = {"LABELGUARD_ACTION": "raise"}
+        if mode:
+            env["LABELGUARD_MODE"] = mode
+        if ctx.fake:  # the double: the case's own logic only, on a small batch
+            env["LG_GPU_PATH_ITERS"] = "3"
+            env["LG_GPU_PATH_BCE_SMALL"] = "1"
+        rc, obs, ev, err = spawn(ctx, "bce_cost_" + tag, "bce_cost", env, preload=pre)
+        if obs is None:
+            return "FAIL", "%s: child rc=%s: %s" % (tag, rc, err[-300:])
+        if of(ev, "violation"):
+            return "FAIL", "%s: a violation on valid probabilities" % tag
+        figs[tag] = obs["ms_per_call"]
+        if pre:
+            start, summ = of(ev, "start"), of(ev, "summary")
+            if not summ or not summ[-1].get("validated"):
+                return "FAIL", "%s: no validated BCE launch in the summary" % tag
+            s = summ[-1]
+            per_check[tag] = s.get("validate_ns_total", 0) / s["validated"] / 1e6
+            backend = start[0].get("backend") if start else None
+            if not ctx.fake and (backend != "gpu" or s.get("host_fallbacks")):
+                return "FAIL", "%s: backend %s, host_fallbacks %s" % (tag, backend, s.get("host_fallbacks"))
+    detail = "ms/call (BCE %d elements): none %.3f, sync %.3f, async %.3f; added sync %.3f, async %.3f; " \
+             "validate ms/check sync %.3f, async %.3f" % (
+                 obs["elements"], figs["none"], figs["sync"], figs["async"], figs["sync"] - figs["none"],
+                 figs["async"] - figs["none"], per_check["sync"], per_check["async"])
+    # A host copy-and-scan of 2 x 16 MB takes milliseconds; the range kernel's launch, tens of us.
+    if not ctx.fake and max(per_check.values()) > 2.0:
+        return "FAIL", detail + " (the range check did not run on the GPU)"
+    return "PASS", detail
 
 
 def case_hooks_cupti(ctx):
@@ -1012,6 +1065,7 @@ def case_compiled(ctx):
 CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("graph_reuse", case_graph_reuse), ("replay_text_sync", case_replay_text_sync),
          ("replay_text_async", case_replay_text_async), ("index_cost", case_index_cost),
+         ("bce_cost", case_bce_cost),
          ("hooks_cupti", case_hooks_cupti), ("profiler", case_profiler), ("async_exit", case_async_exit),
          ("mask_full", case_mask_full), ("capture_logits", case_capture_logits),
          ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),

@@ -57,11 +57,23 @@ static CUresult f_load(CUmodule *m, const void *image)
     }
     return CUDA_ERROR_INVALID_IMAGE;
 }
+/* Each validator kernel a handle of its own: 0x2000 + 16 * its place in this list. */
+static const char *const kernel_names[] = {
+    LG_KERNEL_I64_VEC, LG_KERNEL_I64_GEN, LG_KERNEL_U8_VEC,  LG_KERNEL_U8_GEN,  LG_KERNEL_I32_VEC, LG_KERNEL_I32_GEN,
+    LG_KERNEL_F32_VEC, LG_KERNEL_F32_GEN, LG_KERNEL_F16_VEC, LG_KERNEL_F16_GEN, LG_KERNEL_F64_VEC, LG_KERNEL_F64_GEN,
+};
+static CUfunction kernel_handle(const char *name)
+{
+    for (size_t k = 0; k < sizeof kernel_names / sizeof *kernel_names; k++)
+        if (!strcmp(name, kernel_names[k]))
+            return (CUfunction)(uintptr_t)(0x2000 + 16 * k);
+    return NULL;
+}
 static CUresult f_get_function(CUfunction *f, CUmodule m, const char *name)
 {
-    (void)m, (void)name;
-    *f = (CUfunction)0x2000;
-    return CUDA_SUCCESS;
+    (void)m;
+    *f = kernel_handle(name);
+    return *f ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 static CUresult f_func_attr(int *v, CUfunction_attribute a, CUfunction f)
 {
@@ -258,11 +270,23 @@ static CUresult f_param_info(CUfunction f, size_t i, size_t *off, size_t *size)
     return CUDA_SUCCESS;
 }
 
+static CUfunction last_launched;
+static bool launch_publishes; /* a launch outside capture publishes lg_scan_host's verdict, as the kernel would */
 static CUresult f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                          unsigned sm, CUstream s, void **p, void **e)
 {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sm, (void)e;
     kernel_launches++;
+    last_launched = f;
+    if (launch_publishes && !(capturing && s == capturing)) {
+        const lg_scan_params_t *sp = p[0];
+        lg_scan_state_t *st = (lg_scan_state_t *)(uintptr_t)sp->state;
+        lg_scan_ring_t *ring = (lg_scan_ring_t *)(uintptr_t)sp->ring;
+        uint64_t seq = ++st->runs;
+        lg_scan_host(&sp->t, (const void *)(uintptr_t)sp->t.data, sp->samples, &ring->entries[seq % LG_RING_SLOTS].verdict);
+        ring->entries[seq % LG_RING_SLOTS].seq = seq;
+        ring->latest = seq;
+    }
     if (capturing && s == capturing) {
         int size = (int)sizeof(lg_scan_params_t);
         add_node(f, 1, &size, p);
@@ -795,6 +819,91 @@ static void test_captured_scratch_reused(void)
     g_assert_cmpuint(lg_validate_gpu_host_fallbacks() - fallbacks, ==, 0);
 }
 
+/* 64 float32 probabilities, two of them out of [0, 1] (a NaN at 5, 1.5 at 40). */
+static lg_target_t probs32(void)
+{
+    static float probs[64];
+    for (int i = 0; i < 64; i++)
+        probs[i] = (float)i / 64.0f;
+    probs[5] = __builtin_nanf("");
+    probs[40] = 1.5f;
+    lg_target_t t;
+    memset(&t, 0, sizeof t);
+    t.data = (uint64_t)(uintptr_t)probs;
+    t.dtype = LG_DTYPE_FLOAT32;
+    t.count = 64;
+    t.ndim = 1;
+    t.sizes[0] = 64;
+    t.strides[0] = 1;
+    return t;
+}
+
+/* A range target (BCE's probabilities) goes to the GPU backend's range kernel for its dtype,
+ * never to the host backend (this test has no runtime: the host backend would fail), and its
+ * verdict comes back through the stream's ring as a label verdict does. */
+static void test_range_on_gpu(void)
+{
+    fresh_driver();
+    lg_validate_gpu_after_fork(); /* a process of its own: the earlier tests filled the stream table */
+    g_assert_true(lg_validate_gpu_init_loaded());
+    lg_target_t t = probs32();
+    const struct {
+        lg_dtype_t d;
+        const char *kernel;
+    } k[] = {{LG_DTYPE_FLOAT32, LG_KERNEL_F32_VEC},
+             {LG_DTYPE_FLOAT16, LG_KERNEL_F16_VEC},
+             {LG_DTYPE_BFLOAT16, LG_KERNEL_F16_VEC},
+             {LG_DTYPE_FLOAT64, LG_KERNEL_F64_VEC}};
+    launch_publishes = true;
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+        lg_target_t ti = t;
+        ti.dtype = k[i].d; /* the same bytes: only the kernel chosen is checked for the others */
+        ti.count = ti.sizes[0] = (int64_t)(64 * 4 / lg_scan_elem_size(k[i].d));
+        lg_verdict_t *v = g_new0(lg_verdict_t, 1);
+        char why[512] = "";
+        kernel_launches = 0;
+        last_launched = NULL;
+        uint64_t fallbacks = lg_validate_gpu_host_fallbacks();
+        int rc = -1;
+        for (int r = 0; r < 16 && rc != 0; r++) /* the backoff of an earlier test may hold a few back */
+            rc = lg_validate_sync(&ti, (void *)0xc100, 16, v, why, sizeof why);
+        g_test_message("dtype %d: %s", (int)k[i].d, why);
+        g_assert_cmpint(rc, ==, 0);
+        g_assert_cmpint(kernel_launches, >=, 1);
+        g_assert_true(last_launched == kernel_handle(k[i].kernel));
+        g_assert_cmpuint(lg_validate_gpu_host_fallbacks() - fallbacks, ==, 0);
+        if (k[i].d == LG_DTYPE_FLOAT32) {
+            g_assert_cmpint(v->bad_count, ==, 2);
+            g_assert_cmpint(v->n_samples, ==, 2);
+            g_assert_cmpint(v->samples[0].index, ==, 5);
+            g_assert_cmpint(v->samples[1].index, ==, 40);
+        }
+        g_free(v);
+    }
+    launch_publishes = false;
+
+    /* Inside a capture: a kernel node of the range kernel, not a host node. */
+    lg_spec_t spec;
+    lg_kernel_info_t info;
+    loss_kernel(&spec, &info);
+    n_nodes = 0;
+    capturing = (CUstream)0xc200;
+    lg_capture_t cap = {.id = 4242, .sanitize = false};
+    uint64_t sanitized = 0;
+    char why[512] = "";
+    int rc = -1;
+    for (int r = 0; r < 16 && rc != 0; r++)
+        rc = lg_validate_async(&t, (void *)0xc200, 0, 16, &info, &cap, &sanitized, why, sizeof why);
+    g_test_message("capture: %s", why);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_cmpint(n_nodes, ==, 1);
+    g_assert_true(nodes[0].func == kernel_handle(LG_KERNEL_F32_VEC));
+    g_assert_cmphex(sanitized, ==, t.data);
+    capturing = NULL;
+    lg_graphs_end_capture(4242, GRAPH);
+    lg_graphs_destroyed(GRAPH);
+}
+
 /* Scratch handed back is not taken while a replay queued on it has not run (an exec destroyed
  * while its replay is in flight: CUDA lets it finish), nor ever when its graph went without an
  * exec (the checks may live on as a child graph node or a clone's source). */
@@ -860,5 +969,6 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/second_exec_rebind_paths", test_second_exec_rebind_paths);
     g_test_add_func("/gpu_driver/captured_scratch_reused", test_captured_scratch_reused);
     g_test_add_func("/gpu_driver/captured_scratch_waits", test_captured_scratch_waits);
+    g_test_add_func("/gpu_driver/range_on_gpu", test_range_on_gpu);
     return g_test_run();
 }

@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 #include <glib.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -467,6 +468,146 @@ static void test_float_range(void)
     g_free(v);
 }
 
+/* ------------------------------------------------------------------ range scan exactness */
+
+/* The value of element i of a float buffer, decoded by the compiler (float, double; bfloat16 is
+ * a float's top half) or, for half, by hand here: no line shared with the scan's bit rules. */
+static double ref_float(lg_dtype_t d, const void *base, int64_t i)
+{
+    if (d == LG_DTYPE_FLOAT32)
+        return ((const float *)base)[i];
+    if (d == LG_DTYPE_FLOAT64)
+        return ((const double *)base)[i];
+    uint16_t h = ((const uint16_t *)base)[i];
+    if (d == LG_DTYPE_BFLOAT16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double x = e == 0x1f ? (m ? __builtin_nan("") : __builtin_inf()) : e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -x : x;
+}
+
+static int64_t ref_bits(lg_dtype_t d, const void *base, int64_t i)
+{
+    switch (d) {
+    case LG_DTYPE_FLOAT32: return ((const uint32_t *)base)[i];
+    case LG_DTYPE_FLOAT64: return ((const int64_t *)base)[i];
+    default: return ((const uint16_t *)base)[i];
+    }
+}
+
+/* BCE's rule longhand over doubles: bad unless 0 <= x <= 1; min and max the first of the least
+ * and greatest numbers (a NaN never replaces a number, a number replaces a NaN). */
+static void range_reference(lg_dtype_t d, const void *base, int64_t n, int max_samples, lg_verdict_t *v)
+{
+    memset(v, 0, sizeof *v);
+    double mn = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = ref_float(d, base, i);
+        int64_t raw = ref_bits(d, base, i);
+        if (i == 0 || (x == x && (mn != mn || x < mn))) {
+            mn = x;
+            v->min = raw;
+        }
+        if (i == 0 || (x == x && (mx != mx || x > mx))) {
+            mx = x;
+            v->max = raw;
+        }
+        v->checked++;
+        if (!(x >= 0.0 && x <= 1.0)) {
+            if (v->n_samples < max_samples) {
+                v->samples[v->n_samples].index = i;
+                v->samples[v->n_samples].value = raw;
+                v->n_samples++;
+            }
+            v->bad_count++;
+        }
+    }
+}
+
+/* Bits of the values the range rule turns on, per dtype: 0, -0, 1, the next value above 1,
+ * the smallest subnormal of both signs, the largest subnormal, 0.5, the largest value below 1,
+ * -1, infinities, quiet and signalling NaN of both signs, the largest finite number. */
+static const uint64_t special32[] = {0x00000000, 0x80000000, 0x3f800000, 0x3f800001, 0x00000001, 0x80000001,
+                                     0x007fffff, 0x3f000000, 0x3f7fffff, 0xbf800000, 0x7f800000, 0xff800000,
+                                     0x7fc00000, 0xffc00000, 0x7f800001, 0x7f7fffff};
+static const uint64_t special64[] = {0x0000000000000000ull, 0x8000000000000000ull, 0x3ff0000000000000ull,
+                                     0x3ff0000000000001ull, 0x0000000000000001ull, 0x8000000000000001ull,
+                                     0x000fffffffffffffull, 0x3fe0000000000000ull, 0x3fefffffffffffffull,
+                                     0xbff0000000000000ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+                                     0x7ff8000000000000ull, 0xfff8000000000000ull, 0x7ff0000000000001ull,
+                                     0x7fefffffffffffffull};
+static const uint64_t special16[] = {0x0000, 0x8000, 0x3c00, 0x3c01, 0x0001, 0x8001, 0x03ff, 0x3800,
+                                     0x3bff, 0xbc00, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7c01, 0x7bff};
+static const uint64_t specialbf[] = {0x0000, 0x8000, 0x3f80, 0x3f81, 0x0001, 0x8001, 0x007f, 0x3f00,
+                                     0x3f7f, 0xbf80, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81, 0x7f7f};
+
+static void put_bits(lg_dtype_t d, void *base, int64_t i, uint64_t b)
+{
+    switch (d) {
+    case LG_DTYPE_FLOAT32: ((uint32_t *)base)[i] = (uint32_t)b; break;
+    case LG_DTYPE_FLOAT64: ((uint64_t *)base)[i] = b; break;
+    default: ((uint16_t *)base)[i] = (uint16_t)b; break;
+    }
+}
+
+/* Contiguous float buffers of many lengths (under, at and across the pass's blocks), valid
+ * values with special ones sprinkled in, each dtype: the host scan gives the reference's
+ * verdict bit for bit (min/max bits, which zero's sign, all-NaN, samples in order). */
+static void test_range_exact(void)
+{
+    const struct {
+        lg_dtype_t d;
+        const uint64_t *special;
+    } k[] = {{LG_DTYPE_FLOAT32, special32},
+             {LG_DTYPE_FLOAT64, special64},
+             {LG_DTYPE_FLOAT16, special16},
+             {LG_DTYPE_BFLOAT16, specialbf}};
+    const int64_t lens[] = {1, 2, 7, 63, 64, 65, 128, 200, 1000, 4099};
+    GRand *r = g_rand_new_with_seed(29);
+    for (size_t ki = 0; ki < G_N_ELEMENTS(k); ki++) {
+        lg_dtype_t d = k[ki].d;
+        size_t esz = lg_scan_elem_size(d);
+        for (size_t li = 0; li < G_N_ELEMENTS(lens); li++) {
+            int64_t n = lens[li];
+            for (int mode = 0; mode < 6; mode++) {
+                g_test_message("dtype %d, %" G_GINT64_FORMAT " elements, mode %d", (int)d, n, mode);
+                void *buf = g_malloc0((gsize)n * esz);
+                for (int64_t i = 0; i < n; i++) {
+                    /* mode 0: valid only (0.5 and the largest below 1); 1: a few specials; 2: many;
+                     * 3: only zeros of both signs; 4: all NaN; 5: NaN then zeros and -1 */
+                    uint64_t b = k[ki].special[g_rand_boolean(r) ? 7 : 8];
+                    if (mode == 1 && g_rand_int_range(r, 0, 50) == 0)
+                        b = k[ki].special[g_rand_int_range(r, 0, 16)];
+                    else if (mode == 2)
+                        b = k[ki].special[g_rand_int_range(r, 0, 16)];
+                    else if (mode == 3)
+                        b = k[ki].special[g_rand_int_range(r, 0, 2)];
+                    else if (mode == 4)
+                        b = k[ki].special[g_rand_int_range(r, 12, 15)];
+                    else if (mode == 5)
+                        b = i < n / 2 ? k[ki].special[12] : k[ki].special[g_rand_int_range(r, 0, 2) ? 1 - (i & 1) : 9];
+                    put_bits(d, buf, i, b);
+                }
+                for (int samples = 0; samples <= 16; samples += 16) {
+                    lg_target_t t = flat(d, n, 0, 0, false);
+                    lg_verdict_t *a = g_new0(lg_verdict_t, 1), *want = g_new0(lg_verdict_t, 1);
+                    lg_scan_host(&t, buf, samples, a);
+                    range_reference(d, buf, n, samples, want);
+                    assert_same(a, want);
+                    g_free(a);
+                    g_free(want);
+                }
+                g_free(buf);
+            }
+        }
+    }
+    g_rand_free(r);
+}
+
 static void test_host_errors(void)
 {
     init_host_backend();
@@ -611,6 +752,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scan/abi_sizes", test_abi_sizes);
     g_test_add_func("/validate/host_sync", test_host_sync);
     g_test_add_func("/validate/float_range", test_float_range);
+    g_test_add_func("/scan/range_exact", test_range_exact);
     g_test_add_func("/validate/host_errors", test_host_errors);
     g_test_add_func("/validate/host_masked_copy", test_host_masked_copy);
     g_test_add_func("/validate/host_async", test_host_async);
