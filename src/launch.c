@@ -199,6 +199,22 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     return true;
 }
 
+/* A verdict read before its launch: counted as validated, and acted on when a label is bad. */
+static void act_before(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t,
+                       const lg_verdict_t *verdict, lg_decision_t *d)
+{
+    atomic_fetch_add(&validated, 1);
+    if (verdict->bad_count == 0)
+        return;
+    lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE,
+                         .info = info,
+                         .stream = l->stream,
+                         .args = l->args,
+                         .target = t,
+                         .verdict = verdict};
+    lg_act(rt, &in, d);
+}
+
 static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t,
                           lg_decision_t *d)
 {
@@ -213,20 +229,10 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     int rc = lg_validate_sync(t, l->stream, lg_cfg.samples, verdict, why, sizeof why);
     lg_in_library--;
     report_fallback();
-    if (rc != 0) {
+    if (rc != 0)
         warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "labels not checked: %s", why);
-    } else {
-        atomic_fetch_add(&validated, 1);
-        if (verdict->bad_count > 0) {
-            lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE,
-                                 .info = info,
-                                 .stream = l->stream,
-                                 .args = l->args,
-                                 .target = t,
-                                 .verdict = verdict};
-            lg_act(rt, &in, d);
-        }
-    }
+    else
+        act_before(rt, l, info, t, verdict, d);
     free(verdict);
 }
 
@@ -269,20 +275,10 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
         if (rc == 0)
             lg_asserts_verdict(&e, (uint64_t)ptr, bytes, &t, verdict);
     }
-    if (rc != 0) {
+    if (rc != 0)
         warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "condition not read: %s", why);
-    } else {
-        atomic_fetch_add(&validated, 1);
-        if (verdict->bad_count > 0) {
-            lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE,
-                                 .info = info,
-                                 .stream = l->stream,
-                                 .args = l->args,
-                                 .target = &t,
-                                 .verdict = verdict};
-            lg_act(rt, &in, d);
-        }
-    }
+    else
+        act_before(rt, l, info, &t, verdict, d);
     free(verdict);
 }
 

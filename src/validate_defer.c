@@ -9,11 +9,15 @@
  * autograd's thread) runs before the verdict is read, as on a GPU, and the runtime test double
  * under FAKECUDA_ASYNC_US shows what a design relying on an early verdict would let through.
  *
- * One ring per (runtime, stream), never freed (a queued check points at it), at most
+ * One ring per (runtime, stream, thread), never freed (a queued check points at it), at most
  * MAX_RINGS; past that, or without cudaLaunchHostFunc, the verdict is final at once, as the
  * caller had it. A run's seq is taken and its host function enqueued under one lock, so each
  * ring is published in seq order (verdicts.c reads a run older than `latest` that is not there
- * as lost). The host function calls no CUDA function.
+ * as lost). Each verdict is collected by its launching thread, so a ring is per thread too: on
+ * a stream shared by several threads (PyTorch's default stream), one thread that is slow to
+ * collect must not have its runs overwritten by the others' in a shared ring of LG_RING_SLOTS.
+ * A thread that ended leaves its ring to the next thread given its id: its seq goes on.
+ * The host function calls no CUDA function.
  *
  * Called by validate.c (lg_validate_async, eager checks of the host backend) on the launching
  * thread with the re-entry guard held; the host function runs on CUDA's callback thread (the
@@ -33,6 +37,7 @@
 typedef struct defer_ring {
     const lg_runtime_t *rt;
     void *stream;
+    pthread_t thread;
     uint64_t enqueued; /* seq of the last run handed to a host function */
     lg_scan_ring_t ring;
 } defer_ring_t;
@@ -55,11 +60,12 @@ static void publish(void *user)
     free(run);
 }
 
-/* The ring of (rt, stream), made on first use. Caller holds `lock`. */
+/* The calling thread's ring of (rt, stream), made on first use. Caller holds `lock`. */
 static defer_ring_t *ring_of(const lg_runtime_t *rt, void *stream)
 {
+    pthread_t self = pthread_self();
     for (int i = 0; i < n_rings; i++)
-        if (rings[i]->stream == stream && rings[i]->rt == rt)
+        if (rings[i]->stream == stream && rings[i]->rt == rt && pthread_equal(rings[i]->thread, self))
             return rings[i];
     if (n_rings == MAX_RINGS)
         return NULL;
@@ -68,6 +74,7 @@ static defer_ring_t *ring_of(const lg_runtime_t *rt, void *stream)
         return NULL;
     r->rt = rt;
     r->stream = stream;
+    r->thread = self;
     rings[n_rings++] = r;
     return r;
 }

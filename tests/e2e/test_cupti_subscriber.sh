@@ -147,7 +147,7 @@ for hooks in auto cupti; do
   for api in v1 v2; do
     n=enable_${hooks}_$api
     rm -rf "$T/$n.logs"
-    KINETO_LIKE_ENABLE="$LG_PRELOAD" LABELGUARD_HOOKS=$hooks LABELGUARD_LOG="$T/$n.logs" "$PROG" $api \
+    KINETO_LIKE_ENABLE="${LG_PRELOAD##* }" LABELGUARD_HOOKS=$hooks LABELGUARD_LOG="$T/$n.logs" "$PROG" $api \
       >"$T/$n.out" 2>"$T/$n.err"
     echo $? >"$T/$n.rc"
     cat "$T/$n.out"

@@ -35,7 +35,7 @@ check "$n: no violation" qtrue "$n" 'len(V) == 0'
 
 n=late
 rm -rf "$T/$n.logs"
-LABELGUARD_LOG="$T/$n.logs" LG_LATE_LIB="$LG_PRELOAD" "$P" late good >"$T/$n.out" 2>"$T/$n.err"
+LABELGUARD_LOG="$T/$n.logs" LG_LATE_LIB="${LG_PRELOAD##* }" "$P" late good >"$T/$n.out" 2>"$T/$n.err"
 cat "$T/$n.out"
 check "$n: armed inside the capture" grep -qx "late armed=1" "$T/$n.out"
 check "$n: the capture succeeds and replays" \
