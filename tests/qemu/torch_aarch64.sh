@@ -82,9 +82,10 @@ check "the labels come back afterwards (context alive)" q 'r.get("labels_after")
 # wheel unpacked onto PYTHONPATH), the double preloaded alone as build/torch-python does.
 # enable()'s out-of-process check of the configuration execs /bin/true, which qemu-user without
 # binfmt runs as the host's: the wheel's library is loaded first and enable() takes that copy.
-# LABELGUARD_HOOKS=interpose: under qemu, with the wheel's real libcupti.so.13 on the double,
-# starting CUPTI from enable() crashes in the loader (a dlopen from libcupti); left to an Arm
-# machine with a GPU (scripts/gpu-check.sh's late-enable path).
+# Default hooks: enable() leaves CUPTI alone where interposition covers the runtime, as here.
+# With CUPTI started (LABELGUARD_HOOKS=cupti) and the wheel's real libcupti.so.13 on the double,
+# qemu crashes in the loader (a dlopen from libcupti): left to an Arm machine with a GPU
+# (scripts/gpu-check.sh).
 (cd "$LG_ROOT" && ARCH=aarch64 OBJDUMP=aarch64-linux-gnu-objdump OBJCOPY=aarch64-linux-gnu-objcopy LG_BUILD="$A64" python3 -c \
   'import sys; sys.path.insert(0, "python"); import wheel_backend as b; print(b.build_wheel(sys.argv[1]))' "$T/dist") \
   >"$T/build.out" 2>"$T/build.err" || { cat "$T/build.err"; fail "the wheel backend failed"; finish; }
@@ -108,7 +109,7 @@ except RuntimeError as e:
 res["labels_after"] = labels.cpu().tolist()
 print("RESULT " + json.dumps(res))
 PY
-(cd "$T" && LABELGUARD_HOOKS=interpose PYTHONNOUSERSITE=1 PYTHONPATH="$T/lgpkg:$dir/site-packages" LD_LIBRARY_PATH="$dir/lib:$LG_ROOT/$A64/fakecuda-driver" \
+(cd "$T" && PYTHONNOUSERSITE=1 PYTHONPATH="$T/lgpkg:$dir/site-packages" LD_LIBRARY_PATH="$dir/lib:$LG_ROOT/$A64/fakecuda-driver" \
   LABELGUARD_LOG="$T/logs" LD_PRELOAD="$LG_ROOT/$A64/fakecuda/libcudart.so.13" \
   "$QEMU" -L "$ARM64_ROOT" "$ARM64_ROOT/usr/bin/python3.11" "$T/enable.py") >"$T/enable.out" 2>"$T/enable.err"
 sed 's/^/  | /' "$T/enable.out" "$T/enable.err" | tail -n 12
