@@ -157,6 +157,9 @@ lg_act_plan_t lg_act_policy(lg_action_t action, lg_act_when_t when, lg_mask_stat
 static lg_violation_t fallback_violation;
 static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A parent thread may have been reporting through the static record at fork time. */
+void lg_act_after_fork(void) { pthread_mutex_init(&fallback_lock, NULL); }
+
 static lg_violation_t *violation_acquire(void)
 {
     lg_violation_t *v = malloc(sizeof *v);

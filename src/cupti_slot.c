@@ -71,6 +71,9 @@ static void *lib;                       /* the libcupti we subscribed through */
 static CUpti_SubscriberHandle held;     /* our subscriber while we hold the slot, else NULL */
 static char holder_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1];
 
+/* A parent thread may have been subscribing at fork time; the child never uses CUPTI. */
+void lg_cupti_slot_after_fork(void) { pthread_mutex_init(&slot_lock, NULL); }
+
 bool lg_cupti_slot_wanted(bool interposable, char *why, size_t why_len)
 {
     switch (lg_cfg.hooks) {

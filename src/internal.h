@@ -182,6 +182,8 @@ LG_HIDDEN int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, un
  * allocations and copies never invalidate a capture the application runs. -1: no such call. */
 LG_HIDDEN int lg_runtime_relax_capture(const lg_runtime_t *rt);
 LG_HIDDEN void lg_runtime_restore_capture(const lg_runtime_t *rt, int old);
+LG_HIDDEN void lg_runtime_atfork_prepare(void);
+LG_HIDDEN void lg_runtime_atfork_parent(void);
 LG_HIDDEN void lg_runtime_atfork_child(void);
 /* Thread-local re-entry guard, set around our own CUDA calls, logging and unwinding: a hook
  * that finds it set passes straight through. */
@@ -886,6 +888,8 @@ typedef struct lg_py_stack {
 /* Reads the calling thread's Python frames without the GIL and without allocating, like
  * faulthandler; CPython symbols resolved at run time. Safe to call in non-Python processes. */
 LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
+/* Fork child: its own pipe, a fresh lock (lg.c's atfork handler). */
+LG_HIDDEN void lg_pystack_after_fork(void);
 
 /* ---------------------------------------------------------------- pystack_offsets.c */
 
@@ -1201,6 +1205,8 @@ static inline void lg_launch_count(void)
  * 0. Never blocks. */
 LG_HIDDEN void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info,
                                  const lg_target_t *t);
+/* Fork child: a fresh lock (lg.c's atfork handler). */
+LG_HIDDEN void lg_logprobs_after_fork(void);
 
 /* ---------------------------------------------------------------- classify.c */
 
@@ -1263,6 +1269,8 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+/* Fork child: a fresh lock for the static violation record (lg.c's atfork handler). */
+LG_HIDDEN void lg_act_after_fork(void);
 
 /* ---------------------------------------------------------------- pyboot.c */
 
@@ -1297,6 +1305,8 @@ LG_HIDDEN const char *lg_api_check_way(void);
  * else LG_KSTATE_UNWATCHED; a compiled (Triton) loss gets its one unchecked_loss_kernel warning
  * here. Once per kernel handle (classify.c). */
 LG_HIDDEN int lg_opaque_classify(const char *mangled);
+/* Fork child: a fresh lock (lg.c's atfork handler). */
+LG_HIDDEN void lg_opaque_after_fork(void);
 /* After a masked NLL forward with class weights and a mean: this thread's next gather within a
  * few launches is blocked (label smoothing gathers weight[target] with the original labels). */
 struct lg_violation;
@@ -1340,6 +1350,8 @@ LG_HIDDEN int lg_cupti_slot_hooks(lg_hook_t *out, int cap);
 LG_HIDDEN int lg_cupti_slot_take(void *cupti, void *cb, void **out, char *how, size_t how_len);
 /* The holder CUPTI named when the slot was taken ("" if it named none). */
 LG_HIDDEN const char *lg_cupti_slot_holder(void);
+/* Fork child: a fresh lock (lg.c's atfork handler). */
+LG_HIDDEN void lg_cupti_slot_after_fork(void);
 
 /* ---------------------------------------------------------------- cupti.c */
 

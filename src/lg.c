@@ -89,9 +89,11 @@ static void atfork_prepare(void)
         pthread_mutex_lock(&start_lock);
     lg_names_atfork_prepare();
     lg_stack_atfork_prepare();
+    lg_runtime_atfork_prepare();
 }
 static void atfork_parent(void)
 {
+    lg_runtime_atfork_parent();
     lg_stack_atfork_parent();
     lg_names_atfork_parent();
     if (fork_waited)
@@ -105,6 +107,11 @@ static void atfork_child(void)
     lg_runtime_atfork_child();
     lg_hold_atfork_child();
     lg_arm_atfork_child();
+    lg_act_after_fork();
+    lg_logprobs_after_fork();
+    lg_opaque_after_fork();
+    lg_pystack_after_fork();
+    lg_cupti_slot_after_fork();
     lg_validate_after_fork_child();
     lg_graphs_after_fork();
     lg_report_after_fork_child();

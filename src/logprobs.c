@@ -34,6 +34,9 @@ static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t sites[MAX_SITES];
 static int n_sites;
 
+/* A parent thread may have held the lock at fork time; the child keeps the sites seen. */
+void lg_logprobs_after_fork(void) { pthread_mutex_init(&sites_lock, NULL); }
+
 /* True the first time (kernel, site) is seen; false after, or when the table is full. */
 static bool first_time(uint64_t key)
 {

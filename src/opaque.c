@@ -38,6 +38,9 @@ static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t warned[MAX_WARNED];
 static int n_warned;
 
+/* A parent thread may have held the lock at fork time; the child keeps what was warned. */
+void lg_opaque_after_fork(void) { pthread_mutex_init(&warned_lock, NULL); }
+
 static bool first_warning(const char *name)
 {
     uint64_t h = 0xcbf29ce484222325ull;

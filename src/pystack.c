@@ -103,6 +103,20 @@ static struct {
 } py;
 
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+/* One pipe for the process: two capturing threads must not interleave their bytes. */
+static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A fork child shares the parent's pipe: a read there could return bytes the other process
+ * wrote. The child makes its own on first need; the lock may have been held by a parent thread. */
+void lg_pystack_after_fork(void)
+{
+    pthread_mutex_init(&pipe_lock, NULL);
+    if (py.pipe_fd[0] >= 0) {
+        close(py.pipe_fd[0]);
+        close(py.pipe_fd[1]);
+        py.pipe_fd[0] = py.pipe_fd[1] = -1;
+    }
+}
 
 static bool peek(const void *addr, void *out, size_t n);
 
@@ -169,8 +183,6 @@ static bool peek(const void *addr, void *out, size_t n)
     }
     if (n > 4096)
         return false;
-    /* One pipe for the process: two capturing threads must not interleave their bytes. */
-    static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&pipe_lock);
     bool ok = false;
     if (py.pipe_fd[0] >= 0 || pipe2(py.pipe_fd, O_CLOEXEC | O_NONBLOCK) == 0) {

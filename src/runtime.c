@@ -402,8 +402,16 @@ void lg_runtime_restore_capture(const lg_runtime_t *rt, int old)
         rt->exchange_capture_mode(&old);
 }
 
+/* A version lookup walks the loaded objects (dl_iterate_phdr) under the loader's write lock,
+ * which glibc (2.36 at least) does not reset in a fork child: a fork in the middle of one leaves
+ * the child hanging at its first dlopen or walk (seen under qemu-user, where a walk is slow).
+ * So a fork waits for a lookup under way, as it does for a start and a stack capture. */
+void lg_runtime_atfork_prepare(void) { pthread_mutex_lock(&by_version_lock); }
+void lg_runtime_atfork_parent(void) { pthread_mutex_unlock(&by_version_lock); }
+
 void lg_runtime_atfork_child(void)
 {
+    pthread_mutex_init(&by_version_lock, NULL);
     lg_runtime_pending = 0;
     lg_runtime_pending_sync = 0;
     lg_runtime_app_error = 0;

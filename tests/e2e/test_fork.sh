@@ -9,9 +9,51 @@
 #     launch_seq from 1) are in a file named by its pid;
 #   - no lock is inherited held: children forked at random moments while 4 threads of the parent
 #     launch and report bad labels launch at once and finish (no deadlock; a timeout per child),
-#     and every parent launch is reported exactly once in the parent's file.
+#     and every parent launch is reported exactly once in the parent's file;
+#   - the same for every lock the library has, read from its sources: each pthread mutex is
+#     re-initialised by a fork-child handler that lg.c's atfork handler reaches (the storm only
+#     catches the locks its threads happen to hold; under qemu-user, where a dlopen is slow,
+#     it caught runtime.c's version-lookup lock).
 . "$(dirname "$0")/lib.sh"
 FORKER="$PROGS/forker"
+
+# Every `pthread_mutex_t NAME` of src/*.c is re-initialised (pthread_mutex_init(&NAME, ...)) in
+# a function of the same file named *after_fork* / *atfork_child*, and that function is called
+# from lg.c's atfork_child, directly or through a function it calls.
+check_locks() {
+  python3 - "$LG_ROOT/src" <<'PY'
+import glob, os, re, sys
+src = sys.argv[1]
+text = {os.path.basename(f): open(f).read() for f in glob.glob(os.path.join(src, "*.c"))}
+def body(name):
+    for t in text.values():
+        m = re.search(r"\n(?:static )?void " + name + r"\(void\)\s*\{", t)
+        if m:
+            depth, i = 1, m.end()
+            while depth:
+                depth += {"{": 1, "}": -1}.get(t[i], 0); i += 1
+            return t[m.end():i]
+    return ""
+reached, todo = set(), ["atfork_child"]
+while todo:
+    f = todo.pop()
+    if f in reached: continue
+    reached.add(f)
+    todo += [c for c in re.findall(r"\b(lg_\w*(?:after_fork|atfork_child)\w*)\(\)", body(f))]
+bad = 0
+for fname, t in sorted(text.items()):
+    for lock in re.findall(r"pthread_mutex_t\s+(\w+)\s*=", t):
+        ok = False
+        for fn in re.findall(r"void (\w*(?:after_fork|atfork_child)\w*)\(void\)", t):
+            if fn in reached and re.search(r"pthread_mutex_init\(&" + lock + r"\b", body(fn)):
+                ok = True
+        if not ok:
+            print(f"{fname}: lock {lock} is not re-initialised by a fork-child handler lg.c reaches"); bad += 1
+print(f"locks unchecked: {bad}")
+sys.exit(1 if bad else 0)
+PY
+}
+check "every lock of the library is re-initialised in a fork child" check_locks
 
 # logs NAME: one line per log file: "<pid> <starts> <violations> <summaries> <lowest launch_seq>",
 # after checking that every event of a file has the pid its name carries (<host>-<pid>[-N].jsonl)
