@@ -340,6 +340,8 @@ LG_HIDDEN int lg_spec_text_line(const lg_spec_text_t *m, const char *group, cons
 LG_HIDDEN void lg_spec_text_free(lg_spec_text_t *m);
 
 /* ---------------------------------------------------------------- demangle.c */
+/* (demangle_parse.c, demangle_lex.c and demangle_sizes.c, the parser behind these, share
+ * src/demangle.h: nothing outside the demangler sees a parser.) */
 
 /* Short name (the kernel's unqualified identifier, e.g. nll_loss_forward_reduce_cuda_kernel_2d)
  * of an Itanium-mangled name, including nvcc's __nv_static_ prefixed form. Writes into out;
