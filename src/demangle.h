@@ -73,7 +73,8 @@ static inline void desc_unknown(desc_t *d)
  * and, when `params` is set, the parameter types' sizes into sizes[0..cap) and their number into
  * *count (-1 when one cannot be sized). Returns false when the name could not be parsed at all;
  * p->fail tells a name parsed only in part. */
-LG_HIDDEN bool lg_demangle_parse_encoding(parser_t *p, const char *itanium, bool params, size_t *sizes, int cap, int *count);
+LG_HIDDEN bool lg_demangle_parse_encoding(parser_t *p, const char *itanium, bool params, size_t *sizes, int cap,
+                                          int *count);
 
 /* ---------------------------------------------------------------- demangle_lex.c */
 
