@@ -339,6 +339,38 @@ LG_HIDDEN int lg_spec_text_check(const char *text, size_t len, const char *origi
 LG_HIDDEN int lg_spec_text_line(const lg_spec_text_t *m, const char *group, const char *key);
 LG_HIDDEN void lg_spec_text_free(lg_spec_text_t *m);
 
+/* ---------------------------------------------------------------- spec_value.c */
+
+/* One group of a spec text being parsed: its GKeyFile, and where messages point. */
+typedef struct lg_spec_value_ctx {
+    struct _GKeyFile *kf; /* GKeyFile */
+    const char *origin;
+    const char *group;
+    const lg_spec_text_t *map;
+    char *err;
+    size_t err_len;
+} lg_spec_value_ctx_t;
+
+/* "file:line: [group] key: message" into the context's err; returns -1. */
+LG_HIDDEN int lg_spec_value_bad(const lg_spec_value_ctx_t *c, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Returns a trimmed copy of the value (g_free), or NULL with err set when missing/required. */
+LG_HIDDEN char *lg_spec_value_get(const lg_spec_value_ctx_t *c, const char *key, bool required, int *rc);
+/* Parses "a,b,c" into at most max integers in [-1, 1<<20]; returns the count or -1. */
+LG_HIDDEN int lg_spec_value_ints(const lg_spec_value_ctx_t *c, const char *key, const char *v, int *out, int max);
+/* A field "param,offset,width[,signed]" that must fit inside the parameter's size. */
+LG_HIDDEN int lg_spec_value_field(const lg_spec_value_ctx_t *c, const lg_spec_t *s, const char *key, lg_field_t *f,
+                                  bool allow_none, int *rc);
+/* The index in names[] (NULL-terminated) of the required key's value; -1 with err set. */
+LG_HIDDEN int lg_spec_value_choice(const lg_spec_value_ctx_t *c, const char *key, const char *const *names,
+                                   const char *allowed);
+
+/* ---------------------------------------------------------------- spec_closure.c */
+
+/* The closure keys of a group (target_calc, targets, layout_check) into s, after target, count
+ * and n_classes were read. 0, or -1 with the context's err set. */
+LG_HIDDEN int lg_spec_closure_parse(const lg_spec_value_ctx_t *c, lg_spec_t *s);
+
 /* ---------------------------------------------------------------- demangle.c */
 /* (demangle_parse.c, demangle_lex.c and demangle_sizes.c, the parser behind these, share
  * src/demangle.h: nothing outside the demangler sees a parser.) */
