@@ -1,9 +1,10 @@
 /* decode.c: turns one launch's argument array into the description of its labels
- * (lg_target_t), following a registry spec, and builds the rewritten argument array for the
- * mask action (new target pointer, contiguous strides, optionally a new ignore_index).
+ * (lg_target_t), following a registry spec. The kernel's label dtype is decode_dtype.c's; the
+ * rewritten argument array of the mask action (new target pointer, contiguous strides,
+ * optionally a new ignore_index) is decode_rewrite.c's.
  *
- * Callers: classify.c (lg_decode_dtype, once per kernel), launch.c (lg_decode, each watched
- * launch) and act.c (lg_decode_rewrite, a masked launch), on the launching thread, only after
+ * Callers: launch.c (lg_decode_nth, lg_decode_targets, each watched launch), act.c and
+ * logprobs.c (lg_decode_field, lg_decode_calc_operand), on the launching thread, only after
  * lg_registry_find checked the spec's layout against the kernel. Every read is bounded by the
  * spec's declared parameter sizes (which the parser checked against each field), values are
  * copied with memcpy (args[] slots need not be aligned), and whatever comes out is checked
@@ -24,11 +25,7 @@
 
 #include "internal.h"
 
-/* More labels than this in one launch means we misread the arguments (2^40 int64 labels
- * would be 8 TiB). */
-#define ABSURD_COUNT (INT64_C(1) << 40)
-
-static int64_t read_int(const void *base, int offset, int width, bool is_signed)
+int64_t lg_decode_read_int(const void *base, int offset, int width, bool is_signed)
 {
     const unsigned char *p = (const unsigned char *)base + offset;
     switch (width) {
@@ -61,7 +58,7 @@ static int field_value(const lg_spec_t *s, void **args, const lg_field_t *f, int
         snprintf(why, why_len, "[%s]: argument %d (%s) is NULL", s->name, f->param, what);
         return -1;
     }
-    *out = read_int(args[f->param], f->offset, f->width, f->is_signed);
+    *out = lg_decode_read_int(args[f->param], f->offset, f->width, f->is_signed);
     return 0;
 }
 
@@ -97,7 +94,7 @@ static int decode_calc(const lg_spec_t *s, lg_dtype_t dtype, void **args, int64_
         return -1;
     }
     const unsigned char *p = (const unsigned char *)args[f->param] + f->offset;
-    int64_t dims = read_int(p, 0, 4, true);
+    int64_t dims = lg_decode_read_int(p, 0, 4, true);
     if (dims < 0 || dims > md) {
         snprintf(why, why_len, "[%s]: OffsetCalculator has %lld dimensions (at most %d): not a calculator", s->name,
                  (long long)dims, md);
@@ -107,20 +104,21 @@ static int decode_calc(const lg_spec_t *s, lg_dtype_t dtype, void **args, int64_
     int64_t sz[64], st[64];
     int k = 0;
     for (int d = 0; d < dims; d++) {
-        int64_t size = read_int(p, head + d * div, w, false);
-        int64_t stride = read_int(p, head + md * div + (d * nargs + arg) * w, w, false);
-        if (w == 4 && !divider_ok((uint32_t)size, (uint32_t)read_int(p, head + d * div + 4, 4, false),
-                                  (uint32_t)read_int(p, head + d * div + 8, 4, false))) {
+        int64_t size = lg_decode_read_int(p, head + d * div, w, false);
+        int64_t stride = lg_decode_read_int(p, head + md * div + (d * nargs + arg) * w, w, false);
+        if (w == 4 && !divider_ok((uint32_t)size, (uint32_t)lg_decode_read_int(p, head + d * div + 4, 4, false),
+                                  (uint32_t)lg_decode_read_int(p, head + d * div + 8, 4, false))) {
             snprintf(why, why_len, "[%s]: OffsetCalculator dimension %d (size %lld) is not an IntDivider: not a calculator",
                      s->name, d, (long long)size);
             return -1;
         }
-        if (size <= 0 || size > ABSURD_COUNT || stride < 0 || stride > ABSURD_COUNT * 8 || stride % esz) {
+        if (size <= 0 || size > LG_DECODE_ABSURD_COUNT || stride < 0 || stride > LG_DECODE_ABSURD_COUNT * 8 ||
+            stride % esz) {
             snprintf(why, why_len, "[%s]: OffsetCalculator dimension %d has size %lld, byte stride %lld: not plausible",
                      s->name, d, (long long)size, (long long)stride);
             return -1;
         }
-        if (total > ABSURD_COUNT / size) {
+        if (total > LG_DECODE_ABSURD_COUNT / size) {
             snprintf(why, why_len, "[%s]: OffsetCalculator sizes overflow", s->name);
             return -1;
         }
@@ -190,116 +188,6 @@ int lg_decode_targets(const lg_spec_t *spec, void **args, char *why, size_t why_
     return (int)n;
 }
 
-/* Skips one <template-arg> of a mangled name: a builtin letter, a literal L...E, or a name or
- * type with nested parts (N...E, I...E; source names by their length). NULL when unreadable. */
-static const char *skip_targ(const char *p)
-{
-    if (!*p)
-        return NULL;
-    if (*p == 'L') {
-        const char *e = strchr(p, 'E');
-        return e ? e + 1 : NULL;
-    }
-    if (*p == 'r' || *p == 'V' || *p == 'K' || *p == 'P' || *p == 'R')
-        return skip_targ(p + 1);
-    if (*p != 'N' && *p != 'I' && !(*p >= '0' && *p <= '9') && *p != 'S')
-        return p + 1; /* builtin */
-    int depth = 0;
-    do {
-        if (*p >= '0' && *p <= '9') {
-            long n = 0;
-            while (*p >= '0' && *p <= '9' && n < 4096)
-                n = n * 10 + (*p++ - '0');
-            if ((long)strnlen(p, (size_t)n) < n)
-                return NULL;
-            p += n;
-        } else if (*p == 'S') { /* substitution S_ / S<seq>_ */
-            const char *u = strchr(p, '_');
-            if (!u)
-                return NULL;
-            p = u + 1;
-        } else if (*p == 'L') {
-            const char *e = strchr(p, 'E');
-            if (!e)
-                return NULL;
-            p = e + 1;
-        } else if (*p == 'N' || *p == 'I') {
-            depth++;
-            p++;
-        } else if (*p == 'E') {
-            depth--;
-            p++;
-        } else if (*p) {
-            p++;
-        } else {
-            return NULL;
-        }
-    } while (depth > 0);
-    return p;
-}
-
-/* The pos-th (1-based) template argument's builtin letter of the functor `mark` names; 'E'
- * when it has fewer, 0 when unreadable. */
-static char functor_arg(const char *mangled, const char *mark, int pos)
-{
-    const char *p = mangled ? strstr(mangled, mark) : NULL;
-    if (!p)
-        return 0;
-    p += strlen(mark); /* just past the functor's I */
-    for (int i = 1; i < pos && p; i++) {
-        if (*p == 'E')
-            return 'E';
-        p = skip_targ(p);
-    }
-    return p ? *p : 0;
-}
-
-int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len)
-{
-    if (spec->assert_flag) {
-        /* torch._assert_async's condition: bool, complex and the rest, outside lg_dtype_t;
-         * asserts.c reads its type from the name, and only an instance it knows is watched */
-        lg_assert_elem_t e;
-        if (lg_asserts_element(mangled, &e) != 0) {
-            snprintf(why, why_len, "[%s]: the condition's type is not one torch._assert_async's kernel takes (%s)",
-                     spec->name, mangled ? mangled : "(no name)");
-            return -1;
-        }
-        *dtype = LG_DTYPE_UINT8;
-        return 0;
-    }
-    if (spec->dtype_functor[0]) {
-        char c = functor_arg(mangled, spec->dtype_functor, spec->dtype_functor_arg);
-        if (c == 'l' || c == 'x' || c == 'i') {
-            *dtype = c == 'i' ? LG_DTYPE_INT32 : LG_DTYPE_INT64;
-            return 0;
-        }
-        if (c == 'E' && spec->dtype_functor_has_default) {
-            *dtype = spec->dtype_functor_default;
-            return 0;
-        }
-        snprintf(why, why_len, "[%s]: id type unknown (template argument %d of %s in %s: '%c')", spec->name,
-                 spec->dtype_functor_arg, spec->dtype_functor, mangled ? mangled : "(no name)", c ? c : '?');
-        return -1;
-    }
-    if (!spec->dtype_from_template) {
-        *dtype = spec->dtype;
-        return 0;
-    }
-    char c = spec->dtype_template_arg > 0 ? lg_demangle_template_arg(mangled, spec->dtype_template_arg)
-                                          : lg_demangle_last_template_arg(mangled);
-    switch (c) {
-    case 'l':
-    case 'x': *dtype = LG_DTYPE_INT64; return 0;
-    case 'h': *dtype = LG_DTYPE_UINT8; return 0;
-    case 'i': *dtype = LG_DTYPE_INT32; return 0;
-    default:
-        snprintf(why, why_len, "[%s]: label type unknown (template argument '%c' of %s)", spec->name, c ? c : '?',
-                 mangled ? mangled : "(no name)");
-        return -1;
-    }
-}
-
 int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], lg_target_t *out, char *why,
               size_t why_len)
 {
@@ -354,16 +242,16 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
         }
         out->ndim = nd;
         for (int d = 0; d < nd; d++) {
-            int64_t sz = read_int(tp, spec->target_sizes_offset + d * w, w, true);
-            int64_t st = read_int(tp, spec->target_strides_offset + d * w, w, true);
-            if (sz < 0 || st < 0 || sz > ABSURD_COUNT || st > ABSURD_COUNT) {
+            int64_t sz = lg_decode_read_int(tp, spec->target_sizes_offset + d * w, w, true);
+            int64_t st = lg_decode_read_int(tp, spec->target_strides_offset + d * w, w, true);
+            if (sz < 0 || st < 0 || sz > LG_DECODE_ABSURD_COUNT || st > LG_DECODE_ABSURD_COUNT) {
                 snprintf(why, why_len, "[%s]: target accessor dim %d has size %lld stride %lld: not plausible",
                          spec->name, d, (long long)sz, (long long)st);
                 return -1;
             }
             out->sizes[d] = sz;
             out->strides[d] = st;
-            if (sz && acc_count > ABSURD_COUNT / sz) {
+            if (sz && acc_count > LG_DECODE_ABSURD_COUNT / sz) {
                 snprintf(why, why_len, "[%s]: target accessor sizes overflow", spec->name);
                 return -1;
             }
@@ -401,7 +289,7 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
             return -1;
         }
         int64_t batch = (int64_t)grid[0] / bps;
-        if (nelem && batch > ABSURD_COUNT / nelem) {
+        if (nelem && batch > LG_DECODE_ABSURD_COUNT / nelem) {
             snprintf(why, why_len, "[%s]: label count overflows", spec->name);
             return -1;
         }
@@ -410,7 +298,7 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
     }
     default: snprintf(why, why_len, "[%s]: unknown count kind", spec->name); return -1;
     }
-    if (count < 0 || count > ABSURD_COUNT) {
+    if (count < 0 || count > LG_DECODE_ABSURD_COUNT) {
         snprintf(why, why_len, "[%s]: label count %lld is not plausible", spec->name, (long long)count);
         return -1;
     }
@@ -489,12 +377,12 @@ int lg_decode_calc_operand(const lg_spec_t *s, void **args, int operand, int64_t
         f->offset + head + md * div + md * nargs * w > s->param_sizes[f->param] || !args[f->param])
         return -1;
     const unsigned char *p = (const unsigned char *)args[f->param] + f->offset;
-    int64_t dims = read_int(p, 0, 4, true);
+    int64_t dims = lg_decode_read_int(p, 0, 4, true);
     if (dims < 0 || dims > md || dims > cap)
         return -1;
     for (int d = 0; d < dims; d++) {
-        sizes[d] = read_int(p, head + d * div, w, false);
-        strides[d] = read_int(p, head + md * div + (d * nargs + operand) * w, w, false);
+        sizes[d] = lg_decode_read_int(p, head + d * div, w, false);
+        strides[d] = lg_decode_read_int(p, head + md * div + (d * nargs + operand) * w, w, false);
     }
     return (int)dims;
 }
@@ -505,99 +393,4 @@ int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int
     if (!spec || !args || !f || f->param < 0)
         return -1;
     return field_value(spec, args, f, out, "field", why, sizeof why);
-}
-
-static void write_int(void *base, int offset, int width, int64_t v)
-{
-    unsigned char *p = (unsigned char *)base + offset;
-    if (width == 1) {
-        uint8_t x = (uint8_t)v;
-        memcpy(p, &x, 1);
-    } else if (width == 4) {
-        uint32_t x = (uint32_t)v;
-        memcpy(p, &x, 4);
-    } else {
-        memcpy(p, &v, 8);
-    }
-}
-
-/* Copies one parameter into the copy's storage (once) and points the copy's slot at it. */
-static unsigned char *own(const lg_spec_t *s, void **args, lg_args_copy_t *copy, int param)
-{
-    if (param < 0 || param >= s->n_params || !args[param] || s->param_sizes[param] <= 0)
-        return NULL;
-    unsigned char *lo = copy->storage, *p = copy->args[param];
-    if (p >= lo && p < lo + sizeof copy->storage)
-        return p;
-    int size = s->param_sizes[param], at = (copy->used + 7) & ~7;
-    if (at < 0 || (size_t)at + (size_t)size > sizeof copy->storage)
-        return NULL;
-    memcpy(lo + at, args[param], (size_t)size);
-    copy->used = at + size;
-    copy->args[param] = lo + at;
-    return lo + at;
-}
-
-int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, bool rewrite_ignore, int64_t new_ignore,
-                      lg_args_copy_t *copy)
-{
-    if (!spec || !args || !copy || spec->n_params > LG_MAX_PARAMS || spec->n_params < 0)
-        return -1;
-    if (spec->operands > 1)
-        return -1; /* the copy would replace operand 0 only */
-    if (spec->targets.width != 0) {
-        /* several index tensors: a copy of one cannot stand in for the launch */
-        int64_t n;
-        if (lg_decode_field(spec, args, &spec->targets, &n) != 0 || n != 1)
-            return -1;
-    }
-    for (int i = 0; i < spec->n_params; i++)
-        copy->args[i] = args[i];
-    for (int i = spec->n_params; i < LG_MAX_PARAMS; i++)
-        copy->args[i] = NULL;
-    copy->used = 0;
-
-    if (rewrite_ignore) {
-        const lg_field_t *f = &spec->ignore_index;
-        if (f->param < 0)
-            return -1;
-        int w = f->width;
-        bool fits = w == 8 ||
-                    (w == 4 && (f->is_signed ? new_ignore >= INT32_MIN && new_ignore <= INT32_MAX
-                                             : new_ignore >= 0 && new_ignore <= UINT32_MAX)) ||
-                    (w == 1 && (f->is_signed ? new_ignore >= INT8_MIN && new_ignore <= INT8_MAX
-                                             : new_ignore >= 0 && new_ignore <= UINT8_MAX));
-        if (!fits || f->offset + w > spec->param_sizes[f->param])
-            return -1;
-    }
-
-    const lg_field_t *tf = &spec->target;
-    unsigned char *tp = own(spec, args, copy, tf->param);
-    if (!tp || tf->offset + 8 > spec->param_sizes[tf->param])
-        return -1;
-    memcpy(tp + tf->offset, &new_data, 8);
-    if (spec->target_ndim > 0) {
-        /* The masked copy is dense in logical (row-major) order: contiguous strides. */
-        int nd = spec->target_ndim, w = spec->target_index_width;
-        if (spec->target_sizes_offset + nd * w > spec->param_sizes[tf->param] ||
-            spec->target_strides_offset + nd * w > spec->param_sizes[tf->param])
-            return -1;
-        int64_t stride = 1;
-        for (int d = nd - 1; d >= 0; d--) {
-            write_int(tp, spec->target_strides_offset + d * w, w, stride);
-            int64_t sz = read_int(tp, spec->target_sizes_offset + d * w, w, true);
-            if (sz < 0 || sz > ABSURD_COUNT || (sz > 0 && stride > ABSURD_COUNT / sz))
-                return -1; /* lg_decode refuses such a shape too; never reached after it */
-            stride *= sz > 0 ? sz : 1;
-        }
-    }
-
-    if (rewrite_ignore) {
-        const lg_field_t *f = &spec->ignore_index;
-        unsigned char *ip = own(spec, args, copy, f->param);
-        if (!ip)
-            return -1;
-        write_int(ip, f->offset, f->width, new_ignore);
-    }
-    return 0;
 }

@@ -393,6 +393,10 @@ LG_HIDDEN char *lg_demangle_full(const char *mangled);
 
 /* ---------------------------------------------------------------- decode.c */
 
+/* More labels than this in one launch means we misread the arguments (2^40 int64 labels
+ * would be 8 TiB). */
+#define LG_DECODE_ABSURD_COUNT (INT64_C(1) << 40)
+
 /* Reads the target description of one launch. Returns 0, or -1 with a reason (the caller
  * warns and lets the launch run): NULL args, NULL target with labels, negative or absurd
  * counts/sizes/strides, unknown label type. Reads only args[] slots the spec names, within
@@ -405,14 +409,6 @@ LG_HIDDEN int lg_decode(const lg_spec_t *spec, lg_dtype_t dtype, void **args, co
 LG_HIDDEN int lg_decode_targets(const lg_spec_t *spec, void **args, char *why, size_t why_len);
 LG_HIDDEN int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const unsigned grid[3], int k,
                             lg_target_t *out, char *why, size_t why_len);
-/* The label dtype of a kernel: the spec's, or the last template argument of its mangled name
- * (l/x int64, h uint8, i int32). Returns 0, or -1 with a reason. Once per kernel (classify.c). */
-LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len);
-/* Builds a copy of args[] in which the target pointer is `new_data` (and ignore_index is
- * `new_ignore` when rewrite_ignore). For an accessor target the copy's strides are made
- * contiguous (the masked copy is dense, row-major). `storage` holds the rewritten parameter
- * values and must outlive the launch; new_args has spec->n_params slots. Returns 0, or -1
- * when a rewritten parameter exceeds the storage or new_ignore does not fit its width. */
 /* One optional field of a launch (weight, size_average, input...): 0 with *out, -1 when the
  * spec has none or its argument is missing. Bounded by the spec's sizes like lg_decode. */
 LG_HIDDEN int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field_t *f, int64_t *out);
@@ -421,6 +417,18 @@ LG_HIDDEN int lg_decode_field(const lg_spec_t *spec, void **args, const lg_field
  * calculator, no arguments, outside the declared parameters). */
 LG_HIDDEN int lg_decode_calc_operand(const lg_spec_t *s, void **args, int operand, int64_t *sizes, int64_t *strides,
                                      int cap);
+/* The integer of `width` bytes (1, 4 or 8) at base + offset, sign-extended when is_signed; read
+ * with memcpy (args[] slots need not be aligned). The caller checked the bounds. */
+LG_HIDDEN int64_t lg_decode_read_int(const void *base, int offset, int width, bool is_signed);
+
+/* ---------------------------------------------------------------- decode_dtype.c */
+
+/* The label dtype of a kernel: the spec's, or the last template argument of its mangled name
+ * (l/x int64, h uint8, i int32). Returns 0, or -1 with a reason. Once per kernel (classify.c). */
+LG_HIDDEN int lg_decode_dtype(const lg_spec_t *spec, const char *mangled, lg_dtype_t *dtype, char *why, size_t why_len);
+
+/* ---------------------------------------------------------------- decode_rewrite.c */
+
 typedef struct lg_args_copy {
     void *args[LG_MAX_PARAMS];
     /* The rewritten parameters' values, packed (8-byte aligned): a by-value closure of 1240
@@ -428,6 +436,11 @@ typedef struct lg_args_copy {
     unsigned char storage[LG_MAX_PARAMS * 128] __attribute__((aligned(16)));
     int used;
 } lg_args_copy_t;
+/* Builds a copy of args[] in which the target pointer is `new_data` (and ignore_index is
+ * `new_ignore` when rewrite_ignore). For an accessor target the copy's strides are made
+ * contiguous (the masked copy is dense, row-major). `storage` holds the rewritten parameter
+ * values and must outlive the launch; new_args has spec->n_params slots. Returns 0, or -1
+ * when a rewritten parameter exceeds the storage or new_ignore does not fit its width. */
 LG_HIDDEN int lg_decode_rewrite(const lg_spec_t *spec, void **args, uint64_t new_data, bool rewrite_ignore,
                                 int64_t new_ignore, lg_args_copy_t *copy);
 
