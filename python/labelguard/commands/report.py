@@ -32,18 +32,15 @@ Input rules (decided here, documented in the README):
   - Exit 1 when at least one violation was found, 0 when none (2 takes precedence).
 """
 
+
 import argparse
 import datetime
 import json
 import os
-import stat
 import sys
 
-# Longest string field printed, and longest line read as an event: the library's events are a
-# few KiB (a demangled kernel name or a stack frame is the longest string in them); a longer
-# line is parsed (and its fields cut) up to LINE_MAX, beyond which it is not read as JSON.
-FIELD_MAX = 4096
-LINE_MAX = 64 << 20
+# Reading the logs (regular files, one event per line, long fields cut) is _report_read's.
+from labelguard.commands._report_read import FIELD_MAX, LINE_MAX, clip_fields, find_files, read_events  # noqa: F401
 
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
 
@@ -101,96 +98,6 @@ def fmt_frame(f):
     if not f:
         return "-"
     return "%s:%s in %s" % (f.get("file", "?"), f.get("line", "?"), f.get("function", "?"))
-
-
-def find_files(paths, errors):
-    """Regular files only: a FIFO or device among the logs (or named on the command line)
-    would block the report forever or never end (/dev/zero)."""
-    files = []
-    for p in paths:
-        if os.path.isdir(p):
-            found = []
-            for root, dirs, names in os.walk(p, onerror=lambda e: errors.append(
-                    "%s: cannot read directory: %s" % (e.filename, e.strerror))):
-                dirs.sort()
-                for n in sorted(names):
-                    if not n.endswith(".jsonl"):
-                        continue
-                    f = os.path.join(root, n)
-                    if os.path.isfile(f):
-                        found.append(f)
-                    else:
-                        errors.append("%s: not a regular file; skipped" % f)
-            files += found
-        elif os.path.isfile(p):
-            files.append(p)
-        elif os.path.exists(p):
-            errors.append("%s: not a regular file or a directory; skipped" % p)
-        else:
-            errors.append("%s: no such file or directory" % p)
-    return files
-
-
-def read_events(path, malformed, truncated, errors, clipped):
-    """Yields (line number, event dict). Records damaged lines in malformed/truncated."""
-    try:
-        # O_NONBLOCK and a second check on the open file: the path may have been swapped for a
-        # FIFO since find_files looked.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                errors.append("%s: not a regular file; skipped" % path)
-                return
-            data = fh.read()
-    except OSError as e:
-        errors.append("%s: cannot read: %s" % (path, e.strerror))
-        return
-    lines = data.split(b"\n")
-    ends_with_newline = data.endswith(b"\n")
-    if ends_with_newline:
-        lines.pop()
-    for i, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        last_unterminated = (i == len(lines)) and not ends_with_newline
-        if len(raw) > LINE_MAX:
-            (truncated if last_unterminated else malformed).append(
-                {"file": path, "line": i,
-                 "error": "line of %d bytes, longer than any event the library writes" % len(raw)})
-            continue
-        try:
-            ev = json.loads(raw.decode("utf-8", errors="replace"))
-            if not isinstance(ev, dict) or "event" not in ev:
-                raise ValueError("not an event object (no \"event\" key)")
-            if ev.get("v") != 1:
-                raise ValueError("unknown schema version %r (this report reads v 1)" % ev.get("v"))
-        except ValueError as e:
-            msg = str(e).splitlines()[0]
-            if last_unterminated:
-                truncated.append({"file": path, "line": i, "error": msg})
-            else:
-                malformed.append({"file": path, "line": i, "error": msg})
-            continue
-        cut = []
-        ev = clip_fields(ev, "", cut)
-        for field, n in cut:
-            clipped.append({"file": path, "line": i, "field": field, "bytes": n})
-        yield i, ev
-
-
-def clip_fields(x, where, cut):
-    """x with every string longer than FIELD_MAX cut to it (marked), recording (field, length)
-    in cut: a damaged log must not print a 50 MB field to the terminal."""
-    if isinstance(x, str):
-        if len(x) > FIELD_MAX:
-            cut.append((where or "(value)", len(x)))
-            return x[:FIELD_MAX] + "...[%d more characters cut]" % (len(x) - FIELD_MAX)
-        return x
-    if isinstance(x, dict):
-        return {k: clip_fields(v, (where + "." if where else "") + str(k)[:64], cut) for k, v in x.items()}
-    if isinstance(x, list):
-        return [clip_fields(v, "%s[%d]" % (where, i), cut) for i, v in enumerate(x)]
-    return x
 
 
 def as_int(x):
