@@ -16,7 +16,7 @@
  * frame that is not _assert_async itself (index_put_), else torch._assert_async.
  *
  * launch.c reads a launch's condition (validate.c copies the element on the launching thread)
- * and asks here what it means: the element's type (also decode.c), the verdict (zero or not),
+ * and asks here what it means: the element's type (also decode_dtype.c), the verdict (zero or not),
  * and which op asserted (act.c: the report path). No CUDA call here.
  * Tested by tests/unit/test_asserts.c (element types, zero, op names) and end to end by
  * tests/e2e/test_assert_async.sh (build/progs/assert_async on the runtime double, which runs

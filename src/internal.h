@@ -319,7 +319,8 @@ LG_HIDDEN const lg_spec_t *lg_spec_conflict(const lg_spec_t *s, const lg_spec_t 
 /* ---------------------------------------------------------------- spec_text.c */
 
 /* printf into err (NULL or 0 length: nothing). */
-LG_HIDDEN void lg_spec_error(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+LG_HIDDEN void lg_spec_text_error(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Where each group and key of a spec text sits. */
 typedef struct key_pos {
     char group[128];

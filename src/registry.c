@@ -49,18 +49,19 @@ static ssize_t read_spec_file(const char *path, char **out, char *err, size_t er
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
-        lg_spec_error(err, err_len, "%s:0: file: cannot read: %s", path, strerror(errno));
+        lg_spec_text_error(err, err_len, "%s:0: file: cannot read: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        lg_spec_error(err, err_len, "%s:0: file: not a regular file (a spec file is a text file of [groups])", path);
+        lg_spec_text_error(err, err_len, "%s:0: file: not a regular file (a spec file is a text file of [groups])",
+                           path);
         close(fd);
         return -1;
     }
     if (st.st_size > SPEC_FILE_MAX) {
-        lg_spec_error(err, err_len, "%s:0: file: %lld bytes, larger than %d: not a spec file?", path,
-                      (long long)st.st_size, SPEC_FILE_MAX);
+        lg_spec_text_error(err, err_len, "%s:0: file: %lld bytes, larger than %d: not a spec file?", path,
+                           (long long)st.st_size, SPEC_FILE_MAX);
         close(fd);
         return -1;
     }
@@ -72,7 +73,7 @@ static ssize_t read_spec_file(const char *path, char **out, char *err, size_t er
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            lg_spec_error(err, err_len, "%s:0: file: cannot read: %s", path, strerror(errno));
+            lg_spec_text_error(err, err_len, "%s:0: file: cannot read: %s", path, strerror(errno));
             close(fd);
             g_free(text);
             return -1;
@@ -83,7 +84,7 @@ static ssize_t read_spec_file(const char *path, char **out, char *err, size_t er
     }
     close(fd);
     if (len > SPEC_FILE_MAX) {
-        lg_spec_error(err, err_len, "%s:0: file: larger than %d bytes: not a spec file?", path, SPEC_FILE_MAX);
+        lg_spec_text_error(err, err_len, "%s:0: file: larger than %d bytes: not a spec file?", path, SPEC_FILE_MAX);
         g_free(text);
         return -1;
     }
@@ -108,15 +109,17 @@ static int add_file(const char *path, char *err, size_t err_len)
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < table_n; j++) {
             if (strcmp(table[j].name, tmp[i].name) == 0) {
-                lg_spec_error(err, err_len, "%s: [%s]: kernel spec name already defined by %s; choose another name",
-                              tmp[i].source, tmp[i].name, table[j].source);
+                lg_spec_text_error(err, err_len,
+                                   "%s: [%s]: kernel spec name already defined by %s; choose another name",
+                                   tmp[i].source, tmp[i].name, table[j].source);
                 return -1;
             }
         }
         const lg_spec_t *o = lg_spec_conflict(&tmp[i], table, table_n);
         if (o) {
-            lg_spec_error(err, err_len, "%s: [%s] match: conflicts with [%s] from %s (same match and parameter layout)",
-                          tmp[i].source, tmp[i].name, o->name, o->source);
+            lg_spec_text_error(err, err_len,
+                               "%s: [%s] match: conflicts with [%s] from %s (same match and parameter layout)",
+                               tmp[i].source, tmp[i].name, o->name, o->source);
             return -1;
         }
     }
@@ -216,9 +219,9 @@ bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const siz
         if (n_actual < 0 && spec->unsized_ok)
             return true; /* layout_check=offset_calc: lg_decode checks the closure at each launch */
         if (n_actual < 0) {
-            lg_spec_error(why, why_len,
-                          "[%s]: the parameter sizes are unknown (no runtime information, signature not sizable)",
-                          spec->name);
+            lg_spec_text_error(why, why_len,
+                               "[%s]: the parameter sizes are unknown (no runtime information, signature not sizable)",
+                               spec->name);
             return false;
         }
     }
@@ -232,8 +235,8 @@ bool lg_registry_layout_ok(const lg_spec_t *spec, const char *mangled, const siz
             ws[i] = (size_t)spec->param_sizes[i];
         format_sizes(have, sizeof have, actual_sizes, n_actual);
         format_sizes(want, sizeof want, ws, spec->n_params);
-        lg_spec_error(why, why_len, "[%s] expects parameter sizes %s, the kernel has %s (%s)", spec->name, want, have,
-                      where);
+        lg_spec_text_error(why, why_len, "[%s] expects parameter sizes %s, the kernel has %s (%s)", spec->name, want,
+                           have, where);
     }
     return ok;
 }

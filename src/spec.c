@@ -360,7 +360,7 @@ int lg_spec_parse(const char *text, size_t len, const char *origin, lg_spec_t *o
     if (!origin)
         origin = "(spec)";
     if (!text || len == 0) {
-        lg_spec_error(err, err_len, "%s:1: file: empty: no kernel spec", origin);
+        lg_spec_text_error(err, err_len, "%s:1: file: empty: no kernel spec", origin);
         return -1;
     }
     lg_spec_text_t map = {0};
@@ -371,14 +371,14 @@ int lg_spec_parse(const char *text, size_t len, const char *origin, lg_spec_t *o
     kf = g_key_file_new();
     GError *e = NULL;
     if (!g_key_file_load_from_data(kf, text, len, G_KEY_FILE_NONE, &e)) {
-        lg_spec_error(err, err_len, "%s:0: file: %s", origin, e->message);
+        lg_spec_text_error(err, err_len, "%s:0: file: %s", origin, e->message);
         g_clear_error(&e);
         goto out;
     }
     gsize ng = 0;
     char **groups = g_key_file_get_groups(kf, &ng);
     if (ng == 0) {
-        lg_spec_error(err, err_len, "%s:1: file: no kernel spec (no [group])", origin);
+        lg_spec_text_error(err, err_len, "%s:1: file: no kernel spec (no [group])", origin);
         g_strfreev(groups);
         goto out;
     }

@@ -2,9 +2,9 @@
  * key sits, so that every message names its line, and the checks GKeyFile does not make or
  * makes without a line number (NUL bytes, invalid UTF-8, stray lines, unterminated group
  * headers, keys before the first group, duplicate groups and keys). Also the one formatter of
- * spec messages (lg_spec_error), shared by spec.c and registry.c.
+ * spec messages (lg_spec_text_error), shared by spec.c, spec_value.c and registry.c.
  *
- * Pure: no globals. Called by spec.c while the table is built (lazy start, one thread).
+ * Pure: no globals. Called by spec.c and spec_value.c while the table is built (lazy start, one thread).
  * Tested by tests/unit/test_registry.c (parser errors) and tests/fuzz/fuzz_spec.c.
  */
 #include <stdarg.h>
@@ -41,7 +41,7 @@ int lg_spec_text_line(const lg_spec_text_t *m, const char *group, const char *ke
     return 0;
 }
 
-void lg_spec_error(char *err, size_t err_len, const char *fmt, ...)
+void lg_spec_text_error(char *err, size_t err_len, const char *fmt, ...)
 {
     if (!err || !err_len)
         return;
@@ -62,7 +62,7 @@ int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec
     if (nul) {
         for (const char *q = text; q < nul; q++)
             line += *q == '\n';
-        lg_spec_error(err, err_len, "%s:%d: file: binary data (NUL byte); a spec file is text", origin, line);
+        lg_spec_text_error(err, err_len, "%s:%d: file: binary data (NUL byte); a spec file is text", origin, line);
         return -1;
     }
     char group[128] = "";
@@ -80,7 +80,7 @@ int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec
         if (n && l[n - 1] == '\r')
             n--;
         if (!g_utf8_validate(l, (gssize)n, NULL)) {
-            lg_spec_error(err, err_len, "%s:%d: file: invalid UTF-8", origin, line);
+            lg_spec_text_error(err, err_len, "%s:%d: file: invalid UTF-8", origin, line);
             return -1;
         }
         size_t s = 0;
@@ -93,22 +93,22 @@ int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec
             while (e > s && (l[e - 1] == ' ' || l[e - 1] == '\t'))
                 e--;
             if (e - s < 2 || l[e - 1] != ']') {
-                lg_spec_error(err, err_len, "%s:%d: group: unterminated group header \"%.*s\"", origin, line,
-                              (int)(n - s > 60 ? 60 : n - s), l + s);
+                lg_spec_text_error(err, err_len, "%s:%d: group: unterminated group header \"%.*s\"", origin, line,
+                                   (int)(n - s > 60 ? 60 : n - s), l + s);
                 return -1;
             }
             size_t gl = e - s - 2;
             if (gl == 0 || gl >= sizeof group || memchr(l + s + 1, '[', gl) || memchr(l + s + 1, ']', gl)) {
-                lg_spec_error(err, err_len, "%s:%d: group: bad group name (1..%zu characters, no brackets)", origin,
-                              line, sizeof group - 1);
+                lg_spec_text_error(err, err_len, "%s:%d: group: bad group name (1..%zu characters, no brackets)",
+                                   origin, line, sizeof group - 1);
                 return -1;
             }
             memcpy(group, l + s + 1, gl);
             group[gl] = 0;
             int prev = lg_spec_text_line(m, group, "");
             if (prev) {
-                lg_spec_error(err, err_len, "%s:%d: [%s]: duplicate kernel spec (first defined at line %d)", origin,
-                              line, group, prev);
+                lg_spec_text_error(err, err_len, "%s:%d: [%s]: duplicate kernel spec (first defined at line %d)",
+                                   origin, line, group, prev);
                 return -1;
             }
             map_add(m, group, "", 0, line);
@@ -117,21 +117,21 @@ int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec
         }
         const char *eq = memchr(l + s, '=', n - s);
         if (!eq) {
-            lg_spec_error(err, err_len,
-                          "%s:%d: %s%s%s: line is neither \"key=value\", \"[group]\" nor a # comment: \"%.*s\"", origin,
-                          line, in_group ? "[" : "", in_group ? group : "file", in_group ? "]" : "",
-                          (int)(n - s > 60 ? 60 : n - s), l + s);
+            lg_spec_text_error(err, err_len,
+                               "%s:%d: %s%s%s: line is neither \"key=value\", \"[group]\" nor a # comment: \"%.*s\"",
+                               origin, line, in_group ? "[" : "", in_group ? group : "file", in_group ? "]" : "",
+                               (int)(n - s > 60 ? 60 : n - s), l + s);
             return -1;
         }
         if (!in_group) {
-            lg_spec_error(err, err_len, "%s:%d: file: key before the first [group]", origin, line);
+            lg_spec_text_error(err, err_len, "%s:%d: file: key before the first [group]", origin, line);
             return -1;
         }
         size_t kl = (size_t)(eq - (l + s));
         while (kl && (l[s + kl - 1] == ' ' || l[s + kl - 1] == '\t'))
             kl--;
         if (kl == 0) {
-            lg_spec_error(err, err_len, "%s:%d: [%s]: empty key name", origin, line, group);
+            lg_spec_text_error(err, err_len, "%s:%d: [%s]: empty key name", origin, line, group);
             return -1;
         }
         char key[64];
@@ -143,8 +143,8 @@ int lg_spec_text_check(const char *text, size_t len, const char *origin, lg_spec
             if (strcmp(m->keys[k].group, group) == 0 && m->keys[k].key[0] && strcmp(m->keys[k].key, key) == 0)
                 prev = m->keys[k].line;
         if (prev) {
-            lg_spec_error(err, err_len, "%s:%d: [%s] %s: key given twice (first at line %d)", origin, line, group, key,
-                          prev);
+            lg_spec_text_error(err, err_len, "%s:%d: [%s] %s: key given twice (first at line %d)", origin, line, group,
+                               key, prev);
             return -1;
         }
         map_add(m, group, l + s, kl, line);

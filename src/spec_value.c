@@ -24,8 +24,8 @@ int lg_spec_value_bad(const lg_spec_value_ctx_t *c, const char *key, const char 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    lg_spec_error(c->err, c->err_len, "%s:%d: [%s] %s: %s", c->origin, lg_spec_text_line(c->map, c->group, key),
-                  c->group, key, msg);
+    lg_spec_text_error(c->err, c->err_len, "%s:%d: [%s] %s: %s", c->origin, lg_spec_text_line(c->map, c->group, key),
+                       c->group, key, msg);
     return -1;
 }
 

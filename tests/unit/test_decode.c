@@ -1,9 +1,10 @@
-/* test_decode.c: unit tests of src/decode.c. Every built-in spec decodes an args[] array
- * built by hand from the layouts in pytorch-kernels.md (positions written here, not taken
- * from the spec), each parameter in its own exactly-sized heap block filled with 0xAB so that
- * a wrong width or offset reads garbage (and ASan catches a read past a parameter). Also: the
- * sanity checks (negative/absurd counts, NULL target, bad accessor, n_classes <= 0 note) and
- * lg_decode_rewrite (new target pointer, contiguous strides, ignore_index width).
+/* test_decode.c: unit tests of src/decode.c, decode_dtype.c and decode_rewrite.c. Every
+ * built-in spec decodes an args[] array built by hand from the layouts in pytorch-kernels.md
+ * (positions written here, not taken from the spec), each parameter in its own exactly-sized
+ * heap block filled with 0xAB so that a wrong width or offset reads garbage (and ASan catches a
+ * read past a parameter). Also: the sanity checks (negative/absurd counts, NULL target, bad
+ * accessor, n_classes <= 0 note) and lg_decode_rewrite (new target pointer, contiguous strides,
+ * ignore_index width).
  * Run: make build/tests/unit/test_decode && build/tests/unit/test_decode
  */
 #include <glib.h>

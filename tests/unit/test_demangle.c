@@ -1,5 +1,6 @@
-/* test_demangle.c: unit tests of src/demangle.c (short names, label type, parameter sizes,
- * full names). The mangled names are real: emitted by nvcc 13 for the PyTorch-shaped
+/* test_demangle.c: unit tests of src/demangle.c and the parser behind it (demangle_parse.c,
+ * demangle_lex.c, demangle_sizes.c): short names, label type, parameter sizes, full names. The
+ * mangled names are real: emitted by nvcc 13 for the PyTorch-shaped
  * declarations in tests/fuzz/nvcc_names.cu (`nvcc -cudart shared -arch=sm_80 -c [-DOLD]
  * [-rdc=true]`, then `strings x.o | grep ^_Z`), plus a CUDA 13 one.
  * Run: make build/tests/unit/test_demangle && build/tests/unit/test_demangle
