@@ -4,7 +4,8 @@
  * headers, keys before the first group, duplicate groups and keys). Also the one formatter of
  * spec messages (lg_spec_text_error), shared by spec.c, spec_value.c and registry.c.
  *
- * Pure: no globals. Called by spec.c and spec_value.c while the table is built (lazy start, one thread).
+ * Pure: no globals. Called by spec.c and spec_value.c while the table is built (lazy start,
+ * one thread).
  * Tested by tests/unit/test_registry.c (parser errors) and tests/fuzz/fuzz_spec.c.
  */
 #include <stdarg.h>
