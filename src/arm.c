@@ -570,7 +570,7 @@ static int enable_locked(char *why, size_t cap, int *objects, bool debugger)
          * CUPTI is the only layer that sees its launches, and no hook will ever start the
          * library: start it here, on the application's thread, its context made. */
         if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
-            lg_ensure_started();
+            (void)lg_start_ensure(); /* CUPTI stays off before our constructor: said just below */
         if (!lg_cupti_active()) {
             if (why && cap)
                 snprintf(why, cap,
@@ -649,7 +649,7 @@ int lg_arm_loaded(void)
         return 0;
     atomic_store(&rewalk, 1);
     int n = walk_requests();
-    if (lg_started()) /* an application's dlopen, never a debugger's call */
+    if (lg_start_done()) /* an application's dlopen, never a debugger's call */
         say_failed_slots();
     return n;
 }
@@ -663,7 +663,7 @@ LG_EXPORT int labelguard_enable(char *why, size_t cap)
     int n = enable_locked(why, cap, &objects, false);
     pthread_mutex_unlock(&lock);
     walk_requests(); /* dlopens that finished while we held the lock */
-    if (lg_started())
+    if (lg_start_done())
         say_failed_slots();
     return n;
 }

@@ -2,7 +2,7 @@
  * entry points. It sees what symbol interposition cannot: a statically linked cudart, and
  * driver-API launches such as Triton's dlsym'd cuLaunchKernelEx. Each launch it sees becomes one
  * lg_launch_t handed to lg_launch_decide (launch.c) with the runtime from runtime.c, exactly
- * like an interposed hook does, after starting the library (lg_ensure_started).
+ * like an interposed hook does, after starting the library (lg_start_ensure).
  *
  * Who calls it: lg_cupti_start() once, from the lazy start (lg.c) when lg_cupti_slot_wanted
  * says so (LABELGUARD_HOOKS=cupti; auto only where interposition cannot see the launches: a
@@ -346,7 +346,8 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     d.kind = LG_VERDICT_RUN;
     /* Zeroed so that a slot pointing into storage is one this decision rewrote. */
     memset(d.args_copy.args, 0, sizeof d.args_copy.args);
-    lg_ensure_started();
+    if (!lg_start_ensure())
+        return;
     lg_preload_in_launch++;
     lg_launch_decide(lg_runtime_get(), &l, &d);
     lg_preload_in_launch--;

@@ -189,6 +189,42 @@ LG_HIDDEN void lg_runtime_atfork_child(void);
  * that finds it set passes straight through. */
 extern LG_HIDDEN LG_TLS int lg_in_library;
 
+/* ---------------------------------------------------------------- counters.c */
+
+typedef struct lg_counters {
+    uint64_t launches, watched, validated, violations, validate_ns_total;
+    uint64_t unchecked;      /* watched launches that ran without a check */
+    uint64_t host_fallbacks; /* checks the host backend did because the GPU backend could not */
+} lg_counters_t;
+/* Per-thread launch counter slot; the first launch of a thread assigns it. */
+typedef struct lg_counter_slot {
+    _Atomic uint64_t launches;
+    char pad[64 - sizeof(uint64_t)];
+} __attribute__((aligned(64))) lg_counter_slot_t;
+extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_counters_my_slot;
+LG_HIDDEN lg_counter_slot_t *lg_counters_assign_slot(void);
+/* Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
+ * once at exit, and avoids a locked instruction per launch. Threads sharing a slot (more than
+ * 64 launching threads) may lose an increment: the summary says "launches", not an invoice. */
+static inline void lg_counters_count_launch(void)
+{
+    lg_counter_slot_t *s = lg_counters_my_slot;
+    if (LG_UNLIKELY(!s))
+        s = lg_counters_assign_slot();
+    __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+}
+/* One more watched launch, validated launch, or watched launch that ran unchecked. */
+LG_HIDDEN void lg_counters_count_watched(void);
+LG_HIDDEN void lg_counters_count_validated(void);
+LG_HIDDEN void lg_counters_count_unchecked(void);
+/* A check made outside a launch (api_check.c, torch.compile's check op) in the summary's
+ * watched count, and in validated too when its labels were read. */
+LG_HIDDEN void lg_counters_count_check(bool validated_too);
+/* The counts kept here; violations, validate_ns_total and host_fallbacks are left 0 (the
+ * checks' own: lg_act_counters adds them). */
+LG_HIDDEN void lg_counters_read(lg_counters_t *out);
+
 /* ---------------------------------------------------------------- registry.c */
 
 typedef enum { LG_DIR_FORWARD, LG_DIR_BACKWARD } lg_direction_t;
@@ -276,7 +312,7 @@ typedef struct lg_spec {
                       * OffsetCalculator check stands in for the parameter-size check */
 } lg_spec_t;
 
-/* The registry is built once (lazily, by lg_ensure_registry in lg.c) from the built-in table
+/* The registry is built once (lazily, by lg_registry_ensure) from the built-in table
  * (specs/pytorch.conf, embedded) and LABELGUARD_KERNELS (':'-separated files). Returns the
  * number of specs loaded. Never prints: each problem (a malformed or conflicting user file,
  * which is then skipped while the built-in table stays) goes to lg_report_warning
@@ -286,6 +322,15 @@ typedef struct lg_spec {
 typedef void (*lg_registry_warn_fn)(const char *what, const char *detail);
 LG_HIDDEN int lg_registry_init(const char *user_files);
 LG_HIDDEN int lg_registry_init_with(const char *user_files, lg_registry_warn_fn warn);
+/* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it into lg_cfg),
+ * built once per process: by the start, or first by a coverage report (labelguard_coverage) in
+ * a process that has not started, whose problems with a user file then go to `warn`. Takes
+ * build_lock, which lg.c's fork handlers take around a fork (prepare, parent), so a fork never
+ * copies a half-built table; the child gets a fresh lock. Never starts CUDA. */
+LG_HIDDEN void lg_registry_ensure(lg_registry_warn_fn warn);
+LG_HIDDEN void lg_registry_atfork_prepare(void);
+LG_HIDDEN void lg_registry_atfork_parent(void);
+LG_HIDDEN void lg_registry_atfork_child(void);
 /* True when some spec's match occurs in `mangled` (layout not checked): the cheap test before
  * asking the runtime for parameter sizes. */
 LG_HIDDEN bool lg_registry_maybe_watched(const char *mangled);
@@ -978,13 +1023,9 @@ typedef struct lg_report_env {
     const char *device_name;
     int device_index;  /* -1: unknown */
     const char *torch; /* torch version; NULL when not known */
+    const char *compiled; /* how torch.compile'd losses are checked (api_check.c's wording) */
 } lg_report_env_t;
 LG_HIDDEN void lg_report_set_environment(const lg_report_env_t *env);
-typedef struct lg_counters {
-    uint64_t launches, watched, validated, violations, validate_ns_total;
-    uint64_t unchecked;      /* watched launches that ran without a check */
-    uint64_t host_fallbacks; /* checks the host backend did because the GPU backend could not */
-} lg_counters_t;
 LG_HIDDEN void lg_report_summary(const lg_counters_t *c);
 /* Path of this process's log file ("" before the first event, "stderr" on fallback). */
 LG_HIDDEN const char *lg_report_log_path(void);
@@ -1169,34 +1210,12 @@ typedef struct lg_decision {
 /* The one entry from every hook, after the hook started the library: classify, decode,
  * validate, act. `rt` is the runtime the hook resolved. */
 LG_HIDDEN void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d);
-LG_HIDDEN void lg_launch_counters(lg_counters_t *out);
-/* A check made outside a launch (api_check.c, torch.compile's check op) in the summary's
- * watched count, and in validated too when its labels were read. */
-LG_HIDDEN void lg_launch_count_check(bool validated_too);
 /* Set by labelguard_disable (cleared by labelguard_enable): watched launches are not checked.
  * Read on the watched path only; the unwatched fast path never looks at it. */
 extern LG_HIDDEN _Atomic int lg_launch_disabled;
 /* Collects the calling thread's async verdicts that are ready (and, at a synchronizing call,
  * the orphans `scope` names) and acts on the bad ones. */
 LG_HIDDEN void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream);
-/* Per-thread launch counter slot (launch.c); the first launch of a thread assigns it. */
-typedef struct lg_counter_slot {
-    _Atomic uint64_t launches;
-    char pad[64 - sizeof(uint64_t)];
-} __attribute__((aligned(64))) lg_counter_slot_t;
-extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_launch_my_slot;
-LG_HIDDEN lg_counter_slot_t *lg_launch_assign_slot(void);
-/* Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
- * once at exit, and avoids a locked instruction per launch. Threads sharing a slot (more than
- * 64 launching threads) may lose an increment: the summary says "launches", not an invoice. */
-static inline void lg_launch_count(void)
-{
-    lg_counter_slot_t *s = lg_launch_my_slot;
-    if (LG_UNLIKELY(!s))
-        s = lg_launch_assign_slot();
-    __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELAXED);
-}
 
 /* ---------------------------------------------------------------- logprobs.c */
 
@@ -1269,6 +1288,9 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+/* The summary's figures: counters.c's counts, the violations, and the checks' own figures
+ * (GPU-backend fallbacks, time spent validating). Any thread. */
+LG_HIDDEN void lg_act_counters(lg_counters_t *out);
 /* Fork child: a fresh lock for the static violation record (lg.c's atfork handler). */
 LG_HIDDEN void lg_act_after_fork(void);
 
@@ -1449,20 +1471,26 @@ LG_HIDDEN void lg_arm_after_start(void);
  * patched slots pointed at is kept. */
 LG_HIDDEN void lg_arm_dlopen_hook(lg_hook_t *out);
 
-/* ---------------------------------------------------------------- lg.c */
+/* ---------------------------------------------------------------- start.c */
 
-/* Lazy start, from the first hook that needs it (pthread_once): registry, runtime, backend,
- * start event. Cheap after the first call. */
-LG_HIDDEN void lg_ensure_started(void);
-/* Registers the exit collection (lg.c) once; from the first launch, so that it runs before
- * the teardown of a CUDA runtime that was started by then. */
-LG_HIDDEN void lg_exit_arm(void);
+/* From lg.c's constructor, once the configuration is parsed: the start routine (registry,
+ * runtime, backend, CUPTI, start event) and the exit collection. Before it, no hook starts. */
+LG_HIDDEN void lg_start_set(void (*start)(void), void (*at_exit)(void));
+/* The lazy start, from the first hook that needs it (pthread_once, under the lock a fork
+ * waits for). Cheap after the first call. False before lg.c's constructor handed its start
+ * routine in (a hook reached from an earlier constructor): the caller passes the call through
+ * unchecked. */
+LG_HIDDEN bool lg_start_ensure(void);
 /* True once the start has finished (the start event is out). */
-LG_HIDDEN bool lg_started(void);
-/* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it), built once
- * per process: by the start, or first by a coverage report (labelguard_coverage) in a process
- * that has not started, whose problems with a user file then go to `warn`. Takes start_lock,
- * so a fork never copies a half-built table; never starts CUDA. */
-LG_HIDDEN void lg_ensure_registry(lg_registry_warn_fn warn);
+LG_HIDDEN bool lg_start_done(void);
+/* True on the thread running the start, while it runs (a fork from inside the start). */
+LG_HIDDEN bool lg_start_running_here(void);
+/* Registers the exit collection (lg.c's handler) once; from the first launch, so that it runs
+ * before the teardown of a CUDA runtime that was started by then. */
+LG_HIDDEN void lg_start_arm_exit(void);
+/* lg.c's fork handlers: a fork waits for a start under way in another thread. */
+LG_HIDDEN void lg_start_atfork_prepare(void);
+LG_HIDDEN void lg_start_atfork_parent(void);
+LG_HIDDEN void lg_start_atfork_child(void);
 
 #endif

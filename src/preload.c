@@ -139,7 +139,7 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
     if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) ||
         (LG_UNLIKELY(lg_verdicts_mine | lg_runtime_message_live) && (lg_runtime_message_live || lg_verdicts_due())))
         return false;
-    lg_launch_count();
+    lg_counters_count_launch();
     return true;
 }
 
@@ -151,13 +151,14 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
 static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a,
                             size_t sm, cudaStream_t s, bool per_thread, lg_decision_t *d, bool *marked)
 {
-    lg_ensure_started();
+    /* Not started only before our constructor ran: the call passes through unmarked. */
+    bool started = lg_start_ensure();
     d->kind = LG_VERDICT_RUN;
     /* The thread's next launch after our error was read: our text is no longer current. While
      * the error is still this thread's last error, the text stays with it. */
     if (!lg_in_library && !lg_runtime_pending)
         lg_runtime_forget_message();
-    *marked = !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
+    *marked = started && !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
     if (LG_UNLIKELY(!*marked))
         return a;
     lg_preload_in_launch++;

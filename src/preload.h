@@ -124,10 +124,8 @@ static inline const lg_runtime_t *lg_preload_runtime(const lg_preload_binding_t 
  * outstanding but the oldest not yet published: a few more reads, no lock (lg_verdicts_due). */
 static inline void lg_preload_hook_point(lg_preload_binding_t *b)
 {
-    if (LG_UNLIKELY(lg_verdicts_due()) && !lg_in_library) {
-        lg_ensure_started();
+    if (LG_UNLIKELY(lg_verdicts_due()) && !lg_in_library && lg_start_ensure())
         lg_launch_poll(lg_preload_runtime(b), LG_COLLECT_MINE, NULL);
-    }
 }
 
 /* The default copies' C names, which late arming (arm.c) patches into GOT slots by name. */

@@ -45,8 +45,8 @@ static int n_warn_kinds;
 
 static struct {
     bool set;
-    char hooks[64], hooks_reason[1024], backend[16], validator[160], device_name[128], torch[64];
-    bool has_device_name, has_torch, has_hooks, has_hooks_reason, has_backend, has_validator;
+    char hooks[64], hooks_reason[1024], backend[16], validator[160], device_name[128], torch[64], compiled[512];
+    bool has_device_name, has_torch, has_hooks, has_hooks_reason, has_backend, has_validator, has_compiled;
     int cuda_runtime, driver, device_index;
 } env = {.device_index = -1};
 
@@ -149,6 +149,7 @@ void lg_report_set_environment(const lg_report_env_t *e)
     COPY(validator, has_validator);
     COPY(device_name, has_device_name);
     COPY(torch, has_torch);
+    COPY(compiled, has_compiled);
 #undef COPY
     env.cuda_runtime = e->cuda_runtime;
     env.driver = e->driver;
@@ -232,7 +233,7 @@ void lg_report_start(void)
     lg_json_string(&j, "hooks_reason", env.has_hooks_reason ? env.hooks_reason : NULL);
     lg_json_string(&j, "backend", env.has_backend ? env.backend : NULL);
     lg_json_string(&j, "validator", env.has_validator ? env.validator : NULL);
-    lg_json_string(&j, "compiled", lg_api_check_way());
+    lg_json_string(&j, "compiled", env.has_compiled ? env.compiled : NULL);
     char ver[32];
     if (env.cuda_runtime > 0) {
         version_string(env.cuda_runtime, ver, sizeof(ver));
