@@ -407,12 +407,8 @@ void lg_cupti_after_fork_child(void)
     on_exit_or_fork();
 }
 
-/* The subscribe attempts and their answers (cupti_slot.c), for the start event. */
-static char how[768];
-
-const char *lg_cupti_how(void) { return how; }
-
-void lg_cupti_deactivate(void) { __atomic_store_n(&active, false, __ATOMIC_RELEASE); }
+/* cupti_slot.c's, before it gives the slot up for a profiler: the callback returns at once. */
+static void deactivate(void) { __atomic_store_n(&active, false, __ATOMIC_RELEASE); }
 
 static void start(void)
 {
@@ -439,7 +435,7 @@ static void start(void)
         return;
     }
 
-    CUptiResult r = (CUptiResult)lg_cupti_slot_take(lib, (void *)callback, (void **)&subscriber, how, sizeof how);
+    CUptiResult r = (CUptiResult)lg_cupti_slot_take(lib, (void *)callback, deactivate, (void **)&subscriber);
     if (r != CUPTI_SUCCESS) {
         char hint[256] = "";
         /* The last attempt asked for the single slot (cupti_slot.c): its refusal means the slot
@@ -451,7 +447,7 @@ static void start(void)
                                                : "PyTorch profiler/Kineto, Nsight Systems/Compute, compute-sanitizer");
         else if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED)
             snprintf(hint, sizeof hint, ": no usable CUDA driver?");
-        snprintf(why, sizeof why, "%.700s; last answer %s (%d)%s [%.3000s]", how, result_text(result_string, r), (int)r,
+        snprintf(why, sizeof why, "%.700s; last answer %s (%d)%s [%.3000s]", lg_cupti_slot_how(), result_text(result_string, r), (int)r,
                  hint, cupti_path);
         unavailable(why);
         return;

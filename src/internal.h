@@ -1368,8 +1368,13 @@ LG_HIDDEN bool lg_cupti_slot_wanted(bool interposable, char *why, size_t why_len
 LG_HIDDEN int lg_cupti_slot_hooks(lg_hook_t *out, int cap);
 /* Subscribes cb (a CUpti_CallbackFunc) into *out (a CUpti_SubscriberHandle) through the libcupti
  * handle `cupti` (v2 with our name where it exists and no v1 client was seen, falling back to
- * the single slot and to v1); returns the last CUptiResult, *how lists each attempt's answer. */
-LG_HIDDEN int lg_cupti_slot_take(void *cupti, void *cb, void **out, char *how, size_t how_len);
+ * the single slot and to v1); returns the last CUptiResult (lg_cupti_slot_how: each attempt).
+ * stop: called before the slot is given up for a profiler (it turns cb into an immediate
+ * return), so this file never calls back into cupti.c. */
+LG_HIDDEN int lg_cupti_slot_take(void *cupti, void *cb, void (*stop)(void), void **out);
+/* The subscribe attempts of the last lg_cupti_slot_take and their answers ("" if CUPTI was
+ * not tried), for the start event. */
+LG_HIDDEN const char *lg_cupti_slot_how(void);
 /* The holder CUPTI named when the slot was taken ("" if it named none). */
 LG_HIDDEN const char *lg_cupti_slot_holder(void);
 /* Fork child: a fresh lock (lg.c's atfork handler). */
@@ -1379,10 +1384,6 @@ LG_HIDDEN void lg_cupti_slot_after_fork(void);
 
 LG_HIDDEN void lg_cupti_start(void);
 LG_HIDDEN bool lg_cupti_active(void);
-/* Turns the callback into an immediate return (the slot is being given up). */
-LG_HIDDEN void lg_cupti_deactivate(void);
-/* The subscribe attempts and their answers ("" if CUPTI was not tried), for the start event. */
-LG_HIDDEN const char *lg_cupti_how(void);
 /* After the start event: the cupti_unavailable warning, if CUPTI could not be used. */
 LG_HIDDEN void lg_cupti_report_status(void);
 /* From lg.c's fork handler: this process is a fork child; CUPTI is never called in it (a child

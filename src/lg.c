@@ -171,8 +171,8 @@ static void describe_environment(const lg_runtime_t *rt, bool interposed, const 
     bool cupti = lg_cupti_active();
     env.hooks = interposed && cupti ? "interpose,cupti" : interposed ? "interpose" : cupti ? "cupti" : "";
     /* Which subscribe call got CUPTI's slot, or what each attempt answered when none did. */
-    if (lg_cupti_how()[0])
-        snprintf(reason, sizeof reason, "%s (%s)", why, lg_cupti_how());
+    if (lg_cupti_slot_how()[0])
+        snprintf(reason, sizeof reason, "%s (%s)", why, lg_cupti_slot_how());
     else
         snprintf(reason, sizeof reason, "%s", why);
     env.hooks_reason = reason;

@@ -1,6 +1,7 @@
 /* preload.c: the interposed CUDA launch, registration and error-query entry points (LD_PRELOAD
  * layer), a thin translation; preload_sync.c holds the synchronizing and graph entry points,
- * preload.h what both share (the hook list and the per-version bindings).
+ * preload.h what both share (the hook list), preload_bind.c the per-version bindings. Calls go
+ * one way: preload.c -> preload_sync.c (its entry points in the hook table) -> preload_bind.c.
  *
  * Each launch entry point has a fast path (a kernel already classified as unwatched: one
  * cached lookup and a counter, then the real function) and one slow path for every entry
@@ -31,22 +32,8 @@
 
 LG_TLS int lg_preload_in_launch;
 
-#define LG_DEFINE_BINDING(v) lg_preload_binding_t lg_preload_binding_##v = {v, "libcudart.so." #v, {0}};
-LG_DEFINE_BINDING(13)
-LG_DEFINE_BINDING(12)
-/* CUDA 11's version node carries a minor number. */
-lg_preload_binding_t lg_preload_binding_11 = {11, "libcudart.so.11.0", {0}};
-
-void *lg_preload_resolve(lg_preload_binding_t *b, int idx, const char *name)
-{
-    void *f = lg_runtime_resolve_version(name, b->major, b->version, NULL);
-    if (f)
-        __atomic_store_n(&b->real[idx], f, __ATOMIC_RELEASE);
-    return f;
-}
-
 /* Late arming (arm.c) patches GOT slots by name with the default copy. */
-#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)lg_v13_##name, &lg_preload_binding_13.real[LG_IDX_##name]},
+#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)lg_v13_##name, &lg_preload_bind_13.real[LG_IDX_##name]},
 static const lg_hook_t hook_table[] = {LG_HOOKS(HOOK_ENTRY)};
 
 const lg_hook_t *lg_preload_hooks(int *count)

@@ -11,7 +11,7 @@
  * runtime's table. An unversioned reference (dlsym without a version) gets the default copy,
  * which falls back to whichever runtime is loaded.
  *
- * Included only by preload.c and preload_sync.c; tested through them (tests/e2e, among them
+ * Included only by preload.c, preload_sync.c and preload_bind.c; tested through them (tests/e2e, among them
  * test_mixed_runtimes.sh for both majors in one process).
  */
 #ifndef LG_PRELOAD_H
@@ -93,17 +93,18 @@ typedef struct lg_preload_binding {
 } lg_preload_binding_t;
 
 #define LG_VERSIONS(V) V(13) V(12) V(11)
-#define LG_DECLARE_BINDING(v) extern LG_HIDDEN lg_preload_binding_t lg_preload_binding_##v;
+/* The bindings and their resolution are preload_bind.c's. */
+#define LG_DECLARE_BINDING(v) extern LG_HIDDEN lg_preload_binding_t lg_preload_bind_##v;
 LG_VERSIONS(LG_DECLARE_BINDING)
 #undef LG_DECLARE_BINDING
 
 /* Resolves one real function at its binding's version node (out of line: the first call only). */
-LG_HIDDEN void *lg_preload_resolve(lg_preload_binding_t *b, int idx, const char *name);
+LG_HIDDEN void *lg_preload_bind_resolve(lg_preload_binding_t *b, int idx, const char *name);
 
 static inline __attribute__((always_inline)) void *lg_preload_real(lg_preload_binding_t *b, int idx, const char *name)
 {
     void *f = __atomic_load_n(&b->real[idx], __ATOMIC_ACQUIRE);
-    return LG_LIKELY(f != NULL) ? f : lg_preload_resolve(b, idx, name);
+    return LG_LIKELY(f != NULL) ? f : lg_preload_bind_resolve(b, idx, name);
 }
 
 #define LG_DECLARE_FN(name, ret, params, args) typedef ret(*name##_fn) params;
@@ -144,7 +145,7 @@ LG_HOOKS(LG_DECLARE_V13)
 #define LG_DEFINE_VERSION(v, name, ret, params, args)  \
     LG_SYMVER_##v(name) ret lg_v##v##_##name params    \
     {                                                  \
-        lg_preload_binding_t *const B = &lg_preload_binding_##v; \
+        lg_preload_binding_t *const B = &lg_preload_bind_##v; \
         return body_##name args;                       \
     }
 #define LG_DEFINE_13(name, ret, params, args) LG_DEFINE_VERSION(13, name, ret, params, args)
