@@ -1447,21 +1447,6 @@ LG_HIDDEN int lg_coverage_report(const char *table_path, const char *known_gaps_
 
 /* ---------------------------------------------------------------- arm.c */
 
-/* Late arming (labelguard_arm, labelguard_enable, include/labelguard.h): in every object loaded
- * now except the one holding this code and libcudart, rewrites the GOT slots (JUMP_SLOT,
- * GLOB_DAT) of the names in hooks[] to point at their replacement, first storing the bound
- * function in *real if still NULL. A slot already pointing into the object holding this code
- * (a preloaded library's per-version hook) is counted and left as it is. Returns the slots
- * pointing at a replacement or into this object afterwards and their object count in
- * n_objects; -1 when nothing could be armed. Takes no lock. */
-LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
-/* From the dlopen wrapper (arm_dlopen.c), after a dlopen that loaded something: once
- * labelguard_enable armed the process, patches the objects no walk has patched yet. Returns
- * the slots armed in them (0 when not armed, or when another thread holds arm.c's lock: that
- * thread walks again for it before it lets go). Never waits for the lock. */
-LG_HIDDEN int lg_arm_loaded(void);
-/* From lg.c's fork handler: the child starts with arm.c's lock free. */
-LG_HIDDEN void lg_arm_atfork_child(void);
 /* From lg.c's start, after the start event: what arming left for the start (a warning about
  * slots it could not write; graphs instantiated before arming, under attach). */
 LG_HIDDEN void lg_arm_after_start(void);
@@ -1471,6 +1456,40 @@ LG_HIDDEN void lg_arm_after_start(void);
 /* The `dlopen` entry of late arming's hook set: our wrapper, and where the function the
  * patched slots pointed at is kept. */
 LG_HIDDEN void lg_arm_dlopen_hook(lg_hook_t *out);
+
+/* ---------------------------------------------------------------- arm_got.c */
+
+/* In every object loaded now except the one holding this code and libcudart, rewrites the GOT
+ * slots (JUMP_SLOT, GLOB_DAT) of the names in hooks[] to point at their replacement, first
+ * storing the bound function in *real if still NULL. A slot already pointing into the object
+ * holding this code (a preloaded library's per-version hook) is counted and left as it is.
+ * Returns the slots pointing at a replacement or into this object afterwards and their object
+ * count in n_objects; -1 when nothing could be armed. Takes no lock, remembers nothing. */
+LG_HIDDEN int lg_arm_got_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
+/* The lock enable and every walk hold (labelguard_arm only tries it: a debugger's call never
+ * waits). */
+LG_HIDDEN void lg_arm_got_lock(void);
+LG_HIDDEN bool lg_arm_got_trylock(void);
+LG_HIDDEN void lg_arm_got_unlock(void);
+/* Under the lock: patches every loaded object with hooks[] (the first n_counted counted in the
+ * result, as lg_arm_got_patch counts), remembers them, and keeps hooks[] (static storage) for
+ * the walks later dlopens ask for. */
+LG_HIDDEN int lg_arm_got_walk_all(const lg_hook_t *hooks, int n_hooks, int n_counted, int *n_objects);
+/* From now on each dlopen that loads something walks the new objects. */
+LG_HIDDEN void lg_arm_got_armed(void);
+/* Without the lock: serves the walks dlopens asked for while it was taken (trylock; returns
+ * the slots armed). */
+LG_HIDDEN int lg_arm_got_requests(void);
+/* From the dlopen wrapper (arm_dlopen.c), after a dlopen that loaded something: once armed,
+ * patches the objects no walk has patched yet. Returns the slots armed in them (0 when not
+ * armed, or when another thread holds the lock: that thread walks again for it before it lets
+ * go). Never waits for the lock. */
+LG_HIDDEN int lg_arm_got_loaded(void);
+/* The arm_incomplete warning, once per new count of GOT slots a walk could not write. Not
+ * from a debugger's call (it writes the log). */
+LG_HIDDEN void lg_arm_got_say_failed(void);
+/* From lg.c's fork handler: the child starts with the lock free and no request pending. */
+LG_HIDDEN void lg_arm_got_atfork_child(void);
 
 /* ---------------------------------------------------------------- start.c */
 

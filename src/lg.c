@@ -101,7 +101,7 @@ static void atfork_child(void)
     lg_names_atfork_child();
     lg_runtime_atfork_child();
     lg_hold_atfork_child();
-    lg_arm_atfork_child();
+    lg_arm_got_atfork_child();
     lg_act_after_fork();
     lg_logprobs_after_fork();
     lg_opaque_after_fork();
