@@ -386,7 +386,7 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
         lg_hold_thread(v->short_name, &v->verdict);
     if (p.raise) {
         char msg[1024];
-        lg_report_error_message(v, msg, sizeof msg);
+        lg_report_violation_message(v, msg, sizeof msg);
         lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, in->when >= LG_ACT_AFTER);
     }
     if (p.skip && d) {

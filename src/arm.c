@@ -50,14 +50,10 @@
  * test_attach_busy.sh (ten attaches to a loop of launches and syncs on the asynchronous
  * double), tests/torch-fake/test_profiler.sh (torch.profiler after enable). */
 #include <dlfcn.h>
-#include <elf.h>
-#include <link.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"

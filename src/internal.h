@@ -1001,9 +1001,7 @@ typedef struct lg_violation {
 } lg_violation_t;
 
 /* Each writes one JSONL line (one write() on an O_APPEND descriptor opened on first use) and,
- * unless quiet, text on stderr. Thread-safe. `sync_to_disk`: fsync before returning (blocking
- * actions). */
-LG_HIDDEN void lg_report_violation(const lg_violation_t *v, bool sync_to_disk);
+ * unless quiet, text on stderr. Thread-safe. */
 LG_HIDDEN void lg_report_warning(const char *what, const char *detail);
 /* Like lg_report_warning but only the first time `what` is seen in this process. */
 LG_HIDDEN void lg_report_warning_once(const char *what, const char *detail);
@@ -1031,15 +1029,36 @@ LG_HIDDEN void lg_report_summary(const lg_counters_t *c);
 LG_HIDDEN const char *lg_report_log_path(void);
 /* After fork in the child: forget the parent's descriptor and path. */
 LG_HIDDEN void lg_report_after_fork_child(void);
+/* The resolved configuration (the start event's `config`) as a JSON object into buf,
+ * NUL-terminated and cut to cap - 1 bytes; returns its full length; -1 when out of memory. */
+LG_HIDDEN int lg_report_config_json(char *buf, size_t cap);
+/* What every event shares, for report_violation.c. One event line, 256 samples, 48 native and
+ * 32 Python frames fit. lg_report_lock serialises building and writing (lines never
+ * interleave); under it, lg_report_line starts a line in the shared buffer with the common
+ * header (v, event, time, host, pid, tid, ranks) and lg_report_emit closes and writes it
+ * (fsync first when sync_to_disk; a line that overflowed is marked truncated). */
+#define LG_REPORT_LINE_CAP (96 * 1024)
+LG_HIDDEN void lg_report_lock(void);
+LG_HIDDEN void lg_report_unlock(void);
+LG_HIDDEN void lg_report_line(lg_json_t *j, const char *event);
+LG_HIDDEN void lg_report_emit(lg_json_t *j, bool sync_to_disk);
+/* snprintf's contract for the public API's text results: at most cap - 1 bytes of text and a
+ * NUL into buf, the full length returned so that the caller can retry with a larger buffer. */
+LG_HIDDEN int lg_report_copy_out(char *buf, size_t cap, const char *text, size_t len);
+
+/* ---------------------------------------------------------------- report_violation.c */
+
+/* The violation event: one JSONL line and, unless quiet, its block on stderr. Thread-safe.
+ * `sync_to_disk`: fsync before returning (blocking actions). */
+LG_HIDDEN void lg_report_violation(const lg_violation_t *v, bool sync_to_disk);
 /* The log text for the raise path: one line naming kernel, label, index, n_classes, ignore. */
-LG_HIDDEN void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len);
+LG_HIDDEN void lg_report_violation_message(const lg_violation_t *v, char *out, size_t out_len);
 /* The last violation event's JSON text exactly as logged (no newline) into buf, NUL-terminated
  * and cut to cap - 1 bytes; returns its full length (0: none yet). Any thread; takes a lock of
  * its own, never the log's. */
-LG_HIDDEN int lg_report_last_violation(char *buf, size_t cap);
-/* The resolved configuration (the start event's `config`) as a JSON object, same contract;
- * -1 when out of memory. */
-LG_HIDDEN int lg_report_config_json(char *buf, size_t cap);
+LG_HIDDEN int lg_report_violation_last(char *buf, size_t cap);
+/* Fork child: a fresh lock for the last violation's copy (lg.c's atfork handler). */
+LG_HIDDEN void lg_report_violation_after_fork(void);
 
 /* ---------------------------------------------------------------- text.c */
 

@@ -110,6 +110,7 @@ static void atfork_child(void)
     lg_validate_after_fork_child();
     lg_graphs_after_fork();
     lg_report_after_fork_child();
+    lg_report_violation_after_fork();
     /* No start is under way here (the fork waited for it) unless this thread forked from inside
      * it. A parent that never started leaves CUPTI to its children (fork-then-CUDA workers). */
     if (lg_start_done() || lg_start_running_here())
@@ -290,7 +291,7 @@ int labelguard_counters(labelguard_counters_t *out)
     return 0;
 }
 
-int labelguard_last_violation(char *buf, size_t cap) { return lg_report_last_violation(buf, cap); }
+int labelguard_last_violation(char *buf, size_t cap) { return lg_report_violation_last(buf, cap); }
 
 int labelguard_config(char *buf, size_t cap) { return lg_report_config_json(buf, cap); }
 
