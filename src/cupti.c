@@ -447,8 +447,8 @@ static void start(void)
                                                : "PyTorch profiler/Kineto, Nsight Systems/Compute, compute-sanitizer");
         else if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED)
             snprintf(hint, sizeof hint, ": no usable CUDA driver?");
-        snprintf(why, sizeof why, "%.700s; last answer %s (%d)%s [%.3000s]", lg_cupti_slot_how(), result_text(result_string, r), (int)r,
-                 hint, cupti_path);
+        snprintf(why, sizeof why, "%.700s; last answer %s (%d)%s [%.3000s]", lg_cupti_slot_how(),
+                 result_text(result_string, r), (int)r, hint, cupti_path);
         unavailable(why);
         return;
     }

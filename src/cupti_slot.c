@@ -67,9 +67,9 @@ _Static_assert(offsetof(params_13_2_t, oldSubscriberSize) == offsetof(CUpti_Subs
                "13.2's params extend 13.0's");
 
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *lib;                       /* the libcupti we subscribed through */
-static CUpti_SubscriberHandle held;     /* our subscriber while we hold the slot, else NULL */
-static void (*stop_callback)(void);     /* cupti.c's: our callback returns at once after it */
+static void *lib;                   /* the libcupti we subscribed through */
+static CUpti_SubscriberHandle held; /* our subscriber while we hold the slot, else NULL */
+static void (*stop_callback)(void); /* cupti.c's: our callback returns at once after it */
 static char holder_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1];
 
 /* A parent thread may have been subscribing at fork time; the child never uses CUPTI. */

@@ -48,7 +48,8 @@ static void run_start(void)
 {
     pthread_mutex_lock(&start_lock);
     start_owner = true;
-    atomic_load(&start_fn)();
+    void (*start)(void) = atomic_load(&start_fn);
+    start();
     atomic_store(&started, 1);
     start_owner = false;
     pthread_mutex_unlock(&start_lock);
