@@ -6,7 +6,7 @@
  * R_*_GLOB_DAT relocations against a hooked name) to point at our hooks, after storing the
  * function the slot pointed at as the hook's real function. It also redirects every object's
  * `dlopen` slot to arm_dlopen.c's wrapper, which arms the objects each dlopen brings
- * (lg_arm_loaded): torch imported after enable, CUDA extensions, Triton's modules; and every
+ * (lg_arm_got_loaded): torch imported after enable, CUDA extensions, Triton's modules; and every
  * `cuptiSubscribe`/`cuptiSubscribe_v2` slot to cupti_slot.c's wrappers, so that a profiler's
  * subscription reaches the hand-over as under LD_PRELOAD.
  *

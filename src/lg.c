@@ -70,7 +70,7 @@ __attribute__((constructor)) static void lg_constructor(void)
      * would have given it (pyboot.c: before main, environment only). */
     lg_pyboot_constructor();
     /* Here, while the process is still one thread, not in the start: a fork between the start
-     * taking start_lock and registering the handlers would leave the child's start waiting on
+     * taking start.c's lock and registering the handlers would leave the child's start waiting on
      * it forever. No CUDA, file or thread: only a mutex pair per fork until the start. */
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     /* Last: from here on a hook may start the library, with the configuration above. */
