@@ -8,7 +8,8 @@
  * the process with status 2 and one message: a job must not run unguarded by mistake.
  * Note that other libraries' constructors may reach our hooks before this constructor runs
  * (a CUDA extension registering its kernels): everything the hooks touch works from static
- * initialisation.
+ * initialisation, and a launch there passes through unchecked and starts nothing (start.c:
+ * the start routine is handed in at the end of this constructor; tests/e2e/test_early_ctor.sh).
  *
  * Lazy start (start(), handed to start.c by the constructor; start.c's lg_start_ensure runs it
  * once, from the hook layer's slow path, any thread): registry (unless a coverage report built
