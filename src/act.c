@@ -32,6 +32,14 @@ static _Atomic uint64_t violations, launch_seq;
 
 uint64_t lg_act_violations(void) { return atomic_load(&violations); }
 
+void lg_act_counters(lg_counters_t *out)
+{
+    lg_counters_read(out);
+    out->violations = atomic_load(&violations);
+    out->host_fallbacks = lg_validate_gpu_host_fallbacks();
+    out->validate_ns_total = lg_validate_ns_total(); /* validate.c times every call it serves */
+}
+
 const char *lg_act_outcome_name(lg_outcome_t o)
 {
     static const char *const names[] = {"blocked", "held", "masked", "launched", "aborted"};
@@ -378,7 +386,7 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
         lg_hold_thread(v->short_name, &v->verdict);
     if (p.raise) {
         char msg[1024];
-        lg_report_error_message(v, msg, sizeof msg);
+        lg_report_violation_message(v, msg, sizeof msg);
         lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, in->when >= LG_ACT_AFTER);
     }
     if (p.skip && d) {
@@ -387,7 +395,7 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     }
     if (p.abort) {
         lg_counters_t c;
-        lg_launch_counters(&c);
+        lg_act_counters(&c);
         lg_report_summary(&c);
         abort();
     }

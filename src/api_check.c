@@ -113,8 +113,7 @@ int labelguard_compiled(const char *traced)
 {
     if (!traced)
         atomic_store(&python_armed, true);
-    if (!lg_cfg.compiled && traced) {
-        lg_ensure_started();
+    if (!lg_cfg.compiled && traced && lg_start_ensure()) {
         char detail[512];
         char safe[128];
         snprintf(detail, sizeof detail,
@@ -190,7 +189,7 @@ static int check_host(const lg_runtime_t *rt, const labelguard_target_check_t *c
     if (!v)
         return unchecked(rt, c, info, "validate_failed", LG_WARNED_VALIDATE, "out of memory for a verdict", msg, cap);
     lg_scan_host(t, c->target, lg_cfg.samples, v);
-    lg_launch_count_check(true);
+    lg_counters_count_check(true);
     int rc = 0;
     if (v->bad_count == 0) {
         copy_out(rt, c, (uint64_t)(uintptr_t)c->target);
@@ -226,7 +225,7 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
     lg_capture_t capture = {.sanitize = lg_cfg.action != LG_ACTION_LOG};
     int status = lg_runtime_capture_status(rt, c->stream, &capture.id);
     if (status < 0) {
-        lg_launch_count_check(false);
+        lg_counters_count_check(false);
         return unchecked(rt, c, info, "capture_unchecked", LG_WARNED_CAPTURE,
                          "the legacy stream while another stream captures a CUDA graph", msg, cap);
     }
@@ -240,14 +239,14 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
                                        why, sizeof why);
             lg_in_library--;
             if (rc == 0) {
-                lg_launch_count_check(true);
+                lg_counters_count_check(true);
                 return copy_out(rt, c, copy) == 0 ? 0 : say(msg, cap, "the checked labels could not be copied out");
             }
         } else if (!why[0]) {
             snprintf(why, sizeof why, "no free label value to sanitize with");
         }
         if (status > 0) {
-            lg_launch_count_check(false);
+            lg_counters_count_check(false);
             char detail[600];
             snprintf(detail, sizeof detail, "cannot validate inside CUDA graph capture (%s)", why);
             return unchecked(rt, c, info, "capture_unchecked", LG_WARNED_CAPTURE, detail, msg, cap);
@@ -258,7 +257,7 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
     }
     lg_verdict_t *v = malloc(sizeof *v);
     if (!v) {
-        lg_launch_count_check(false);
+        lg_counters_count_check(false);
         return unchecked(rt, c, info, "validate_failed", LG_WARNED_VALIDATE, "out of memory for a verdict", msg, cap);
     }
     lg_in_library++;
@@ -266,12 +265,12 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
     lg_in_library--;
     if (rc != 0) {
         free(v);
-        lg_launch_count_check(false);
+        lg_counters_count_check(false);
         char detail[600];
         snprintf(detail, sizeof detail, "labels not checked: %s", why);
         return unchecked(rt, c, info, "validate_failed", LG_WARNED_VALIDATE, detail, msg, cap);
     }
-    lg_launch_count_check(true);
+    lg_counters_count_check(true);
     if (v->bad_count == 0) {
         free(v);
         return copy_out(rt, c, (uint64_t)(uintptr_t)c->target) == 0 ? 0
@@ -292,7 +291,8 @@ int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_
     if (!c || c->loss < 0 || c->loss >= N_LOSSES || c->dtype < LG_DTYPE_INT64 || c->dtype > LG_DTYPE_INT32 ||
         c->count < 0 || (c->count > 0 && (!c->target || !c->out)) || c->ndim < 0 || c->ndim > LG_MAX_TARGET_DIMS)
         return say(msg, cap, "labelguard_check_target: bad arguments (loss, dtype, count, buffers or ndim)");
-    lg_ensure_started();
+    if (!lg_start_ensure())
+        return say(msg, cap, "labelguard_check_target: called before labelguard's constructor ran");
     pthread_once(&tables_once, build_tables);
     lg_kernel_info_t *info = &infos[c->loss];
     const lg_runtime_t *rt = lg_runtime_get();

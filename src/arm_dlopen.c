@@ -1,9 +1,9 @@
 /* arm_dlopen.c: the dlopen wrapper of late arming. labelguard_enable (arm.c) points every
  * object's `dlopen` GOT slot here; the wrapper calls the real dlopen and, when that loaded
- * something, has arm.c patch the new objects (lg_arm_loaded): `import torch` after enable,
+ * something, has arm_got.c patch the new objects (lg_arm_got_loaded): `import torch` after enable,
  * CUDA extensions, Triton's generated modules, a second torch library. Only the outermost
  * dlopen of a thread walks (a constructor's nested dlopen is covered by it), and only objects
- * no walk has seen (arm.c keeps the list), so each import costs one dl_iterate_phdr.
+ * no walk has seen (arm_got.c keeps the list), so each import costs one dl_iterate_phdr.
  *
  * Who calls it: any code of the process that calls dlopen through a patched slot (Python's
  * import machinery, ctypes, torch), on any thread. Never on a launch path.
@@ -168,7 +168,7 @@ static void *wrapper(const char *file, int mode)
     void *h = open_for(real, caller, file, mode);
     depth--;
     if (h && depth == 0 && !(mode & RTLD_NOLOAD) && file) {
-        lg_arm_loaded();
+        lg_arm_got_loaded();
         (void)dlerror(); /* our lookups' errors are not the caller's */
     }
     return h;

@@ -12,7 +12,7 @@
  * calls through ctypes in a child process of the audit; tests/unit/test_wheels.c, which judges
  * every committed table with these functions and whose --coverage mode is a thin caller of
  * labelguard_coverage. Report path only: nothing here runs on a launch, starts CUDA or keeps
- * state; the registry is only read (lg_ensure_registry builds it once per process).
+ * state; the registry is only read (lg_registry_ensure builds it once per process).
  *
  * Tested by tests/unit/test_wheels.c (every committed table; a changed parameter size is
  * named) and tests/cli/test_audit.sh (the audit through the library, from a copy of the
@@ -405,6 +405,6 @@ static void warn_stderr(const char *what, const char *detail)
 
 LG_EXPORT int labelguard_coverage(const char *table_path, const char *known_gaps_path, int quiet, int out_fd)
 {
-    lg_ensure_registry(warn_stderr);
+    lg_registry_ensure(warn_stderr);
     return lg_coverage_report(table_path, known_gaps_path, quiet != 0, out_fd);
 }

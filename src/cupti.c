@@ -2,7 +2,7 @@
  * entry points. It sees what symbol interposition cannot: a statically linked cudart, and
  * driver-API launches such as Triton's dlsym'd cuLaunchKernelEx. Each launch it sees becomes one
  * lg_launch_t handed to lg_launch_decide (launch.c) with the runtime from runtime.c, exactly
- * like an interposed hook does, after starting the library (lg_ensure_started).
+ * like an interposed hook does, after starting the library (lg_start_ensure).
  *
  * Who calls it: lg_cupti_start() once, from the lazy start (lg.c) when lg_cupti_slot_wanted
  * says so (LABELGUARD_HOOKS=cupti; auto only where interposition cannot see the launches: a
@@ -346,7 +346,8 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     d.kind = LG_VERDICT_RUN;
     /* Zeroed so that a slot pointing into storage is one this decision rewrote. */
     memset(d.args_copy.args, 0, sizeof d.args_copy.args);
-    lg_ensure_started();
+    if (!lg_start_ensure())
+        return;
     lg_preload_in_launch++;
     lg_launch_decide(lg_runtime_get(), &l, &d);
     lg_preload_in_launch--;
@@ -406,12 +407,8 @@ void lg_cupti_after_fork_child(void)
     on_exit_or_fork();
 }
 
-/* The subscribe attempts and their answers (cupti_slot.c), for the start event. */
-static char how[768];
-
-const char *lg_cupti_how(void) { return how; }
-
-void lg_cupti_deactivate(void) { __atomic_store_n(&active, false, __ATOMIC_RELEASE); }
+/* cupti_slot.c's, before it gives the slot up for a profiler: the callback returns at once. */
+static void deactivate(void) { __atomic_store_n(&active, false, __ATOMIC_RELEASE); }
 
 static void start(void)
 {
@@ -438,7 +435,7 @@ static void start(void)
         return;
     }
 
-    CUptiResult r = (CUptiResult)lg_cupti_slot_take(lib, (void *)callback, (void **)&subscriber, how, sizeof how);
+    CUptiResult r = (CUptiResult)lg_cupti_slot_take(lib, (void *)callback, deactivate, (void **)&subscriber);
     if (r != CUPTI_SUCCESS) {
         char hint[256] = "";
         /* The last attempt asked for the single slot (cupti_slot.c): its refusal means the slot
@@ -450,8 +447,8 @@ static void start(void)
                                                : "PyTorch profiler/Kineto, Nsight Systems/Compute, compute-sanitizer");
         else if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED)
             snprintf(hint, sizeof hint, ": no usable CUDA driver?");
-        snprintf(why, sizeof why, "%.700s; last answer %s (%d)%s [%.3000s]", how, result_text(result_string, r), (int)r,
-                 hint, cupti_path);
+        snprintf(why, sizeof why, "%.700s; last answer %s (%d)%s [%.3000s]", lg_cupti_slot_how(),
+                 result_text(result_string, r), (int)r, hint, cupti_path);
         unavailable(why);
         return;
     }

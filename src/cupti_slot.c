@@ -67,8 +67,9 @@ _Static_assert(offsetof(params_13_2_t, oldSubscriberSize) == offsetof(CUpti_Subs
                "13.2's params extend 13.0's");
 
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *lib;                       /* the libcupti we subscribed through */
-static CUpti_SubscriberHandle held;     /* our subscriber while we hold the slot, else NULL */
+static void *lib;                   /* the libcupti we subscribed through */
+static CUpti_SubscriberHandle held; /* our subscriber while we hold the slot, else NULL */
+static void (*stop_callback)(void); /* cupti.c's: our callback returns at once after it */
 static char holder_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1];
 
 /* A parent thread may have been subscribing at fork time; the child never uses CUPTI. */
@@ -128,9 +129,16 @@ static CUptiResult attempt(subscribe_v2_fn v2, subscribe_fn v1, params_13_2_t *p
  *    again for the single slot with allowMultipleSubscribers=0;
  * 5. v2 still refused (or absent): cuptiSubscribe.
  * *how lists every attempt and its answer, the last one being the call that got the slot or
- * the final refusal; lg.c puts it into the start event's hooks_reason. */
-int lg_cupti_slot_take(void *cupti, void *callback, void **handle, char *how, size_t how_len)
+ * the final refusal (lg_cupti_slot_how); lg.c puts it into the start event's hooks_reason. */
+/* The subscribe attempts and their answers, for the start event (lg_cupti_slot_how). */
+static char how_text[768];
+
+const char *lg_cupti_slot_how(void) { return how_text; }
+
+int lg_cupti_slot_take(void *cupti, void *callback, void (*stop)(void), void **handle)
 {
+    char *how = how_text;
+    size_t how_len = sizeof how_text;
     CUpti_CallbackFunc cb = (CUpti_CallbackFunc)callback;
     CUpti_SubscriberHandle *out = (CUpti_SubscriberHandle *)handle;
     subscribe_v2_fn v2 = (subscribe_v2_fn)dlsym(cupti, "cuptiSubscribe_v2");
@@ -175,6 +183,7 @@ int lg_cupti_slot_take(void *cupti, void *callback, void **handle, char *how, si
         pthread_mutex_lock(&slot_lock);
         lib = cupti;
         held = *out;
+        stop_callback = stop;
         pthread_mutex_unlock(&slot_lock);
     }
     return (int)r;
@@ -190,7 +199,8 @@ static bool release(const char *entry)
     unsubscribe_fn unsubscribe = lib ? (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe") : NULL;
     bool released = false;
     if (s && unsubscribe) {
-        lg_cupti_deactivate();
+        if (stop_callback)
+            stop_callback();
         lg_in_library++;
         released = unsubscribe(s) == CUPTI_SUCCESS;
         lg_in_library--;

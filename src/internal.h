@@ -189,6 +189,42 @@ LG_HIDDEN void lg_runtime_atfork_child(void);
  * that finds it set passes straight through. */
 extern LG_HIDDEN LG_TLS int lg_in_library;
 
+/* ---------------------------------------------------------------- counters.c */
+
+typedef struct lg_counters {
+    uint64_t launches, watched, validated, violations, validate_ns_total;
+    uint64_t unchecked;      /* watched launches that ran without a check */
+    uint64_t host_fallbacks; /* checks the host backend did because the GPU backend could not */
+} lg_counters_t;
+/* Per-thread launch counter slot; the first launch of a thread assigns it. */
+typedef struct lg_counter_slot {
+    _Atomic uint64_t launches;
+    char pad[64 - sizeof(uint64_t)];
+} __attribute__((aligned(64))) lg_counter_slot_t;
+extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_counters_my_slot;
+LG_HIDDEN lg_counter_slot_t *lg_counters_assign_slot(void);
+/* Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
+ * once at exit, and avoids a locked instruction per launch. Threads sharing a slot (more than
+ * 64 launching threads) may lose an increment: the summary says "launches", not an invoice. */
+static inline void lg_counters_count_launch(void)
+{
+    lg_counter_slot_t *s = lg_counters_my_slot;
+    if (LG_UNLIKELY(!s))
+        s = lg_counters_assign_slot();
+    __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+}
+/* One more watched launch, validated launch, or watched launch that ran unchecked. */
+LG_HIDDEN void lg_counters_count_watched(void);
+LG_HIDDEN void lg_counters_count_validated(void);
+LG_HIDDEN void lg_counters_count_unchecked(void);
+/* A check made outside a launch (api_check.c, torch.compile's check op) in the summary's
+ * watched count, and in validated too when its labels were read. */
+LG_HIDDEN void lg_counters_count_check(bool validated_too);
+/* The counts kept here; violations, validate_ns_total and host_fallbacks are left 0 (the
+ * checks' own: lg_act_counters adds them). */
+LG_HIDDEN void lg_counters_read(lg_counters_t *out);
+
 /* ---------------------------------------------------------------- registry.c */
 
 typedef enum { LG_DIR_FORWARD, LG_DIR_BACKWARD } lg_direction_t;
@@ -276,7 +312,7 @@ typedef struct lg_spec {
                       * OffsetCalculator check stands in for the parameter-size check */
 } lg_spec_t;
 
-/* The registry is built once (lazily, by lg_ensure_registry in lg.c) from the built-in table
+/* The registry is built once (lazily, by lg_registry_ensure) from the built-in table
  * (specs/pytorch.conf, embedded) and LABELGUARD_KERNELS (':'-separated files). Returns the
  * number of specs loaded. Never prints: each problem (a malformed or conflicting user file,
  * which is then skipped while the built-in table stays) goes to lg_report_warning
@@ -286,6 +322,15 @@ typedef struct lg_spec {
 typedef void (*lg_registry_warn_fn)(const char *what, const char *detail);
 LG_HIDDEN int lg_registry_init(const char *user_files);
 LG_HIDDEN int lg_registry_init_with(const char *user_files, lg_registry_warn_fn warn);
+/* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it into lg_cfg),
+ * built once per process: by the start, or first by a coverage report (labelguard_coverage) in
+ * a process that has not started, whose problems with a user file then go to `warn`. Takes
+ * build_lock, which lg.c's fork handlers take around a fork (prepare, parent), so a fork never
+ * copies a half-built table; the child gets a fresh lock. Never starts CUDA. */
+LG_HIDDEN void lg_registry_ensure(lg_registry_warn_fn warn);
+LG_HIDDEN void lg_registry_atfork_prepare(void);
+LG_HIDDEN void lg_registry_atfork_parent(void);
+LG_HIDDEN void lg_registry_atfork_child(void);
 /* True when some spec's match occurs in `mangled` (layout not checked): the cheap test before
  * asking the runtime for parameter sizes. */
 LG_HIDDEN bool lg_registry_maybe_watched(const char *mangled);
@@ -1004,9 +1049,7 @@ typedef struct lg_violation {
 } lg_violation_t;
 
 /* Each writes one JSONL line (one write() on an O_APPEND descriptor opened on first use) and,
- * unless quiet, text on stderr. Thread-safe. `sync_to_disk`: fsync before returning (blocking
- * actions). */
-LG_HIDDEN void lg_report_violation(const lg_violation_t *v, bool sync_to_disk);
+ * unless quiet, text on stderr. Thread-safe. */
 LG_HIDDEN void lg_report_warning(const char *what, const char *detail);
 /* Like lg_report_warning but only the first time `what` is seen in this process. */
 LG_HIDDEN void lg_report_warning_once(const char *what, const char *detail);
@@ -1026,27 +1069,44 @@ typedef struct lg_report_env {
     const char *device_name;
     int device_index;  /* -1: unknown */
     const char *torch; /* torch version; NULL when not known */
+    const char *compiled; /* how torch.compile'd losses are checked (api_check.c's wording) */
 } lg_report_env_t;
 LG_HIDDEN void lg_report_set_environment(const lg_report_env_t *env);
-typedef struct lg_counters {
-    uint64_t launches, watched, validated, violations, validate_ns_total;
-    uint64_t unchecked;      /* watched launches that ran without a check */
-    uint64_t host_fallbacks; /* checks the host backend did because the GPU backend could not */
-} lg_counters_t;
 LG_HIDDEN void lg_report_summary(const lg_counters_t *c);
 /* Path of this process's log file ("" before the first event, "stderr" on fallback). */
 LG_HIDDEN const char *lg_report_log_path(void);
 /* After fork in the child: forget the parent's descriptor and path. */
 LG_HIDDEN void lg_report_after_fork_child(void);
+/* The resolved configuration (the start event's `config`) as a JSON object into buf,
+ * NUL-terminated and cut to cap - 1 bytes; returns its full length; -1 when out of memory. */
+LG_HIDDEN int lg_report_config_json(char *buf, size_t cap);
+/* What every event shares, for report_violation.c. One event line, 256 samples, 48 native and
+ * 32 Python frames fit. lg_report_lock serialises building and writing (lines never
+ * interleave); under it, lg_report_line starts a line in the shared buffer with the common
+ * header (v, event, time, host, pid, tid, ranks) and lg_report_emit closes and writes it
+ * (fsync first when sync_to_disk; a line that overflowed is marked truncated). */
+#define LG_REPORT_LINE_CAP (96 * 1024)
+LG_HIDDEN void lg_report_lock(void);
+LG_HIDDEN void lg_report_unlock(void);
+LG_HIDDEN void lg_report_line(lg_json_t *j, const char *event);
+LG_HIDDEN void lg_report_emit(lg_json_t *j, bool sync_to_disk);
+/* snprintf's contract for the public API's text results: at most cap - 1 bytes of text and a
+ * NUL into buf, the full length returned so that the caller can retry with a larger buffer. */
+LG_HIDDEN int lg_report_copy_out(char *buf, size_t cap, const char *text, size_t len);
+
+/* ---------------------------------------------------------------- report_violation.c */
+
+/* The violation event: one JSONL line and, unless quiet, its block on stderr. Thread-safe.
+ * `sync_to_disk`: fsync before returning (blocking actions). */
+LG_HIDDEN void lg_report_violation(const lg_violation_t *v, bool sync_to_disk);
 /* The log text for the raise path: one line naming kernel, label, index, n_classes, ignore. */
-LG_HIDDEN void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len);
+LG_HIDDEN void lg_report_violation_message(const lg_violation_t *v, char *out, size_t out_len);
 /* The last violation event's JSON text exactly as logged (no newline) into buf, NUL-terminated
  * and cut to cap - 1 bytes; returns its full length (0: none yet). Any thread; takes a lock of
  * its own, never the log's. */
-LG_HIDDEN int lg_report_last_violation(char *buf, size_t cap);
-/* The resolved configuration (the start event's `config`) as a JSON object, same contract;
- * -1 when out of memory. */
-LG_HIDDEN int lg_report_config_json(char *buf, size_t cap);
+LG_HIDDEN int lg_report_violation_last(char *buf, size_t cap);
+/* Fork child: a fresh lock for the last violation's copy (lg.c's atfork handler). */
+LG_HIDDEN void lg_report_violation_after_fork(void);
 
 /* ---------------------------------------------------------------- text.c */
 
@@ -1217,34 +1277,12 @@ typedef struct lg_decision {
 /* The one entry from every hook, after the hook started the library: classify, decode,
  * validate, act. `rt` is the runtime the hook resolved. */
 LG_HIDDEN void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d);
-LG_HIDDEN void lg_launch_counters(lg_counters_t *out);
-/* A check made outside a launch (api_check.c, torch.compile's check op) in the summary's
- * watched count, and in validated too when its labels were read. */
-LG_HIDDEN void lg_launch_count_check(bool validated_too);
 /* Set by labelguard_disable (cleared by labelguard_enable): watched launches are not checked.
  * Read on the watched path only; the unwatched fast path never looks at it. */
 extern LG_HIDDEN _Atomic int lg_launch_disabled;
 /* Collects the calling thread's async verdicts that are ready (and, at a synchronizing call,
  * the orphans `scope` names) and acts on the bad ones. */
 LG_HIDDEN void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream);
-/* Per-thread launch counter slot (launch.c); the first launch of a thread assigns it. */
-typedef struct lg_counter_slot {
-    _Atomic uint64_t launches;
-    char pad[64 - sizeof(uint64_t)];
-} __attribute__((aligned(64))) lg_counter_slot_t;
-extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_launch_my_slot;
-LG_HIDDEN lg_counter_slot_t *lg_launch_assign_slot(void);
-/* Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
- * once at exit, and avoids a locked instruction per launch. Threads sharing a slot (more than
- * 64 launching threads) may lose an increment: the summary says "launches", not an invoice. */
-static inline void lg_launch_count(void)
-{
-    lg_counter_slot_t *s = lg_launch_my_slot;
-    if (LG_UNLIKELY(!s))
-        s = lg_launch_assign_slot();
-    __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELAXED);
-}
 
 /* ---------------------------------------------------------------- logprobs.c */
 
@@ -1317,6 +1355,9 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+/* The summary's figures: counters.c's counts, the violations, and the checks' own figures
+ * (GPU-backend fallbacks, time spent validating). Any thread. */
+LG_HIDDEN void lg_act_counters(lg_counters_t *out);
 /* Fork child: a fresh lock for the static violation record (lg.c's atfork handler). */
 LG_HIDDEN void lg_act_after_fork(void);
 
@@ -1394,8 +1435,13 @@ LG_HIDDEN bool lg_cupti_slot_wanted(bool interposable, char *why, size_t why_len
 LG_HIDDEN int lg_cupti_slot_hooks(lg_hook_t *out, int cap);
 /* Subscribes cb (a CUpti_CallbackFunc) into *out (a CUpti_SubscriberHandle) through the libcupti
  * handle `cupti` (v2 with our name where it exists and no v1 client was seen, falling back to
- * the single slot and to v1); returns the last CUptiResult, *how lists each attempt's answer. */
-LG_HIDDEN int lg_cupti_slot_take(void *cupti, void *cb, void **out, char *how, size_t how_len);
+ * the single slot and to v1); returns the last CUptiResult (lg_cupti_slot_how: each attempt).
+ * stop: called before the slot is given up for a profiler (it turns cb into an immediate
+ * return), so this file never calls back into cupti.c. */
+LG_HIDDEN int lg_cupti_slot_take(void *cupti, void *cb, void (*stop)(void), void **out);
+/* The subscribe attempts of the last lg_cupti_slot_take and their answers ("" if CUPTI was
+ * not tried), for the start event. */
+LG_HIDDEN const char *lg_cupti_slot_how(void);
 /* The holder CUPTI named when the slot was taken ("" if it named none). */
 LG_HIDDEN const char *lg_cupti_slot_holder(void);
 /* Fork child: a fresh lock (lg.c's atfork handler). */
@@ -1405,10 +1451,6 @@ LG_HIDDEN void lg_cupti_slot_after_fork(void);
 
 LG_HIDDEN void lg_cupti_start(void);
 LG_HIDDEN bool lg_cupti_active(void);
-/* Turns the callback into an immediate return (the slot is being given up). */
-LG_HIDDEN void lg_cupti_deactivate(void);
-/* The subscribe attempts and their answers ("" if CUPTI was not tried), for the start event. */
-LG_HIDDEN const char *lg_cupti_how(void);
 /* After the start event: the cupti_unavailable warning, if CUPTI could not be used. */
 LG_HIDDEN void lg_cupti_report_status(void);
 /* From lg.c's fork handler: this process is a fork child; CUPTI is never called in it (a child
@@ -1472,21 +1514,6 @@ LG_HIDDEN int lg_coverage_report(const char *table_path, const char *known_gaps_
 
 /* ---------------------------------------------------------------- arm.c */
 
-/* Late arming (labelguard_arm, labelguard_enable, include/labelguard.h): in every object loaded
- * now except the one holding this code and libcudart, rewrites the GOT slots (JUMP_SLOT,
- * GLOB_DAT) of the names in hooks[] to point at their replacement, first storing the bound
- * function in *real if still NULL. A slot already pointing into the object holding this code
- * (a preloaded library's per-version hook) is counted and left as it is. Returns the slots
- * pointing at a replacement or into this object afterwards and their object count in
- * n_objects; -1 when nothing could be armed. Takes no lock. */
-LG_HIDDEN int lg_arm_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
-/* From the dlopen wrapper (arm_dlopen.c), after a dlopen that loaded something: once
- * labelguard_enable armed the process, patches the objects no walk has patched yet. Returns
- * the slots armed in them (0 when not armed, or when another thread holds arm.c's lock: that
- * thread walks again for it before it lets go). Never waits for the lock. */
-LG_HIDDEN int lg_arm_loaded(void);
-/* From lg.c's fork handler: the child starts with arm.c's lock free. */
-LG_HIDDEN void lg_arm_atfork_child(void);
 /* From lg.c's start, after the start event: what arming left for the start (a warning about
  * slots it could not write; graphs instantiated before arming, under attach). */
 LG_HIDDEN void lg_arm_after_start(void);
@@ -1497,20 +1524,60 @@ LG_HIDDEN void lg_arm_after_start(void);
  * patched slots pointed at is kept. */
 LG_HIDDEN void lg_arm_dlopen_hook(lg_hook_t *out);
 
-/* ---------------------------------------------------------------- lg.c */
+/* ---------------------------------------------------------------- arm_got.c */
 
-/* Lazy start, from the first hook that needs it (pthread_once): registry, runtime, backend,
- * start event. Cheap after the first call. */
-LG_HIDDEN void lg_ensure_started(void);
-/* Registers the exit collection (lg.c) once; from the first launch, so that it runs before
- * the teardown of a CUDA runtime that was started by then. */
-LG_HIDDEN void lg_exit_arm(void);
+/* In every object loaded now except the one holding this code and libcudart, rewrites the GOT
+ * slots (JUMP_SLOT, GLOB_DAT) of the names in hooks[] to point at their replacement, first
+ * storing the bound function in *real if still NULL. A slot already pointing into the object
+ * holding this code (a preloaded library's per-version hook) is counted and left as it is.
+ * Returns the slots pointing at a replacement or into this object afterwards and their object
+ * count in n_objects; -1 when nothing could be armed. Takes no lock, remembers nothing. */
+LG_HIDDEN int lg_arm_got_patch(const lg_hook_t *hooks, int n_hooks, int *n_objects);
+/* The lock enable and every walk hold (labelguard_arm only tries it: a debugger's call never
+ * waits). */
+LG_HIDDEN void lg_arm_got_lock(void);
+LG_HIDDEN bool lg_arm_got_trylock(void);
+LG_HIDDEN void lg_arm_got_unlock(void);
+/* Under the lock: patches every loaded object with hooks[] (the first n_counted counted in the
+ * result, as lg_arm_got_patch counts), remembers them, and keeps hooks[] (static storage) for
+ * the walks later dlopens ask for. */
+LG_HIDDEN int lg_arm_got_walk_all(const lg_hook_t *hooks, int n_hooks, int n_counted, int *n_objects);
+/* From now on each dlopen that loads something walks the new objects. */
+LG_HIDDEN void lg_arm_got_armed(void);
+/* Without the lock: serves the walks dlopens asked for while it was taken (trylock; returns
+ * the slots armed). */
+LG_HIDDEN int lg_arm_got_requests(void);
+/* From the dlopen wrapper (arm_dlopen.c), after a dlopen that loaded something: once armed,
+ * patches the objects no walk has patched yet. Returns the slots armed in them (0 when not
+ * armed, or when another thread holds the lock: that thread walks again for it before it lets
+ * go). Never waits for the lock. */
+LG_HIDDEN int lg_arm_got_loaded(void);
+/* The arm_incomplete warning, once per new count of GOT slots a walk could not write. Not
+ * from a debugger's call (it writes the log). */
+LG_HIDDEN void lg_arm_got_say_failed(void);
+/* From lg.c's fork handler: the child starts with the lock free and no request pending. */
+LG_HIDDEN void lg_arm_got_atfork_child(void);
+
+/* ---------------------------------------------------------------- start.c */
+
+/* From lg.c's constructor, once the configuration is parsed: the start routine (registry,
+ * runtime, backend, CUPTI, start event) and the exit collection. Before it, no hook starts. */
+LG_HIDDEN void lg_start_set(void (*start)(void), void (*at_exit)(void));
+/* The lazy start, from the first hook that needs it (pthread_once, under the lock a fork
+ * waits for). Cheap after the first call. False before lg.c's constructor handed its start
+ * routine in (a hook reached from an earlier constructor): the caller passes the call through
+ * unchecked. */
+LG_HIDDEN bool lg_start_ensure(void);
 /* True once the start has finished (the start event is out). */
-LG_HIDDEN bool lg_started(void);
-/* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it), built once
- * per process: by the start, or first by a coverage report (labelguard_coverage) in a process
- * that has not started, whose problems with a user file then go to `warn`. Takes start_lock,
- * so a fork never copies a half-built table; never starts CUDA. */
-LG_HIDDEN void lg_ensure_registry(lg_registry_warn_fn warn);
+LG_HIDDEN bool lg_start_done(void);
+/* True on the thread running the start, while it runs (a fork from inside the start). */
+LG_HIDDEN bool lg_start_running_here(void);
+/* Registers the exit collection (lg.c's handler) once; from the first launch, so that it runs
+ * before the teardown of a CUDA runtime that was started by then. */
+LG_HIDDEN void lg_start_arm_exit(void);
+/* lg.c's fork handlers: a fork waits for a start under way in another thread. */
+LG_HIDDEN void lg_start_atfork_prepare(void);
+LG_HIDDEN void lg_start_atfork_parent(void);
+LG_HIDDEN void lg_start_atfork_child(void);
 
 #endif

@@ -4,7 +4,7 @@
  *   act (act.c, only when a label is bad).
  * A torch._assert_async kernel's condition is read instead (asserts.c), before the launch.
  * A watched NLL forward's input also gets the raw-logits check (logprobs.c, sync mode).
- * Plus the launch counters of the summary event and the collection of async verdicts.
+ * Plus the collection of async verdicts (the launch counters are counters.c's).
  *
  * Called by the hook layer (preload.c, cupti.c) on the launching thread with the runtime it
  * resolved, after it started the library; lg_launch_poll from every hook point (the calling
@@ -21,48 +21,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-/* ------------------------------------------------------------------ counters */
-
-/* Per-thread slots on their own cache lines: counting every launch must not make 16 launching
- * threads fight over one line. Summed only for the summary event. */
-#define COUNTER_SLOTS 64
-static lg_counter_slot_t launch_slots[COUNTER_SLOTS];
-static _Atomic unsigned next_slot;
-LG_TLS lg_counter_slot_t *lg_launch_my_slot;
-
-static _Atomic uint64_t watched, validated;
-/* Watched launches that ran without a check (every warn_unchecked, whatever the reason). */
-static _Atomic uint64_t unchecked;
-
-lg_counter_slot_t *lg_launch_assign_slot(void)
-{
-    lg_counter_slot_t *s =
-        &launch_slots[atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % COUNTER_SLOTS];
-    lg_launch_my_slot = s;
-    return s;
-}
-
-void lg_launch_counters(lg_counters_t *out)
-{
-    uint64_t n = 0;
-    for (int i = 0; i < COUNTER_SLOTS; i++)
-        n += atomic_load_explicit(&launch_slots[i].launches, memory_order_relaxed);
-    out->launches = n;
-    out->watched = atomic_load(&watched);
-    out->validated = atomic_load(&validated);
-    out->unchecked = atomic_load(&unchecked);
-    out->host_fallbacks = lg_validate_gpu_host_fallbacks();
-    out->violations = lg_act_violations();
-    out->validate_ns_total = lg_validate_ns_total(); /* validate.c times every call it serves */
-}
-
-void lg_launch_count_check(bool validated_too)
-{
-    atomic_fetch_add(&watched, 1);
-    if (validated_too)
-        atomic_fetch_add(&validated, 1);
-}
 
 /* ------------------------------------------------------------------ async verdicts */
 
@@ -117,7 +75,7 @@ static const char *kernel_detail(char *out, size_t len, const lg_kernel_info_t *
  * copies of one kind, the log gets each). */
 static void warn_unchecked(const char *what, int bit, lg_kernel_info_t *info, const char *fmt, const char *why)
 {
-    atomic_fetch_add(&unchecked, 1);
+    lg_counters_count_unchecked();
     if (atomic_fetch_or(&info->warned, (unsigned char)bit) & bit)
         return;
     char detail[900];
@@ -175,11 +133,11 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
         lg_in_library--;
         report_fallback();
         if (rc == 0 && capture && !capture->sanitize) {
-            atomic_fetch_add(&validated, 1);
+            lg_counters_count_validated();
             return true;
         }
         if (rc == 0 && lg_act_run_on_copy(info->spec, l->args, copy, rewrite, value, d) == 0) {
-            atomic_fetch_add(&validated, 1);
+            lg_counters_count_validated();
             return true;
         }
     }
@@ -203,7 +161,7 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
 static void act_before(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t,
                        const lg_verdict_t *verdict, lg_decision_t *d)
 {
-    atomic_fetch_add(&validated, 1);
+    lg_counters_count_validated();
     if (verdict->bad_count == 0)
         return;
     lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE,
@@ -220,7 +178,7 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
 {
     lg_verdict_t *verdict = malloc(sizeof *verdict); /* 4 KiB of samples: not on the caller's stack */
     if (!verdict) {
-        atomic_fetch_add(&unchecked, 1);
+        lg_counters_count_unchecked();
         lg_report_warning_once("validate_failed", "out of memory for a verdict; the launch runs unchecked");
         return;
     }
@@ -254,7 +212,7 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
     }
     lg_verdict_t *verdict = malloc(sizeof *verdict);
     if (!verdict) {
-        atomic_fetch_add(&unchecked, 1);
+        lg_counters_count_unchecked();
         lg_report_warning_once("validate_failed", "out of memory for a verdict; the launch runs unchecked");
         return;
     }
@@ -289,7 +247,7 @@ static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_in
 
 static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
 {
-    atomic_fetch_add(&watched, 1);
+    lg_counters_count_watched();
     if (info->spec->assert_flag) {
         check_assert(rt, l, info, d);
         return;
@@ -383,11 +341,11 @@ _Atomic int lg_launch_disabled;
 void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d)
 {
     d->kind = LG_VERDICT_RUN;
-    lg_launch_count();
+    lg_counters_count_launch();
     static _Atomic int exit_armed;
     if (LG_UNLIKELY(!atomic_load_explicit(&exit_armed, memory_order_relaxed))) {
         atomic_store_explicit(&exit_armed, 1, memory_order_relaxed);
-        lg_exit_arm();
+        lg_start_arm_exit();
     }
     lg_kernel_info_t *info = lg_names_info(l->func);
     int state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;

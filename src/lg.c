@@ -8,13 +8,15 @@
  * the process with status 2 and one message: a job must not run unguarded by mistake.
  * Note that other libraries' constructors may reach our hooks before this constructor runs
  * (a CUDA extension registering its kernels): everything the hooks touch works from static
- * initialisation.
+ * initialisation, and a launch there passes through unchecked and starts nothing (start.c:
+ * the start routine is handed in at the end of this constructor; tests/e2e/test_early_ctor.sh).
  *
- * Lazy start (lg_ensure_started, called by the hook layer on its slow path, any thread,
- * pthread_once): registry (unless a coverage report built it first: lg_ensure_registry),
- * runtime table (runtime.c), validator backend, CUPTI, the `start` event. The core never
- * starts the library: it is handed a started one. The fork handlers are registered by the
- * constructor (see below why).
+ * Lazy start (start(), handed to start.c by the constructor; start.c's lg_start_ensure runs it
+ * once, from the hook layer's slow path, any thread): registry (unless a coverage report built
+ * it first: lg_registry_ensure), runtime table (runtime.c), validator backend, CUPTI, the
+ * `start` event. The core never starts the library: it is handed a started one. A hook
+ * reached before this constructor ran starts nothing (start.c says why). The fork handlers
+ * are registered by the constructor (see below why).
  * The same holds when the library was armed late (labelguard_enable, `labelguard attach`:
  * arm.c): arming only rewrites GOT slots, and the start waits for the first hook, so the
  * library makes no CUDA or driver call before the application's own first one (a parent that
@@ -24,8 +26,10 @@
  *
  * Fork: the child keeps the parent's tables (read-only) but not its log file, locks or held
  * threads; it opens its own log on its first event. A fork waits for a start under way in
- * another thread (start_lock), and the child never calls CUPTI. exec starts the library afresh.
- * Exit: an atexit handler, registered at the first launch (after the CUDA runtime's, so it runs
+ * another thread (start.c) and for a registry being built (registry.c), and the child never
+ * calls CUPTI. exec starts the library afresh.
+ * Exit: an atexit handler, registered at the first launch (start.c's lg_start_arm_exit, from
+ * launch.c; after the CUDA runtime's, so it runs
  * before CUDA's teardown), collects every thread's outstanding async checks; the destructor
  * writes a `summary` event, only in processes that started. Tested by
  * tests/e2e/test_delivery_steps.sh (a bad last step of a live thread, no sync, is logged).
@@ -44,14 +48,13 @@
 #include "internal.h"
 #include "labelguard.h"
 
-static pthread_once_t start_once = PTHREAD_ONCE_INIT;
-static _Atomic int started;
-
 static const char *env_get(const char *name) { return getenv(name); }
 
 static void atfork_prepare(void);
 static void atfork_parent(void);
 static void atfork_child(void);
+static void start(void);
+static void lg_at_exit(void);
 
 __attribute__((constructor)) static void lg_constructor(void)
 {
@@ -68,25 +71,17 @@ __attribute__((constructor)) static void lg_constructor(void)
      * would have given it (pyboot.c: before main, environment only). */
     lg_pyboot_constructor();
     /* Here, while the process is still one thread, not in the start: a fork between the start
-     * taking start_lock and registering the handlers would leave the child's start waiting on
+     * taking start.c's lock and registering the handlers would leave the child's start waiting on
      * it forever. No CUDA, file or thread: only a mutex pair per fork until the start. */
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    /* Last: from here on a hook may start the library, with the configuration above. */
+    lg_start_set(start, lg_at_exit);
 }
-
-/* Held for the whole lazy start; fork waits for it. A child forked in the middle of the start
- * would run it again (pthread_once restarts an initialisation a fork interrupted) on state that
- * another thread of the parent was changing: GLib's slice allocator lock or CUPTI's, inherited
- * held, and the child's first launch hangs (tests/e2e/test_fork.sh, fork storm). A fork from
- * within the start itself (start_owner) does not wait for itself. */
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread bool start_owner;
-static __thread bool fork_waited;
 
 static void atfork_prepare(void)
 {
-    fork_waited = !start_owner;
-    if (fork_waited)
-        pthread_mutex_lock(&start_lock);
+    lg_start_atfork_prepare();
+    lg_registry_atfork_prepare();
     lg_names_atfork_prepare();
     lg_stack_atfork_prepare();
     lg_runtime_atfork_prepare();
@@ -96,17 +91,18 @@ static void atfork_parent(void)
     lg_runtime_atfork_parent();
     lg_stack_atfork_parent();
     lg_names_atfork_parent();
-    if (fork_waited)
-        pthread_mutex_unlock(&start_lock);
+    lg_registry_atfork_parent();
+    lg_start_atfork_parent();
 }
 static void atfork_child(void)
 {
-    pthread_mutex_init(&start_lock, NULL);
+    lg_start_atfork_child();
+    lg_registry_atfork_child();
     lg_stack_atfork_child();
     lg_names_atfork_child();
     lg_runtime_atfork_child();
     lg_hold_atfork_child();
-    lg_arm_atfork_child();
+    lg_arm_got_atfork_child();
     lg_act_after_fork();
     lg_logprobs_after_fork();
     lg_opaque_after_fork();
@@ -115,9 +111,10 @@ static void atfork_child(void)
     lg_validate_after_fork_child();
     lg_graphs_after_fork();
     lg_report_after_fork_child();
+    lg_report_violation_after_fork();
     /* No start is under way here (the fork waited for it) unless this thread forked from inside
      * it. A parent that never started leaves CUPTI to its children (fork-then-CUDA workers). */
-    if (atomic_load(&started) || !fork_waited)
+    if (lg_start_done() || lg_start_running_here())
         lg_cupti_after_fork_child();
 }
 
@@ -176,8 +173,8 @@ static void describe_environment(const lg_runtime_t *rt, bool interposed, const 
     bool cupti = lg_cupti_active();
     env.hooks = interposed && cupti ? "interpose,cupti" : interposed ? "interpose" : cupti ? "cupti" : "";
     /* Which subscribe call got CUPTI's slot, or what each attempt answered when none did. */
-    if (lg_cupti_how()[0])
-        snprintf(reason, sizeof reason, "%s (%s)", why, lg_cupti_how());
+    if (lg_cupti_slot_how()[0])
+        snprintf(reason, sizeof reason, "%s (%s)", why, lg_cupti_slot_how());
     else
         snprintf(reason, sizeof reason, "%s", why);
     env.hooks_reason = reason;
@@ -204,39 +201,17 @@ static void describe_environment(const lg_runtime_t *rt, bool interposed, const 
     }
     if (torch_version(torch, sizeof torch))
         env.torch = torch;
+    env.compiled = lg_api_check_way();
     lg_report_set_environment(&env);
-}
-
-/* Under start_lock: the table is built once per process, by whichever comes first, the start
- * or a coverage report (labelguard_coverage in a process that has not started), and is
- * read-only after that, so a report in a guarded process never rewrites the table a launch
- * reads. A fork waits for start_lock, so a child never inherits a half-built table. */
-static bool registry_built;
-
-static void build_registry(lg_registry_warn_fn warn)
-{
-    if (registry_built)
-        return;
-    lg_registry_init_with(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL, warn);
-    registry_built = true;
-}
-
-void lg_ensure_registry(lg_registry_warn_fn warn)
-{
-    pthread_mutex_lock(&start_lock);
-    build_registry(warn);
-    pthread_mutex_unlock(&start_lock);
 }
 
 static void start(void)
 {
-    pthread_mutex_lock(&start_lock);
-    start_owner = true;
     lg_in_library++;
     const lg_runtime_t *rt = lg_runtime_get();
     /* The first hook of the process may come with an error of the application pending. */
     int saved = lg_runtime_save_error(rt);
-    build_registry(lg_report_warning);
+    lg_registry_ensure(lg_report_warning);
     lg_validate_init(rt);
     /* Interposition is a layer only where there is a shared runtime to interpose. */
     bool interposed = lg_cfg.hooks != LG_HOOKS_CUPTI && lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL;
@@ -254,15 +229,8 @@ static void start(void)
         if (lg_text_distributed(lg_cfg.action == LG_ACTION_HOLD ? "held" : "blocked", ddp, sizeof ddp)[0])
             lg_report_note_once("distributed_action", ddp);
     }
-    atomic_store(&started, 1);
     lg_in_library--;
-    start_owner = false;
-    pthread_mutex_unlock(&start_lock);
 }
-
-void lg_ensure_started(void) { pthread_once(&start_once, start); }
-
-bool lg_started(void) { return atomic_load(&started) != 0; }
 
 /* At exit the last async checks are still outstanding when the job ends without a final sync
  * (or their threads, autograd's, live on): collected here, in an atexit handler registered at
@@ -273,7 +241,7 @@ bool lg_started(void) { return atomic_load(&started) != 0; }
 
 static void lg_at_exit(void)
 {
-    if (!atomic_load(&started))
+    if (!lg_start_done())
         return;
     lg_in_library++;
     if (lg_verdicts_outstanding()) {
@@ -284,26 +252,18 @@ static void lg_at_exit(void)
     lg_in_library--;
 }
 
-static _Atomic int exit_armed;
-
-void lg_exit_arm(void)
-{
-    if (!atomic_exchange(&exit_armed, 1))
-        atexit(lg_at_exit);
-}
-
 /* The summary. A library unloaded without its atexit handler having run (a failed dlopen's
  * cleanup) still reads no ring: the runtime may be going away first. */
 __attribute__((destructor)) static void lg_destructor(void)
 {
-    if (!atomic_load(&started))
+    if (!lg_start_done())
         return;
     lg_in_library++;
     lg_verdicts_close();
     if (lg_verdicts_pending() || lg_verdicts_orphaned())
         lg_launch_poll(lg_runtime_get(), LG_COLLECT_SYNC_ALL, NULL);
     lg_counters_t c;
-    lg_launch_counters(&c);
+    lg_act_counters(&c);
     lg_report_summary(&c);
     lg_in_library--;
 }
@@ -314,7 +274,7 @@ const char *labelguard_version(void) { return LG_VERSION; }
 
 int labelguard_start(void)
 {
-    lg_ensure_started();
+    lg_start_ensure();
     return 0;
 }
 
@@ -323,7 +283,7 @@ int labelguard_counters(labelguard_counters_t *out)
     if (!out)
         return -1;
     lg_counters_t c;
-    lg_launch_counters(&c);
+    lg_act_counters(&c);
     out->launches = c.launches;
     out->watched = c.watched;
     out->validated = c.validated;
@@ -332,7 +292,7 @@ int labelguard_counters(labelguard_counters_t *out)
     return 0;
 }
 
-int labelguard_last_violation(char *buf, size_t cap) { return lg_report_last_violation(buf, cap); }
+int labelguard_last_violation(char *buf, size_t cap) { return lg_report_violation_last(buf, cap); }
 
 int labelguard_config(char *buf, size_t cap) { return lg_report_config_json(buf, cap); }
 

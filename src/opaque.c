@@ -99,7 +99,7 @@ static void make_key(void) { pthread_key_create(&snapshot_key, free); }
 
 static uint64_t launches_so_far(void)
 {
-    lg_counter_slot_t *s = lg_launch_my_slot;
+    lg_counter_slot_t *s = lg_counters_my_slot;
     return s ? __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) : 0;
 }
 

@@ -1,6 +1,7 @@
 /* preload.c: the interposed CUDA launch, registration and error-query entry points (LD_PRELOAD
  * layer), a thin translation; preload_sync.c holds the synchronizing and graph entry points,
- * preload.h what both share (the hook list and the per-version bindings).
+ * preload.h what both share (the hook list), preload_bind.c the per-version bindings. Calls go
+ * one way: preload.c -> preload_sync.c (its entry points in the hook table) -> preload_bind.c.
  *
  * Each launch entry point has a fast path (a kernel already classified as unwatched: one
  * cached lookup and a counter, then the real function) and one slow path for every entry
@@ -31,22 +32,8 @@
 
 LG_TLS int lg_preload_in_launch;
 
-#define LG_DEFINE_BINDING(v) lg_preload_binding_t lg_preload_binding_##v = {v, "libcudart.so." #v, {0}};
-LG_DEFINE_BINDING(13)
-LG_DEFINE_BINDING(12)
-/* CUDA 11's version node carries a minor number. */
-lg_preload_binding_t lg_preload_binding_11 = {11, "libcudart.so.11.0", {0}};
-
-void *lg_preload_resolve(lg_preload_binding_t *b, int idx, const char *name)
-{
-    void *f = lg_runtime_resolve_version(name, b->major, b->version, NULL);
-    if (f)
-        __atomic_store_n(&b->real[idx], f, __ATOMIC_RELEASE);
-    return f;
-}
-
 /* Late arming (arm.c) patches GOT slots by name with the default copy. */
-#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)lg_v13_##name, &lg_preload_binding_13.real[LG_IDX_##name]},
+#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)lg_v13_##name, &lg_preload_bind_13.real[LG_IDX_##name]},
 static const lg_hook_t hook_table[] = {LG_HOOKS(HOOK_ENTRY)};
 
 const lg_hook_t *lg_preload_hooks(int *count)
@@ -139,7 +126,7 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
     if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) ||
         (LG_UNLIKELY(lg_verdicts_mine | lg_runtime_message_live) && (lg_runtime_message_live || lg_verdicts_due())))
         return false;
-    lg_launch_count();
+    lg_counters_count_launch();
     return true;
 }
 
@@ -151,13 +138,14 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
 static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a,
                             size_t sm, cudaStream_t s, bool per_thread, lg_decision_t *d, bool *marked)
 {
-    lg_ensure_started();
+    /* Not started only before our constructor ran: the call passes through unmarked. */
+    bool started = lg_start_ensure();
     d->kind = LG_VERDICT_RUN;
     /* The thread's next launch after our error was read: our text is no longer current. While
      * the error is still this thread's last error, the text stays with it. */
     if (!lg_in_library && !lg_runtime_pending)
         lg_runtime_forget_message();
-    *marked = !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
+    *marked = started && !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
     if (LG_UNLIKELY(!*marked))
         return a;
     lg_preload_in_launch++;

@@ -11,7 +11,7 @@
  * runtime's table. An unversioned reference (dlsym without a version) gets the default copy,
  * which falls back to whichever runtime is loaded.
  *
- * Included only by preload.c and preload_sync.c; tested through them (tests/e2e, among them
+ * Included only by preload.c, preload_sync.c and preload_bind.c; tested through them (tests/e2e, among them
  * test_mixed_runtimes.sh for both majors in one process).
  */
 #ifndef LG_PRELOAD_H
@@ -93,17 +93,27 @@ typedef struct lg_preload_binding {
 } lg_preload_binding_t;
 
 #define LG_VERSIONS(V) V(13) V(12) V(11)
-#define LG_DECLARE_BINDING(v) extern LG_HIDDEN lg_preload_binding_t lg_preload_binding_##v;
+/* The bindings and their resolution are preload_bind.c's. */
+#define LG_DECLARE_BINDING(v) extern LG_HIDDEN lg_preload_binding_t lg_preload_bind_##v;
 LG_VERSIONS(LG_DECLARE_BINDING)
 #undef LG_DECLARE_BINDING
 
-/* Resolves one real function at its binding's version node (out of line: the first call only). */
-LG_HIDDEN void *lg_preload_resolve(lg_preload_binding_t *b, int idx, const char *name);
+/* Resolves one real function at its binding's version node (the first call only; runtime.c
+ * finds it). Here, not in preload_bind.c: seen inline, its store lets the compiler keep the
+ * launch fast path as short as it is (make bench's instruction counts). Two threads resolving
+ * at once store the same pointer. */
+static inline void *lg_preload_bind_resolve(lg_preload_binding_t *b, int idx, const char *name)
+{
+    void *f = lg_runtime_resolve_version(name, b->major, b->version, NULL);
+    if (f)
+        __atomic_store_n(&b->real[idx], f, __ATOMIC_RELEASE);
+    return f;
+}
 
 static inline __attribute__((always_inline)) void *lg_preload_real(lg_preload_binding_t *b, int idx, const char *name)
 {
     void *f = __atomic_load_n(&b->real[idx], __ATOMIC_ACQUIRE);
-    return LG_LIKELY(f != NULL) ? f : lg_preload_resolve(b, idx, name);
+    return LG_LIKELY(f != NULL) ? f : lg_preload_bind_resolve(b, idx, name);
 }
 
 #define LG_DECLARE_FN(name, ret, params, args) typedef ret(*name##_fn) params;
@@ -124,10 +134,8 @@ static inline const lg_runtime_t *lg_preload_runtime(const lg_preload_binding_t 
  * outstanding but the oldest not yet published: a few more reads, no lock (lg_verdicts_due). */
 static inline void lg_preload_hook_point(lg_preload_binding_t *b)
 {
-    if (LG_UNLIKELY(lg_verdicts_due()) && !lg_in_library) {
-        lg_ensure_started();
+    if (LG_UNLIKELY(lg_verdicts_due()) && !lg_in_library && lg_start_ensure())
         lg_launch_poll(lg_preload_runtime(b), LG_COLLECT_MINE, NULL);
-    }
 }
 
 /* The default copies' C names, which late arming (arm.c) patches into GOT slots by name. */
@@ -146,7 +154,7 @@ LG_HOOKS(LG_DECLARE_V13)
 #define LG_DEFINE_VERSION(v, name, ret, params, args)  \
     LG_SYMVER_##v(name) ret lg_v##v##_##name params    \
     {                                                  \
-        lg_preload_binding_t *const B = &lg_preload_binding_##v; \
+        lg_preload_binding_t *const B = &lg_preload_bind_##v; \
         return body_##name args;                       \
     }
 #define LG_DEFINE_13(name, ret, params, args) LG_DEFINE_VERSION(13, name, ret, params, args)

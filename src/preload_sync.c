@@ -33,10 +33,8 @@ static __attribute__((noinline)) cudaError_t after_sync(lg_preload_binding_t *b,
 {
     if (lg_in_library)
         return e;
-    if (lg_verdicts_pending() || lg_verdicts_orphaned()) {
-        lg_ensure_started();
+    if ((lg_verdicts_pending() || lg_verdicts_orphaned()) && lg_start_ensure())
         lg_launch_poll(lg_preload_runtime(b), scope, stream);
-    }
     return (cudaError_t)lg_runtime_deliver_async((int)e);
 }
 
@@ -113,8 +111,7 @@ static inline cudaError_t graph_launch(lg_preload_binding_t *b, cudaGraphLaunch_
     if (LG_UNLIKELY(lg_runtime_pending_sync) && !lg_in_library)
         return (cudaError_t)lg_runtime_deliver_async(cudaSuccess);
     cudaError_t e = real(x, s);
-    if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_in_library) {
-        lg_ensure_started();
+    if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_in_library && lg_start_ensure()) {
         if (lg_graphs_launched(x, (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s))
             lg_report_warning_once("graph_unchecked",
                                    "a CUDA graph instantiated before labelguard armed is replayed: its loss launches "

@@ -11,8 +11,9 @@
  * by the runtime or read from the mangled signature, and never returns a spec it could not
  * check.
  *
- * The parser is spec.c. Callers: lg.c builds the table once (lg_ensure_registry, under its
- * start lock: at the start, or for a coverage report, coverage.c); classify.c calls lg_registry_maybe_watched, then lg_registry_find, once per
+ * The parser is spec.c. Callers: the table is built once per process (lg_registry_ensure,
+ * under build_lock, which a fork waits for: lg.c's start, or a coverage report, coverage.c,
+ * whichever comes first); classify.c calls lg_registry_maybe_watched, then lg_registry_find, once per
  * kernel handle and caches the answer, so nothing here is on the fast path. After init the
  * table is read-only, so lookups need no lock.
  *
@@ -21,6 +22,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +166,27 @@ int lg_registry_init_with(const char *user_files, lg_registry_warn_fn warn)
     g_strfreev(files);
     return table_n;
 }
+
+/* The table is built once per process, by whichever comes first, the start or a coverage
+ * report (labelguard_coverage in a process that has not started), and is read-only after
+ * that, so a report in a guarded process never rewrites the table a launch reads. A fork waits
+ * for build_lock (lg.c's prepare handler), so a child never inherits a half-built table. */
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool built;
+
+void lg_registry_ensure(lg_registry_warn_fn warn)
+{
+    pthread_mutex_lock(&build_lock);
+    if (!built) {
+        lg_registry_init_with(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL, warn);
+        built = true;
+    }
+    pthread_mutex_unlock(&build_lock);
+}
+
+void lg_registry_atfork_prepare(void) { pthread_mutex_lock(&build_lock); }
+void lg_registry_atfork_parent(void) { pthread_mutex_unlock(&build_lock); }
+void lg_registry_atfork_child(void) { pthread_mutex_init(&build_lock, NULL); }
 
 /* Every ';'-separated part of the spec's match occurs in the mangled name. */
 static bool name_matches(const lg_spec_t *s, const char *mangled)

@@ -1,6 +1,7 @@
-/* report.c: builds every event the library emits (DESIGN.md §4): start, violation, warning
- * (with a cap on repeated stderr copies) and summary, as one JSON line each, plus the stderr
- * text of a violation (text.c). The lines go to the sinks in log.c.
+/* report.c: builds the events the library emits (DESIGN.md §4): start, warning (with a cap on
+ * repeated stderr copies) and summary, as one JSON line each, and holds what every event shares
+ * (the lock, the line buffer, the common header and the write) for report_violation.c's
+ * violation event. The lines go to the sinks in log.c.
  *
  * Called by act.c, classify.c, launch.c, lg.c and cupti.c on whatever thread hit the event (16
  * launching threads at once is a tested case). One mutex serializes building and writing, so
@@ -8,12 +9,12 @@
  * runs on the unwatched fast path. Fork: the child gets a fresh lock and its own log
  * (lg_report_after_fork_child, from lg.c's atfork handler).
  *
- * It also keeps the text of the last violation line and renders the resolved configuration,
- * for the public API (labelguard_last_violation, labelguard_config; any thread).
+ * It also renders the resolved configuration, for the public API (labelguard_config; any
+ * thread).
  *
  * Tested by tests/unit/test_report.c (events parsed with json_check.h, file naming with and
- * without rank variables, unwritable directories, 16 threads, fork, the last violation's copy
- * and the configuration object).
+ * without rank variables, unwritable directories, 16 threads, fork and the configuration
+ * object).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,8 +30,7 @@
 
 #include "internal.h"
 
-#define LINE_CAP        (96 * 1024) /* one event: 256 samples, 48 native and 32 Python frames fit */
-#define TEXT_CAP        8192        /* one stderr block */
+#define LINE_CAP        LG_REPORT_LINE_CAP
 #define MAX_WARN_KINDS  64
 #define WARN_REPEAT_CAP 10 /* stderr copies of one warning kind; the log gets them all */
 
@@ -45,8 +45,8 @@ static int n_warn_kinds;
 
 static struct {
     bool set;
-    char hooks[64], hooks_reason[1024], backend[16], validator[160], device_name[128], torch[64];
-    bool has_device_name, has_torch, has_hooks, has_hooks_reason, has_backend, has_validator;
+    char hooks[64], hooks_reason[1024], backend[16], validator[160], device_name[128], torch[64], compiled[512];
+    bool has_device_name, has_torch, has_hooks, has_hooks_reason, has_backend, has_validator, has_compiled;
     int cuda_runtime, driver, device_index;
 } env = {.device_index = -1};
 
@@ -75,19 +75,6 @@ static void rfc3339_now(char *out, size_t len)
     snprintf(out, len, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%06ldZ", (long long)year, (long long)month,
              (long long)day, (long long)(sod / 3600), (long long)(sod / 60 % 60), (long long)(sod % 60),
              ts.tv_nsec / 1000);
-}
-
-static const char *dtype_name(lg_dtype_t d)
-{
-    switch (d) {
-    case LG_DTYPE_UINT8: return "uint8";
-    case LG_DTYPE_INT32: return "int32";
-    case LG_DTYPE_FLOAT32: return "float32";
-    case LG_DTYPE_FLOAT64: return "float64";
-    case LG_DTYPE_FLOAT16: return "float16";
-    case LG_DTYPE_BFLOAT16: return "bfloat16";
-    default: return "int64";
-    }
 }
 
 /* ------------------------------------------------------------------ JSON events */
@@ -132,6 +119,17 @@ static void finish_and_emit(lg_json_t *j, bool sync_to_disk)
     lg_log_emit(j->buf, j->len + 1, sync_to_disk);
 }
 
+void lg_report_lock(void) { pthread_mutex_lock(&lock); }
+void lg_report_unlock(void) { pthread_mutex_unlock(&lock); }
+
+void lg_report_line(lg_json_t *j, const char *event)
+{
+    lg_json_init(j, line_buf, sizeof(line_buf) - 1);
+    header(j, event);
+}
+
+void lg_report_emit(lg_json_t *j, bool sync_to_disk) { finish_and_emit(j, sync_to_disk); }
+
 static void version_string(int v, char *out, size_t len) { snprintf(out, len, "%d.%d", v / 1000, (v % 1000) / 10); }
 
 void lg_report_set_environment(const lg_report_env_t *e)
@@ -149,6 +147,7 @@ void lg_report_set_environment(const lg_report_env_t *e)
     COPY(validator, has_validator);
     COPY(device_name, has_device_name);
     COPY(torch, has_torch);
+    COPY(compiled, has_compiled);
 #undef COPY
     env.cuda_runtime = e->cuda_runtime;
     env.driver = e->driver;
@@ -178,7 +177,7 @@ static void config_object(lg_json_t *j, const char *key)
 
 /* snprintf's contract for the public API's text results: at most cap - 1 bytes and a NUL,
  * the full length returned so that the caller can retry with a larger buffer. */
-static int copy_out(char *buf, size_t cap, const char *text, size_t len)
+int lg_report_copy_out(char *buf, size_t cap, const char *text, size_t len)
 {
     if (buf && cap > 0) {
         size_t n = len < cap - 1 ? len : cap - 1;
@@ -199,7 +198,7 @@ int lg_report_config_json(char *buf, size_t cap)
     lg_json_init(&j, tmp, CONFIG_CAP);
     config_object(&j, NULL);
     size_t len = lg_json_finish(&j);
-    int r = copy_out(buf, cap, tmp, len);
+    int r = lg_report_copy_out(buf, cap, tmp, len);
     free(tmp);
     return r;
 }
@@ -232,7 +231,7 @@ void lg_report_start(void)
     lg_json_string(&j, "hooks_reason", env.has_hooks_reason ? env.hooks_reason : NULL);
     lg_json_string(&j, "backend", env.has_backend ? env.backend : NULL);
     lg_json_string(&j, "validator", env.has_validator ? env.validator : NULL);
-    lg_json_string(&j, "compiled", lg_api_check_way());
+    lg_json_string(&j, "compiled", env.has_compiled ? env.compiled : NULL);
     char ver[32];
     if (env.cuda_runtime > 0) {
         version_string(env.cuda_runtime, ver, sizeof(ver));
@@ -339,211 +338,12 @@ void lg_report_warning_once(const char *what, const char *detail) { warning(what
  * covers the launches): the log records them, the terminal stays quiet. */
 void lg_report_note_once(const char *what, const char *detail) { warning(what, detail, true, false); }
 
-static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*native)[256], int n_native)
-{
-    header(j, "violation");
-    lg_json_string(j, "kernel", v->short_name);
-    lg_json_string(j, "symbol", v->mangled);
-    lg_json_string(j, "family", v->spec ? v->spec->family : NULL);
-    lg_json_string(j, "direction", lg_text_direction(v));
-    lg_json_uint(j, "launch_seq", v->launch_seq);
-    char stream[32];
-    snprintf(stream, sizeof(stream), "0x%" PRIxPTR, (uintptr_t)v->stream);
-    lg_json_string(j, "stream", stream);
-    lg_json_int(j, "device", v->device);
-    if (v->graph_id) {
-        lg_json_begin_object(j, "graph");
-        lg_json_uint(j, "id", v->graph_id);
-        lg_json_uint(j, "replay", v->replay);
-        lg_json_uint(j, "exec", v->exec);
-        lg_json_end_object(j);
-    }
-
-    const lg_target_t *t = &v->target;
-    lg_json_begin_object(j, "target");
-    bool flag = v->spec && v->spec->assert_flag;
-    lg_assert_elem_t elem = {0};
-    if (flag && lg_asserts_element(v->mangled, &elem) != 0)
-        elem.name = "unknown";
-    lg_json_string(j, "dtype", flag ? elem.name : dtype_name(t->dtype));
-    lg_json_int(j, "count", t->count);
-    bool range = lg_scan_is_float(t->dtype);
-    bool single = t->dtype != LG_DTYPE_FLOAT64;
-    if (flag) {
-        /* torch._assert_async's condition: the one element read, zero; no bound of any kind */
-        lg_json_string(j, "kind", "assert");
-        lg_json_null(j, "n_classes");
-        lg_json_null(j, "ignore_index");
-        char addr[24];
-        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
-        lg_json_string(j, "data", addr);
-    } else if (range) {
-        /* BCE's probabilities: the bound is the interval itself */
-        lg_json_string(j, "kind", "range");
-        lg_json_begin_array(j, "range");
-        lg_json_int(j, NULL, 0);
-        lg_json_int(j, NULL, 1);
-        lg_json_end_array(j);
-        char addr[24];
-        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
-        lg_json_string(j, "data", addr); /* the operand's data_ptr() */
-        lg_json_string(j, "operand", t->operand == 1 ? "target" : "input"); /* samples are operand[index] */
-    } else {
-        lg_json_int(j, "n_classes", t->n_classes);
-        if (t->has_ignore_index)
-            lg_json_int(j, "ignore_index", t->ignore_index);
-        else
-            lg_json_null(j, "ignore_index");
-    }
-    if (v->spec && v->spec->ids) {
-        /* Ids of an index kernel: the same keys for tools that read labels, plus their names
-         * for ids (n_classes is the row count, ignore_index the padding_idx). */
-        lg_json_string(j, "kind", "ids");
-        lg_json_int(j, "bound", t->n_classes);
-        lg_json_string(j, "indexes", lg_cause_indexed_name(v->indexed));
-        if (t->has_ignore_index)
-            lg_json_int(j, "padding_idx", t->ignore_index);
-        else
-            lg_json_null(j, "padding_idx");
-        lg_json_bool(j, "allow_negative", t->allow_negative != 0);
-        /* Where the ids were read: the index tensor's data_ptr(), and for a view decoded from
-         * a TensorIterator its strides in elements (expanded dimensions dropped). */
-        char addr[24];
-        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
-        lg_json_string(j, "data", addr);
-        if (t->index_is_offset) {
-            lg_json_begin_array(j, "strides");
-            for (int d = 0; d < t->ndim && d < LG_MAX_TARGET_DIMS; d++)
-                lg_json_int(j, NULL, t->strides[d]);
-            lg_json_end_array(j);
-        }
-    }
-    if (t->ndim >= 2) {
-        lg_json_begin_array(j, "shape");
-        for (int d = 0; d < t->ndim && d < LG_MAX_TARGET_DIMS; d++)
-            lg_json_int(j, NULL, t->sizes[d]);
-        lg_json_end_array(j);
-    }
-    lg_json_end_object(j);
-
-    const lg_verdict_t *vd = &v->verdict;
-    lg_json_begin_object(j, "bad");
-    lg_json_int(j, "count", vd->bad_count);
-    lg_json_int(j, "checked", vd->checked);
-    if (range) {
-        lg_json_float(j, "min", lg_scan_float(t->dtype, vd->min), single);
-        lg_json_float(j, "max", lg_scan_float(t->dtype, vd->max), single);
-    } else {
-        lg_json_int(j, "min", vd->min);
-        lg_json_int(j, "max", vd->max);
-    }
-    lg_json_begin_array(j, "samples");
-    int ns = vd->n_samples;
-    if (ns > LG_MAX_SAMPLES)
-        ns = LG_MAX_SAMPLES;
-    if (lg_cfg.samples > 0 && ns > lg_cfg.samples)
-        ns = lg_cfg.samples;
-    for (int i = 0; i < ns; i++) {
-        lg_json_begin_object(j, NULL);
-        lg_json_int(j, "index", vd->samples[i].index);
-        if (range)
-            lg_json_float(j, "value", lg_scan_float(t->dtype, vd->samples[i].value), single);
-        else
-            lg_json_int(j, "value", vd->samples[i].value);
-        lg_json_end_object(j);
-    }
-    lg_json_end_array(j);
-    lg_json_end_object(j);
-
-    lg_json_string(j, "cause", lg_cause_name(v->cause));
-    lg_json_string(j, "cause_text", v->cause_text);
-    if (flag)
-        lg_json_string(j, "op", v->op); /* the op whose torch._assert_async it is, from the native stack */
-    lg_json_string(j, "action", lg_config_action_name(v->action));
-    lg_json_string(j, "outcome", v->outcome ? v->outcome : "launched");
-    if (v->note[0])
-        lg_json_string(j, "note", v->note);
-
-    lg_json_begin_array(j, "native_stack");
-    for (int i = 0; i < n_native; i++)
-        lg_json_string(j, NULL, native[i]);
-    lg_json_end_array(j);
-
-    const lg_py_stack_t *py = &v->python;
-    int np = py->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : py->n;
-    lg_json_begin_array(j, "python_stack");
-    for (int i = 0; i < np; i++) {
-        lg_json_begin_object(j, NULL);
-        lg_json_string(j, "file", py->frames[i].file);
-        lg_json_int(j, "line", py->frames[i].line);
-        lg_json_string(j, "function", py->frames[i].function);
-        lg_json_end_object(j);
-    }
-    lg_json_end_array(j);
-    if (np > 0)
-        lg_json_string(j, "python_stack_thread", py->from_main_thread ? "main" : "launching");
-}
-
-/* The last violation's line as written to the log (without its newline), for
- * labelguard_last_violation(): a copy made here, on the reporting path, under its own lock so
- * that a reader in any thread never waits for the log's writes nor sees half a line. */
-static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
-static char last_line[LINE_CAP];
-static size_t last_len;
-
-static void keep_last(const char *line, size_t len)
-{
-    pthread_mutex_lock(&last_lock);
-    last_len = len < sizeof last_line ? len : sizeof last_line - 1;
-    memcpy(last_line, line, last_len);
-    last_line[last_len] = '\0';
-    pthread_mutex_unlock(&last_lock);
-}
-
-int lg_report_last_violation(char *buf, size_t cap)
-{
-    pthread_mutex_lock(&last_lock);
-    int r = copy_out(buf, cap, last_line, last_len);
-    pthread_mutex_unlock(&last_lock);
-    return r;
-}
-
-void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
-{
-    /* Symbolization takes the loader's lock and may allocate: done before ours. */
-    char native[LG_MAX_FRAMES][256];
-    int n_native = 0;
-    if (v->native.n > 0)
-        n_native = lg_stack_symbolize(&v->native, native, LG_MAX_FRAMES);
-
-    pthread_mutex_lock(&lock);
-    lg_json_t j;
-    lg_json_init(&j, line_buf, sizeof(line_buf) - 1);
-    build_violation_json(&j, v, native, n_native);
-    finish_and_emit(&j, sync_to_disk);
-    keep_last(j.buf, j.len);
-    if (!lg_cfg.quiet) {
-        static char text[TEXT_CAP];
-        size_t n = lg_text_violation(text, sizeof(text), v, native, n_native, lg_log_path());
-        lg_log_stderr(text, n);
-    }
-    pthread_mutex_unlock(&lock);
-}
-
-void lg_report_error_message(const lg_violation_t *v, char *out, size_t out_len)
-{
-    pthread_mutex_lock(&lock);
-    lg_text_error_message(v, lg_log_path(), out, out_len);
-    pthread_mutex_unlock(&lock);
-}
-
 const char *lg_report_log_path(void) { return lg_log_path(); }
 
 void lg_report_after_fork_child(void)
 {
     /* Another thread of the parent may have held the lock at fork time: start from a fresh one. */
     pthread_mutex_init(&lock, NULL);
-    pthread_mutex_init(&last_lock, NULL); /* the child keeps the parent's last violation */
     lg_log_after_fork_child();
     n_warn_kinds = 0;
 }

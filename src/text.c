@@ -2,7 +2,7 @@
  * counts, cause, action, call site, log) and the one-line message a blocked launch's CUDA
  * error carries (cudaGetErrorString), which PyTorch puts in its RuntimeError.
  *
- * Called by report.c (the block, under its lock) and act.c through lg_report_error_message,
+ * Called by report.c (the block, under its lock) and act.c through lg_report_violation_message,
  * on the reporting thread. Text from outside (kernel and file names) is made terminal-safe.
  * Tested by tests/unit/test_report.c and tests/e2e/test_report_fields.sh.
  */

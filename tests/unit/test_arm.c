@@ -1,4 +1,4 @@
-/* test_arm.c: arm.c's GOT patching (lg_arm_patch) on real ELF objects. The fixture libraries
+/* test_arm.c: arm_got.c's GOT patching (lg_arm_got_patch) on real ELF objects. The fixture libraries
  * (arm_fixture.c, built by the Makefile next to this binary) call armdep_value from
  * libarmdep.so through a JUMP_SLOT and take its address through a GLOB_DAT slot; after
  * patching, both must lead to our replacement, which reaches the original through the stored
@@ -93,7 +93,7 @@ static void test_now(void)
     /* Its GOT is in a read-only RELRO page: written through mprotect, then restored. */
     GString *maps_before = maps_of("libarmfix_now.so");
     int objects = -1;
-    int armed = lg_arm_patch(hooks, N_HOOKS, &objects);
+    int armed = lg_arm_got_patch(hooks, N_HOOKS, &objects);
     GString *maps_after = maps_of("libarmfix_now.so");
     g_assert_cmpstr(maps_after->str, ==, maps_before->str);
     g_string_free(maps_before, TRUE);
@@ -116,7 +116,7 @@ static void test_lazy_before_first_call(void)
     int (*call)(int) = (int (*)(int))dlsym(h, "armfix_call");
     g_assert_nonnull(call);
     int objects = -1;
-    int armed = lg_arm_patch(hooks, N_HOOKS, &objects);
+    int armed = lg_arm_got_patch(hooks, N_HOOKS, &objects);
     /* Both fixtures now: the -z now one counted as already armed. */
     g_assert_cmpint(armed, ==, 4);
     g_assert_cmpint(objects, ==, 2);
@@ -130,7 +130,7 @@ static void test_idempotent(void)
 {
     void *before = (void *)real_value;
     int objects = -1;
-    g_assert_cmpint(lg_arm_patch(hooks, N_HOOKS, &objects), ==, 4);
+    g_assert_cmpint(lg_arm_got_patch(hooks, N_HOOKS, &objects), ==, 4);
     g_assert_cmpint(objects, ==, 2);
     g_assert_true((void *)real_value == before);
     void *h = open_fixture("libarmfix_now.so");
@@ -143,9 +143,9 @@ static void test_idempotent(void)
 static void test_nothing_to_patch(void)
 {
     int objects = -1;
-    g_assert_cmpint(lg_arm_patch(&hooks[0], 1, &objects), ==, 0);
+    g_assert_cmpint(lg_arm_got_patch(&hooks[0], 1, &objects), ==, 0);
     g_assert_cmpint(objects, ==, 0);
-    g_assert_cmpint(lg_arm_patch(NULL, 0, &objects), ==, -1);
+    g_assert_cmpint(lg_arm_got_patch(NULL, 0, &objects), ==, -1);
 }
 
 static int other_value(int x) { return real_value(x) * 7; }
@@ -157,7 +157,7 @@ static void test_ours_left_alone(void)
 {
     lg_hook_t other[] = {{"armdep_value", (void *)other_value, (void **)&real_value}};
     int objects = -1;
-    g_assert_cmpint(lg_arm_patch(other, 1, &objects), ==, 2); /* counted in both fixtures */
+    g_assert_cmpint(lg_arm_got_patch(other, 1, &objects), ==, 2); /* counted in both fixtures */
     g_assert_cmpint(objects, ==, 2);
     void *h = open_fixture("libarmfix_now.so");
     int (*call)(int) = (int (*)(int))dlsym(h, "armfix_call");
@@ -176,7 +176,7 @@ static void check_loader(const char *loader)
     lg_hook_t dl;
     lg_arm_dlopen_hook(&dl);
     int objects = -1;
-    g_assert_cmpint(lg_arm_patch(&dl, 1, &objects), >=, 1);
+    g_assert_cmpint(lg_arm_got_patch(&dl, 1, &objects), >=, 1);
     void *leaf = open_by_name("libarmleaf.so");
     if (!leaf)
         g_test_message("%s: %s", loader, dlerror());

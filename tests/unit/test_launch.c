@@ -47,12 +47,12 @@ static lg_decision_t launch_bad(void)
 static void test_disable(void)
 {
     lg_counters_t c0, c1, c2;
-    lg_launch_counters(&c0);
+    lg_act_counters(&c0);
     lg_decision_t d = launch_bad();
     g_assert_cmpint(d.kind, ==, LG_VERDICT_SKIP);
     g_assert_cmpint(d.error, ==, LG_RAISE_ERROR);
     lg_runtime_set_pending_error(0, NULL, false);
-    lg_launch_counters(&c1);
+    lg_act_counters(&c1);
     g_assert_cmpuint(c1.watched, ==, c0.watched + 1);
     g_assert_cmpuint(c1.violations, ==, c0.violations + 1);
     char first[8192];
@@ -62,7 +62,7 @@ static void test_disable(void)
     g_assert_cmpint(labelguard_disable(), ==, 0);
     d = launch_bad();
     g_assert_cmpint(d.kind, ==, LG_VERDICT_RUN); /* the bad launch goes through as it is */
-    lg_launch_counters(&c2);
+    lg_act_counters(&c2);
     g_assert_cmpuint(c2.launches, ==, c1.launches + 1);
     g_assert_cmpuint(c2.watched, ==, c1.watched);
     g_assert_cmpuint(c2.validated, ==, c1.validated);

@@ -203,7 +203,7 @@ static void test_no_event_no_file(void)
     lg_violation_t v;
     make_violation(&v);
     char msg[1024];
-    lg_report_error_message(&v, msg, sizeof(msg)); /* not an event */
+    lg_report_violation_message(&v, msg, sizeof(msg)); /* not an event */
     g_assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
     g_assert_cmpstr(lg_report_log_path(), ==, "");
     g_free(dir);
@@ -286,7 +286,7 @@ static void test_violation_event(void)
 
     /* The raise message. */
     char msg[1024], want[1024];
-    lg_report_error_message(&v, msg, sizeof(msg));
+    lg_report_violation_message(&v, msg, sizeof(msg));
     snprintf(want, sizeof(want), "labelguard: bad labels, not a CUDA fault (ignore the cudaErrorNotPermitted and "
              "CUDA_LAUNCH_BLOCKING hints below): nll_loss_forward_reduce_cuda_kernel_2d: bad label target[17] = 10, outside [0, 10) "
              "(ignore_index -100; 3 of 64 labels bad); launch blocked, the CUDA context is intact; likely cause: one_based: "
@@ -294,12 +294,12 @@ static void test_violation_event(void)
     g_assert_cmpstr(msg, ==, want);
     /* Without samples the range stands in for the value. */
     v.verdict.n_samples = 0;
-    lg_report_error_message(&v, msg, sizeof(msg));
+    lg_report_violation_message(&v, msg, sizeof(msg));
     g_assert_true(strstr(msg, "hints below): nll_loss_forward_reduce_cuda_kernel_2d: bad labels (min 1, max 10), outside [0, 10)"));
     /* A short buffer truncates, never overflows. */
     char small[16];
     memset(small, 'X', sizeof(small));
-    lg_report_error_message(&v, small, 8);
+    lg_report_violation_message(&v, small, 8);
     g_assert_cmpstr(small, ==, "labelgu");
     g_assert_cmpint(small[8], ==, 'X');
 
@@ -825,8 +825,8 @@ static void test_last_violation(void)
     char *dir = fresh("last");
     lg_cfg.quiet = true;
     char small[16] = "untouched";
-    g_assert_cmpint(lg_report_last_violation(NULL, 0), ==, 0);
-    g_assert_cmpint(lg_report_last_violation(small, sizeof small), ==, 0);
+    g_assert_cmpint(lg_report_violation_last(NULL, 0), ==, 0);
+    g_assert_cmpint(lg_report_violation_last(small, sizeof small), ==, 0);
     g_assert_cmpstr(small, ==, "");
     lg_violation_t v;
     make_violation(&v);
@@ -839,12 +839,12 @@ static void test_last_violation(void)
     char **lines = g_strsplit(text, "\n", -1);
     g_assert_cmpuint(g_strv_length(lines), ==, 3); /* two lines and the empty tail */
     const char *last = lines[1];
-    int n = lg_report_last_violation(small, sizeof small);
+    int n = lg_report_violation_last(small, sizeof small);
     g_assert_cmpint(n, ==, (int)strlen(last));
     g_assert_cmpuint(strlen(small), ==, sizeof small - 1);
     g_assert_true(strncmp(small, last, sizeof small - 1) == 0);
     char *buf = g_malloc((size_t)n + 1);
-    g_assert_cmpint(lg_report_last_violation(buf, (size_t)n + 1), ==, n);
+    g_assert_cmpint(lg_report_violation_last(buf, (size_t)n + 1), ==, n);
     g_assert_cmpstr(buf, ==, last);
     char err[160];
     jc_value_t *e = jc_parse(buf, strlen(buf), err);
@@ -887,7 +887,7 @@ static void test_last_violation_threads(void)
     static char buf[96 * 1024];
     int reads = 0;
     while (reporters_done < 4 || reads < 10) {
-        int n = lg_report_last_violation(buf, sizeof buf);
+        int n = lg_report_violation_last(buf, sizeof buf);
         g_assert_cmpint(n, >, 0);
         g_assert_cmpint(n, <, (int)sizeof buf);
         char err[160];

@@ -32,14 +32,7 @@
 
 #define MIN_TABLES 10
 
-/* lg.c's (which builds the registry once per process from the constructor's configuration),
- * defined here so that the test links coverage.o without the whole library and its
- * constructor: --coverage builds the registry as the library would, LABELGUARD_KERNELS
- * included, with the problems of a user file on stderr. */
-void lg_ensure_registry(lg_registry_warn_fn warn)
-{
-    lg_registry_init_with(getenv("LABELGUARD_KERNELS"), warn);
-}
+static const char *env_get(const char *name) { return getenv(name); }
 
 static gint by_name(gconstpointer a, gconstpointer b)
 {
@@ -258,6 +251,13 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: %s --coverage TABLE.tsv [--known-gaps FILE] [--quiet]\n", argv[0]);
                 return 2;
             }
+        }
+        /* The configuration as the library's constructor reads it (LABELGUARD_KERNELS counts):
+         * labelguard_coverage builds the registry from it, problems of a user file on stderr. */
+        char err[1024];
+        if (lg_config_parse(&lg_cfg, env_get, err, sizeof err) != 0) {
+            fprintf(stderr, "%s\n", err);
+            return 2;
         }
         return labelguard_coverage(argv[2], gpath, quiet, 1);
     }
