@@ -350,11 +350,12 @@ static bool weighted_mean(const lg_act_input_t *in)
  * verdict is late, and what follows. */
 static void range_late_note(lg_violation_t *v, const lg_act_input_t *in, const lg_act_plan_t *p)
 {
-    snprintf(v->note, sizeof v->note, "verdict late: %s ran on these probabilities as they were (no value can stand "
-                                      "in for a bad probability) and this verdict was read after it ran%s",
-             in->graph_id ? "the launch, captured into a CUDA graph, replayed and" : "the launch (async mode)",
+    snprintf(v->note, sizeof v->note,
+             "verdict late: %s on its probabilities as they were (none can stand in for a bad one; its device-side "
+             "assert may fire), and this verdict was read after it ran%s",
+             in->graph_id ? "the captured launch replayed" : "the launch (async mode) ran",
              p->abort   ? "; the process aborts"
-             : p->raise ? "; it is raised as the next CUDA error"
+             : p->raise ? "; raised as the next CUDA error"
                         : "");
 }
 
