@@ -694,6 +694,70 @@ static void test_host_chunked(void)
     g_rand_free(r);
 }
 
+/* A runtime whose stream 0x7700 captures (id 77, begun under the hooks) and that takes host
+ * functions (counted): what validate_node.c needs to capture a host node. */
+static int host_funcs;
+static int f_capturing77(void *s, int *st)
+{
+    *st = s == (void *)0x7700;
+    return 0;
+}
+static int f_capture_info77(void *s, int *st, unsigned long long *id, void *g, void *d, void *n, void *x)
+{
+    (void)g, (void)d, (void)n, (void)x;
+    *st = s == (void *)0x7700;
+    *id = 77;
+    return 0;
+}
+static int f_host_func(void *s, void (*fn)(void *), void *user)
+{
+    (void)s, (void)fn, (void)user;
+    host_funcs++;
+    return 0;
+}
+
+/* A range target (BCE's probabilities) captured on the host backend gets no host node (it would
+ * copy to the host and scan at every replay): the check is refused, and the launch runs
+ * unchecked as before; a label target in the same capture still gets its host node. */
+static void test_host_range_capture(void)
+{
+    lg_runtime_t rt = fake_rt;
+    rt.stream_is_capturing = f_capturing77;
+    rt.stream_get_capture_info = f_capture_info77;
+    rt.launch_host_func = f_host_func;
+    rt.malloc_host = f_malloc_host;
+    lg_validate_init(&rt);
+    g_assert_cmpint(lg_validate_backend(), ==, LG_BACKEND_HOST);
+    lg_captures_begun(77);
+    float probs[64];
+    for (int i = 0; i < 64; i++)
+        probs[i] = i == 9 ? 1.5f : 0.5f;
+    lg_target_t t = flat(LG_DTYPE_FLOAT32, 64, 0, 0, false);
+    t.data = (uint64_t)(uintptr_t)dev_copy_of(probs, sizeof probs);
+    lg_kernel_info_t info;
+    memset(&info, 0, sizeof info);
+    lg_capture_t cap = {.id = 77, .sanitize = false};
+    uint64_t sanitized = 0;
+    char why[512] = "";
+    host_funcs = 0;
+    g_assert_cmpint(lg_validate_async(&t, (void *)0x7700, 0, 16, &info, &cap, &sanitized, why, sizeof why), ==, -1);
+    g_test_message("%s", why);
+    g_assert_cmpint(host_funcs, ==, 0);
+    g_assert_nonnull(strstr(why, "runs on the GPU validator only"));
+    /* labels: the host node, as ever */
+    int64_t labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    lg_target_t l = flat(LG_DTYPE_INT64, 8, 20, -100, true);
+    l.data = (uint64_t)(uintptr_t)dev_copy_of(labels, sizeof labels);
+    cap.sanitize = true;
+    why[0] = '\0';
+    g_assert_cmpint(lg_validate_async(&l, (void *)0x7700, -100, 16, &info, &cap, &sanitized, why, sizeof why), ==, 0);
+    g_assert_cmpint(host_funcs, ==, 1);
+    lg_graphs_end_capture(77, (void *)0x7701);
+    lg_graphs_destroyed((void *)0x7701);
+    lg_captures_ended(77);
+    lg_validate_init(&fake_rt);
+}
+
 static void test_host_errors(void)
 {
     init_host_backend();
@@ -840,6 +904,7 @@ int main(int argc, char **argv)
     g_test_add_func("/validate/float_range", test_float_range);
     g_test_add_func("/scan/range_exact", test_range_exact);
     g_test_add_func("/validate/host_chunked", test_host_chunked);
+    g_test_add_func("/validate/host_range_capture", test_host_range_capture);
     g_test_add_func("/validate/host_errors", test_host_errors);
     g_test_add_func("/validate/host_masked_copy", test_host_masked_copy);
     g_test_add_func("/validate/host_async", test_host_async);
