@@ -353,6 +353,20 @@ static bool weighted_mean(const lg_act_input_t *in)
     return mean != 0;
 }
 
+/* A range check's verdict read after its launch (async mode, or a graph replay): no probability
+ * can stand in for a bad one, so the launch ran on its operands as they were; the note says the
+ * verdict is late, and what follows. */
+static void range_late_note(lg_violation_t *v, const lg_act_input_t *in, const lg_act_plan_t *p)
+{
+    snprintf(v->note, sizeof v->note,
+             "verdict late: %s on its probabilities as they were (none can stand in for a bad one; its device-side "
+             "assert may fire), and this verdict was read after it ran%s",
+             in->graph_id ? "the captured launch replayed" : "the launch (async mode) ran",
+             p->abort   ? "; the process aborts"
+             : p->raise ? "; raised as the next CUDA error"
+                        : "");
+}
+
 void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
 {
     lg_violation_t *v = violation_acquire();
@@ -372,6 +386,8 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     }
     if (p.note)
         snprintf(v->note, sizeof v->note, p.note, why);
+    if (in->when == LG_ACT_AFTER_AS_IS && lg_scan_is_float(in->target->dtype))
+        range_late_note(v, in, &p);
     v->outcome = lg_act_outcome_name(p.outcome);
     if (p.outcome == LG_OUTCOME_MASKED && weighted_mean(in)) {
         lg_opaque_arm(v);

@@ -603,6 +603,9 @@ LG_HIDDEN void lg_validate_defer_after_fork(void);
  * and !always_copy. */
 LG_HIDDEN int lg_validate_host_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span,
                                     int samples, lg_verdict_t *v, char *why, size_t why_len);
+/* scan copies a contiguous target in chunks of at most this many bytes (staging reused across
+ * calls); a strided one, and sanitize's copy, in one piece. */
+#define LG_VALIDATE_HOST_STAGE_BYTES ((size_t)1 << 20)
 LG_HIDDEN int lg_validate_host_sanitize(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span,
                                         int64_t replacement, int samples, bool always_copy, lg_verdict_t *v,
                                         uint64_t *copy_out, char *why, size_t why_len);

@@ -102,7 +102,8 @@ static bool async_id(const lg_spec_t *spec, const lg_target_t *t, int64_t *value
 }
 
 /* Async mode and graph capture: the validator writes a sanitized copy that the kernel reads,
- * and the verdict is collected later (captured: at every replay). Returns true when the
+ * and the verdict is collected later (captured: at every replay). A range kernel's (BCE's)
+ * check makes no copy: it only reports, after the launch ran on its own operands. Returns true when the
  * launch is taken care of (run on the copy, or left unchecked inside a capture); false to fall
  * back to a sync check. In log mode a captured launch keeps its own labels (it asserts, as it
  * would have) and its check only reports; so does a captured ids launch without padding_idx
@@ -114,7 +115,7 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     bool rewrite = false;
     char why[512] = "";
     lg_capture_t as_is;
-    bool have_value;
+    bool have_value, report_only = false;
     if (info->spec->ids) {
         have_value = async_id(info->spec, t, &value);
         if (!have_value && capture) {
@@ -123,6 +124,17 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
             capture = &as_is;
             have_value = true;
         }
+    } else if (info->spec->range) {
+        /* A probability has no stand-in (act.c's make_mask): the check only reports, and the
+         * launch reads its own operands. The verdict comes after it: at the next check or sync
+         * (async mode), or at each replay (captured: a validator kernel node, GPU backend only). */
+        if (capture) {
+            as_is = *capture;
+            as_is.sanitize = false;
+            capture = &as_is;
+        }
+        report_only = true;
+        have_value = true;
     } else {
         have_value = lg_act_mask_value(t, &value, &rewrite);
     }
@@ -132,7 +144,7 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
         int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, capture, &copy, why, sizeof why);
         lg_in_library--;
         report_fallback();
-        if (rc == 0 && capture && !capture->sanitize) {
+        if (rc == 0 && (report_only || (capture && !capture->sanitize))) {
             lg_counters_count_validated();
             return true;
         }
@@ -301,8 +313,9 @@ static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_in
         validate_async(l, info, &t, &cap, d);
         return;
     }
-    /* A sanitized copy replaces index tensor 0's pointer only (decode.c's rewrite). */
-    if (k == 0 && lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
+    /* A sanitized copy replaces index tensor 0's pointer only (decode.c's rewrite); a range
+     * kernel's operands get no copy, so each is checked asynchronously. */
+    if ((k == 0 || info->spec->range) && lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
         return;
     if (info->spec->input.param >= 0)
         lg_logprobs_check(rt, l, info, &t);

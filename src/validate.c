@@ -7,6 +7,8 @@
  * whose verdict verdicts.c collects later (the host backend's published in stream order,
  * validate_defer.c); inside a graph capture the async check is captured
  * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
+ * A range target (float probabilities, BCE) has no stand-in value: its async check makes no
+ * copy and only reports, and inside a capture only the GPU backend takes it (a kernel node).
  * A graph instantiated again gets its checks rebound (lg_validate_rebind) by the backend that
  * captured them, and a check no graph or exec holds any more has its scratch handed back to
  * that backend (lg_validate_retire); the helpers that read and rewrite a loss launch's target
@@ -126,6 +128,14 @@ static int dispatch(call_t *c, char *why, size_t why_len)
 
 static int host_call(const lg_runtime_t *r, call_t *c, int64_t span, char *why, size_t why_len)
 {
+    if (c->captured && lg_scan_is_float(c->t->dtype)) {
+        /* Only the GPU validator checks a captured range target (a kernel node): here it would
+         * take a host node and a copy to host memory at every replay. */
+        snprintf(why, why_len,
+                 "a range check (binary_cross_entropy's probabilities) inside a capture runs on the GPU validator only, "
+                 "and the GPU backend is not serving this launch");
+        return -1;
+    }
     if (c->captured) {
         const struct lg_scan_ring *ring = NULL;
         if (lg_validate_node_capture(r, c->t, c->stream, span, c->sanitize, c->replacement, c->samples, &c->copy, &ring,
@@ -203,19 +213,22 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
         snprintf(why, why_len, "out of memory");
         goto out;
     }
+    /* A range target (float probabilities) has no stand-in value: its check only reports, the
+     * launch reads its own operands, and its verdict is late (lg_pending_t.as_is). */
+    bool report_only = lg_scan_is_float(t->dtype);
     call_t c = {.t = t,
                 .stream = stream,
                 .samples = samples,
-                .want_copy = true,
+                .want_copy = !report_only,
                 .allow_capture = capture != NULL,
                 .captured = capture != NULL,
-                .sanitize = !capture || capture->sanitize,
+                .sanitize = !report_only && (!capture || capture->sanitize),
                 .replacement = replacement,
                 .v = p ? &p->verdict : NULL}; /* captured: each replay publishes its own */
     rc = dispatch(&c, why, why_len);
     if (rc < 0)
         goto out;
-    uint64_t copy = rc == 1 ? c.run.copy : c.copy;
+    uint64_t copy = report_only ? t->data : rc == 1 ? c.run.copy : c.copy;
     if (capture) {
         if (rc == 1 && !c.run.captured) {
             snprintf(why, why_len, "the stream stopped capturing");
@@ -231,6 +244,7 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
     p->cookie = cookie;
     p->stream = stream;
     p->target = *t;
+    p->as_is = report_only;
     if (rc == 1) {
         p->ring = c.run.ring;
         p->seq = c.run.seq;

@@ -1,7 +1,9 @@
 /* validate_host.c: the host backend of validate.c. The labels are copied with the process's
  * own runtime (lg_runtime_t, never cuda* by name, which would re-enter our hooks) on the
  * launch's stream, waited for, and scanned with lg_scan_host, the same lines the GPU kernels
- * run (cuda/lg_scan.h). A masked copy is the scanned buffer with its bad labels replaced,
+ * run (cuda/lg_scan.h). A contiguous target that is only scanned is copied in chunks through two
+ * reused staging buffers (pinned where the runtime gives it), each chunk scanned while the next
+ * is copied; the chunks' verdicts are merged into the one a single scan would give. A masked copy is the scanned buffer with its bad labels replaced,
  * uploaded into a device buffer kept per (stream, thread); where the device has no memory left
  * for it, into mapped pinned host memory, so that mask still masks on a full GPU.
  *
@@ -86,24 +88,34 @@ int lg_validate_host_pointer(const lg_runtime_t *rt, const void *ptr, int *kind,
     }
 }
 
-/* Copies the spanned range of the labels to a malloc'd host buffer (caller frees) and waits. */
-static void *host_fetch(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span, char *why,
-                        size_t why_len)
+/* What every copy to the host needs: the runtime's calls, labels the device can read (*kind: how
+ * to copy them), a stream that is not capturing. 0, or -1 with why. */
+static int fetch_ready(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int *kind, char *why,
+                       size_t why_len)
 {
     if (!rt || !rt->memcpy_async || !rt->stream_synchronize) {
         snprintf(why, why_len, "no CUDA runtime functions to copy the labels with");
-        return NULL;
+        return -1;
     }
-    int kind;
-    if (lg_validate_host_pointer(rt, (const void *)(uintptr_t)t->data, &kind, why, why_len) != 0)
-        return NULL;
+    if (lg_validate_host_pointer(rt, (const void *)(uintptr_t)t->data, kind, why, why_len) != 0)
+        return -1;
     if (rt->stream_is_capturing) {
         int st = 0;
         if (rt->stream_is_capturing(stream, &st) == 0 && st != 0) {
             snprintf(why, why_len, "the host backend cannot validate a launch captured into a CUDA graph");
-            return NULL;
+            return -1;
         }
     }
+    return 0;
+}
+
+/* Copies the spanned range of the labels to a malloc'd host buffer (caller frees) and waits. */
+static void *host_fetch(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span, char *why,
+                        size_t why_len)
+{
+    int kind;
+    if (fetch_ready(rt, t, stream, &kind, why, why_len) != 0)
+        return NULL;
     size_t bytes = (size_t)span * lg_scan_elem_size(t->dtype);
     void *buf = malloc(bytes ? bytes : 1);
     if (!buf) {
@@ -135,9 +147,149 @@ static void *fetch_and_scan(const lg_runtime_t *rt, const lg_target_t *t, void *
     return buf;
 }
 
+/* Staging for the chunked scan: two host buffers of LG_VALIDATE_HOST_STAGE_BYTES, pinned where
+ * the runtime gives pinned memory (a copy into pageable memory is staged by the driver and
+ * synchronous), so that the copy of one chunk runs while the other is scanned. A set is only used
+ * inside one call, so sets are taken from a small pool rather than kept per (stream, thread):
+ * memory is bounded by the checks running at once (MAX_STAGES; past it, the one-piece copy). A set
+ * belongs to the runtime that allocated it. Never freed (cudaFreeHost synchronizes the device). */
+#define MAX_STAGES 16
+typedef struct stage {
+    const lg_runtime_t *rt;
+    void *buf[2];
+    bool busy;
+    lg_verdict_t part; /* one chunk's verdict */
+} stage_t;
+static stage_t *stages[MAX_STAGES];
+static int n_stages;
+
+static void *stage_alloc(const lg_runtime_t *rt)
+{
+    void *p = NULL;
+    if (rt->malloc_host && rt->malloc_host(&p, LG_VALIDATE_HOST_STAGE_BYTES) == 0 && p)
+        return p;
+    if (rt->get_last_error)
+        rt->get_last_error();
+    return malloc(LG_VALIDATE_HOST_STAGE_BYTES);
+}
+
+static void stage_give(stage_t *st)
+{
+    pthread_mutex_lock(&lock);
+    st->busy = false;
+    pthread_mutex_unlock(&lock);
+}
+
+/* A free staging set of rt's with both buffers, or NULL (the caller copies in one piece). */
+static stage_t *stage_take(const lg_runtime_t *rt)
+{
+    stage_t *st = NULL;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_stages && !st; i++)
+        if (!stages[i]->busy && stages[i]->rt == rt)
+            st = stages[i];
+    if (!st && n_stages < MAX_STAGES && (st = calloc(1, sizeof *st)) != NULL) {
+        st->rt = rt;
+        stages[n_stages++] = st;
+    }
+    if (st)
+        st->busy = true;
+    pthread_mutex_unlock(&lock);
+    /* Allocated outside the lock (pinning takes milliseconds); a set whose allocation failed
+     * stays in the pool, to be tried again by the next call that takes it. */
+    for (int b = 0; st && b < 2; b++)
+        if (!st->buf[b] && !(st->buf[b] = stage_alloc(rt))) {
+            stage_give(st);
+            st = NULL;
+        }
+    return st;
+}
+
+/* Adds one chunk's verdict p (its elements from logical index `start`) to v, as one scan over
+ * both would have: min and max by lg_scan_extends (the earlier of equal values stays, a NaN
+ * never replaces a number), samples the first offenders in index order. */
+static void merge_part(const lg_target_t *t, lg_verdict_t *v, const lg_verdict_t *p, int64_t start, int max_samples)
+{
+    if (p->checked) {
+        if (v->checked == 0 || lg_scan_extends(t, p->min, v->min, 0))
+            v->min = p->min;
+        if (v->checked == 0 || lg_scan_extends(t, p->max, v->max, 1))
+            v->max = p->max;
+    }
+    v->checked += p->checked;
+    v->bad_count += p->bad_count;
+    for (int i = 0; i < p->n_samples && v->n_samples < max_samples; i++) {
+        v->samples[v->n_samples] = p->samples[i];
+        v->samples[v->n_samples].index += start;
+        v->n_samples++;
+    }
+}
+
+/* A contiguous target (ndim 1, stride 1 once normalized) in chunks through a staging set: the
+ * next chunk's copy is enqueued before this one is scanned. 1 when the set could not be had
+ * (nothing done: copy in one piece), 0, or -1 with why. */
+static int chunked_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int samples, lg_verdict_t *v,
+                        char *why, size_t why_len)
+{
+    int kind;
+    if (fetch_ready(rt, t, stream, &kind, why, why_len) != 0)
+        return -1;
+    stage_t *st = stage_take(rt);
+    if (!st)
+        return 1;
+    if (samples > LG_MAX_SAMPLES)
+        samples = LG_MAX_SAMPLES;
+    size_t es = lg_scan_elem_size(t->dtype);
+    int64_t n = t->count, chunk = (int64_t)(LG_VALIDATE_HOST_STAGE_BYTES / es);
+    const char *src = (const char *)(uintptr_t)t->data;
+    lg_scan_clear(v);
+    int cur = 0;
+    int rc = rt->memcpy_async(st->buf[0], src, (size_t)(n < chunk ? n : chunk) * es, kind, stream);
+    if (rc == 0)
+        rc = rt->stream_synchronize(stream);
+    for (int64_t start = 0; rc == 0 && start < n; start += chunk, cur ^= 1) {
+        int64_t len = n - start < chunk ? n - start : chunk, next = start + chunk;
+        if (next < n) {
+            int64_t len2 = n - next < chunk ? n - next : chunk;
+            rc = rt->memcpy_async(st->buf[cur ^ 1], src + (size_t)next * es, (size_t)len2 * es, kind, stream);
+            if (rc != 0)
+                break;
+        }
+        lg_target_t part = *t;
+        part.data = (uint64_t)(uintptr_t)st->buf[cur];
+        part.count = part.sizes[0] = len;
+        lg_scan_host(&part, st->buf[cur], samples - v->n_samples, &st->part);
+        merge_part(t, v, &st->part, start, samples);
+        if (next < n)
+            rc = rt->stream_synchronize(stream);
+    }
+    if (rc != 0) {
+        /* An enqueued copy may still write a buffer: the set is given back only after the stream
+         * is drained, and when that fails it is left out of the pool. */
+        if (rt->get_last_error)
+            rt->get_last_error();
+        snprintf(why, why_len, "copying %zu bytes of labels from %p failed (CUDA error %d)", (size_t)n * es,
+                 (void *)src, rc);
+        if (rt->stream_synchronize(stream) != 0) {
+            if (rt->get_last_error)
+                rt->get_last_error();
+            return -1;
+        }
+    }
+    stage_give(st);
+    return rc == 0 ? 0 : -1;
+}
+
 int lg_validate_host_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stream, int64_t span, int samples,
                           lg_verdict_t *v, char *why, size_t why_len)
 {
+    lg_target_t c;
+    lg_scan_normalize(t, &c);
+    if (c.ndim == 1 && c.strides[0] == 1 && span == c.count && (size_t)span * lg_scan_elem_size(c.dtype) > 4096) {
+        int rc = chunked_scan(rt, &c, stream, samples, v, why, why_len);
+        if (rc != 1)
+            return rc;
+    }
     void *buf = fetch_and_scan(rt, t, stream, samples, v, span, why, why_len);
     if (!buf)
         return -1;
@@ -284,4 +436,5 @@ void lg_validate_host_after_fork(void)
 {
     pthread_mutex_init(&lock, NULL);
     n_host_slots = 0;
+    n_stages = 0; /* the parent's staging is not the child's to use (a thread may have held a set) */
 }

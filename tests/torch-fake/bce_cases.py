@@ -4,7 +4,9 @@ line per check and exits 1 when any failed. Run by test_bce.sh under both wheels
 case and mode. The probabilities are made on the CPU and copied: under the double only emulated
 kernels compute, and BCE's own kernels are no-ops there.
 MODE: raise, mask, log (LABELGUARD_ACTION set by the caller), async (raise with
-LABELGUARD_MODE=async: checked synchronously all the same, so the same expectations as raise). OUT: the LABELGUARD_LOG directory.
+LABELGUARD_MODE=async: the launch runs on its own operands, no value can stand in for a probability,
+and the verdict, read after it, is raised at the call or the next synchronisation: outcome
+launched, the note says the verdict is late). OUT: the LABELGUARD_LOG directory.
 CASES
   range       8 probabilities, input[2] = 1.5, input[5] = -0.1, input[6] = NaN:
               vectorized_elementwise_kernel; cause no_sigmoid
@@ -111,8 +113,12 @@ def judge(exc, kernel, bad, d_bad, host, retry, cause, operand, other=None):
               v["cause"] == cause and "target" in v.get("cause_text", ""), (v["cause"], v.get("cause_text")))
     else:
         check("%s: cause %s" % (MODE, cause), v["cause"] == cause, (v["cause"], v.get("cause_text")))
-    outcome = "blocked" if BLOCKED else "launched"
+    outcome = "blocked" if BLOCKED and MODE != "async" else "launched"
     check("%s: outcome %s" % (MODE, outcome), v["outcome"] == outcome, v["outcome"])
+    if MODE == "async":
+        check("async: the note says the launch ran and the verdict is late",
+              v.get("note", "").startswith("verdict late: the launch (async mode) ran on its probabilities"),
+              v.get("note"))
     if MODE == "mask":
         check("mask: falls back to raise, the note says why (no ignore value for a probability)",
               "no ignore value for a probability" in v.get("note", ""), v.get("note"))

@@ -6,8 +6,10 @@
 # under mask falls back to raise with the reason; log lets it run. Controls: exactly 0.0 and
 # 1.0, no event. The target gets the kernel's same check (`target_val >= 0 && target_val <= 1`):
 # data[2], or the closure's pointer after the input's with its own strides, reported as
-# target[i] with the target's data_ptr(). In async mode (raise) the launch is checked synchronously all the same: no
-# value can sanitize a probability. The checks are in bce_cases.py; one process per case and mode.
+# target[i] with the target's data_ptr(). In async mode (raise) no value can sanitize a probability: the
+# launch runs as it is, and the verdict, read after it, is raised at the call or the next
+# synchronisation, the event's note saying it is late. The checks are in bce_cases.py; one process
+# per case and mode.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 lg_run_cases bce_cases.py \

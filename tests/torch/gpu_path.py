@@ -24,6 +24,11 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   after warm-up: ms per call without the library, with it in sync and async mode,
                   and the range check on the GPU backend (its validate_ns_total per check well
                   under a host copy-and-scan of 32 MB; backend gpu, host_fallbacks 0)
+  bce_graph       F.binary_cross_entropy captured with torch.cuda.graph: no capture_unchecked
+                  warning (each operand's range check is a validator kernel node), good replays
+                  raise nothing, and a replay with target[7] = 1.5 is reported (graph id, the
+                  note "verdict late: the captured launch replayed ..."); the BCE kernel's own
+                  device assert may fire in that replay (the launch keeps its operands)
   hooks_cupti     LABELGUARD_HOOKS=cupti on the installed driver catches the bad label
   profiler        torch.profiler under the default preload: kernels in the trace, and the bad
                   label after it still caught
@@ -209,6 +214,26 @@ def child_bce_cost(torch, F):
         F.binary_cross_entropy(p, y)
     torch.cuda.synchronize()
     _emit(ms_per_call=(time.perf_counter() - t0) * 1e3 / iters, iters=iters, elements=p.numel())
+
+
+def child_bce_graph(torch, F):
+    shape = (4, 1, 64, 64)
+    p = torch.sigmoid(torch.randn(shape)).cuda()
+    y = torch.randint(0, 2, shape).float().cuda()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        F.binary_cross_entropy(p, y)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = F.binary_cross_entropy(p, y)
+    good = [_try(lambda: (g.replay(), out.item())[1]) for _ in range(3)]
+    bad_y = y.cpu()
+    bad_y.view(-1)[7] = 1.5
+    y.copy_(bad_y.cuda())
+    bad = _try(lambda: (g.replay(), torch.cuda.synchronize(), out.item())[2])
+    _emit(good=good, bad=bad)
 
 
 def child_profiler(torch, F):
@@ -476,7 +501,7 @@ def child_assert_async(torch, F):
 
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
-    "index_cost": child_index_cost, "bce_cost": child_bce_cost, "profiler": child_profiler, "async_exit": child_async_exit,
+    "index_cost": child_index_cost, "bce_cost": child_bce_cost, "bce_graph": child_bce_graph, "profiler": child_profiler, "async_exit": child_async_exit,
     "mask_full": child_mask_full, "capture_logits": child_capture_logits,
     "late_enable": child_late_enable, "attach_target": child_attach_target,
     "split_launch": child_split_launch, "enable_early": child_enable_early, "busy_target": child_busy_target,
@@ -685,6 +710,33 @@ def case_bce_cost(ctx):
     if not ctx.fake and max(per_check.values()) > 2.0:
         return "FAIL", detail + " (the range check did not run on the GPU)"
     return "PASS", detail
+
+
+def case_bce_graph(ctx):
+    if ctx.fake:
+        return "SKIP", "the double runs the host backend, which leaves a captured range check unchecked " \
+                       "(GPU-free: tests/unit/test_gpu_driver /gpu_driver/range_captured_launch)"
+    rc, obs, ev, err = spawn(ctx, "bce_graph", "bce_graph", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    warn = [w.get("what") for w in of(ev, "warning")]
+    if "capture_unchecked" in warn:
+        return "FAIL", "the captured BCE ran unchecked: %s" % warn
+    if any(r["raised"] for r in obs["good"]):
+        return "FAIL", "a good replay raised: %s" % obs["good"]
+    v = [e for e in of(ev, "violation") if e.get("family") == "binary_cross_entropy"]
+    if len(v) != 1:
+        return "FAIL", "%d BCE violations (want 1, the bad replay's); bad replay: %s" % (len(v), obs["bad"])
+    v = v[0]
+    samples = v.get("bad", {}).get("samples")
+    if not v.get("graph") or samples != [{"index": 7, "value": 1.5}] or v["target"].get("operand") != "target" \
+            or not v.get("note", "").startswith("verdict late: the captured launch replayed"):
+        return "FAIL", "the replay's event: graph %s, samples %s, note %r" % (v.get("graph"), samples, v.get("note"))
+    s = of(ev, "summary")
+    if s and s[-1].get("host_fallbacks"):
+        return "FAIL", "host_fallbacks %s" % s[-1]["host_fallbacks"]
+    return "PASS", "captured BCE checked at each replay (kernel nodes); the bad replay reported target[7] = 1.5, " \
+                   "raised %s" % (obs["bad"].get("type") if obs["bad"]["raised"] else "nothing")
 
 
 def case_hooks_cupti(ctx):
@@ -1065,7 +1117,7 @@ def case_compiled(ctx):
 CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("graph_reuse", case_graph_reuse), ("replay_text_sync", case_replay_text_sync),
          ("replay_text_async", case_replay_text_async), ("index_cost", case_index_cost),
-         ("bce_cost", case_bce_cost),
+         ("bce_cost", case_bce_cost), ("bce_graph", case_bce_graph),
          ("hooks_cupti", case_hooks_cupti), ("profiler", case_profiler), ("async_exit", case_async_exit),
          ("mask_full", case_mask_full), ("capture_logits", case_capture_logits),
          ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),

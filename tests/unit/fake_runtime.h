@@ -14,6 +14,7 @@
 typedef struct fake_alloc { char *p; size_t n; } fake_alloc_t;
 static fake_alloc_t allocs[64];
 static int n_allocs, fail_copies, copies, syncs, last_error_reads;
+static size_t max_copy_bytes; /* the largest copy asked for */
 
 static int f_malloc(void **p, size_t n)
 {
@@ -36,6 +37,8 @@ static int f_memcpy(void *dst, const void *src, size_t n, int kind, void *stream
     (void)kind;
     (void)stream;
     copies++;
+    if (n > max_copy_bytes)
+        max_copy_bytes = n;
     if (fail_copies)
         return 700;
     /* The real runtime refuses host memory posing as device memory in a D2H copy. */

@@ -20,6 +20,10 @@
  *     (cuGraphExecKernelNodeSetParams on a fake graph that records each exec's node values),
  *     its replays are read from its own ring and named exec 2; a refused rewrite puts the exec
  *     back as it was;
+ *   - a BCE launch through launch.c (lg_launch_decide): captured, each checked operand becomes a
+ *     range-kernel node that makes no copy, and a replay's bad probabilities are reported after it
+ *     ran (the replay emulated with lg_scan_host); in async mode the launch is not held, and its
+ *     verdict comes at the next poll, said late;
  *   - no CUDA context in the process yet when the backend is first asked (the start came at a
  *     hook before the application's first context): undecided, then GPU once a primary
  *     context is active or one is current, host only when the module does not load.
@@ -27,6 +31,7 @@
  */
 #include "../../cuda/lg_validate.h"
 #include "internal.h"
+#include "labelguard.h"
 #include "validate_gpu.h"
 
 #include <glib.h>
@@ -904,6 +909,158 @@ static void test_range_on_gpu(void)
     lg_graphs_destroyed(GRAPH);
 }
 
+/* ---- a BCE launch through launch.c (lg_launch_decide), as the hooks drive it ------------------ */
+
+/* F.binary_cross_entropy's float32 forward (tests/wheels/2.15.0+cu132): (int N, lambda,
+ * array<char *, 3> data), data[1] the input, data[2] the target. */
+static const char bce_f32[] = "_ZN2at6native29vectorized_elementwise_kernelILi2EZZZNS0_29binary_cross_entropy_out_"
+                              "cudaERKNS_6TensorES4_RKSt8optionalIS2_ElRS2_ENKUlvE_clEvENKUlvE0_clEvEUlffE_St5arrayIPcLm3EELb0EEEviT0_T1_";
+static char bce_stub;
+static void *bce_fatbin[1];
+static unsigned long long capture_id; /* cudaStreamGetCaptureInfo's id for `capturing` */
+static int rt_capturing(void *s, int *st)
+{
+    *st = capturing && (CUstream)s == capturing ? 1 : 0;
+    return 0;
+}
+static int rt_capture_info(void *s, int *st, unsigned long long *id, void *g, void *deps, void *n, void *x)
+{
+    (void)g, (void)deps, (void)n, (void)x;
+    *st = capturing && (CUstream)s == capturing ? 1 : 0;
+    *id = capture_id;
+    return 0;
+}
+/* The runtime as far as launch.c asks it here: no copy, no host function, so a check the host
+ * backend took would fail and be counted unchecked. */
+static lg_runtime_t bce_rt = {.stream_is_capturing = rt_capturing, .stream_get_capture_info = rt_capture_info};
+
+/* One BCE launch on `stream` of 64 good probabilities (input) and probs32()'s target, two of
+ * them bad. */
+static lg_decision_t bce_launch(CUstream stream)
+{
+    static float input[64];
+    for (int i = 0; i < 64; i++)
+        input[i] = 0.5f;
+    lg_target_t t = probs32();
+    static char loss[256];
+    int n = 64;
+    char lambda = 0;
+    char *data[3] = {loss, (char *)input, (char *)(uintptr_t)t.data};
+    void *args[] = {&n, &lambda, data};
+    lg_launch_t l = {.entry = LG_ENTRY_CUDA_LAUNCH_KERNEL,
+                     .func = &bce_stub,
+                     .stream = stream,
+                     .args = args,
+                     .grid = {1, 1, 1},
+                     .block = {128, 1, 1},
+                     .can_block = true};
+    lg_decision_t d;
+    memset(&d, 0, sizeof d);
+    lg_launch_decide(&bce_rt, &l, &d);
+    return d;
+}
+
+/* What kernel node k of the fake graph would publish when replayed: the CPU scan of its params,
+ * in its ring, as the validator kernel does. */
+static void replay_node(int k)
+{
+    lg_scan_params_t sp = node_params(&nodes[k]);
+    lg_scan_ring_t *ring = (lg_scan_ring_t *)(uintptr_t)sp.ring;
+    lg_scan_state_t *st = (lg_scan_state_t *)(uintptr_t)sp.state;
+    uint64_t seq = ++st->runs;
+    lg_scan_host(&sp.t, (const void *)(uintptr_t)sp.t.data, sp.samples, &ring->entries[seq % LG_RING_SLOTS].verdict);
+    ring->entries[seq % LG_RING_SLOTS].seq = seq;
+    ring->latest = seq;
+}
+
+static void bce_setup(void)
+{
+    lg_registry_init_with(NULL, NULL);
+    lg_validate_init(&bce_rt); /* the runtime launch.c passes; the backend is the fake driver's: */
+    fresh_driver();
+    lg_validate_gpu_after_fork();
+    g_assert_true(lg_validate_gpu_init_loaded());
+    lg_names_record_function(bce_fatbin, &bce_stub, bce_f32);
+    lg_cfg.action = LG_ACTION_RAISE;
+    lg_cfg.samples = 16;
+    lg_cfg.logprob_check = false;
+    lg_cfg.backtrace_native = lg_cfg.backtrace_python = false;
+}
+
+/* A BCE launch captured on the GPU backend: each checked operand (input, target) becomes a
+ * range-kernel node, report-only (no copy: the launch keeps its own operands), nothing goes to
+ * the host backend (whose host node CUDA would run at every replay), and a replay's bad
+ * probabilities are reported after it ran, raised as the next CUDA error. */
+static void test_range_captured_launch(void)
+{
+    bce_setup();
+    lg_counters_t c0, c1;
+    lg_launch_counters(&c0);
+    n_nodes = 0;
+    capture_id = 5151;
+    capturing = (CUstream)0xc300;
+    lg_decision_t d = bce_launch((CUstream)0xc300);
+    capturing = NULL;
+    lg_launch_counters(&c1);
+    g_assert_cmpint(d.kind, ==, LG_VERDICT_RUN); /* its own arguments: nothing rewritten */
+    g_assert_cmpuint(c1.unchecked - c0.unchecked, ==, 0);
+    g_assert_cmpuint(c1.validated - c0.validated, ==, 2);
+    g_assert_cmpuint(c1.host_fallbacks - c0.host_fallbacks, ==, 0);
+    g_assert_cmpint(n_nodes, ==, 2);
+    for (int k = 0; k < 2; k++) {
+        g_assert_true(nodes[k].func == kernel_handle(LG_KERNEL_F32_VEC));
+        g_assert_cmphex(node_params(&nodes[k]).copy, ==, 0);
+    }
+    lg_graphs_end_capture(5151, GRAPH);
+    lg_graphs_instantiated((void *)1, GRAPH);
+    lg_graphs_launched((void *)1, (void *)0xc300);
+    replay_node(0);
+    replay_node(1);
+    lg_launch_poll(&bce_rt, LG_COLLECT_MINE, NULL);
+    lg_counters_t c2;
+    lg_launch_counters(&c2);
+    g_assert_cmpuint(c2.violations - c1.violations, ==, 1); /* the target's two bad values, once */
+    char ev[16384];
+    g_assert_cmpint(labelguard_last_violation(ev, sizeof ev), >, 0);
+    g_test_message("%s", ev);
+    g_assert_nonnull(strstr(ev, "\"graph\":{\"id\":5151,\"replay\":1"));
+    g_assert_nonnull(strstr(ev, "verdict late: the captured launch replayed on its probabilities"));
+    g_assert_nonnull(strstr(ev, "\"outcome\":\"launched\""));
+    g_assert_cmpint(lg_runtime_take_error(0), ==, LG_RAISE_ERROR);
+    lg_graphs_exec_destroyed((void *)1);
+    lg_graphs_destroyed(GRAPH);
+}
+
+/* Async mode: a BCE launch is not held for its check; the range kernel runs on its stream
+ * before it, and its verdict comes at the next check, said late, raised as the next error. */
+static void test_range_async_launch(void)
+{
+    bce_setup();
+    lg_cfg.mode = LG_MODE_ASYNC;
+    launch_publishes = true;
+    kernel_launches = 0;
+    lg_counters_t c0, c1;
+    lg_launch_counters(&c0);
+    lg_decision_t d = bce_launch((CUstream)0xc400);
+    lg_launch_counters(&c1);
+    g_assert_cmpint(d.kind, ==, LG_VERDICT_RUN);
+    g_assert_cmpint(kernel_launches, ==, 2);
+    g_assert_cmpuint(c1.violations - c0.violations, ==, 0); /* not yet read */
+    g_assert_cmpuint(c1.validated - c0.validated, ==, 2);
+    lg_launch_poll(&bce_rt, LG_COLLECT_MINE, NULL);
+    lg_counters_t c2;
+    lg_launch_counters(&c2);
+    g_assert_cmpuint(c2.violations - c1.violations, ==, 1);
+    char ev[16384];
+    g_assert_cmpint(labelguard_last_violation(ev, sizeof ev), >, 0);
+    g_test_message("%s", ev);
+    g_assert_nonnull(strstr(ev, "verdict late: the launch (async mode) ran on its probabilities"));
+    g_assert_nonnull(strstr(ev, "\"outcome\":\"launched\""));
+    g_assert_cmpint(lg_runtime_take_error(0), ==, LG_RAISE_ERROR);
+    launch_publishes = false;
+    lg_cfg.mode = LG_MODE_SYNC;
+}
+
 /* Scratch handed back is not taken while a replay queued on it has not run (an exec destroyed
  * while its replay is in flight: CUDA lets it finish), nor ever when its graph went without an
  * exec (the checks may live on as a child graph node or a clone's source). */
@@ -970,5 +1127,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/captured_scratch_reused", test_captured_scratch_reused);
     g_test_add_func("/gpu_driver/captured_scratch_waits", test_captured_scratch_waits);
     g_test_add_func("/gpu_driver/range_on_gpu", test_range_on_gpu);
+    g_test_add_func("/gpu_driver/range_captured_launch", test_range_captured_launch);
+    g_test_add_func("/gpu_driver/range_async_launch", test_range_async_launch);
     return g_test_run();
 }

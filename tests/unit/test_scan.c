@@ -608,6 +608,156 @@ static void test_range_exact(void)
     g_rand_free(r);
 }
 
+/* Pinned staging handed out by the fake runtime's cudaMallocHost (counted). */
+static int host_allocs;
+static int f_malloc_host(void **p, size_t n)
+{
+    host_allocs++;
+    *p = g_malloc0(n);
+    return 0;
+}
+
+/* A contiguous target larger than the staging buffer goes to the host in chunks of at most
+ * LG_VALIDATE_HOST_STAGE_BYTES through two staging buffers allocated once (pinned where the
+ * runtime gives it), and the verdict is the one scan over the whole buffer gives, bit for bit:
+ * offenders at and across chunk boundaries and more of them than samples are kept, a first chunk
+ * all NaN or all ignore_index, zeros of both signs first met in a later chunk. */
+static void test_host_chunked(void)
+{
+    init_host_backend();
+    lg_validate_host_after_fork(); /* a fresh staging pool: this test counts its allocations */
+    fake_rt.malloc_host = f_malloc_host;
+    host_allocs = 0;
+    const struct {
+        lg_dtype_t d;
+        const uint64_t *special; /* NULL: int64 labels */
+    } k[] = {{LG_DTYPE_INT64, NULL},
+             {LG_DTYPE_FLOAT32, special32},
+             {LG_DTYPE_FLOAT16, special16},
+             {LG_DTYPE_FLOAT64, special64}};
+    GRand *r = g_rand_new_with_seed(31);
+    for (size_t ki = 0; ki < G_N_ELEMENTS(k); ki++) {
+        lg_dtype_t d = k[ki].d;
+        size_t esz = lg_scan_elem_size(d);
+        int64_t chunk = (int64_t)(LG_VALIDATE_HOST_STAGE_BYTES / esz), n = 3 * chunk + chunk / 3;
+        for (int mode = 0; mode < 3; mode++) {
+            g_test_message("dtype %d, mode %d", (int)d, mode);
+            void *host = g_malloc0((gsize)n * esz);
+            for (int64_t i = 0; i < n; i++) {
+                int64_t ci = i % chunk;
+                bool edge = ci == 0 || ci == chunk - 1;
+                if (!k[ki].special) {
+                    /* labels in [0, 20), ignore_index -100: 0 bad at edges and a few inside;
+                     * 1 the same past a first chunk all ignored; 2 bad everywhere at random */
+                    int64_t lab = g_rand_int_range(r, 0, 20);
+                    if ((mode < 2 && i >= mode * chunk && (edge || g_rand_int_range(r, 0, 40000) == 0)) ||
+                        (mode == 2 && g_rand_int_range(r, 0, 3) == 0))
+                        lab = g_rand_boolean(r) ? 20 + g_rand_int_range(r, 0, 5) : -1 - g_rand_int_range(r, 0, 5);
+                    if (mode == 1 && i < chunk)
+                        lab = -100;
+                    ((int64_t *)host)[i] = lab;
+                    continue;
+                }
+                /* probabilities: 0 valid with specials at edges; 1 the first chunk all NaN,
+                 * then valid, zeros of both signs from chunk 2 on; 2 specials at random */
+                uint64_t b = k[ki].special[g_rand_boolean(r) ? 7 : 8];
+                if (mode == 0 && edge)
+                    b = k[ki].special[g_rand_int_range(r, 0, 16)];
+                else if (mode == 1 && i < chunk)
+                    b = k[ki].special[g_rand_int_range(r, 12, 15)];
+                else if (mode == 1 && i >= 2 * chunk && g_rand_int_range(r, 0, 1000) == 0)
+                    b = k[ki].special[g_rand_int_range(r, 0, 2)];
+                else if (mode == 2 && g_rand_int_range(r, 0, 50) == 0)
+                    b = k[ki].special[g_rand_int_range(r, 0, 16)];
+                put_bits(d, host, i, b);
+            }
+            void *dev = dev_copy_of(host, (size_t)n * esz);
+            lg_target_t t = k[ki].special ? flat(d, n, 0, 0, false) : flat(d, n, 20, -100, true);
+            lg_verdict_t *v = g_new0(lg_verdict_t, 1), *want = g_new0(lg_verdict_t, 1);
+            lg_scan_host(&t, host, 16, want);
+            t.data = (uint64_t)(uintptr_t)dev;
+            char why[256] = "";
+            int c0 = copies;
+            max_copy_bytes = 0;
+            g_assert_cmpint(lg_validate_sync(&t, (void *)0x1234, 16, v, why, sizeof why), ==, 0);
+            g_assert_cmpuint(max_copy_bytes, <=, LG_VALIDATE_HOST_STAGE_BYTES);
+            g_assert_cmpint(copies - c0, ==, 4); /* 3 1/3 chunks */
+            g_assert_cmpint(want->bad_count, >, 0);
+            assert_same(v, want); /* min and max as bits: which zero, NaN when all are */
+            g_free(v);
+            g_free(want);
+            g_free(host);
+        }
+    }
+    g_assert_cmpint(host_allocs, ==, 2); /* one set of two buffers, reused by every check */
+    fake_rt.malloc_host = NULL;
+    g_rand_free(r);
+}
+
+/* A runtime whose stream 0x7700 captures (id 77, begun under the hooks) and that takes host
+ * functions (counted): what validate_node.c needs to capture a host node. */
+static int host_funcs;
+static int f_capturing77(void *s, int *st)
+{
+    *st = s == (void *)0x7700;
+    return 0;
+}
+static int f_capture_info77(void *s, int *st, unsigned long long *id, void *g, void *d, void *n, void *x)
+{
+    (void)g, (void)d, (void)n, (void)x;
+    *st = s == (void *)0x7700;
+    *id = 77;
+    return 0;
+}
+static int f_host_func(void *s, void (*fn)(void *), void *user)
+{
+    (void)s, (void)fn, (void)user;
+    host_funcs++;
+    return 0;
+}
+
+/* A range target (BCE's probabilities) captured on the host backend gets no host node (it would
+ * copy to the host and scan at every replay): the check is refused, and the launch runs
+ * unchecked as before; a label target in the same capture still gets its host node. */
+static void test_host_range_capture(void)
+{
+    lg_runtime_t rt = fake_rt;
+    rt.stream_is_capturing = f_capturing77;
+    rt.stream_get_capture_info = f_capture_info77;
+    rt.launch_host_func = f_host_func;
+    rt.malloc_host = f_malloc_host;
+    lg_validate_init(&rt);
+    g_assert_cmpint(lg_validate_backend(), ==, LG_BACKEND_HOST);
+    lg_captures_begun(77);
+    float probs[64];
+    for (int i = 0; i < 64; i++)
+        probs[i] = i == 9 ? 1.5f : 0.5f;
+    lg_target_t t = flat(LG_DTYPE_FLOAT32, 64, 0, 0, false);
+    t.data = (uint64_t)(uintptr_t)dev_copy_of(probs, sizeof probs);
+    lg_kernel_info_t info;
+    memset(&info, 0, sizeof info);
+    lg_capture_t cap = {.id = 77, .sanitize = false};
+    uint64_t sanitized = 0;
+    char why[512] = "";
+    host_funcs = 0;
+    g_assert_cmpint(lg_validate_async(&t, (void *)0x7700, 0, 16, &info, &cap, &sanitized, why, sizeof why), ==, -1);
+    g_test_message("%s", why);
+    g_assert_cmpint(host_funcs, ==, 0);
+    g_assert_nonnull(strstr(why, "runs on the GPU validator only"));
+    /* labels: the host node, as ever */
+    int64_t labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    lg_target_t l = flat(LG_DTYPE_INT64, 8, 20, -100, true);
+    l.data = (uint64_t)(uintptr_t)dev_copy_of(labels, sizeof labels);
+    cap.sanitize = true;
+    why[0] = '\0';
+    g_assert_cmpint(lg_validate_async(&l, (void *)0x7700, -100, 16, &info, &cap, &sanitized, why, sizeof why), ==, 0);
+    g_assert_cmpint(host_funcs, ==, 1);
+    lg_graphs_end_capture(77, (void *)0x7701);
+    lg_graphs_destroyed((void *)0x7701);
+    lg_captures_ended(77);
+    lg_validate_init(&fake_rt);
+}
+
 static void test_host_errors(void)
 {
     init_host_backend();
@@ -753,6 +903,8 @@ int main(int argc, char **argv)
     g_test_add_func("/validate/host_sync", test_host_sync);
     g_test_add_func("/validate/float_range", test_float_range);
     g_test_add_func("/scan/range_exact", test_range_exact);
+    g_test_add_func("/validate/host_chunked", test_host_chunked);
+    g_test_add_func("/validate/host_range_capture", test_host_range_capture);
     g_test_add_func("/validate/host_errors", test_host_errors);
     g_test_add_func("/validate/host_masked_copy", test_host_masked_copy);
     g_test_add_func("/validate/host_async", test_host_async);
