@@ -2,41 +2,30 @@
  * launch captured into a graph gets its check captured with it (validator kernel or host
  * node, validate.c), which publishes run k of its ring at the k-th execution. Here:
  *   capture id -> checks          (lg_graphs_add_check, while the capture runs)
- *   graph      -> capture id      (cudaStreamEndCapture; a failed capture drops its checks;
- *                                  cudaGraphDestroy erases it)
+ *   graph      -> capture id      (cudaStreamEndCapture; cudaGraphDestroy erases it)
  *   exec       -> capture id      (cudaGraphInstantiate*: an exec replays its graph's checks)
- * and at each cudaGraphLaunch of an exec with checks, one entry per check is queued in
- * verdicts.c for the launching thread: {ring, run k, graph id, replay k}. The verdict is then
- * read at that thread's next hook point or synchronizing call, like an async check's.
+ * and at each cudaGraphLaunch of an exec with checks, one entry per check {ring, run k, graph
+ * id, replay k} is queued in verdicts.c for the launching thread, read like an async check's.
  *
- * A graph handle is an address the runtime reuses: PyTorch destroys each graph right after
- * instantiating it, and a later capture (an eval step, another batch size) may get the same
- * cudaGraph_t. So a graph's mapping is erased when it is destroyed, and the end of a capture
- * replaces whatever a handle mapped before (a graph destroyed where no hook saw it: the driver
- * API, or before arming); else the new graph would replay the old one's checks, keeping its
- * thread on the slow path with verdicts that never come. An exec made before the destroy keeps
- * its checks (they are kept by capture id while a graph or an exec refers to it, then freed).
+ * A graph handle is an address the runtime reuses (PyTorch destroys each graph right after
+ * instantiating it): a destroyed graph's mapping is erased, and the end of a capture replaces
+ * whatever its handle mapped before, else a new graph would replay an old one's checks. An
+ * exec made before the destroy keeps its checks (kept by capture id while anything refers to it).
  *
- * The graph's id in events is its capture id, unique in the process. An exec that was
- * instantiated before the library armed (labelguard attach) is unknown here: the hook says
- * so once (`graph_unchecked`). Graphs built node by node (cudaGraphAddKernelNode)
- * are not seen at all; the README says so. Checks captured into a graph whose own execs never
- * replay it (it becomes a child graph node, a conditional body, a clone's source: the replaying
- * exec is another graph's, which no handle here leads to) sanitize but cannot report; that is
- * seen when a checked graph is destroyed without ever being instantiated, or when an exec of a
- * graph without checks, made while a checked graph had no exec yet, is replayed before that
- * graph gets one (its first replay only takes the slow path), and said once
- * (`graph_checks_unreported`, naming the graph and why). Two execs of one checked graph
- * would replay the same check nodes, hence the same scratch (labels copy, sanitized copy,
- * verdict ring), and overlapping replays would read each other's labels: so a second (or
- * later) exec gets scratch of its own, its copies of the check's nodes rewritten at instantiate
- * (validate.c: the host backend's nodes with cudaGraphExec*NodeSetParams, the GPU backend's
- * validator node with cuGraphExecKernelNodeSetParams, and the loss launch reading the sanitized
- * copy in either case), and its replays are read from its own ring. Each exec numbers its
- * replays from 1, and events name the exec (`graph.exec`: the first made from its graph is 1).
- * A check that cannot be rewritten (a runtime or driver without those calls, nodes not found
- * as captured) stays shared, said once (`graph_exec_shares_checks`, with why).
+ * The graph's id in events is its capture id, unique in the process. An exec instantiated
+ * before the library armed is unknown here (`graph_unchecked`, said once by the hook); graphs
+ * built node by node are not seen at all (README). Checks captured into a graph whose own execs
+ * never replay it (a child graph node, a conditional body, a clone's source) sanitize but
+ * cannot report: said once (`graph_checks_unreported`) when such a graph is destroyed without
+ * an exec, or when an exec without checks replays while a checked graph has none yet. A second
+ * (or later) exec of a checked graph gets scratch of its own, its copies of the check's nodes
+ * rewritten at instantiate by the backend that captured them (validate.c), so overlapping
+ * replays never read each other's labels; its replays are numbered from 1 and read from its
+ * own ring (`graph.exec` in events). A check that cannot be rewritten stays shared, said once
+ * (`graph_exec_shares_checks`, with why).
  *
+ * The checks layer never calls up into this table: the constructor hands lg_graphs_add_check
+ * to validate.c (lg_validate_set_capture_sink), which calls it for each captured check.
  * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
  * lg_graphs_watching() first, and the graph-destroy hook lg_graphs_mapped(), one relaxed load
  * each, so a process without checked graphs pays nothing more. Tested by
@@ -161,12 +150,10 @@ static void release(unsigned long long id)
     drop_checks(id);
 }
 
-/* A graph whose checks no exec will report: why, for one graph_checks_unreported warning.
- * Filled under `lock`, reported after it (the report takes locks of its own). */
+/* Why a graph's checks will never be reported (one graph_checks_unreported warning): filled
+ * under `lock`, said after it (the report takes locks of its own). Caller holds `lock`. */
 static char unreported[900];
 static bool unreported_said;
-
-/* Caller holds `lock`. `how`: what just happened that shows it. */
 static void note_unreported(const mapping_t *g, const char *how)
 {
     if (unreported_said || unreported[0])
@@ -180,13 +167,11 @@ static void note_unreported(const mapping_t *g, const char *how)
              how, g->capture_id, count_checks(g->capture_id));
 }
 
-/* Weak: the GPU tests (tests/gpu) link this file without the report module; there the
- * warning is dropped. The library and the unit tests have it. */
+/* Weak: the GPU tests (tests/gpu) link this file without the report module (no warning). */
 #pragma weak lg_report_warning_once
 
-/* A second exec of a checked graph: both replay the same check nodes, which write the same
- * scratch (accumulators, verdict ring), so replays of the two running at the same time mix
- * their verdicts. Said once, like the above. */
+/* A second exec that could not get scratch of its own: replays of two execs at the same time
+ * would mix their verdicts. Said once, like the above. */
 static char shared[600];
 static bool shared_said;
 
@@ -274,9 +259,11 @@ int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *in
     return rc;
 }
 
-/* capture_id 0: a capture without checks, reported only so that a stale mapping of its
- * handle goes. The graph is a fresh one whatever its address: what the handle mapped before
- * is replaced, never merged. */
+/* Only a pointer store: the library's constructor rule (no CUDA, no file, no thread) holds. */
+__attribute__((constructor)) static void hand_in(void) { lg_validate_set_capture_sink(lg_graphs_add_check); }
+
+/* capture_id 0: a capture without checks, reported so that a stale mapping of its handle
+ * goes. What the handle mapped before is replaced, never merged; a failed capture's go. */
 void lg_graphs_end_capture(unsigned long long capture_id, const void *graph)
 {
     pthread_mutex_lock(&lock);
@@ -304,8 +291,7 @@ void lg_graphs_destroyed(const void *graph)
     say_unreported();
 }
 
-/* Once every checked graph has an exec of its own, no exec is suspect any more. Caller holds
- * `lock`. */
+/* Once every checked graph has an exec of its own, no exec is suspect. Caller holds `lock`. */
 static void clear_suspects(void)
 {
     for (int i = 0; i < n_graphs; i++)

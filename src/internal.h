@@ -315,9 +315,9 @@ typedef struct lg_spec {
 /* The registry is built once (lazily, by lg_registry_ensure) from the built-in table
  * (specs/pytorch.conf, embedded) and LABELGUARD_KERNELS (':'-separated files). Returns the
  * number of specs loaded. Never prints: each problem (a malformed or conflicting user file,
- * which is then skipped while the built-in table stays) goes to lg_report_warning
- * ("spec_file", "file:line: [group] field: message; ..."). lg_registry_init_with hands them
- * to `warn` instead (tests; NULL drops them). Either replaces any previous table (tests call
+ * which is then skipped while the built-in table stays) goes to `warn` ("spec_file",
+ * "file:line: [group] field: message; ..."; the start hands report.c's warning in);
+ * lg_registry_init drops them (tests). Either replaces any previous table (tests call
  * it repeatedly; not concurrently with lookups). */
 typedef void (*lg_registry_warn_fn)(const char *what, const char *detail);
 LG_HIDDEN int lg_registry_init(const char *user_files);
@@ -570,6 +570,16 @@ LG_HIDDEN int lg_validate_rebind(void *exec, void *graph, const struct lg_scan_r
  * `runs` (the last replay has run). The ring keeps counting: that check's replays publish from
  * lg_verdicts_ring_latest + 1. Any thread; never called twice for one capture of a ring. */
 LG_HIDDEN void lg_validate_retire(const struct lg_scan_ring *ring, uint64_t runs);
+/* Where a captured check goes: the core's table of graphs (graphs.c plugs in its add_check),
+ * called with the capture's id, the check's kernel, stream, target, ring and where the launch
+ * reads its target (the sanitized copy, or 0). 0, or -1 with why. */
+typedef int (*lg_validate_capture_sink_t)(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
+                                          const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads,
+                                          char *why, size_t why_len);
+LG_HIDDEN void lg_validate_set_capture_sink(lg_validate_capture_sink_t sink);
+
+/* ---------------------------------------------------------------- validate_loss.c */
+
 /* Rebinding a loss launch's node: where spec says the launch holds its target, read (*at) from
  * the launch's argument array, or set to `to` in out[] (spec->n_params slots; the parameter
  * holding it rewritten in `value`, LG_RETARGET_MAX bytes). 0, or -1 when spec cannot say;
@@ -581,7 +591,7 @@ LG_HIDDEN void lg_validate_retire(const struct lg_scan_ring *ring, uint64_t runs
 LG_HIDDEN int lg_validate_loss_param(const struct lg_spec *spec);
 /* Is a graph kernel node's function `func` kernel `info` (its pointer, or a stub or handle of
  * the same mangled name)? */
-LG_HIDDEN bool lg_validate_is_loss_kernel(const struct lg_kernel_info *info, const void *func);
+LG_HIDDEN bool lg_validate_loss_is_kernel(const struct lg_kernel_info *info, const void *func);
 LG_HIDDEN int lg_validate_loss_target(const struct lg_spec *spec, void *const *args, uint64_t *at);
 LG_HIDDEN int lg_validate_loss_retarget(const struct lg_spec *spec, void *const *in, void **out, unsigned char *value,
                                         uint64_t to);

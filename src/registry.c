@@ -130,14 +130,9 @@ static int add_file(const char *path, char *err, size_t err_len)
     return n;
 }
 
-/* report.c's, resolved in the library; weak so that a unit test linking registry.o alone does
- * not drag the reporting modules in (it uses lg_registry_init_with). */
-#pragma weak lg_report_warning
-
-int lg_registry_init(const char *user_files)
-{
-    return lg_registry_init_with(user_files, lg_report_warning ? lg_report_warning : NULL);
-}
+/* Knowledge of kernels reports nothing itself: the start hands report.c's warning in
+ * (lg_registry_ensure); without one, as here, a bad file is skipped silently. */
+int lg_registry_init(const char *user_files) { return lg_registry_init_with(user_files, NULL); }
 
 int lg_registry_init_with(const char *user_files, lg_registry_warn_fn warn)
 {

@@ -6,13 +6,15 @@
  * Three calls use that rule: a sync verdict, a masked copy (act.c's mask), and an async check
  * whose verdict verdicts.c collects later (the host backend's published in stream order,
  * validate_defer.c); inside a graph capture the async check is captured
- * (validator kernel, or validate_node.c's host node) and graphs.c queues one verdict per replay.
+ * (validator kernel, or validate_node.c's host node) and handed to the capture sink the core
+ * plugged in (graphs.c's table, which queues one verdict per replay): the checks never call up
+ * into the core.
  * A range target (float probabilities, BCE) has no stand-in value: its async check makes no
  * copy and only reports, and inside a capture only the GPU backend takes it (a kernel node).
  * A graph instantiated again gets its checks rebound (lg_validate_rebind) by the backend that
  * captured them, and a check no graph or exec holds any more has its scratch handed back to
- * that backend (lg_validate_retire); the helpers that read and rewrite a loss launch's target
- * in a graph node are here because both backends use them.
+ * that backend (lg_validate_retire); both backends read and rewrite a loss launch's target in a
+ * graph node with validate_loss.c's helpers.
  * The host backend runs in relaxed capture mode, so that none of its calls invalidates a
  * capture the application runs on another stream or thread.
  *
@@ -35,6 +37,10 @@
 
 static const lg_runtime_t *rt;
 static uint64_t ns_total; /* __atomic */
+/* Where a captured check goes: graphs.c hands its table in (its constructor, before any launch). */
+static lg_validate_capture_sink_t capture_sink;
+
+void lg_validate_set_capture_sink(lg_validate_capture_sink_t sink) { capture_sink = sink; }
 /* The runtime of the launch being decided on this thread (its caller's own libcudart, in a
  * process that holds two), else rt. */
 static __thread const lg_runtime_t *launch_rt;
@@ -235,8 +241,12 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
             rc = -1;
             goto out;
         }
-        rc = lg_graphs_add_check(capture->id, cookie, stream, t, c.run.ring, capture->sanitize ? copy : 0, why,
-                                 why_len);
+        if (!capture_sink) {
+            snprintf(why, why_len, "no table of captured checks in this process");
+            rc = -1;
+            goto out;
+        }
+        rc = capture_sink(capture->id, cookie, stream, t, c.run.ring, capture->sanitize ? copy : 0, why, why_len);
         if (rc == 0 && capture->sanitize)
             *sanitized = copy;
         goto out;
@@ -267,58 +277,6 @@ out:
     free(p);
     account(t0);
     return rc;
-}
-
-/* A loss launch holds its target in the 8 bytes at spec->target.offset of parameter
- * spec->target.param: that parameter, or -1 when spec cannot say (no spec, a parameter past the
- * table or too large to copy). Both backends' rebinds read and rewrite it. */
-int lg_validate_loss_param(const lg_spec_t *spec)
-{
-    if (!spec || spec->target.param < 0 || spec->target.param >= spec->n_params || spec->n_params > LG_MAX_PARAMS)
-        return -1;
-    int size = spec->param_sizes[spec->target.param];
-    if (size > LG_RETARGET_MAX || spec->target.offset < 0 || spec->target.offset + 8 > size)
-        return -1;
-    return spec->target.param;
-}
-
-int lg_validate_loss_target(const lg_spec_t *spec, void *const *args, uint64_t *at)
-{
-    int param = lg_validate_loss_param(spec);
-    if (param < 0 || !args || !args[param])
-        return -1;
-    memcpy(at, (const unsigned char *)args[param] + spec->target.offset, 8);
-    return 0;
-}
-
-int lg_validate_loss_retarget(const lg_spec_t *spec, void *const *in, void **out, unsigned char *value, uint64_t to)
-{
-    int param = lg_validate_loss_param(spec);
-    if (param < 0 || !in || !in[param])
-        return -1;
-    for (int i = 0; i < spec->n_params; i++)
-        out[i] = in[i];
-    memcpy(value, in[param], (size_t)spec->param_sizes[param]);
-    memcpy(value + spec->target.offset, &to, 8);
-    out[param] = value;
-    return 0;
-}
-
-/* Weak: the GPU tests (tests/gpu) link the validators without the name table; there a kernel
- * node is known by its function pointer alone. */
-#pragma weak lg_names_lookup
-
-bool lg_validate_is_loss_kernel(const struct lg_kernel_info *info, const void *func)
-{
-    if (!info || !func)
-        return false;
-    if (func == info->func)
-        return true;
-    /* A graph's kernel node may name the kernel by its host stub where the launch gave a
-     * kernel handle (cudaGetKernel, CUDA 12+), or the other way round: the same mangled name
-     * is the same function, with the same parameters. */
-    const char *name = lg_names_lookup ? lg_names_lookup(func) : NULL;
-    return name && info->mangled && strcmp(name, info->mangled) == 0;
 }
 
 /* Each backend recognises its own rings and answers 1 for a ring it does not know. */

@@ -343,7 +343,7 @@ int lg_validate_node_rebind(const lg_runtime_t *rt, void *exec, void *graph, con
             /* Only the loss kernel's own arguments are read where spec puts the target: another
              * kernel may have fewer parameters than that. */
             uint64_t at = 0;
-            if (rt->graph_kernel_node_get_params(all[i], &g.kp) == 0 && lg_validate_is_loss_kernel(info, g.kp.func) &&
+            if (rt->graph_kernel_node_get_params(all[i], &g.kp) == 0 && lg_validate_loss_is_kernel(info, g.kp.func) &&
                 lg_validate_loss_target(spec, g.kp.args, &at) == 0) {
                 ours = at == (uint64_t)(uintptr_t)n->dev;
                 kernels += ours;
