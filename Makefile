@@ -136,8 +136,11 @@ SASS_BY_13 := $(filter-out $(SASS_BY_12_0) $(SASS_BY_12_9),$(CUDA_ARCHS))
 PTX_ARCH := 75
 
 LIB := $(BUILD)/liblabelguard.so
-LIB_SRCS := $(sort $(wildcard src/*.c))
-LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+# src/ is one folder per layer (src/README.md); the objects stay in one flat folder (each file
+# name is unique: the layer test checks it).
+LIB_SRCS := $(sort $(wildcard src/*/*.c))
+LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(notdir $(LIB_SRCS)))
+vpath %.c $(sort $(dir $(LIB_SRCS)))
 FATBIN := $(BUILD)/validate.fatbin
 FATBIN_OBJ := $(BUILD)/obj/validate_fatbin.o
 
@@ -179,7 +182,11 @@ ifneq ($(CROSS),)
 all: $(FAKE_LIB)
 endif
 
-$(BUILD)/obj/%.o: src/%.c
+# An object built before src/ had layer folders names its source at the old path in its .d
+# file: that path is remade by nothing, so the object is rebuilt from its new one.
+src/%.c: ;
+
+$(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(FINAL_CFLAGS) -c $< -o $@
@@ -444,8 +451,8 @@ test-programs: $(PYSTACK_PROBE)
 GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_BINS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
 # validate.c's backends and queue come with it; runtime.o opens libcuda for the GPU backend.
-VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_module.o validate_host.o validate_node.o validate_defer.o verdicts.o graphs.o captures.o runtime.o)
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) src/internal.h cuda/lg_scan.h cuda/lg_validate.h
+VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_module.o validate_host.o validate_node.o validate_defer.o validate_loss.o verdicts.o graphs.o captures.o runtime.o)
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) $(wildcard src/*/*.h) cuda/lg_scan.h cuda/lg_validate.h
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC) -std=c++17 -O2 -g -cudart shared -Isrc -Icuda -Iinclude $(foreach s,$(SAN_LIST),-Xcompiler -fsanitize=$(s)) \

@@ -74,14 +74,14 @@ def _meta():
     name, version = proj["name"], proj["version"]
     lib_version = _library_version()
     if lib_version and lib_version != version:
-        raise BuildError("pyproject.toml says version %s but src/internal.h's LG_VERSION is %s: make them equal"
+        raise BuildError("pyproject.toml says version %s but src/base/base.h's LG_VERSION is %s: make them equal"
                          % (version, lib_version))
     return proj, name, version
 
 
 def _library_version():
     try:
-        with open(os.path.join(ROOT, "src", "internal.h"), encoding="utf-8") as f:
+        with open(os.path.join(ROOT, "src", "base", "base.h"), encoding="utf-8") as f:
             m = re.search(r'#define LG_VERSION "([^"]+)"', f.read())
             return m.group(1) if m else None
     except OSError:

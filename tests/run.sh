@@ -49,7 +49,7 @@ for t in "$LG_BUILD"/tests/unit/test_*; do
   case "$t" in *.d) continue;; esac
   run_one "unit/$(basename "$t")" "$t"
 done
-for dir in fakecuda e2e cli torch torch-fake pip fuzz qemu; do
+for dir in static fakecuda e2e cli torch torch-fake pip fuzz qemu; do
   for t in tests/$dir/test_*.sh; do
     [ -f "$t" ] || continue
     run_one "$dir/$(basename "$t" .sh)" bash "$t"

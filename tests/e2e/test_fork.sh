@@ -17,14 +17,14 @@
 . "$(dirname "$0")/lib.sh"
 FORKER="$PROGS/forker"
 
-# Every `pthread_mutex_t NAME` of src/*.c is re-initialised (pthread_mutex_init(&NAME, ...)) in
+# Every `pthread_mutex_t NAME` of src/*/*.c is re-initialised (pthread_mutex_init(&NAME, ...)) in
 # a function of the same file named *after_fork* / *atfork_child*, and that function is called
 # from lg.c's atfork_child, directly or through a function it calls.
 check_locks() {
   python3 - "$LG_ROOT/src" <<'PY'
 import glob, os, re, sys
 src = sys.argv[1]
-text = {os.path.basename(f): open(f).read() for f in glob.glob(os.path.join(src, "*.c"))}
+text = {os.path.basename(f): open(f).read() for f in glob.glob(os.path.join(src, "*", "*.c"))}
 def body(name):
     for t in text.values():
         m = re.search(r"\n(?:static )?void " + name + r"\(void\)\s*\{", t)

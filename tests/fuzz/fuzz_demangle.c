@@ -1,15 +1,15 @@
 /* fuzz_demangle.c: libFuzzer target for the mangled-name code: short-name extractor, label
- * type, parameter-size parser (src/demangle.c) and the registry matcher with its layout check
- * (src/registry.c lg_registry_find over the built-in table). Input is any byte string made
+ * type, parameter-size parser (src/base/demangle.c) and the registry matcher with its layout check
+ * (src/kernels/registry.c lg_registry_find over the built-in table). Input is any byte string made
  * NUL-terminated, as kernel names are. Checks: no crash, no read past the string (ASan), the
  * short name always NUL-terminated inside its buffer, sizes within LP64 reason.
  * Built and run by tests/fuzz/run.sh (seeds: tests/fuzz/corpus/fuzz_demangle/, real nvcc names).
- * LG_FUZZ_SOURCES: src/registry.c src/spec.c src/spec_value.c src/spec_closure.c src/spec_text.c src/demangle.c src/demangle_parse.c src/demangle_lex.c src/demangle_sizes.c
+ * LG_FUZZ_SOURCES: src/kernels/registry.c src/kernels/spec.c src/kernels/spec_value.c src/kernels/spec_closure.c src/kernels/spec_text.c src/base/demangle.c src/base/demangle_parse.c src/base/demangle_lex.c src/base/demangle_sizes.c src/base/config.c
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 

@@ -1,7 +1,7 @@
-/* fuzz_json.c: libFuzzer target for src/json.c, the JSONL writer. Built and run by
+/* fuzz_json.c: libFuzzer target for src/report/json.c, the JSONL writer. Built and run by
  * tests/fuzz/run.sh (short in `make test`, long in `make fuzz`); seeds in
  * tests/fuzz/corpus/fuzz_json/.
- * LG_FUZZ_SOURCES: src/json.c
+ * LG_FUZZ_SOURCES: src/report/json.c
  *
  * Input: byte 0 picks the buffer capacity (so overflow paths run), byte 1 the shape; the rest
  * is split at the first 0xFE into a key and a value, both arbitrary bytes (quotes, control
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 #include "../unit/json_check.h"
 
 /* NULs are escaped as \u0000 and come back, so valid means: every NUL-free run is UTF-8. */

@@ -1,15 +1,15 @@
-/* fuzz_spec.c: libFuzzer target for the spec parser (src/spec.c lg_spec_parse). Any
+/* fuzz_spec.c: libFuzzer target for the spec parser (src/kernels/spec.c lg_spec_parse). Any
  * byte string must give either specs or one error message, never a crash or an out-of-bounds
  * access; and every spec the parser accepts must decode an args[] array of exactly the
  * declared parameter sizes without reading past any parameter (ASan guards each block), so
  * the parser's range checks are what keep lg_decode in bounds.
  * Built and run by tests/fuzz/run.sh (seeds: tests/fuzz/corpus/fuzz_spec/).
- * LG_FUZZ_SOURCES: src/registry.c src/spec.c src/spec_value.c src/spec_closure.c src/spec_text.c src/demangle.c src/demangle_parse.c src/demangle_lex.c src/demangle_sizes.c src/decode.c src/decode_dtype.c src/decode_rewrite.c src/asserts.c
+ * LG_FUZZ_SOURCES: src/kernels/registry.c src/kernels/spec.c src/kernels/spec_value.c src/kernels/spec_closure.c src/kernels/spec_text.c src/base/demangle.c src/base/demangle_parse.c src/base/demangle_lex.c src/base/demangle_sizes.c src/kernels/decode.c src/kernels/decode_dtype.c src/kernels/decode_rewrite.c src/kernels/asserts.c src/base/config.c
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 

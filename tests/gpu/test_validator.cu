@@ -23,7 +23,7 @@
 #include <vector>
 #include <random>
 
-// internal.h is C11; fields and globals this test never touches are _Atomic, which C++ does
+// The layer headers are C11; fields and globals this test never touches are _Atomic, which C++ does
 // not know, in both spellings: `_Atomic int` and `_Atomic(T *)`. Same size and alignment as the
 // plain types on every ABI we build for. The header gained `_Atomic(T)` and the
 // old `#define _Atomic volatile` turned it into `volatile(T) x;`, so this test no longer
@@ -37,7 +37,7 @@
 #define _Atomic volatile
 #define volatile(...) __VA_ARGS__ volatile
 extern "C" {
-#include "internal.h"
+#include "hooks/hooks.h"
 }
 #undef volatile
 #undef _Atomic

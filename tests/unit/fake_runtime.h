@@ -9,7 +9,7 @@
 #include <glib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 typedef struct fake_alloc { char *p; size_t n; } fake_alloc_t;
 static fake_alloc_t allocs[64];

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 static int format(const lg_py_stack_t *s, char *out, int len)
 {

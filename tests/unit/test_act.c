@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "fake_runtime.h"
-#include "internal.h"
+#include "hooks/hooks.h"
 
 /* ------------------------------------------------------------------ the policy table */
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 static int (*real_value)(int), (*real_other)(int);
 static int replacement_calls;

@@ -5,7 +5,7 @@
  * matching those names with the layout read from the cubins (a pointer, the 256-byte Msg).
  * Run: build/tests/unit/test_asserts (or LG_TESTS=test_asserts bash tests/run.sh).
  */
-#include "internal.h"
+#include "hooks/hooks.h"
 
 #include <glib.h>
 #include <math.h>

@@ -5,7 +5,7 @@
  * captures concurrently without losing or inventing an id.
  * Run: build/tests/unit/test_captures (or LG_TESTS=test_captures bash tests/run.sh).
  */
-#include "internal.h"
+#include "hooks/hooks.h"
 
 #include <glib.h>
 #include <pthread.h>

@@ -6,7 +6,7 @@
 #include <glib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 typedef struct {
     lg_target_t t;

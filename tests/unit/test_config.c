@@ -7,7 +7,7 @@
 #include <glib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 static const char *keys[16];
 static const char *vals[16];

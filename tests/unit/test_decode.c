@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 enum { ACC_NONE, ACC_PTA64_3, ACC_THC_1, ACC_THC_3 };
 enum { CNT_PARAM, CNT_ONE, CNT_ACC, CNT_GRID };

@@ -3,7 +3,7 @@
  * labels, and that a prefix entry names its variants only (scatter_add, not scatterx).
  * Run: build/tests/unit/test_family (or LG_TESTS=test_family bash tests/run.sh).
  */
-#include "internal.h"
+#include "hooks/hooks.h"
 
 #include <glib.h>
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../cuda/lg_validate.h"
-#include "internal.h"
+#include "hooks/hooks.h"
 
 static char graph_a, graph_b, exec_1, exec_2, exec_3;
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 #include "json_check.h"
 
 static jc_value_t *parse_ok(const char *text, size_t len)

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fake_runtime.h"
-#include "internal.h"
+#include "hooks/hooks.h"
 #include "labelguard.h"
 
 /* nll_loss_forward_reduce_cuda_kernel_2d<float, long>: output, total_weight, input, target,

@@ -6,7 +6,7 @@
  * the start event reports. A registration makes no entry of the launch table: the entry is made
  * at the kernel's first launch (lg_names_info_insert) and named from the registration then; what
  * a registration costs in memory (torch registers 24k kernels and launches a few hundred); a
- * fatbin whose registrations interleave with another's, and many fatbins dropped in any order. The table's growth (generations, internal.h): 200k kernels, the
+ * fatbin whose registrations interleave with another's, and many fatbins dropped in any order. The table's growth (generations, kernels.h): 200k kernels, the
  * size of several large CUDA libraries together, while another thread looks up the first ones
  * (each lookup finds its own entry or, while a generation is outgrown, nothing; never another's).
  * Run: make build/tests/unit/test_names && build/tests/unit/test_names
@@ -18,7 +18,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 /* Stand-ins for two images' host stubs, kernel handles and fatbin handles: only addresses. */
 static char stubs[4], handles[4];

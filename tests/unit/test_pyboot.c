@@ -5,7 +5,7 @@
  * test) is not taken for an interpreter.
  * Run: build/tests/unit/test_pyboot (or LG_TESTS=test_pyboot bash tests/run.sh).
  */
-#include "internal.h"
+#include "hooks/hooks.h"
 
 #include <glib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 static unsigned char raw[LG_PY_DEBUG_OFFSETS_LEN];
 

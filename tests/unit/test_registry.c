@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 #define ANON "_ZN2at6native36_GLOBAL__N__a72d9355_4_k_cu__Z4instv"
 

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 #include "json_check.h"
 
 static char *tmp_root;

@@ -7,7 +7,7 @@
  * random with fixed seeds (g_rand), printed on failure through the test name.
  * Run: build/tests/unit/test_scan (or LG_TESTS=test_scan make test).
  */
-#include "internal.h"
+#include "hooks/hooks.h"
 #include "../cuda/lg_validate.h"
 
 #include <cuda_runtime_api.h>

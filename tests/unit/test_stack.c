@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 
 static lg_native_stack_t captured;
 

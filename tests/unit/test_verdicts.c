@@ -21,7 +21,7 @@
 
 #include "../cuda/lg_validate.h"
 #include "fake_runtime.h"
-#include "internal.h"
+#include "hooks/hooks.h"
 
 static char stub;
 static void *fatbin[1];

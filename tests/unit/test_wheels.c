@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hooks/hooks.h"
 #include "labelguard.h"
 
 #define MIN_TABLES 10

@@ -1,0 +1,325 @@
+/* base.h: the base layer (src/base/), which every other layer's header includes: common
+ * macros, configuration, the CUDA bindings (runtime.c), counters, native and Python stacks,
+ * demangling, the hold wait. Everything declared in the layer headers has hidden visibility;
+ * only the interposed CUDA entry points and include/labelguard.h are exported
+ * (tests/exports.txt lists them, tests/e2e/test_exports.sh checks `nm -D`). Each section is
+ * one file's (the file name is the function prefix). Threading: hooks run on whatever thread
+ * launches a kernel; functions say when they lock. See src/README.md for the layers. */
+#ifndef LG_BASE_H
+#define LG_BASE_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "lg_scan.h" /* cuda/: the scan and target geometry shared with the validator kernels */
+
+#define LG_HIDDEN      __attribute__((visibility("hidden")))
+#define LG_EXPORT      __attribute__((visibility("default")))
+#define LG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LG_LIKELY(x)   __builtin_expect(!!(x), 1)
+/* For the few small thread-locals the launch fast path touches: the initial-exec model is a
+ * plain %fs-relative load instead of a __tls_get_addr call (bench: ~88 instructions per
+ * launch). Large per-thread buffers stay out of TLS altogether. */
+#define LG_TLS         __thread __attribute__((tls_model("initial-exec")))
+
+#define LG_VERSION "0.1.0"
+
+/* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
+static inline uint64_t lg_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- config.c */
+
+typedef enum { LG_ACTION_RAISE, LG_ACTION_HOLD, LG_ACTION_MASK, LG_ACTION_LOG, LG_ACTION_ABORT } lg_action_t;
+typedef enum { LG_MODE_SYNC, LG_MODE_ASYNC } lg_mode_t;
+typedef enum { LG_HOOKS_AUTO, LG_HOOKS_INTERPOSE, LG_HOOKS_CUPTI } lg_hooks_t;
+
+typedef struct lg_config {
+    lg_action_t action;
+    lg_mode_t mode;
+    lg_hooks_t hooks;
+    char log_dir[4096];
+    char kernels[4096]; /* ':'-separated spec files, "" when unset */
+    bool backtrace_native;
+    bool backtrace_python;
+    int samples; /* 1..LG_MAX_SAMPLES */
+    bool quiet;
+    bool debug_kernels; /* LABELGUARD_DEBUG_KERNELS=1: a kernel_seen warning per watched kernel */
+    bool logprob_check; /* LABELGUARD_LOGPROB_CHECK=0 turns off the raw-logits check of NLL inputs */
+    bool compiled;      /* LABELGUARD_COMPILED=off: torch.compile'd losses are left unchecked (api_check.c) */
+} lg_config_t;
+
+/* Parses the LABELGUARD_* variables through `getenv_fn` (getenv in the library, a table in
+ * tests). Returns 0, or -1 with a one-line message (variable, bad value, allowed values) in
+ * err. Never exits: the caller decides. */
+LG_HIDDEN int lg_config_parse(lg_config_t *cfg, const char *(*getenv_fn)(const char *), char *err, size_t err_len);
+LG_HIDDEN lg_config_t lg_cfg_defaults(void);
+/* Judges one LABELGUARD_* variable by lg_config_parse's rules (value NULL: unset, which is
+ * good): 0 good, -1 bad (msg: the constructor's message), -2 not a variable of ours. */
+LG_HIDDEN int lg_config_check(const char *name, const char *value, char *msg, size_t msg_len);
+LG_HIDDEN const char *lg_config_action_name(lg_action_t a);
+LG_HIDDEN const char *lg_config_mode_name(lg_mode_t m);
+LG_HIDDEN const char *lg_config_hooks_name(lg_hooks_t h);
+
+/* The process-wide configuration, filled once by the constructor (lg.c). */
+extern LG_HIDDEN lg_config_t lg_cfg;
+/* ---------------------------------------------------------------- runtime.c */
+
+/* The runtime functions the core calls, resolved from the process's own libcudart (never by
+ * name through our hooks). A NULL member: that function is not in this runtime. */
+typedef struct lg_runtime {
+    int (*memcpy_async)(void *dst, const void *src, size_t n, int kind, void *stream);
+    int (*stream_synchronize)(void *stream);
+    int (*malloc_device)(void **p, size_t n);
+    int (*free_device)(void *p);
+    int (*malloc_host)(void **p, size_t n);
+    int (*free_host)(void *p);
+    int (*pointer_attributes)(void *attr, const void *ptr);
+    int (*stream_is_capturing)(void *stream, int *status);
+    int (*get_device)(int *dev);
+    int (*get_device_properties)(void *prop, int dev);
+    int (*get_last_error)(void);
+    int (*func_get_name)(const char **name, const void *func);
+    int (*func_get_param_info)(const void *func, size_t index, size_t *offset, size_t *size);
+    const char *(*get_error_string)(int code);
+    int (*runtime_get_version)(int *v);
+    int (*driver_get_version)(int *v);
+    int (*exchange_capture_mode)(int *mode);
+    int (*launch_host_func)(void *stream, void (*fn)(void *), void *user);
+    /* cudaStreamGetCaptureInfo: called with the first three arguments only (the rest NULL),
+     * which every version of it, 3 to 7 parameters, accepts. */
+    int (*stream_get_capture_info)(void *stream, int *status, unsigned long long *id, void *graph, void *deps,
+                                   void *edges, void *n_deps);
+    /* cudaHostGetDevicePointer: where the device sees cudaMallocHost memory (mapped pinned). */
+    int (*host_get_device_pointer)(void **dev, void *host, unsigned flags);
+    /* A second exec of a graph with checks gets scratch of its own (validate_node.c): its
+     * copies of the check's nodes are pointed at it. Parameter structs as CUDA's. */
+    int (*graph_get_nodes)(void *graph, void **nodes, size_t *n);
+    int (*graph_node_get_type)(void *node, int *type);
+    int (*graph_host_node_get_params)(void *node, void *params);
+    int (*graph_memcpy_node_get_params)(void *node, void *params);
+    int (*graph_kernel_node_get_params)(void *node, void *params);
+    int (*graph_exec_host_node_set_params)(void *exec, void *node, const void *params);
+    int (*graph_exec_memcpy_node_set_params_1d)(void *exec, void *node, void *dst, const void *src, size_t n, int kind);
+    int (*graph_exec_kernel_node_set_params)(void *exec, void *node, const void *params);
+} lg_runtime_t;
+
+/* The process's runtime table, resolved once (pthread_once). Never NULL; members may be. */
+LG_HIDDEN const lg_runtime_t *lg_runtime_get(void);
+/* One loaded libcudart (per soname): its path, directory and major version (0: unknown). */
+typedef struct lg_cudart {
+    char path[4096];
+    char dir[4096];
+    int major;
+} lg_cudart_t;
+/* Every libcudart the loader holds, one per major version, in load order; returns the count. */
+LG_HIDDEN int lg_runtime_cudarts(lg_cudart_t *out, int cap);
+/* A handle on the first of them (dlopen RTLD_NOLOAD), cached; NULL when none is loaded. */
+LG_HIDDEN void *lg_runtime_cudart_handle(void);
+/* `name` from the runtime: dlsym(RTLD_NEXT), else the loaded libcudart; never `self`. */
+LG_HIDDEN void *lg_runtime_resolve(const char *name, const void *self);
+/* `name` at version node `version` ("libcudart.so.12") of the runtime of that major: RTLD_NEXT,
+ * else the loaded libcudart of that major; if that runtime is not loaded, lg_runtime_resolve. */
+LG_HIDDEN void *lg_runtime_resolve_version(const char *name, int major, const char *version, const void *self);
+/* The runtime table of the loaded libcudart of that major, at that version node; when none of
+ * that major is loaded, lg_runtime_get(). */
+LG_HIDDEN const struct lg_runtime *lg_runtime_for(int major, const char *version);
+/* libcuda.so.1, opened RTLD_LOCAL once; NULL without a driver. */
+LG_HIDDEN void *lg_runtime_libcuda(void);
+
+/* The error a blocked launch reports: cudaErrorNotPermitted. Not 710: the context is fine,
+ * and frameworks treat 710 as fatal; 800 is non-sticky and otherwise rare around launches. */
+#define LG_RAISE_ERROR 800
+/* The error the next cudaGetLastError/PeekAtLastError of this thread reports (0: none); the
+ * hooks read it on every such call, so it is a plain thread-local. */
+extern LG_HIDDEN LG_TLS int lg_runtime_pending;
+/* Set when lg_runtime_pending comes from a verdict read after its launch (async, graph
+ * replay): the next synchronizing call of this thread returns it, as CUDA returns an
+ * asynchronous error there. */
+extern LG_HIDDEN LG_TLS int lg_runtime_pending_sync;
+/* Set while our text for LG_RAISE_ERROR is this thread's: from the blocked launch (or the
+ * verdict that raised) until the thread's next launch. */
+extern LG_HIDDEN LG_TLS int lg_runtime_message_live;
+/* Sets this thread's pending error and our text for it (message != NULL; the text is then what
+ * cudaGetErrorString(LG_RAISE_ERROR) gives on this thread until its next launch). `at_sync`:
+ * see lg_runtime_pending_sync. */
+LG_HIDDEN void lg_runtime_set_pending_error(int code, const char *message, bool at_sync);
+/* Our text for `code` on this thread, or NULL when it is not ours. */
+LG_HIDDEN const char *lg_runtime_error_message(int code);
+/* The thread's next launch: our text stops being the meaning of LG_RAISE_ERROR. */
+static inline void lg_runtime_forget_message(void) { lg_runtime_message_live = 0; }
+/* Around our own runtime calls: the application's pending error is taken before and handed
+ * back after (lg_runtime_app_error, returned by the thread's next error query before any error
+ * of ours), so that ours never reaches it and its own is never lost. Nests. */
+extern LG_HIDDEN LG_TLS int lg_runtime_app_error;
+/* What cudaGetLastError returns, given what the real one returned (e), and consumes it: the
+ * application's saved error, else ours (unless e is an error of its own). Peek: the same,
+ * consuming nothing. */
+LG_HIDDEN int lg_runtime_take_error(int e);
+LG_HIDDEN int lg_runtime_peek_error(int e);
+/* An error labelguard returns from a call (a synchronization, a blocking copy, a graph replay)
+ * is also the thread's last error, as CUDA's own are: what that call returns, given what the
+ * real one returned (e). Our pending async error, if any, is returned (when e is 0) and stays
+ * pending for cudaGetLastError, but is no longer due at a synchronizing call. While ours stays
+ * pending, the thread's launches keep our text (lg_runtime_message_live). */
+LG_HIDDEN int lg_runtime_deliver_async(int e);
+LG_HIDDEN int lg_runtime_save_error(const lg_runtime_t *rt);
+LG_HIDDEN void lg_runtime_restore_error(const lg_runtime_t *rt, int saved);
+/* Capture state of `stream` (cudaStreamCaptureStatus: 0 none, 1 active, 2 invalidated; -1
+ * when the runtime refused to say, e.g. cudaErrorStreamCaptureImplicit for the legacy stream
+ * while a blocking stream captures) and, when capturing, its capture id. Leaves no error. */
+LG_HIDDEN int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, unsigned long long *id);
+/* When lg_runtime_capture_status returns -1, *id holds the CUDA error of the refusal. */
+/* This thread's capture mode becomes relaxed (returns the old one to hand back), so that our
+ * allocations and copies never invalidate a capture the application runs. -1: no such call. */
+LG_HIDDEN int lg_runtime_relax_capture(const lg_runtime_t *rt);
+LG_HIDDEN void lg_runtime_restore_capture(const lg_runtime_t *rt, int old);
+LG_HIDDEN void lg_runtime_atfork_prepare(void);
+LG_HIDDEN void lg_runtime_atfork_parent(void);
+LG_HIDDEN void lg_runtime_atfork_child(void);
+/* Thread-local re-entry guard, set around our own CUDA calls, logging and unwinding: a hook
+ * that finds it set passes straight through. */
+extern LG_HIDDEN LG_TLS int lg_in_library;
+/* ---------------------------------------------------------------- counters.c */
+
+typedef struct lg_counters {
+    uint64_t launches, watched, validated, violations, validate_ns_total;
+    uint64_t unchecked;      /* watched launches that ran without a check */
+    uint64_t host_fallbacks; /* checks the host backend did because the GPU backend could not */
+} lg_counters_t;
+/* Per-thread launch counter slot; the first launch of a thread assigns it. */
+typedef struct lg_counter_slot {
+    _Atomic uint64_t launches;
+    char pad[64 - sizeof(uint64_t)];
+} __attribute__((aligned(64))) lg_counter_slot_t;
+extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_counters_my_slot;
+LG_HIDDEN lg_counter_slot_t *lg_counters_assign_slot(void);
+/* Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
+ * once at exit, and avoids a locked instruction per launch. Threads sharing a slot (more than
+ * 64 launching threads) may lose an increment: the summary says "launches", not an invoice. */
+static inline void lg_counters_count_launch(void)
+{
+    lg_counter_slot_t *s = lg_counters_my_slot;
+    if (LG_UNLIKELY(!s))
+        s = lg_counters_assign_slot();
+    __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+}
+/* One more watched launch, validated launch, or watched launch that ran unchecked. */
+LG_HIDDEN void lg_counters_count_watched(void);
+LG_HIDDEN void lg_counters_count_validated(void);
+LG_HIDDEN void lg_counters_count_unchecked(void);
+/* A check made outside a launch (api_check.c, torch.compile's check op) in the summary's
+ * watched count, and in validated too when its labels were read. */
+LG_HIDDEN void lg_counters_count_check(bool validated_too);
+/* The counts kept here; violations, validate_ns_total and host_fallbacks are left 0 (the
+ * checks' own: lg_act_counters adds them). */
+LG_HIDDEN void lg_counters_read(lg_counters_t *out);
+/* ---------------------------------------------------------------- demangle.c */
+/* (demangle_parse.c, demangle_lex.c and demangle_sizes.c, the parser behind these, share
+ * src/demangle.h: nothing outside the demangler sees a parser.) */
+
+/* Short name (the kernel's unqualified identifier, e.g. nll_loss_forward_reduce_cuda_kernel_2d)
+ * of an Itanium-mangled name, including nvcc's __nv_static_ prefixed form. Writes into out;
+ * returns false when the name is not mangled (then out is a copy, truncated). Never allocates. */
+LG_HIDDEN bool lg_demangle_short(const char *mangled, char *out, size_t out_len);
+/* Last template argument's builtin type code: 'l' (long), 'h' (unsigned char), 'i' ...; 0 when
+ * unknown. */
+LG_HIDDEN char lg_demangle_last_template_arg(const char *mangled);
+/* The same for the pos-th (1-based) template argument of the function; 0 when unknown. */
+LG_HIDDEN char lg_demangle_template_arg(const char *mangled, int pos);
+/* Parameter byte sizes from the mangled function signature (LP64). Returns the count, or -1
+ * when the signature cannot be sized (then the caller relies on cudaFuncGetParamInfo). */
+LG_HIDDEN int lg_demangle_param_sizes(const char *mangled, size_t *sizes, int cap);
+/* Full demangled text via libstdc++'s __cxa_demangle when already loadable (dlopen NOLOAD
+ * first); falls back to the short name. Allocates with malloc; caller frees. Report path only. */
+LG_HIDDEN char *lg_demangle_full(const char *mangled);
+/* ---------------------------------------------------------------- stack.c */
+
+#define LG_MAX_FRAMES 48
+typedef struct lg_native_stack {
+    int n;
+    void *ips[LG_MAX_FRAMES];
+} lg_native_stack_t;
+/* Raw return addresses of the calling thread; cheap, no symbolization. */
+LG_HIDDEN void lg_stack_capture(lg_native_stack_t *s);
+/* From lg.c's fork handlers: no capture is in progress while the child is made. */
+LG_HIDDEN void lg_stack_atfork_prepare(void);
+LG_HIDDEN void lg_stack_atfork_parent(void);
+LG_HIDDEN void lg_stack_atfork_child(void);
+/* "module+0xoff (function+0xoff)" per frame, our own frames removed. Writes up to max
+ * strings of line_len bytes into lines; returns the count. Report path only. */
+LG_HIDDEN int lg_stack_symbolize(const lg_native_stack_t *s, char (*lines)[256], int max);
+/* The function containing ip from the ELF file's .symtab (module loaded at base); false when
+ * the file has none. Report path only (maps the file). */
+LG_HIDDEN bool lg_stack_symbol_from_file(const char *path, const void *base, const void *ip, char *name, size_t len,
+                                         uintptr_t *off);
+/* ---------------------------------------------------------------- pystack.c */
+
+#define LG_MAX_PY_FRAMES 32
+typedef struct lg_py_frame {
+    char file[192];
+    char function[96];
+    int line;
+} lg_py_frame_t;
+typedef struct lg_py_stack {
+    int n;                                  /* 0: not a Python process or no frames */
+    bool from_main_thread;                  /* the launching thread had no Python frames */
+    lg_py_frame_t frames[LG_MAX_PY_FRAMES]; /* innermost last */
+} lg_py_stack_t;
+/* Reads the calling thread's Python frames without the GIL and without allocating, like
+ * faulthandler; CPython symbols resolved at run time. Safe to call in non-Python processes. */
+LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
+/* Fork child: its own pipe, a fresh lock (lg.c's atfork handler). */
+LG_HIDDEN void lg_pystack_after_fork(void);
+/* ---------------------------------------------------------------- pystack_offsets.c */
+
+/* Byte offsets inside CPython's structures that pystack.c's walk reads: from its per-version
+ * table (3.8 to 3.13) or from the interpreter's _Py_DebugOffsets (3.14 and newer). -1: absent. */
+enum { LG_PY_FRAME_OBJECTS, LG_PY_INTERP_FRAMES };
+typedef struct lg_py_layout {
+    int minor;
+    int kind; /* LG_PY_FRAME_OBJECTS (<= 3.10) or LG_PY_INTERP_FRAMES (>= 3.11) */
+    /* PyThreadState */
+    int ts_frame;   /* <= 3.10: PyFrameObject *frame */
+    int ts_cframe;  /* 3.11, 3.12: _PyCFrame *cframe */
+    int cf_current; /* _PyCFrame.current_frame */
+    int ts_current; /* >= 3.13: _PyInterpreterFrame *current_frame */
+    /* PyFrameObject (<= 3.10) or _PyInterpreterFrame (>= 3.11) */
+    int f_back, f_code, f_lasti; /* f_code: f_executable from 3.13; f_lasti: prev_instr / instr_ptr >= 3.11 */
+    int f_owner;                 /* >= 3.11 */
+    int lasti_scale;             /* bytes per f_lasti unit (3.10 counts code units) */
+    /* PyCodeObject */
+    int co_filename, co_name, co_firstlineno, co_code_adaptive, co_firsttraceable;
+    /* PyUnicode: where a compact str's characters start */
+    int ascii_size, compact_size;
+    /* PyCodeObject: the line table PyCode_Addr2Line reads (co_lnotab <= 3.9, co_linetable) */
+    int co_lines;
+    int ts_next;          /* PyThreadState.next */
+    int interp_main_ts;   /* PyInterpreterState.threads.main (>= 3.14) */
+    int ob_type;          /* PyObject.ob_type */
+    int uni_length, uni_state;  /* PyASCIIObject.length, .state */
+    int bytes_size, bytes_data; /* PyBytesObject: ob_size, ob_sval */
+    int owner_incomplete;       /* frames whose owner is >= this are shims (_PyFrame_IsIncomplete) */
+    unsigned ref_tag_bits;      /* low bits of f_executable to clear: a _PyStackRef's tags (>= 3.14) */
+} lg_py_layout_t;
+/* Bytes of _PyRuntime (its debug_offsets) that lg_pystack_offsets_decode may read. */
+#define LG_PY_DEBUG_OFFSETS_LEN 1024
+/* Fills *out from raw, a copy of the first len bytes of _PyRuntime in an interpreter of version
+ * 3.<minor>. Returns NULL, or why the layout is refused (static text): no debug offsets (before
+ * 3.13), wrong cookie or version, a free-threaded build, a structure too small for the walk.
+ * *out is written only on success. */
+LG_HIDDEN const char *lg_pystack_offsets_decode(const void *raw, size_t len, int minor, lg_py_layout_t *out);
+/* ---------------------------------------------------------------- hold.c */
+
+/* Blocks the calling thread until SIGUSR1, after telling stderr how to inspect and release it. */
+LG_HIDDEN void lg_hold_thread(const char *kernel, const lg_verdict_t *verdict);
+LG_HIDDEN void lg_hold_atfork_child(void);
+
+#endif /* LG_BASE_H */

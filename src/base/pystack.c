@@ -1,0 +1,424 @@
+/* pystack.c: the Python stack of the thread that launched a bad kernel, read the way
+ * faulthandler's dump_traceback does: without the GIL (PyTorch releases it around every
+ * kernel launch), without allocating, without taking references, and without linking
+ * libpython: every CPython symbol is looked up at run time with dlsym(RTLD_DEFAULT), so a
+ * process without Python pays one failed lookup and gets n = 0.
+ *
+ * Called by act.c on the launching thread, for launches with bad labels only.
+ *
+ * Why raw structures: the public frame API (PyThreadState_GetFrame, PyFrame_GetBack, ...)
+ * returns new references since 3.9, which must not be touched without the GIL. So the walk
+ * reads CPython's internal frame structures with per-version offsets: the table below for 3.8
+ * to 3.13, and for 3.14 and newer the interpreter's own description of them,
+ * _PyRuntime.debug_offsets (decoded and checked by pystack_offsets.c). Every read of
+ * interpreter memory goes through process_vm_readv on our own pid, which
+ * returns EFAULT instead of crashing on a stale pointer (a pipe write/read fallback where a
+ * seccomp filter blocks it). The only CPython functions called are plain reads:
+ * Py_GetVersion, Py_IsInitialized, PyGILState_GetThisThreadState (a TSS lookup),
+ * PyInterpreterState_Main/Head, PyInterpreterState_ThreadHead, and PyCode_Addr2Line (walks
+ * the code object's immutable line table; called only when the object's type and its line
+ * table's bytes were checked).
+ *
+ * When the launching thread has no Python frames (autograd's engine threads, any C++ thread),
+ * the main thread's stack is reported instead, with from_main_thread set. The main thread's
+ * thread state is the oldest one in the main interpreter's list (new ones are pushed at the
+ * head). That thread may be running, so its frames can change under the walk: the checks on
+ * every pointer keep that safe, and the result is best effort.
+ *
+ * Verified versions (tests/e2e/test_pystack.sh run against them): 3.8 to 3.13 through the
+ * table (struct offsets generated from each version's own internal headers), 3.14 and 3.15
+ * (Debian's builds) through the debug offsets, on x86-64; nothing here depends on the
+ * architecture beyond LP64 (aarch64 shares the layouts). Newer minor versions take the debug
+ * offsets path when its checks pass. Debug builds (Py_DEBUG/Py_TRACE_REFS): the type checks
+ * fail and the stack comes back empty. Free-threaded builds (3.13t, 3.14t): their debug offsets
+ * say so (free_threaded) and the stack stays empty, on 3.13 too, whose table describes the
+ * default build only.
+ *
+ * Tested by tests/e2e/test_pystack.sh (tests/unit/pystack_probe.c loaded by python3 through
+ * ctypes, from the main thread, a Python worker thread and a native thread; 3.14 and 3.15 in the
+ * Debian root of tests/pyroot/install.sh), tests/unit/test_pystack_offsets.c (the checks on
+ * the debug offsets), tests/torch-fake/test_pystack_torch.sh and tests/pip/test_pystack_wheel.sh
+ * (real torch and the wheel on 3.14 and 3.15).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+/* Byte offsets inside CPython's structures, by minor version. Generated with offsetof() over
+ * each version's headers (Py_BUILD_CORE, internal/pycore_frame.h). The second line of each is
+ * the same in all: every PyThreadState starts with `struct _ts *prev, *next;`, a PyObject with
+ * ob_refcnt, ob_type; PyASCIIObject has length at 16 and its state bit field at 32; a
+ * PyBytesObject is a PyVarObject (ob_size at 16) with ob_sval at 32; shim frames (owner
+ * FRAME_OWNED_BY_CSTACK, 3) exist from 3.12; no tagged pointers. */
+enum { OWNED_BY_GENERATOR = 1 };
+
+static const lg_py_layout_t layouts[] = {
+    {8, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {9, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {10, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {11, LG_PY_INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {12, LG_PY_INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136,
+     8, -1, 8, 16, 32, 16, 32, 3, 0},
+    {13, LG_PY_INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136,
+     8, -1, 8, 16, 32, 16, 32, 3, 0},
+};
+
+/* The table's entry for 3.<minor> into *out; false when it has none. */
+static bool table_layout(int minor, lg_py_layout_t *out)
+{
+    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+        if (layouts[i].minor == minor) {
+            *out = layouts[i];
+            return true;
+        }
+    return false;
+}
+
+#define MAX_WALK 1024 /* frames or thread states visited, against cycles in torn lists */
+
+static struct {
+    bool ok;
+    lg_py_layout_t layout;
+    int (*is_initialized)(void);
+    void *(*this_thread_state)(void);
+    void *(*interp_main)(void);
+    void *(*thread_head)(void *interp);
+    int (*addr2line)(void *code, int addr);
+    const void *code_type, *frame_type, *unicode_type, *bytes_type;
+    pid_t pid;
+    int pipe_fd[2]; /* fallback reader, created on first need */
+    bool use_pipe;
+} py;
+
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+/* One pipe for the process: two capturing threads must not interleave their bytes. */
+static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A fork child shares the parent's pipe: a read there could return bytes the other process
+ * wrote. The child makes its own on first need; the lock may have been held by a parent thread. */
+void lg_pystack_after_fork(void)
+{
+    pthread_mutex_init(&pipe_lock, NULL);
+    if (py.pipe_fd[0] >= 0) {
+        close(py.pipe_fd[0]);
+        close(py.pipe_fd[1]);
+        py.pipe_fd[0] = py.pipe_fd[1] = -1;
+    }
+}
+
+static bool peek(const void *addr, void *out, size_t n);
+
+/* The layout of a 3.13 or newer interpreter: its _PyRuntime.debug_offsets, read with the same
+ * fault-safe peek as the frames. 3.13 keeps its table entry (which also knows where
+ * _co_firsttraceable is) but is refused here when the offsets say free-threaded. */
+static bool offsets_layout(int minor)
+{
+    const void *runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+    static unsigned char raw[LG_PY_DEBUG_OFFSETS_LEN]; /* once, under pthread_once */
+    if (!runtime || !peek(runtime, raw, sizeof(raw)))
+        return minor == 13 && table_layout(minor, &py.layout);
+    if (minor == 13) {
+        uint64_t free_threaded;
+        memcpy(&free_threaded, raw + 16, sizeof(free_threaded));
+        return !(memcmp(raw, "xdebugpy", 8) == 0 && free_threaded != 0) && table_layout(minor, &py.layout);
+    }
+    return lg_pystack_offsets_decode(raw, sizeof(raw), minor, &py.layout) == NULL;
+}
+
+static void resolve(void)
+{
+    const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    if (!get_version)
+        return; /* not a Python process */
+    const char *v = get_version();
+    int major = 0, minor = 0;
+    if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major != 3)
+        return;
+    py.pid = getpid();
+    py.pipe_fd[0] = py.pipe_fd[1] = -1;
+    if (!(minor >= 13 ? offsets_layout(minor) : table_layout(minor, &py.layout)))
+        return;
+    py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    py.this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+    py.interp_main = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+    if (!py.interp_main)
+        py.interp_main = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Head");
+    py.thread_head = (void *(*)(void *))dlsym(RTLD_DEFAULT, "PyInterpreterState_ThreadHead");
+    py.addr2line = (int (*)(void *, int))dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
+    py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+    py.frame_type = dlsym(RTLD_DEFAULT, "PyFrame_Type");
+    py.unicode_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+    py.bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
+    py.ok = py.is_initialized && py.this_thread_state && py.addr2line && py.code_type && py.unicode_type &&
+            py.bytes_type && (py.layout.kind == LG_PY_INTERP_FRAMES || py.frame_type);
+}
+
+/* Copies n bytes at addr into out; false when any of it is unmapped. */
+static bool peek(const void *addr, void *out, size_t n)
+{
+    if ((uintptr_t)addr < 4096 || (uintptr_t)addr + n < (uintptr_t)addr)
+        return false;
+    if (!__atomic_load_n(&py.use_pipe, __ATOMIC_RELAXED)) {
+        struct iovec local = {out, n}, remote = {(void *)addr, n};
+        /* The pid changes after fork; process_vm_readv wants ours. */
+        ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (r == (ssize_t)n)
+            return true;
+        if (r >= 0 || errno == EFAULT || errno == ESRCH)
+            return false;
+        /* ENOSYS / EPERM: a seccomp filter; the kernel checks a pipe write's source too. */
+        __atomic_store_n(&py.use_pipe, true, __ATOMIC_RELAXED);
+    }
+    if (n > 4096)
+        return false;
+    pthread_mutex_lock(&pipe_lock);
+    bool ok = false;
+    if (py.pipe_fd[0] >= 0 || pipe2(py.pipe_fd, O_CLOEXEC | O_NONBLOCK) == 0) {
+        ssize_t w = write(py.pipe_fd[1], addr, n);
+        if (w == (ssize_t)n)
+            ok = read(py.pipe_fd[0], out, n) == (ssize_t)n;
+        else if (w > 0) {
+            char sink[4096];
+            (void)!read(py.pipe_fd[0], sink, (size_t)w);
+        }
+    }
+    pthread_mutex_unlock(&pipe_lock);
+    return ok;
+}
+
+static bool peek_ptr(const void *base, int off, void **out)
+{
+    return off >= 0 && peek((const char *)base + off, out, sizeof(void *));
+}
+
+static bool has_type(const void *obj, const void *type)
+{
+    void *t;
+    return obj && peek_ptr(obj, py.layout.ob_type, &t) && t == type;
+}
+
+/* Appends code point cp as UTF-8 if it fits (with the NUL). */
+static void put_utf8(char *out, size_t len, size_t *o, uint32_t cp)
+{
+    char b[4];
+    size_t n;
+    if (cp >= 0xD800 && cp <= 0xDFFF)
+        cp = 0xFFFD; /* lone surrogates (surrogateescape'd file names) */
+    if (cp < 0x80) {
+        b[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xC0 | (cp >> 6));
+        b[1] = (char)(0x80 | (cp & 63));
+        n = 2;
+    } else if (cp < 0x10000) {
+        b[0] = (char)(0xE0 | (cp >> 12));
+        b[1] = (char)(0x80 | ((cp >> 6) & 63));
+        b[2] = (char)(0x80 | (cp & 63));
+        n = 3;
+    } else {
+        b[0] = (char)(0xF0 | (cp >> 18));
+        b[1] = (char)(0x80 | ((cp >> 12) & 63));
+        b[2] = (char)(0x80 | ((cp >> 6) & 63));
+        b[3] = (char)(0x80 | (cp & 63));
+        n = 4;
+    }
+    if (*o + n + 1 > len)
+        return;
+    memcpy(out + *o, b, n);
+    *o += n;
+}
+
+/* A str object as UTF-8. Long strings keep their tail when keep_tail (a path's file name
+ * matters more than its first directories), behind "...". False when obj is not a compact
+ * str. */
+static bool read_unicode(const void *obj, char *out, size_t len, bool keep_tail)
+{
+    const lg_py_layout_t *L = &py.layout;
+    out[0] = '\0';
+    if (!has_type(obj, py.unicode_type))
+        return false;
+    int64_t length;
+    uint32_t state;
+    if (!peek((const char *)obj + L->uni_length, &length, sizeof(length)) ||
+        !peek((const char *)obj + L->uni_state, &state, sizeof(state)))
+        return false;
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || length < 0 || length > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
+        return false;
+    const char *data = (const char *)obj + (ascii ? L->ascii_size : L->compact_size);
+    /* Characters that fit: at most len-1 bytes, each character 1..4 bytes. */
+    int64_t max_chars = (int64_t)len - 1;
+    int64_t start = 0;
+    size_t o = 0;
+    if (length > max_chars && keep_tail) {
+        start = length - (max_chars - 3);
+        memcpy(out, "...", 3);
+        o = 3;
+    }
+    unsigned char chunk[256];
+    int64_t i = start;
+    while (i < length && o + 1 < len) {
+        int64_t take = length - i;
+        if (take > (int64_t)(sizeof(chunk) / kind))
+            take = (int64_t)(sizeof(chunk) / kind);
+        if (!peek(data + i * kind, chunk, (size_t)(take * kind)))
+            return false;
+        for (int64_t k = 0; k < take; k++) {
+            uint32_t cp = kind == 1 ? chunk[k] : kind == 2 ? ((uint16_t *)chunk)[k] : ((uint32_t *)chunk)[k];
+            put_utf8(out, len, &o, cp);
+        }
+        i += take;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* Fills one frame from a code object and a byte offset into its bytecode (< 0: unknown).
+ * False when code is not a code object. */
+static bool record(void *code, int addr, lg_py_frame_t *f)
+{
+    const lg_py_layout_t *L = &py.layout;
+    if (!has_type(code, py.code_type))
+        return false;
+    void *filename, *name;
+    if (!peek_ptr(code, L->co_filename, &filename) || !peek_ptr(code, L->co_name, &name))
+        return false;
+    if (!read_unicode(filename, f->file, sizeof(f->file), true))
+        snprintf(f->file, sizeof(f->file), "?");
+    if (!read_unicode(name, f->function, sizeof(f->function), false))
+        snprintf(f->function, sizeof(f->function), "?");
+    int first = 0;
+    peek((const char *)code + L->co_firstlineno, &first, sizeof(first));
+    f->line = first;
+    /* PyCode_Addr2Line reads the line table without checks: call it only when that table is
+     * a bytes object whose data is mapped (a main-thread frame can die under the walk). */
+    void *table;
+    int64_t table_len;
+    unsigned char edge;
+    if (addr >= 0 && peek_ptr(code, L->co_lines, &table) && has_type(table, py.bytes_type) &&
+        peek((const char *)table + L->bytes_size, &table_len, sizeof(table_len)) && table_len >= 0 &&
+        table_len < (1 << 24) &&
+        (table_len == 0 || (peek((const char *)table + L->bytes_data, &edge, 1) &&
+                            peek((const char *)table + L->bytes_data + table_len - 1, &edge, 1))))
+        f->line = py.addr2line(code, addr);
+    return true;
+}
+
+/* Walks one thread state's frames, innermost first into s->frames; returns the count. */
+static int walk(void *tstate, lg_py_stack_t *s)
+{
+    const lg_py_layout_t *L = &py.layout;
+    void *frame = NULL;
+    if (L->kind == LG_PY_FRAME_OBJECTS) {
+        if (!peek_ptr(tstate, L->ts_frame, &frame))
+            return 0;
+    } else if (L->ts_current >= 0) {
+        if (!peek_ptr(tstate, L->ts_current, &frame))
+            return 0;
+    } else {
+        void *cframe;
+        if (!peek_ptr(tstate, L->ts_cframe, &cframe) || !cframe || !peek_ptr(cframe, L->cf_current, &frame))
+            return 0;
+    }
+    int n = 0;
+    for (int guard = 0; frame && n < LG_MAX_PY_FRAMES && guard < MAX_WALK; guard++) {
+        void *code, *back;
+        if (!peek_ptr(frame, L->f_code, &code) || !peek_ptr(frame, L->f_back, &back))
+            break;
+        /* From 3.14 f_executable is a _PyStackRef: a pointer with tag bits (pystack_offsets.c). */
+        code = (void *)((uintptr_t)code & ~(uintptr_t)L->ref_tag_bits);
+        if (L->kind == LG_PY_FRAME_OBJECTS) {
+            int lasti;
+            if (!has_type(frame, py.frame_type) || !peek((const char *)frame + L->f_lasti, &lasti, sizeof(lasti)))
+                break;
+            if (record(code, lasti < 0 ? -1 : lasti * L->lasti_scale, &s->frames[n]))
+                n++;
+        } else {
+            char owner = 0;
+            void *instr;
+            int firsttraceable = 0;
+            if (!peek((const char *)frame + L->f_owner, &owner, 1) || !peek_ptr(frame, L->f_lasti, &instr))
+                break;
+            /* Shim frames of the C stack or the interpreter (3.12+) and frames still in their
+             * prologue are skipped, as CPython's own traceback does (_PyFrame_IsIncomplete);
+             * the prologue's end (_co_firsttraceable) is known for the table's versions only. */
+            const char *code_start = (const char *)code + L->co_code_adaptive;
+            bool incomplete = L->owner_incomplete >= 0 && owner >= L->owner_incomplete;
+            if (!incomplete && L->co_firsttraceable >= 0 && owner != OWNED_BY_GENERATOR &&
+                has_type(code, py.code_type) &&
+                peek((const char *)code + L->co_firsttraceable, &firsttraceable, sizeof(int)))
+                incomplete = (const char *)instr < code_start + (ptrdiff_t)firsttraceable * 2;
+            if (!incomplete) {
+                /* 3.11/3.12 point at the last executed instruction, 3.13+ at the current one:
+                 * both lie inside the call's line. */
+                long addr = (const char *)instr - code_start;
+                if (addr < 0 || addr > (1L << 30))
+                    addr = -1;
+                if (record(code, (int)addr, &s->frames[n]))
+                    n++;
+            }
+        }
+        frame = back;
+    }
+    return n;
+}
+
+/* The main thread's state: the one running __main__ where the interpreter records it
+ * (threads.main, 3.14+), else the main interpreter's oldest thread state (the main thread's,
+ * unless it was replaced). */
+static void *main_thread_state(void)
+{
+    if (!py.interp_main || !py.thread_head)
+        return NULL;
+    void *interp = py.interp_main();
+    if (!interp)
+        return NULL;
+    void *ts = NULL, *last = NULL;
+    if (peek_ptr(interp, py.layout.interp_main_ts, &ts) && ts)
+        return ts;
+    ts = py.thread_head(interp);
+    for (int guard = 0; ts && guard < MAX_WALK; guard++) {
+        last = ts;
+        if (!peek_ptr(ts, py.layout.ts_next, &ts))
+            return NULL;
+    }
+    return ts ? NULL : last;
+}
+
+void lg_pystack_capture(lg_py_stack_t *s)
+{
+    s->n = 0;
+    s->from_main_thread = false;
+    pthread_once(&resolve_once, resolve);
+    if (!py.ok || !py.is_initialized())
+        return;
+    void *ts = py.this_thread_state();
+    int n = ts ? walk(ts, s) : 0;
+    if (n == 0) {
+        void *main_ts = main_thread_state();
+        if (main_ts && main_ts != ts) {
+            n = walk(main_ts, s);
+            s->from_main_thread = n > 0;
+        }
+    }
+    /* Innermost last, like a Python traceback. */
+    for (int i = 0; i < n / 2; i++) {
+        lg_py_frame_t tmp = s->frames[i];
+        s->frames[i] = s->frames[n - 1 - i];
+        s->frames[n - 1 - i] = tmp;
+    }
+    s->n = n;
+}

@@ -1,0 +1,371 @@
+/* launch.c: the core's entry: one launch through the stages, in order, each once:
+ *   classify (classify.c, first launch of a kernel only) -> decode (decode.c) ->
+ *   validate (validate.c: sync verdict, or async sanitized copy + verdict later) ->
+ *   act (act.c, only when a label is bad).
+ * A torch._assert_async kernel's condition is read instead (asserts.c), before the launch.
+ * A watched NLL forward's input also gets the raw-logits check (logprobs.c, sync mode).
+ * Plus the collection of async verdicts (the launch counters are counters.c's).
+ *
+ * Called by the hook layer (preload.c, cupti.c) on the launching thread with the runtime it
+ * resolved, after it started the library; lg_launch_poll from every hook point (the calling
+ * thread's own checks) and synchronizing call (also orphans of exited threads). An
+ * unwatched kernel never gets here from preload.c (its fast path reads the cached state
+ * itself); from CUPTI it costs the same lookup here.
+ *
+ * Tested end to end by tests/e2e/ and tests/fakecuda/ under the runtime test double, and on a
+ * GPU by tests/gpu/.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+/* ------------------------------------------------------------------ async verdicts */
+
+void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
+{
+    lg_async_report_t r;
+    lg_in_library++;
+    int saved = lg_runtime_save_error(rt);
+    while (lg_verdicts_collect(&r, scope, stream)) {
+        if (r.verdict.bad_count == 0)
+            continue;
+        lg_act_input_t in = {.when = r.as_is ? LG_ACT_AFTER_AS_IS : LG_ACT_AFTER,
+                             .info = r.info,
+                             .stream = r.stream,
+                             .args = NULL,
+                             .target = &r.target,
+                             .verdict = &r.verdict,
+                             .graph_id = r.graph_id,
+                             .replay = r.replay,
+                             .exec = r.exec};
+        lg_act(rt, &in, NULL);
+    }
+    lg_runtime_restore_error(rt, saved);
+    lg_in_library--;
+}
+
+/* ------------------------------------------------------------------ the stages */
+
+/* What the backends owe the log, said once: the GPU backend's first hand-over to the host
+ * backend, and its late start in a process that had no context when labelguard started. */
+static void report_fallback(void)
+{
+    const char *note = lg_validate_gpu_take_fallback_note();
+    if (LG_UNLIKELY(note != NULL))
+        lg_report_warning_once("scratch_fallback", note);
+    note = lg_validate_gpu_take_backend_note();
+    if (LG_UNLIKELY(note != NULL))
+        lg_report_note_once("backend_gpu", note);
+}
+
+/* "<kernel>: " and fmt with why: the detail of a warning about one kernel. */
+static const char *kernel_detail(char *out, size_t len, const lg_kernel_info_t *info, const char *fmt, const char *why)
+{
+    snprintf(out, len, "%s: ", info->mangled);
+    size_t n = strlen(out);
+    snprintf(out + n, len - n, fmt, why);
+    return out;
+}
+
+/* A watched launch that runs unchecked: counted every time, said once per kernel and reason
+ * (two kernels unchecked for the same reason are two warnings; the report caps the terminal's
+ * copies of one kind, the log gets each). */
+static void warn_unchecked(const char *what, int bit, lg_kernel_info_t *info, const char *fmt, const char *why)
+{
+    lg_counters_count_unchecked();
+    if (atomic_fetch_or(&info->warned, (unsigned char)bit) & bit)
+        return;
+    char detail[900];
+    lg_report_warning(what, kernel_detail(detail, sizeof detail, info, fmt, why));
+}
+
+/* What a sanitized copy of ids may hold in place of a bad one: padding_idx, and only where
+ * nothing after the launch reads the caller's ids (spec no_mask empty: nn.EmbeddingBag's max
+ * mode, whose backward reads the max_indices the forward wrote from the copy, padding left out).
+ * No other row may stand in for a bad id, in any mode: autograd saves the caller's id tensor,
+ * never our copy, and the backward kernels write gradient rows at those ids unchecked and
+ * unwatched (embedding: embedding_backward_feature_kernel, or compute_grad_weight /
+ * sum_and_scatter on ids sorted from them; x[idx]: index_put_with_sort_kernel /
+ * indexing_backward_kernel with unsafe=True; gather: scatter_add; take: put; EmbeddingBag
+ * sum/mean). A forward run on row 0 would let them write past the weight's gradient after the
+ * forward's deferred verdict was read on another thread, or not yet read at all. Watching each
+ * backward instead would mean following tensors the backward derives from the ids (the sort).
+ * So a launch without such a value is checked synchronously outside capture (blocked before it
+ * runs), and inside a capture, where no synchronous check exists, keeps its own ids: its own
+ * assert stops a bad replay as it would without labelguard, and the captured check reports. */
+static bool async_id(const lg_spec_t *spec, const lg_target_t *t, int64_t *value)
+{
+    return !spec->no_mask[0] && lg_act_mask_id(t, value);
+}
+
+/* Async mode and graph capture: the validator writes a sanitized copy that the kernel reads,
+ * and the verdict is collected later (captured: at every replay). A range kernel's (BCE's)
+ * check makes no copy: it only reports, after the launch ran on its own operands. Returns true when the
+ * launch is taken care of (run on the copy, or left unchecked inside a capture); false to fall
+ * back to a sync check. In log mode a captured launch keeps its own labels (it asserts, as it
+ * would have) and its check only reports; so does a captured ids launch without padding_idx
+ * (async_id). */
+static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t,
+                           const lg_capture_t *capture, lg_decision_t *d)
+{
+    int64_t value = 0;
+    bool rewrite = false;
+    char why[512] = "";
+    lg_capture_t as_is;
+    bool have_value, report_only = false;
+    if (info->spec->ids) {
+        have_value = async_id(info->spec, t, &value);
+        if (!have_value && capture) {
+            as_is = *capture;
+            as_is.sanitize = false;
+            capture = &as_is;
+            have_value = true;
+        }
+    } else if (info->spec->range) {
+        /* A probability has no stand-in (act.c's make_mask): the check only reports, and the
+         * launch reads its own operands. The verdict comes after it: at the next check or sync
+         * (async mode), or at each replay (captured: a validator kernel node, GPU backend only). */
+        if (capture) {
+            as_is = *capture;
+            as_is.sanitize = false;
+            capture = &as_is;
+        }
+        report_only = true;
+        have_value = true;
+    } else {
+        have_value = lg_act_mask_value(t, &value, &rewrite);
+    }
+    if (have_value) {
+        uint64_t copy = 0;
+        lg_in_library++;
+        int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, capture, &copy, why, sizeof why);
+        lg_in_library--;
+        report_fallback();
+        if (rc == 0 && (report_only || (capture && !capture->sanitize))) {
+            lg_counters_count_validated();
+            return true;
+        }
+        if (rc == 0 && lg_act_run_on_copy(info->spec, l->args, copy, rewrite, value, d) == 0) {
+            lg_counters_count_validated();
+            return true;
+        }
+    }
+    if (!capture) {
+        /* A synchronous check instead: none is wanted without a sanitizing value, but a copy
+         * that could not be made is said (in the log: async mode is then slower, not blind). */
+        if (why[0]) {
+            char detail[900];
+            lg_report_note_once("async_check_failed",
+                                kernel_detail(detail, sizeof detail, info, "%s; checked synchronously instead", why));
+        }
+        return false;
+    }
+    warn_unchecked("capture_unchecked", LG_WARNED_CAPTURE, info,
+                   "cannot validate inside CUDA graph capture (%s); the launch runs unchecked",
+                   why[0] ? why : "no ignore_index to sanitize with");
+    return true;
+}
+
+/* A verdict read before its launch: counted as validated, and acted on when a label is bad. */
+static void act_before(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t,
+                       const lg_verdict_t *verdict, lg_decision_t *d)
+{
+    lg_counters_count_validated();
+    if (verdict->bad_count == 0)
+        return;
+    lg_act_input_t in = {.when = l->can_block ? LG_ACT_BEFORE : LG_ACT_BEFORE_UNSKIPPABLE,
+                         .info = info,
+                         .stream = l->stream,
+                         .args = l->args,
+                         .target = t,
+                         .verdict = verdict};
+    lg_act(rt, &in, d);
+}
+
+static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, const lg_target_t *t,
+                          lg_decision_t *d)
+{
+    lg_verdict_t *verdict = malloc(sizeof *verdict); /* 4 KiB of samples: not on the caller's stack */
+    if (!verdict) {
+        lg_counters_count_unchecked();
+        lg_report_warning_once("validate_failed", "out of memory for a verdict; the launch runs unchecked");
+        return;
+    }
+    char why[512] = "";
+    lg_in_library++;
+    int rc = lg_validate_sync(t, l->stream, lg_cfg.samples, verdict, why, sizeof why);
+    lg_in_library--;
+    report_fallback();
+    if (rc != 0)
+        warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "labels not checked: %s", why);
+    else
+        act_before(rt, l, info, t, verdict, d);
+    free(verdict);
+}
+
+/* torch._assert_async's condition (asserts.c), read before the launch in every mode: no copy
+ * can stand in for it (a true one would let the op go on to write at its bad ids), so a zero
+ * one blocks the launch before it asserts. Inside a capture the condition is only computed
+ * at each replay: the launch is captured as it is, and asserts there as it would have. */
+static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
+{
+    unsigned long long id = 0;
+    int status = lg_runtime_capture_status(rt, l->stream, &id);
+    if (status != 0) {
+        warn_unchecked(status > 0 ? "capture_unchecked" : "capture_query_failed",
+                       status > 0 ? LG_WARNED_CAPTURE : LG_WARNED_CAPTURE_QUERY, info, "%s; the launch runs unchecked",
+                       status > 0 ? "a torch._assert_async condition inside CUDA graph capture is computed at each "
+                                    "replay, so it cannot be read before the launch"
+                                  : "the stream's capture state cannot be asked");
+        return;
+    }
+    lg_verdict_t *verdict = malloc(sizeof *verdict);
+    if (!verdict) {
+        lg_counters_count_unchecked();
+        lg_report_warning_once("validate_failed", "out of memory for a verdict; the launch runs unchecked");
+        return;
+    }
+    lg_target_t t;
+    char why[512] = "";
+    lg_assert_elem_t e;
+    int64_t ptr = 0;
+    unsigned char bytes[16] = {0};
+    int rc = -1;
+    if (lg_asserts_element(info->mangled, &e) != 0) {
+        snprintf(why, sizeof why, "the condition's type is not one torch._assert_async's kernel takes");
+    } else if (lg_decode_field(info->spec, l->args, &info->spec->target, &ptr) != 0 || ptr == 0) {
+        snprintf(why, sizeof why, "the condition's pointer cannot be read from the launch");
+    } else {
+        lg_in_library++;
+        rc = lg_validate_read_bytes(rt, (uint64_t)ptr, (size_t)e.bytes, l->stream, bytes, why, sizeof why);
+        lg_in_library--;
+        if (rc == 0)
+            lg_asserts_verdict(&e, (uint64_t)ptr, bytes, &t, verdict);
+    }
+    if (rc != 0)
+        warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "condition not read: %s", why);
+    else
+        act_before(rt, l, info, &t, verdict, d);
+    free(verdict);
+}
+
+/* Decode, then the check the mode and the stream's capture state call for; once per index
+ * tensor for a kernel that reads several (x[rows, cols]: decode.c), and per checked operand
+ * of a range kernel (BCE's input, then its target), until one is blocked. */
+static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int k, lg_decision_t *d);
+
+static void check_launch(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
+{
+    lg_counters_count_watched();
+    if (info->spec->assert_flag) {
+        check_assert(rt, l, info, d);
+        return;
+    }
+    char why[512] = "";
+    int n = lg_decode_targets(info->spec, l->args, why, sizeof why);
+    if (n < 0) {
+        warn_unchecked("decode_failed", LG_WARNED_DECODE, info, "%s; the launch runs unchecked", why);
+        return;
+    }
+    for (int k = 0; k < n && d->kind == LG_VERDICT_RUN; k++)
+        check_one(rt, l, info, k, d);
+}
+
+static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int k, lg_decision_t *d)
+{
+    lg_target_t t;
+    char why[512] = "";
+    if (lg_decode_nth(info->spec, info->dtype, l->args, l->grid, k, &t, why, sizeof why) != 0) {
+        /* A TensorIterator gather whose closure is not the spec's still gets the guard that
+         * follows a masked weighted loss (opaque.c), as before its closure could be read. */
+        if (lg_opaque_classify(info->mangled) == LG_KSTATE_GATHER) {
+            lg_opaque_gather(rt, l, info, d);
+            return;
+        }
+        warn_unchecked("decode_failed", LG_WARNED_DECODE, info, "%s; the launch runs unchecked", why);
+        return;
+    }
+    if (t.count == 0)
+        return;
+    lg_capture_t cap = {.sanitize = lg_cfg.action != LG_ACTION_LOG};
+    int status = lg_runtime_capture_status(rt, l->stream, &cap.id);
+    if (status < 0) {
+        /* Without the stream's capture state no call of ours on it is safe: on the legacy
+         * stream while a blocking stream captures (the launch itself then fails with
+         * cudaErrorStreamCaptureImplicit) any would invalidate the application's capture. */
+        char why[256];
+        int code = (int)cap.id;
+        const char *text = rt->get_error_string ? rt->get_error_string(code) : NULL;
+        if (code == 906 /* cudaErrorStreamCaptureImplicit */)
+            snprintf(why, sizeof why, "the legacy default stream is used while a blocking stream captures");
+        else
+            snprintf(why, sizeof why, "cudaStreamIsCapturing failed: %s", text ? text : "unknown error");
+        char reason[320];
+        snprintf(reason, sizeof reason, "%s (CUDA error %d)", why, code);
+        warn_unchecked("capture_query_failed", LG_WARNED_CAPTURE_QUERY, info,
+                       "the stream's capture state cannot be asked: %s; the launch runs unchecked", reason);
+        return;
+    }
+    if (status > 0) {
+        validate_async(l, info, &t, &cap, d);
+        return;
+    }
+    /* A sanitized copy replaces index tensor 0's pointer only (decode.c's rewrite); a range
+     * kernel's operands get no copy, so each is checked asynchronously. */
+    if ((k == 0 || info->spec->range) && lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
+        return;
+    if (info->spec->input.param >= 0)
+        lg_logprobs_check(rt, l, info, &t);
+    validate_sync(rt, l, info, &t, d);
+}
+
+/* A launch past the fast path: collect what is outstanding, classify, check. */
+static void decide_slow(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, int state,
+                        lg_decision_t *d)
+{
+    if (LG_UNLIKELY(lg_verdicts_due()))
+        lg_launch_poll(rt, LG_COLLECT_MINE, NULL);
+    if (state == LG_KSTATE_UNKNOWN) {
+        info = lg_classify(rt, l, info);
+        state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
+    }
+    if (state == LG_KSTATE_GATHER) {
+        lg_opaque_gather(rt, l, info, d);
+        return;
+    }
+    if (state != LG_KSTATE_WATCHED)
+        return;
+    /* labelguard_disable(): a watched launch runs as it is; read only here, past the fast path. */
+    if (LG_UNLIKELY(atomic_load_explicit(&lg_launch_disabled, memory_order_relaxed)))
+        return;
+    if (info->spec->direction == LG_DIR_BACKWARD)
+        lg_opaque_disarm();
+    /* Nothing of ours may reach the application's error state, nor take its own error. */
+    int saved = lg_runtime_save_error(rt);
+    check_launch(rt, l, info, d);
+    lg_runtime_restore_error(rt, saved);
+}
+
+_Atomic int lg_launch_disabled;
+
+void lg_launch_decide(const lg_runtime_t *rt, const lg_launch_t *l, lg_decision_t *d)
+{
+    d->kind = LG_VERDICT_RUN;
+    lg_counters_count_launch();
+    static _Atomic int exit_armed;
+    if (LG_UNLIKELY(!atomic_load_explicit(&exit_armed, memory_order_relaxed))) {
+        atomic_store_explicit(&exit_armed, 1, memory_order_relaxed);
+        lg_start_arm_exit();
+    }
+    lg_kernel_info_t *info = lg_names_info(l->func);
+    int state = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
+    if (LG_LIKELY(state == LG_KSTATE_UNWATCHED || state == LG_KSTATE_BAD_LAYOUT) && !lg_verdicts_due())
+        return;
+    /* The checks read the labels through the launching caller's own runtime. */
+    const lg_runtime_t *prev = lg_validate_use_runtime(rt);
+    decide_slow(rt, l, info, state, d);
+    lg_validate_use_runtime(prev);
+}

@@ -1,0 +1,325 @@
+/* arm.c: late arming, in a process that did not preload the library: `labelguard attach PID`
+ * (gdb dlopen's liblabelguard.so and calls labelguard_arm()) and the Python API's
+ * labelguard_enable() (ctypes loads the library with RTLD_GLOBAL and calls it). There the
+ * interposed entry points of preload.c are not first in the symbol lookup order, so objects
+ * keep calling libcudart directly. Arming rewrites those objects' GOT slots (R_*_JUMP_SLOT and
+ * R_*_GLOB_DAT relocations against a hooked name) to point at our hooks, after storing the
+ * function the slot pointed at as the hook's real function. It also redirects every object's
+ * `dlopen` slot to arm_dlopen.c's wrapper, which arms the objects each dlopen brings
+ * (lg_arm_got_loaded): torch imported after enable, CUDA extensions, Triton's modules; and every
+ * `cuptiSubscribe`/`cuptiSubscribe_v2` slot to cupti_slot.c's wrappers, so that a profiler's
+ * subscription reaches the hand-over as under LD_PRELOAD.
+ *
+ * Arming is all it does: no CUDA or driver call, no CUPTI, no log I/O. The library starts at
+ * the first hook, on the application thread that makes it (lg.c), like a preloaded one, and
+ * CUPTI is subscribed there only where no interposable runtime exists (cupti_slot.c). So an
+ * enable() made before the application's first CUDA call starts no CUDA (a parent that then
+ * forks CUDA workers stays fork-safe; the backend is chosen once the application has its
+ * context), and gdb's call of labelguard_arm(), made wherever the debugger stopped the job
+ * (inside libcuda or malloc, holding their locks), never re-enters the CUDA libraries. What
+ * arming finds that the user must hear about (slots it could not write) is said by the start
+ * (lg_arm_after_start).
+ *
+ * Who calls it: gdb (via the CLI), a program through include/labelguard.h, and the dlopen
+ * wrapper; any thread, serialised by one mutex, which a dlopen and gdb's call only ever try
+ * (trylock): a dlopen that finds it taken leaves a request the holder serves before it lets
+ * go, gdb's call is refused (attach again). Idempotent: a slot that already points into
+ * our object (a hook, or every slot of a preloaded process) is counted, never rewritten, so a
+ * preloaded library is not hooked twice. Not covered: function pointers the program copied
+ * out of a GOT before arming, objects loaded by a dlopen reached through dlsym("dlopen") or
+ * from libc itself, and (in a process holding two CUDA runtimes) the per-version binding:
+ * every slot gets the CUDA 13 copy of the hooks (README: Limits).
+ *
+ * Before arming, labelguard_enable refuses a process whose CUDA context is already dead (a
+ * sticky error, e.g. 710 after a device-side assert: nothing can be checked or recovered
+ * there; asked only where CUDA has started, i.e. libcuda is loaded) and one that launches
+ * kernels through a static runtime CUPTI cannot watch (there, on the application's thread and
+ * with its context made, enable starts the library itself: no hook would). labelguard_arm
+ * (attach) asks neither (both are calls into the CUDA libraries) and refuses a process that
+ * has CUDA but no shared libcudart: only CUPTI could see its launches, and subscribing is no
+ * work for a debugger's call.
+ *
+ * Tests: tests/unit/test_arm.c (a fixture library's JUMP_SLOT and GLOB_DAT slots, lazy and -z
+ * now builds; slots already pointing into the patching object; objects loaded after arming,
+ * through the dlopen wrapper, with the caller's RUNPATH), tests/e2e/test_attach.sh (gdb attach
+ * to a running program under the runtime test double), tests/e2e/test_enable_early.sh (enable
+ * before any runtime is loaded, then a CUDA library dlopen'd), tests/torch-fake/test_enable.sh
+ * (real torch: enable after and before `import torch`, a library dlopen'd after, a dead
+ * context, disable; a fork child of a parent that enabled before CUDA), tests/e2e/
+ * test_enable_fork.sh (no CUDA call before the application's first; fork), tests/e2e/
+ * test_attach_busy.sh (ten attaches to a loop of launches and syncs on the asynchronous
+ * double), tests/torch-fake/test_profiler.sh (torch.profiler after enable). */
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hooks/hooks.h"
+#if __has_include("labelguard.h")
+#include "labelguard.h" /* declares labelguard_arm: checked against the definition */
+#endif
+
+/* Copies the hook table with each replacement set to the definition inside our own object.
+ * In a library dlopen'd into a running process, `(void *)cudaLaunchKernel` taken inside it binds
+ * like any reference to an exported name: global scope first, i.e. to libcudart's definition,
+ * and patching a GOT slot with that would arm nothing. dlsym on our own handle searches our
+ * object first. Returns the count copied (hooks not found in our object are left out). */
+static int own_definitions(const lg_hook_t *in, int n, lg_hook_t *out, int cap)
+{
+    Dl_info self;
+    if (!dladdr((void *)&labelguard_arm, &self) || !self.dli_fname)
+        return 0;
+    void *h = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    int k = 0;
+    for (int i = 0; i < n && k < cap; i++) {
+        Dl_info where;
+        void *p = dlsym(h, in[i].name);
+        if (!p || !dladdr(p, &where) || where.dli_fbase != self.dli_fbase)
+            continue;
+        out[k] = in[i];
+        out[k++].replacement = p;
+    }
+    dlclose(h);
+    return k;
+}
+
+/* ------------------------------------------------------------------ enable */
+
+static lg_hook_t arm_hooks[80]; /* our CUDA entry points, then the dlopen wrapper */
+static int n_arm_hooks, n_cuda_hooks;
+
+/* Sticky errors: the context is lost, every later call of the process returns the error. */
+static bool sticky(int e)
+{
+    switch (e) {
+    case 700: /* cudaErrorIllegalAddress */
+    case 702: /* cudaErrorLaunchTimeout */
+    case 710: /* cudaErrorAssert */
+    case 714: /* cudaErrorHardwareStackError */
+    case 715: /* cudaErrorIllegalInstruction */
+    case 716: /* cudaErrorMisalignedAddress */
+    case 717: /* cudaErrorInvalidAddressSpace */
+    case 718: /* cudaErrorInvalidPc */
+    case 719: /* cudaErrorLaunchFailure */ return true;
+    default: return false;
+    }
+}
+
+/* True where CUDA has started in this process: the runtime loads libcuda at its first call that
+ * needs the driver. Asked without a CUDA call (a loaded object, RTLD_NOLOAD). */
+static bool cuda_started(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (cuda)
+        dlclose(cuda);
+    return cuda != NULL;
+}
+
+/* True (why filled) when a loaded runtime reports a sticky error. cudaPeekAtLastError reads
+ * it without clearing anything of the application's and without creating a context; it is
+ * each libcudart's own, never our hook. Not asked before CUDA has started: no context can be
+ * dead then, and the call would be the process's first CUDA call, not the application's. */
+static bool context_dead(char *why, size_t cap)
+{
+    if (!cuda_started())
+        return false;
+    lg_cudart_t rts[4];
+    int n = lg_runtime_cudarts(rts, 4);
+    for (int i = 0; i < n; i++) {
+        void *h = dlopen(rts[i].path, RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            continue;
+        int (*peek)(void) = (int (*)(void))dlsym(h, "cudaPeekAtLastError");
+        const char *(*name)(int) = (const char *(*)(int))dlsym(h, "cudaGetErrorName");
+        const char *(*text)(int) = (const char *(*)(int))dlsym(h, "cudaGetErrorString");
+        lg_in_library++;
+        int e = peek ? peek() : 0;
+        char what[256];
+        snprintf(what, sizeof what, "%s %d: %s", name ? name(e) : "error", e, text ? text(e) : "");
+        lg_in_library--;
+        dlclose(h);
+        if (sticky(e)) {
+            if (why && cap)
+                snprintf(why, cap,
+                         "the CUDA context of this process is already dead (%s) from an earlier launch, e.g. a "
+                         "device-side assert: nothing can be checked in it any more ---> HINT: restart the "
+                         "process/kernel and enable labelguard first",
+                         what);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Kernels launched with no shared libcudart in the process: a CUDA context is current or
+ * the primary one is active, through a libcuda someone loaded. Only CUPTI can see those. */
+static bool static_runtime_in_use(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!cuda)
+        return false;
+    int (*state)(int, unsigned *, int *) = (int (*)(int, unsigned *, int *))dlsym(cuda, "cuDevicePrimaryCtxGetState");
+    int (*current)(void **) = (int (*)(void **))dlsym(cuda, "cuCtxGetCurrent");
+    unsigned flags = 0;
+    int active = 0;
+    void *ctx = NULL;
+    bool in_use = (state && state(0, &flags, &active) == 0 && active) || (current && current(&ctx) == 0 && ctx);
+    dlclose(cuda);
+    return in_use;
+}
+
+/* The hook set, once: our own definitions of the CUDA entry points (counted), then dlopen and
+ * CUPTI's subscribe calls (not counted: they launch nothing). */
+static int build_hooks(void)
+{
+    if (n_arm_hooks)
+        return n_arm_hooks;
+    int n = 0;
+    const lg_hook_t *table = lg_preload_hooks(&n);
+    int cap = (int)(sizeof arm_hooks / sizeof *arm_hooks) - 3;
+    n_cuda_hooks = table ? own_definitions(table, n, arm_hooks, cap) : 0;
+    if (n_cuda_hooks == 0)
+        return 0;
+    lg_arm_dlopen_hook(&arm_hooks[n_cuda_hooks]);
+    lg_hook_t cupti[2];
+    int n_cupti = lg_cupti_slot_hooks(cupti, 2);
+    n_arm_hooks = n_cuda_hooks + 1 + own_definitions(cupti, n_cupti, &arm_hooks[n_cuda_hooks + 1], 2);
+    /* Other objects' GOT slots will point into this library: a dlclose of it (ctypes handles
+     * can be closed) must never unmap it. Our initial-exec TLS already keeps glibc from
+     * unloading it; NODELETE on a NOLOAD open says so explicitly, whatever the TLS model. */
+    Dl_info self;
+    if (dladdr((void *)&labelguard_enable, &self) && self.dli_fname)
+        (void)dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    return n_arm_hooks;
+}
+
+/* True when the process binds cudaLaunchKernel to our definition already (LD_PRELOAD): nothing
+ * was instantiated behind our back, so graphs need no "armed late" bookkeeping. */
+static bool preloaded(void)
+{
+    Dl_info a, b;
+    void *p = dlsym(RTLD_DEFAULT, "cudaLaunchKernel");
+    return p && dladdr(p, &a) && dladdr((void *)&labelguard_enable, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+/* Graphs instantiated before arming are replayed unseen: graphs.c is told, by the start when
+ * arming ran inside a debugger's call (graphs.c takes a lock the stopped job may hold). */
+static _Atomic int armed_late_pending;
+
+/* labelguard_enable and labelguard_arm without the lock; *objects: objects with an armed slot.
+ * debugger: called by gdb (or the CLI's injector) wherever it stopped the job: no call into
+ * the CUDA libraries, CUPTI, the log or another module's lock, only the GOT walk. */
+static int enable_locked(char *why, size_t cap, int *objects, bool debugger)
+{
+    *objects = 0;
+    if (!debugger && context_dead(why, cap))
+        return -1;
+    bool have_runtime = lg_runtime_cudart_handle() != NULL;
+    if (!have_runtime && debugger && cuda_started()) {
+        if (why && cap)
+            snprintf(why, cap,
+                     "this process uses CUDA without a shared libcudart (a static runtime, or the driver API alone): "
+                     "only CUPTI could see its launches, and attach does not subscribe to CUPTI from inside the "
+                     "debugger's call ---> HINT: start the program under `labelguard run` with "
+                     "LABELGUARD_HOOKS=cupti, or call labelguard.enable() from the program itself");
+        return -1;
+    }
+    if (!have_runtime && !debugger && static_runtime_in_use()) {
+        /* A context without a shared libcudart: a static runtime (or a driver-API program).
+         * CUPTI is the only layer that sees its launches, and no hook will ever start the
+         * library: start it here, on the application's thread, its context made. */
+        if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
+            (void)lg_start_ensure(); /* CUPTI stays off before our constructor: said just below */
+        if (!lg_cupti_active()) {
+            if (why && cap)
+                snprintf(why, cap,
+                         "kernels are launched through a CUDA runtime linked statically into the program (no "
+                         "libcudart to redirect) and CUPTI cannot subscribe ---> HINT: run it under `labelguard "
+                         "run` with a shared runtime (nvcc -cudart shared), or free CUPTI's slot (no profiler) "
+                         "and keep LABELGUARD_HOOKS=auto");
+            return -1;
+        }
+    }
+    /* Patched under LABELGUARD_HOOKS=cupti too: the hooks then start the library and pass
+     * every call straight through, as preloaded ones do. */
+    int n = build_hooks();
+    bool late = !preloaded();
+    /* Everything loaded now, remembered: the dlopen wrapper's walks then visit new objects only. */
+    int n_armed = n > 0 ? lg_arm_got_walk_all(arm_hooks, n, n_cuda_hooks, objects) : -1;
+    if (n_armed < 0) {
+        if (why && cap)
+            snprintf(why, cap,
+                     "no GOT slot of the CUDA launch functions could be rewritten (mprotect refused, or the "
+                     "library's own hooks were not found) ---> HINT: start the program under `labelguard run` "
+                     "(LD_PRELOAD) instead");
+        return -1;
+    }
+    if (n_armed > 0 && late) {
+        if (debugger)
+            atomic_store(&armed_late_pending, 1);
+        else
+            lg_graphs_armed_late(); /* graphs instantiated before now were not seen */
+    }
+    lg_arm_got_armed();
+    atomic_store(&lg_launch_disabled, 0);
+    return n_armed;
+}
+
+void lg_arm_after_start(void)
+{
+    if (atomic_exchange(&armed_late_pending, 0))
+        lg_graphs_armed_late();
+    lg_arm_got_say_failed();
+}
+
+LG_EXPORT int labelguard_enable(char *why, size_t cap)
+{
+    if (why && cap)
+        why[0] = '\0';
+    lg_arm_got_lock();
+    int objects = 0;
+    int n = enable_locked(why, cap, &objects, false);
+    lg_arm_got_unlock();
+    lg_arm_got_requests(); /* dlopens that finished while we held the lock */
+    if (lg_start_done())
+        lg_arm_got_say_failed();
+    return n;
+}
+
+LG_EXPORT int labelguard_disable(void)
+{
+    atomic_store(&lg_launch_disabled, 1);
+    return 0;
+}
+
+/* gdb's (or the CLI injector's) call, on whichever thread the debugger stopped, possibly inside
+ * libcuda or malloc: the GOT walk and one write(2) of the result, nothing else. The lock is
+ * arm_got.c's (only enable and the walks take it, never while calling CUDA); a thread stopped
+ * holding it is inside a walk, which takes no lock of ours: trylock, and a busy lock is a
+ * refusal, never a wait. */
+LG_EXPORT int labelguard_arm(void)
+{
+    char why[512] = "";
+    int objects = 0, armed_n = -1;
+    if (lg_arm_got_trylock()) {
+        armed_n = enable_locked(why, sizeof why, &objects, true);
+        lg_arm_got_unlock();
+    } else {
+        snprintf(why, sizeof why, "another thread is arming this process right now ---> HINT: attach again");
+    }
+    lg_arm_got_requests(); /* dlopens that finished while we held the lock (trylock: never waits) */
+    if (!lg_cfg.quiet) {
+        char line[700];
+        int len = armed_n >= 0 ? snprintf(line, sizeof line, "labelguard: armed %d launch entries in %d objects\n",
+                                          armed_n, objects)
+                               : snprintf(line, sizeof line, "labelguard: arming failed: %s\n", why);
+        if (len > 0 && write(2, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1) < 0) {
+            /* stderr gone: nothing to tell */
+        }
+    }
+    return armed_n;
+}
