@@ -995,13 +995,13 @@ static void test_range_captured_launch(void)
 {
     bce_setup();
     lg_counters_t c0, c1;
-    lg_launch_counters(&c0);
+    lg_act_counters(&c0);
     n_nodes = 0;
     capture_id = 5151;
     capturing = (CUstream)0xc300;
     lg_decision_t d = bce_launch((CUstream)0xc300);
     capturing = NULL;
-    lg_launch_counters(&c1);
+    lg_act_counters(&c1);
     g_assert_cmpint(d.kind, ==, LG_VERDICT_RUN); /* its own arguments: nothing rewritten */
     g_assert_cmpuint(c1.unchecked - c0.unchecked, ==, 0);
     g_assert_cmpuint(c1.validated - c0.validated, ==, 2);
@@ -1018,7 +1018,7 @@ static void test_range_captured_launch(void)
     replay_node(1);
     lg_launch_poll(&bce_rt, LG_COLLECT_MINE, NULL);
     lg_counters_t c2;
-    lg_launch_counters(&c2);
+    lg_act_counters(&c2);
     g_assert_cmpuint(c2.violations - c1.violations, ==, 1); /* the target's two bad values, once */
     char ev[16384];
     g_assert_cmpint(labelguard_last_violation(ev, sizeof ev), >, 0);
@@ -1040,16 +1040,16 @@ static void test_range_async_launch(void)
     launch_publishes = true;
     kernel_launches = 0;
     lg_counters_t c0, c1;
-    lg_launch_counters(&c0);
+    lg_act_counters(&c0);
     lg_decision_t d = bce_launch((CUstream)0xc400);
-    lg_launch_counters(&c1);
+    lg_act_counters(&c1);
     g_assert_cmpint(d.kind, ==, LG_VERDICT_RUN);
     g_assert_cmpint(kernel_launches, ==, 2);
     g_assert_cmpuint(c1.violations - c0.violations, ==, 0); /* not yet read */
     g_assert_cmpuint(c1.validated - c0.validated, ==, 2);
     lg_launch_poll(&bce_rt, LG_COLLECT_MINE, NULL);
     lg_counters_t c2;
-    lg_launch_counters(&c2);
+    lg_act_counters(&c2);
     g_assert_cmpuint(c2.violations - c1.violations, ==, 1);
     char ev[16384];
     g_assert_cmpint(labelguard_last_violation(ev, sizeof ev), >, 0);
