@@ -4,7 +4,7 @@
  * NUL-terminated, as kernel names are. Checks: no crash, no read past the string (ASan), the
  * short name always NUL-terminated inside its buffer, sizes within LP64 reason.
  * Built and run by tests/fuzz/run.sh (seeds: tests/fuzz/corpus/fuzz_demangle/, real nvcc names).
- * LG_FUZZ_SOURCES: src/registry.c src/spec.c src/spec_value.c src/spec_closure.c src/spec_text.c src/demangle.c src/demangle_parse.c src/demangle_lex.c src/demangle_sizes.c
+ * LG_FUZZ_SOURCES: src/registry.c src/spec.c src/spec_value.c src/spec_closure.c src/spec_text.c src/demangle.c src/demangle_parse.c src/demangle_lex.c src/demangle_sizes.c src/config.c
  */
 #include <stdlib.h>
 #include <string.h>

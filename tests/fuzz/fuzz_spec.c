@@ -4,7 +4,7 @@
  * declared parameter sizes without reading past any parameter (ASan guards each block), so
  * the parser's range checks are what keep lg_decode in bounds.
  * Built and run by tests/fuzz/run.sh (seeds: tests/fuzz/corpus/fuzz_spec/).
- * LG_FUZZ_SOURCES: src/registry.c src/spec.c src/spec_value.c src/spec_closure.c src/spec_text.c src/demangle.c src/demangle_parse.c src/demangle_lex.c src/demangle_sizes.c src/decode.c src/decode_dtype.c src/decode_rewrite.c src/asserts.c
+ * LG_FUZZ_SOURCES: src/registry.c src/spec.c src/spec_value.c src/spec_closure.c src/spec_text.c src/demangle.c src/demangle_parse.c src/demangle_lex.c src/demangle_sizes.c src/decode.c src/decode_dtype.c src/decode_rewrite.c src/asserts.c src/config.c
  */
 #include <stdlib.h>
 #include <string.h>
