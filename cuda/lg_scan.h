@@ -1,5 +1,5 @@
 /* lg_scan.h: the label scan shared by the GPU validator (cuda/validate.cu) and the host
- * backend (src/validate.c). One definition of "bad label" for both, so the CPU unit tests
+ * backend (src/checks/validate.c). One definition of "bad label" for both, so the CPU unit tests
  * (tests/unit/test_scan.c) prove the same lines the GPU runs. Range targets (BCE's float
  * probabilities, valid in [0, 1], NaN bad) share the same scan; their values travel as raw
  * bits; the per-element rules (lg_scan_range_*) compare those bits, never a converted double.

@@ -1,5 +1,5 @@
 /* lg_validate.h: the binary interface between the validator kernels (cuda/validate.cu, built
- * into build/validate.fatbin) and their launcher (src/validate.c, which loads the fatbin with
+ * into build/validate.fatbin) and their launcher (src/checks/validate.c, which loads the fatbin with
  * the driver API and passes one lg_scan_params_t by value). Both sides include this header, so
  * the layouts cannot drift; test_scan.c checks the sizes the C side sees.
  *

@@ -1,6 +1,6 @@
 /* validate.cu: the label validator kernels. No policy: they count, bound and sample the bad
  * labels of one target (lg_scan.h decides what "bad" means) and optionally write a sanitized
- * copy; src/validate.c decides when to launch them and what to do with the verdict. The range
+ * copy; src/checks/validate.c decides when to launch them and what to do with the verdict. The range
  * kernels (BCE's probabilities, one per float width) are the same scan over a float dtype's bits
  * with lg_scan.h's range rules.
  *
@@ -351,7 +351,7 @@ template <typename T, bool VEC, bool RANGE = false> __device__ __forceinline__ v
 
 /* Four resident blocks per SM (<= 64 registers) fit the 8-byte and 4-byte kernels; the uint8
  * ones handle 64 labels per thread per tile and spill at 64 registers, so they get two
- * (src/validate.c sizes their grid to match). */
+ * (src/checks/validate.c sizes their grid to match). */
 #define LG_KERNEL(name, T, VEC, MIN_BLOCKS, RANGE)                                                           \
     extern "C" __global__ void __launch_bounds__(LG_SCAN_THREADS, MIN_BLOCKS) name(const lg_scan_params_t p) \
     {                                                                                                        \

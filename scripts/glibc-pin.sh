@@ -8,7 +8,7 @@
 # the LIBs' (libc.so.6, libm.so.6) oldest version of that name at or below MAX is taken (pthread_create@GLIBC_2.2.5, which
 # glibc keeps for old binaries); OUT.S defines the name as a hidden function that jumps to that
 # version, so every reference in the library (ours, glib's, libunwind's) binds through it. A name
-# with no such version is an error naming it: give it a shim in src/glibc.c.
+# with no such version is an error naming it: give it a shim in src/base/glibc.c.
 # Called by the Makefile (x86_64 and aarch64; OBJDUMP names the target's objdump); tested by the Makefile's own check of the final library
 # (no GLIBC version above MAX) and tests/pip/test_wheel.sh (auditwheel show).
 set -euo pipefail
@@ -44,7 +44,7 @@ printf '.section .note.GNU-stack,"",@progbits\n' >>"$tmp"
 if [ ${#bad[@]} -gt 0 ]; then
   rm -f "$tmp"
   echo "glibc-pin.sh: no version at or below GLIBC_$max in ${libs[*]} for: ${bad[*]}" >&2
-  echo "hint: define these in src/glibc.c in terms of what glibc $max has" >&2
+  echo "hint: define these in src/base/glibc.c in terms of what glibc $max has" >&2
   exit 1
 fi
 mv "$tmp" "$out"

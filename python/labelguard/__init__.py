@@ -40,7 +40,7 @@ from ._lib import LibraryNotFound, library_path
 __version__ = "0.1.0"
 __all__ = ["enable", "disable", "last_violation", "config", "LabelguardError", "load_ipython_extension"]
 
-# Keyword -> environment variable, as the library reads them (src/config.c).
+# Keyword -> environment variable, as the library reads them (src/base/config.c).
 OPTIONS = {
     "action": "LABELGUARD_ACTION",
     "mode": "LABELGUARD_MODE",

@@ -22,7 +22,7 @@ RuntimeError with labelguard's usual text from the op. It costs one pass over th
 copy of B labels per loss; the other way, falling back to ATen's NLL kernels, would make Inductor
 keep the B x C log-probabilities, gigabytes for a large vocabulary.
 
-LABELGUARD_COMPILED=off (read by the library, src/config.c): the decompositions stay as they
+LABELGUARD_COMPILED=off (read by the library, src/base/config.c): the decompositions stay as they
 are, and the first traced loss gets one unchecked_loss_kernel warning.
 
 A graph compiled before labelguard was armed stays unchecked (Dynamo keeps it); the
@@ -33,7 +33,7 @@ also puts labelguard into Inductor's and AOTAutograd's cache keys: entries made 
 decomposition table never stand in for each other.
 
 Installed by labelguard.enable() and, under `labelguard run` or a bare LD_PRELOAD of the library
-(whose constructor puts labelguard/_bootstrap/ on PYTHONPATH, src/pyboot.c), by the bootstrap
+(whose constructor puts labelguard/_bootstrap/ on PYTHONPATH, src/hooks/pyboot.c), by the bootstrap
 sitecustomize. This file uses the standard library and torch only, so the bootstrap
 can load it by path in an interpreter that cannot import the labelguard package.
 Tested by tests/torch-fake/test_compiled.sh (real torch on the test double: CPU compiled graphs,

@@ -25,7 +25,7 @@ def package_dir():
 def checkout_root():
     """The source tree this package lies in (python/labelguard/ inside it), or None for an install."""
     root = os.path.dirname(os.path.dirname(_HERE))
-    if os.path.isfile(os.path.join(root, "src", "lg.c")) and os.path.isfile(os.path.join(root, "Makefile")):
+    if os.path.isfile(os.path.join(root, "src", "hooks", "lg.c")) and os.path.isfile(os.path.join(root, "Makefile")):
         return root
     return None
 

@@ -223,15 +223,18 @@ LG_HIDDEN int lg_validate_gpu_wait(void *stream, char *why, size_t why_len);
 /* Run `seq` of s's ring: 1 read into v, 0 not yet written, -1 already overwritten. */
 LG_HIDDEN int lg_validate_gpu_ring_read(const lg_scratch_t *s, uint64_t seq, lg_verdict_t *v);
 LG_HIDDEN void lg_validate_gpu_after_fork(void);
+
+/* ---------------------------------------------------------------- validate_gpu_graph.c */
+
 /* The GPU backend's lg_validate_rebind: the exec's copy of the validator node (and, when the
  * loss launch reads the sanitized copy at `reads`, of that launch) pointed at fresh captured
  * scratch, *own its ring. 0; 1 when `ring` is not a captured validator's; -1 with why and the
  * exec as it was. */
-LG_HIDDEN int lg_validate_gpu_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
-                                     const struct lg_spec *spec, uint64_t reads, const struct lg_scan_ring **own,
-                                     char *why, size_t why_len);
+LG_HIDDEN int lg_validate_gpu_graph_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
+                                           const struct lg_spec *spec, uint64_t reads,
+                                           const struct lg_scan_ring **own, char *why, size_t why_len);
 /* lg_validate_retire for captured validator scratch: 0, or 1 when `ring` is not one. */
-LG_HIDDEN int lg_validate_gpu_retire(const struct lg_scan_ring *ring, uint64_t runs);
+LG_HIDDEN int lg_validate_gpu_graph_retire(const struct lg_scan_ring *ring, uint64_t runs);
 /* ---------------------------------------------------------------- verdicts.c */
 
 struct lg_scan_ring;

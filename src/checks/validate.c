@@ -283,7 +283,7 @@ out:
 void lg_validate_retire(const struct lg_scan_ring *ring, uint64_t runs)
 {
     if (ring && lg_validate_node_retire(ring, runs) == 1)
-        (void)lg_validate_gpu_retire(ring, runs);
+        (void)lg_validate_gpu_graph_retire(ring, runs);
 }
 
 /* The check is one backend's or the other's: each recognises its own ring and answers 1 for
@@ -295,7 +295,7 @@ int lg_validate_rebind(void *exec, void *graph, const struct lg_scan_ring *ring,
     const lg_spec_t *spec = info ? info->spec : NULL;
     int rc = lg_validate_node_rebind(r, exec, graph, ring, info, own, why, why_len);
     if (rc == 1)
-        rc = lg_validate_gpu_rebind(exec, graph, ring, spec, reads, own, why, why_len);
+        rc = lg_validate_gpu_graph_rebind(exec, graph, ring, spec, reads, own, why, why_len);
     if (rc == 1) {
         snprintf(why, why_len, "the check's scratch is neither backend's");
         rc = -1;

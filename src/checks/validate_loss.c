@@ -1,5 +1,5 @@
 /* validate_loss.c: where a loss launch keeps its target among its parameters, read and
- * rewritten in a captured graph's kernel node: the rebinds of both backends (validate_gpu.c,
+ * rewritten in a captured graph's kernel node: the rebinds of both backends (validate_gpu_graph.c,
  * validate_node.c) use them when a second exec of a graph gets scratch of its own, and
  * validate_node.c to find the loss node its host node feeds. Pure functions of the spec and
  * the parameter array, no CUDA call.

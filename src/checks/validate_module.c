@@ -10,7 +10,8 @@
  * one loaded, and the loaded function's binary and PTX versions (cuFuncGetAttribute), go into
  * the start event (lg_validate_module_image).
  *
- * Called by validate_gpu.c under its lock, on the launching thread (or the lazy start's).
+ * Called by validate_gpu.c and validate_scratch.c under the backend's lock (validate_scratch.c's),
+ * on the launching thread (or the lazy start's).
  * Tested by tests/unit/test_gpu_driver.c (a fake driver table: refused fatbin, PTX fallback,
  * the backend undecided until a context exists),
  * tests/gpu/test_validator.cu (needs a GPU); without a driver, every e2e test takes

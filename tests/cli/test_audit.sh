@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_audit.sh: `labelguard audit` and doctor's loss-kernel coverage line (the reader
 # python/labelguard/torch_audit.py; the verdict from the library's labelguard_coverage(),
-# src/coverage.c, called by labelguard._coverage in a child process):
+# src/kernels/coverage.c, called by labelguard._coverage in a child process):
 #   - a committed wheel table: the coverage summary and the launch entry point;
 #   - a table with one kernel's layout changed: exit 1, the kernel and its first differing
 #     parameter named; a LABELGUARD_KERNELS spec for that layout covers it;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_cupti_layout.sh: the parameters a CUPTI subscriber finds in a launch callback, as
-# src/cupti.c reads them. CUPTI 13's cupti_runtime_cbid.h gives nvcc 13's <<<>>> entry point
+# src/hooks/cupti.c reads them. CUPTI 13's cupti_runtime_cbid.h gives nvcc 13's <<<>>> entry point
 # __cudaLaunchKernel the ids 505 and 506 (_ptsz), and its generated_cuda_runtime_api_meta.h
-# defines no params struct for them (checked against the toolkit's CUPTI 13.0 headers); src/cupti.c
+# defines no params struct for them (checked against the toolkit's CUPTI 13.0 headers); src/hooks/cupti.c
 # reads them as cudaLaunchKernel_v7000_params, the struct of cudaLaunchKernel (211, _ptsz 214),
 # which shares __cudaLaunchKernel's prototype order. build/e2e/cupti_layout
 # (tests/e2e/progs/cupti_layout.cu) subscribes to the CUPTI double and reads every launch

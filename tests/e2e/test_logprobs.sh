@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_logprobs.sh: the raw-logits check (src/logprobs.c). An NLL forward fed values above 0
+# test_logprobs.sh: the raw-logits check (src/checks/logprobs.c). An NLL forward fed values above 0
 # (tests/progs/nll.cu --logits: (k % 4) - 1.5) gets exactly one nll_input_not_log_probs warning
 # per kernel, however often it is launched, naming the kernel, how many values and the max, with
 # the hint; the launch itself runs as without the library. Controls: log-probabilities (no

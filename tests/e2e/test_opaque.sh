@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_opaque.sh: kernels known by name only (src/opaque.c, tests/progs/opaque.cu).
+# test_opaque.sh: kernels known by name only (src/checks/opaque.c, tests/progs/opaque.cu).
 # Compiled losses: a Triton-named fused nll_loss forward and backward each get exactly one
 # unchecked_loss_kernel warning, however often launched, with the hint (uncompiled step,
 # torch._dynamo.disable); an unrelated Triton kernel gets none; they all run.

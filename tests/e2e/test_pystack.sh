@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_pystack.sh: src/pystack.c in real interpreters. python3 loads
+# test_pystack.sh: src/base/pystack.c in real interpreters. python3 loads
 # $LG_BUILD/tests/pystack_probe.so through ctypes (which releases the GIL around the call, like
 # PyTorch around a kernel launch) and checks the captured stack: function names and line
 # numbers from the main thread, from a Python worker thread, and from a native thread with no

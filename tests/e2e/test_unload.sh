@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_unload.sh: kernel names of an image that is unloaded and loaded again. The library keeps
-# registered names by pointer into the registering image (src/names.c) and drops them when
+# registered names by pointer into the registering image (src/kernels/names.c) and drops them when
 # nvcc's atexit handler unregisters the fatbin at dlclose. python3 loads a copy of
 # build/progs/libnllpy.so (PyTorch's NLL kernels) with ctypes, launches a bad label (raise),
 # dlcloses it (checked in /proc/self/maps), loads a second copy and launches again: both

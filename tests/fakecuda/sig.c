@@ -1,7 +1,7 @@
 /* sig.c: reads the parameter list of a kernel from its Itanium-mangled name, for the test
  * double's cudaFuncGetParamInfo and for the layout check in front of each emulator.
  *
- * Deliberately independent of the library's src/demangle.c: the double is what the library is
+ * Deliberately independent of the library's src/base/demangle.c: the double is what the library is
  * tested against, so it must not share the library's mistakes. It understands what test and
  * PyTorch kernels use: builtin types, pointers, references, cv-qualifiers, template parameters,
  * substitutions, nested names, template arguments (types, integer literals) and the by-value

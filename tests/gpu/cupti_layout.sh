@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cupti_layout.sh: on a GPU, the parameters the REAL libcupti passes in a launch callback, as
-# src/cupti.c reads them (cudaLaunchKernel_v7000_params for __cudaLaunchKernel's ids 505/506,
+# src/hooks/cupti.c reads them (cudaLaunchKernel_v7000_params for __cudaLaunchKernel's ids 505/506,
 # which CUPTI's headers list without a params struct of their own). The same programs and the
 # same expected lines as tests/e2e/test_cupti_layout.sh, which runs them on the CUPTI double.
 # Called by tests/gpu/run.sh:  cupti_layout.sh BUILD   (exit 0 pass, 1 fail, 77 no libcupti.so.13)

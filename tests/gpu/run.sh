@@ -4,7 +4,7 @@
 #   validator   each tests/gpu/*.cu (the validator kernel against the
 #               CPU scan on the same buffers) built by `make gpu-tests` as BUILD/tests/gpu/NAME
 #   progs       the end-to-end programs on the real runtime, every action (tests/torch/progs_real.py)
-#   cupti_layout  the real libcupti's launch-callback parameters for 505/506/211/214 as src/cupti.c
+#   cupti_layout  the real libcupti's launch-callback parameters for 505/506/211/214 as src/hooks/cupti.c
 #               reads them (tests/gpu/cupti_layout.sh)
 #   probe       PyTorch's real NLL kernels: names + cudaFuncGetParamInfo sizes from the live
 #               process against specs/pytorch.conf (tests/torch/probe_kernels.py; needs torch)

@@ -1,6 +1,6 @@
 // test_validator.cu: the GPU validator, through the shipped path, against the CPU scan.
 //
-// Links src/validate.c's object and the embedded fatbin exactly as liblabelguard.so does, and
+// Links src/checks/validate.c's object and the embedded fatbin exactly as liblabelguard.so does, and
 // gives it a runtime table made of this program's own cudart, so lg_validate_init loads the
 // fatbin with the driver API into the primary context and every lg_validate_* call below runs
 // the kernels of cuda/validate.cu. Each verdict is compared with lg_scan_host (cuda/lg_scan.h,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_old_glibc.sh: the wheel's library loads on an older glibc than the one it was built on.
 # Debian 11's glibc 2.31 (before 2.33 made stat64 a real function and 2.34 moved pthread_* and dl*
-# into libc.so.6, the two changes src/glibc.c and scripts/glibc-pin.sh bridge) and its coreutils
+# into libc.so.6, the two changes src/base/glibc.c and scripts/glibc-pin.sh bridge) and its coreutils
 # are fetched from the Debian archive (cached), unpacked without root, and the library is
 # preloaded into Debian 11's own /bin/true by glibc 2.31's loader with LD_BIND_NOW (every symbol
 # bound at load): a good configuration exits 0 silently; a bad one reaches the library's

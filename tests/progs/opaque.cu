@@ -1,4 +1,4 @@
-// opaque.cu: kernels labelguard knows by name only (src/opaque.c), launched the way their real
+// opaque.cu: kernels labelguard knows by name only (src/checks/opaque.c), launched the way their real
 // counterparts are, for tests/e2e/test_opaque.sh. Built as build/progs/opaque (<<<>>>),
 // opaque_legacy and opaque_ptsz.
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_compiled.sh: torch.compile'd losses checked inside the compiled graph (labelguard::check_target,
-# python/labelguard/_compiled.py, src/api_check.c), real torch 2.15 on the runtime test double
+# python/labelguard/_compiled.py, src/hooks/api_check.c), real torch 2.15 on the runtime test double
 # (raise also on 2.10, TORCH_CUDA=12),
 # each mode of tests/torch-fake/compiled.py in its own process under `labelguard run` (so the
 # bootstrap sitecustomize is what arms it):

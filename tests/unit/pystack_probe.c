@@ -1,4 +1,4 @@
-/* pystack_probe.c: a shared object that python3 loads through ctypes, to test src/pystack.c in
+/* pystack_probe.c: a shared object that python3 loads through ctypes, to test src/base/pystack.c in
  * a real interpreter (tests/e2e/test_pystack.sh). ctypes releases the GIL around the call, as
  * PyTorch does around a kernel launch. Not a GTest binary (no test_ prefix); built by the
  * Makefile rule for $(BUILD)/tests/pystack_probe.so against liblg.a.

@@ -1,4 +1,4 @@
-/* test_act.c: src/act.c tested directly, without LD_PRELOAD: the policy table for every
+/* test_act.c: src/core/act.c tested directly, without LD_PRELOAD: the policy table for every
  * action in every situation (sync before a skippable launch, before a CUPTI-only one, async
  * after the launch ran on the sanitized copy), the mask fallbacks, and lg_act itself on a
  * host-memory runtime (tests/unit/fake_runtime.h): the decision handed to the hook, the

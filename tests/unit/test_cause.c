@@ -1,4 +1,4 @@
-/* test_cause.c: unit tests of src/cause.c on the seed article's cases. Each case builds a real
+/* test_cause.c: unit tests of src/report/cause.c on the seed article's cases. Each case builds a real
  * label buffer, scans it with the validator's own host scan (cuda/lg_scan.h), and checks the
  * classification and the fix sentence.
  * Run: make build/tests/unit/test_cause && build/tests/unit/test_cause

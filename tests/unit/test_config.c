@@ -1,4 +1,4 @@
-/* test_config.c: LABELGUARD_* parsing (src/config.c) — defaults, every valid value, and every
+/* test_config.c: LABELGUARD_* parsing (src/base/config.c) — defaults, every valid value, and every
  * kind of bad value (empty, overlong, non-UTF-8, wrong) giving one message that names the
  * variable, shows the value escaped, and lists the allowed values; lg_config_check (the
  * public labelguard_config_check) giving the same verdict and message for each of them, -2 for

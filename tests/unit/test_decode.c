@@ -1,4 +1,4 @@
-/* test_decode.c: unit tests of src/decode.c, decode_dtype.c and decode_rewrite.c. Every
+/* test_decode.c: unit tests of src/kernels/decode.c, decode_dtype.c and decode_rewrite.c. Every
  * built-in spec decodes an args[] array built by hand from the layouts in pytorch-kernels.md
  * (positions written here, not taken from the spec), each parameter in its own exactly-sized
  * heap block filled with 0xAB so that a wrong width or offset reads garbage (and ASan catches a

@@ -1,4 +1,4 @@
-/* test_demangle.c: unit tests of src/demangle.c and the parser behind it (demangle_parse.c,
+/* test_demangle.c: unit tests of src/base/demangle.c and the parser behind it (demangle_parse.c,
  * demangle_lex.c, demangle_sizes.c): short names, label type, parameter sizes, full names. The
  * mangled names are real: emitted by nvcc 13 for the PyTorch-shaped
  * declarations in tests/fuzz/nvcc_names.cu (`nvcc -cudart shared -arch=sm_80 -c [-DOLD]

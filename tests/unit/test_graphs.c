@@ -1,4 +1,4 @@
-/* test_graphs.c: unit tests of src/graphs.c's bookkeeping, without the runtime: which execs
+/* test_graphs.c: unit tests of src/core/graphs.c's bookkeeping, without the runtime: which execs
  * hold checks (lg_graphs_watching, the one load the graph-launch hook pays), that a new
  * exec's record starts from nothing even when its memory held something before, and that a
  * graph handle reused after cudaGraphDestroy (PyTorch destroys each graph once instantiated)

@@ -1,4 +1,4 @@
-/* test_json.c: unit tests of src/json.c, the fixed-buffer JSON writer behind the JSONL log.
+/* test_json.c: unit tests of src/report/json.c, the fixed-buffer JSON writer behind the JSONL log.
  * Every output is parsed by the strict parser of json_check.h, never string-matched alone.
  * Run: make build/tests/unit/test_json && build/tests/unit/test_json
  */

@@ -1,4 +1,4 @@
-/* test_launch.c: src/launch.c's entry (lg_launch_decide) driven directly, as a hook drives it,
+/* test_launch.c: src/core/launch.c's entry (lg_launch_decide) driven directly, as a hook drives it,
  * on a host-memory runtime (tests/unit/fake_runtime.h) with the built-in registry: a
  * registered PyTorch NLL kernel launched with a bad label is skipped (raise) and counted; after
  * labelguard_disable() the same launch runs unchecked (the decision is RUN, nothing is watched,

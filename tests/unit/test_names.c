@@ -1,4 +1,4 @@
-/* test_names.c: unit tests of src/names.c, the kernel name and classification cache.
+/* test_names.c: unit tests of src/kernels/names.c, the kernel name and classification cache.
  * Registered names are kept by pointer (the registering image's own strings), so they must be
  * dropped when that image's fatbin is unregistered, and an image registered later at the same
  * addresses must get its own names and a fresh classification. Kernel handles named after a

@@ -1,4 +1,4 @@
-/* test_pystack_offsets.c: unit tests of src/pystack_offsets.c, the decoding and checking of
+/* test_pystack_offsets.c: unit tests of src/base/pystack_offsets.c, the decoding and checking of
  * CPython's _PyRuntime.debug_offsets. The buffers are built here with the values Debian's
  * CPython 3.14.10 and 3.15.2 publish (read from their _PyRuntime through ctypes), at the
  * positions their pycore_debug_offsets.h gives; tests/e2e/test_pystack.sh runs the same code

@@ -1,5 +1,5 @@
-/* test_registry.c: unit tests of src/registry.c: the built-in table (specs/pytorch.conf, as
- * embedded), the spec parser's errors on malformed files (src/spec.c, spec_value.c,
+/* test_registry.c: unit tests of src/kernels/registry.c: the built-in table (specs/pytorch.conf, as
+ * embedded), the spec parser's errors on malformed files (src/kernels/spec.c, spec_value.c,
  * spec_closure.c, spec_text.c; each names file, line, group and field), user files through
  * lg_registry_init (a bad file is skipped, the built-in table
  * stays), and the layout check choosing the PyTorch version entry (>=1.13 vs 1.10-1.12 vs

@@ -1,4 +1,4 @@
-/* test_report.c: unit tests of src/report.c: the JSONL events of DESIGN.md §4 (parsed with the
+/* test_report.c: unit tests of src/report/report.c: the JSONL events of DESIGN.md §4 (parsed with the
  * strict parser of json_check.h, every field checked), the stderr block, file naming with and
  * without rank variables, safe creation, unwritable directories, a full disk, 16 threads and
  * fork; the public API's copy of the last violation (the logged line, byte for byte, readable

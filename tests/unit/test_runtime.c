@@ -1,4 +1,4 @@
-/* test_runtime.c: src/runtime.c's finder of the process's libcudart objects. PyTorch 1.13.1's
+/* test_runtime.c: src/base/runtime.c's finder of the process's libcudart objects. PyTorch 1.13.1's
  * wheel bundles its runtime under a hashed name (torch/lib/libcudart-e409450e.so.11.0), other
  * builds load libcudart.so.N; both must be found with their major version, and libcudadevrt or
  * a name that merely starts alike must not. The test double (LG_FAKE_DIR, exported by

@@ -1,5 +1,5 @@
 /* test_scan.c: the shared label scan (cuda/lg_scan.h) against a naive reference, and the host
- * backend of src/validate.c driven by a fake runtime whose "device" memory is malloc'd host
+ * backend of src/checks/validate.c driven by a fake runtime whose "device" memory is malloc'd host
  * memory and whose copies are memcpy (no CUDA at all).
  *
  * The reference walks the view with nested loops over explicit sizes/strides and applies the

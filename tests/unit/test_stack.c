@@ -1,4 +1,4 @@
-/* test_stack.c: unit tests of src/stack.c (native backtrace capture and symbolization).
+/* test_stack.c: unit tests of src/base/stack.c (native backtrace capture and symbolization).
  * In this binary the "own module" whose frames are dropped is the test executable itself
  * (liblg.a is linked in), so a stack captured through glib's sort must come out as glib/libc frames
  * only. Run: make build/tests/unit/test_stack && build/tests/unit/test_stack

@@ -1,5 +1,5 @@
-/* test_verdicts.c: what the hooks do while async verdicts are outstanding (src/verdicts.c,
- * src/launch.c), driven directly with verdict rings written by hand, on a host-memory runtime
+/* test_verdicts.c: what the hooks do while async verdicts are outstanding (src/checks/verdicts.c,
+ * src/core/launch.c), driven directly with verdict rings written by hand, on a host-memory runtime
  * (tests/unit/fake_runtime.h) that counts its error queries:
  *   - while the calling thread's oldest verdict is not yet published, an unwatched launch
  *     queries no error (no collection: no lock, no ring scan); once its run is published, the

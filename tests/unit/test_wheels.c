@@ -14,7 +14,7 @@
  * The tables are found under $LG_ROOT/tests/wheels (tests/run.sh exports LG_ROOT, the repo
  * root), else ./tests/wheels relative to the working directory.
  *
- * The reading and judging are the library's (src/coverage.c), which `labelguard audit` and
+ * The reading and judging are the library's (src/kernels/coverage.c), which `labelguard audit` and
  * doctor call through labelguard_coverage. This binary's
  *     test_wheels --coverage TABLE.tsv [--known-gaps FILE] [--quiet]
  * is a thin caller of that function (output and exit status as include/labelguard.h says;

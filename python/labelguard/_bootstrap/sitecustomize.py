@@ -4,7 +4,7 @@
 `labelguard run` (commands/run.py) puts this directory first on PYTHONPATH, next to LD_PRELOAD,
 so every Python process of the job (the script, torchrun's workers) imports this file at start.
 Under a bare LD_PRELOAD the library's constructor does the same in each Python interpreter it is
-preloaded into, before the interpreter starts (src/pyboot.c).
+preloaded into, before the interpreter starts (src/hooks/pyboot.c).
 It takes its directory off sys.path again (nothing else is here, and the program sees the
 sys.path it would have had), installs _compiled.bootstrap() where the library is preloaded
 (a meta path entry that waits for Inductor: nothing else is imported or loaded), then runs the

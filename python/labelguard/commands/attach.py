@@ -1,5 +1,5 @@
 """`labelguard attach PID` (DESIGN.md §2): loads liblabelguard.so into a running process and
-calls its labelguard_arm() (late arming, src/arm.c), then says what was armed.
+calls its labelguard_arm() (late arming, src/hooks/arm.c), then says what was armed.
 
 In order: the PID is checked (a number, a live process), gdb must be installed, and
 ptrace_verdict() decides from our uid, the owner, yama's ptrace_scope and CAP_SYS_PTRACE

@@ -5,7 +5,7 @@
 //
 // CUPTI 13's headers (cupti_runtime_cbid.h) give __cudaLaunchKernel (nvcc 13's <<<>>>) the ids
 // 505 and 506 (_ptsz) but generated_cuda_runtime_api_meta.h defines no params struct for them;
-// labelguard (src/cupti.c) reads them as cudaLaunchKernel_v7000_params, the struct of
+// labelguard (src/hooks/cupti.c) reads them as cudaLaunchKernel_v7000_params, the struct of
 // cudaLaunchKernel (211, _ptsz 214), whose prototype order __cudaLaunchKernel shares. This
 // program reads every launch callback it gets through that header struct and prints, per
 // callback site, what it found:
