@@ -100,6 +100,10 @@ static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
                  ids(v) ? "padding_idx" : "ignore_index");
     else if (!strcmp(outcome, "aborted"))
         snprintf(buf, len, "%s → aborting for a core dump", a);
+    else if (!strcmp(outcome, "launched") && range(v))
+        /* Nothing stands in for a bad probability: the kernel read the values shown. */
+        snprintf(buf, len, "%s → the kernel ran on these %s as they were (its device-side assert may fire)", a,
+                 v->target.operand == 1 ? "targets" : "probabilities");
     else if (!strcmp(outcome, "launched"))
         snprintf(buf, len, "%s → the kernel ran with these labels (its device-side assert may fire)", a);
     else

@@ -400,6 +400,25 @@ static void test_user_frame(void)
 
 /* A compiled graph's check op (python/labelguard/_compiled.py, a checkout's path: no installed
  * package) runs under Inductor's output code; the user's line is the compiled function's caller. */
+/* A range target (BCE) that ran: the action line speaks of its values, not of labels. */
+static void test_range_launched(void)
+{
+    char *dir = fresh("range_launched");
+    lg_violation_t v;
+    make_violation(&v);
+    v.target.dtype = LG_DTYPE_FLOAT32;
+    v.target.operand = 1;
+    v.outcome = "launched";
+    capture_begin();
+    lg_report_violation(&v, true);
+    char *err = capture_end();
+    g_test_message("stderr:\n%s", err);
+    g_assert_nonnull(strstr(err, " → the kernel ran on these targets as they were (its device-side assert may fire)"));
+    g_assert_null(strstr(err, "labels (its device-side"));
+    g_free(err);
+    g_free(dir);
+}
+
 static void test_user_frame_compiled(void)
 {
     lg_py_stack_t py;
@@ -953,6 +972,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/violation_variants", test_violation_variants);
     g_test_add_func("/report/user_frame", test_user_frame);
     g_test_add_func("/report/user_frame_compiled", test_user_frame_compiled);
+    g_test_add_func("/report/range_launched", test_range_launched);
     g_test_add_func("/report/rank_naming", test_rank_naming);
     g_test_add_func("/report/start_and_summary", test_start_and_summary);
     g_test_add_func("/report/warnings", test_warnings);
