@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -316,6 +317,29 @@ typedef struct lg_py_layout {
  * 3.13), wrong cookie or version, a free-threaded build, a structure too small for the walk.
  * *out is written only on success. */
 LG_HIDDEN const char *lg_pystack_offsets_decode(const void *raw, size_t len, int minor, lg_py_layout_t *out);
+/* ---------------------------------------------------------------- seen.c */
+
+/* A bounded set of keys seen once, under its own lock (static in its caller: LG_SEEN_INIT). */
+#define LG_SEEN_CAP 256
+typedef struct lg_seen {
+    pthread_mutex_t lock;
+    int n;
+    uint64_t keys[LG_SEEN_CAP];
+} lg_seen_t;
+#define LG_SEEN_INIT {PTHREAD_MUTEX_INITIALIZER, 0, {0}}
+/* 1: `key` is new and now kept; 0: seen before; -1: new, but the set is full (not kept). */
+LG_HIDDEN int lg_seen_add(lg_seen_t *s, uint64_t key);
+/* From the caller's fork-child handler: another thread of the parent may have held the lock. */
+LG_HIDDEN void lg_seen_after_fork(lg_seen_t *s);
+/* FNV-1a: the offset basis, and one string folded into h. */
+#define LG_SEEN_FNV_BASIS 0xcbf29ce484222325ull
+static inline uint64_t lg_seen_hash(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
 /* ---------------------------------------------------------------- hold.c */
 
 /* Blocks the calling thread until SIGUSR1, after telling stderr how to inspect and release it. */

@@ -28,36 +28,12 @@
 #define LG_LOGPROBS_TOLERANCE  1e-4
 /* 16 KiB of float per launch: the first rows decide, and the cost stays that of one small copy. */
 #define LG_LOGPROBS_MAX_VALUES 4096
-#define MAX_SITES              256
 
-static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t sites[MAX_SITES];
-static int n_sites;
+/* The (kernel, call site) pairs warned about: one warning each, none once the set is full. */
+static lg_seen_t sites = LG_SEEN_INIT;
 
-/* A parent thread may have held the lock at fork time; the child keeps the sites seen. */
-void lg_logprobs_after_fork(void) { pthread_mutex_init(&sites_lock, NULL); }
-
-/* True the first time (kernel, site) is seen; false after, or when the table is full. */
-static bool first_time(uint64_t key)
-{
-    bool fresh = true;
-    pthread_mutex_lock(&sites_lock);
-    for (int i = 0; i < n_sites && fresh; i++)
-        fresh = sites[i] != key;
-    if (fresh && n_sites < MAX_SITES)
-        sites[n_sites++] = key;
-    else
-        fresh = false;
-    pthread_mutex_unlock(&sites_lock);
-    return fresh;
-}
-
-static uint64_t hash_str(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
+/* A parent thread may have held the set's lock at fork time; the child keeps the sites seen. */
+void lg_logprobs_after_fork(void) { lg_seen_after_fork(&sites); }
 
 /* The Python line that called the loss: the innermost frame outside installed packages and the
  * standard library (as text.c shows it); "" without Python frames. */
@@ -122,7 +98,8 @@ void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_ke
         return;
     char site[400];
     call_site(site, sizeof site);
-    if (!first_time(hash_str(hash_str(0xcbf29ce484222325ull, info->mangled ? info->mangled : "?"), site)))
+    uint64_t key = lg_seen_hash(lg_seen_hash(LG_SEEN_FNV_BASIS, info->mangled ? info->mangled : "?"), site);
+    if (lg_seen_add(&sites, key) != 1)
         return;
     char detail[1200];
     snprintf(detail, sizeof detail,

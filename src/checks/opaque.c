@@ -30,31 +30,16 @@
 /* The smoothing path launches about ten kernels between the loss and the gather (mul, sum,
  * neg, eq, masked_fill, bitwise_not, the masked_select count and copy). */
 #define ARM_WINDOW 64
-#define MAX_WARNED 256
 
 /* ------------------------------------------------------------------ compiled losses */
 
-static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t warned[MAX_WARNED];
-static int n_warned;
+/* The compiled loss kernels warned about: one warning each; past the set's bound, every time. */
+static lg_seen_t warned = LG_SEEN_INIT;
 
-/* A parent thread may have held the lock at fork time; the child keeps what was warned. */
-void lg_opaque_after_fork(void) { pthread_mutex_init(&warned_lock, NULL); }
+/* A parent thread may have held the set's lock at fork time; the child keeps what was warned. */
+void lg_opaque_after_fork(void) { lg_seen_after_fork(&warned); }
 
-static bool first_warning(const char *name)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-    bool fresh = true;
-    pthread_mutex_lock(&warned_lock);
-    for (int i = 0; i < n_warned && fresh; i++)
-        fresh = warned[i] != h;
-    if (fresh && n_warned < MAX_WARNED)
-        warned[n_warned++] = h;
-    pthread_mutex_unlock(&warned_lock);
-    return fresh;
-}
+static bool first_warning(const char *name) { return lg_seen_add(&warned, lg_seen_hash(LG_SEEN_FNV_BASIS, name)) != 0; }
 
 /* Inductor names a kernel after the aten ops it fuses (its default descriptive names). */
 static bool compiled_loss(const char *name)

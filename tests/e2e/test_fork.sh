@@ -17,7 +17,8 @@
 . "$(dirname "$0")/lib.sh"
 FORKER="$PROGS/forker"
 
-# Every `pthread_mutex_t NAME` of src/*/*.c is re-initialised (pthread_mutex_init(&NAME, ...)) in
+# Every `pthread_mutex_t NAME` of src/*/*.c is re-initialised (pthread_mutex_init(&NAME, ...)), and
+# every `lg_seen_t NAME` (base/seen.c's set, its own lock inside) reset (lg_seen_after_fork(&NAME)), in
 # a function of the same file named *after_fork* / *atfork_child*, and that function is called
 # from lg.c's atfork_child, directly or through a function it calls.
 check_locks() {
@@ -42,10 +43,11 @@ while todo:
     todo += [c for c in re.findall(r"\b(lg_\w*(?:after_fork|atfork_child)\w*)\(\)", body(f))]
 bad = 0
 for fname, t in sorted(text.items()):
-    for lock in re.findall(r"pthread_mutex_t\s+(\w+)\s*=", t):
+    for kind, lock in re.findall(r"(pthread_mutex_t|lg_seen_t)\s+(\w+)\s*=", t):
+        reset = "pthread_mutex_init" if kind == "pthread_mutex_t" else "lg_seen_after_fork"
         ok = False
         for fn in re.findall(r"void (\w*(?:after_fork|atfork_child)\w*)\(void\)", t):
-            if fn in reached and re.search(r"pthread_mutex_init\(&" + lock + r"\b", body(fn)):
+            if fn in reached and re.search(reset + r"\(&" + lock + r"\b", body(fn)):
                 ok = True
         if not ok:
             print(f"{fname}: lock {lock} is not re-initialised by a fork-child handler lg.c reaches"); bad += 1
