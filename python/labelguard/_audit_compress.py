@@ -86,35 +86,31 @@ class Decompressor:
         return lz4_block_py(bytes(src), size)
 
 
+def _lz4_length(src, i, n):
+    """An LZ4 length whose 4-bit field is 15 goes on in bytes while they are 255: (next i, length)."""
+    if n == 15:
+        while True:
+            b = src[i]
+            i += 1
+            n += b
+            if b != 255:
+                break
+    return i, n
+
+
 def lz4_block_py(src, size):
     """Pure-Python LZ4 raw block decoder (slow; the last resort)."""
     out = bytearray()
     i, n = 0, len(src)
     while i < n:
         tok = src[i]
-        i += 1
-        lit = tok >> 4
-        if lit == 15:
-            while True:
-                b = src[i]
-                i += 1
-                lit += b
-                if b != 255:
-                    break
+        i, lit = _lz4_length(src, i + 1, tok >> 4)
         out += src[i:i + lit]
         i += lit
         if i >= n:
             break
         off = src[i] | (src[i + 1] << 8)
-        i += 2
-        ml = tok & 15
-        if ml == 15:
-            while True:
-                b = src[i]
-                i += 1
-                ml += b
-                if b != 255:
-                    break
+        i, ml = _lz4_length(src, i + 2, tok & 15)
         ml += 4
         start = len(out) - off
         if off >= ml:
