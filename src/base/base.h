@@ -181,12 +181,29 @@ LG_HIDDEN int lg_runtime_capture_status(const lg_runtime_t *rt, void *stream, un
  * allocations and copies never invalidate a capture the application runs. -1: no such call. */
 LG_HIDDEN int lg_runtime_relax_capture(const lg_runtime_t *rt);
 LG_HIDDEN void lg_runtime_restore_capture(const lg_runtime_t *rt, int old);
+/* The loader lock: every loader walk (dl_iterate_phdr) and NOLOAD dlopen of the library's is made
+ * under it, and a fork's prepare takes it, so a fork child never inherits glibc's loader write
+ * lock held by one of our walks. Innermost: call nothing of ours while holding it. */
+LG_HIDDEN void lg_runtime_loader_lock(void);
+LG_HIDDEN void lg_runtime_loader_unlock(void);
 LG_HIDDEN void lg_runtime_atfork_prepare(void);
 LG_HIDDEN void lg_runtime_atfork_parent(void);
 LG_HIDDEN void lg_runtime_atfork_child(void);
 /* Thread-local re-entry guard, set around our own CUDA calls, logging and unwinding: a hook
  * that finds it set passes straight through. */
 extern LG_HIDDEN LG_TLS int lg_in_library;
+/* ---------------------------------------------------------------- forkpoint.c */
+/* The critical sections a fork waits for, as lg_forkpoint names them. */
+enum {
+    LG_FORKPOINT_LOADER_WALK = 1, /* runtime.c: a dl_iterate_phdr of ours */
+    LG_FORKPOINT_VERSION,         /* runtime.c: one CUDA major's runtime looked up */
+    LG_FORKPOINT_STACK,           /* stack.c: libunwind walking this thread */
+    LG_FORKPOINT_REGISTRY,        /* registry.c: the kernel table being built */
+    LG_FORKPOINT_NAMES,           /* names.c: the kernel-name table being changed */
+};
+/* Called inside each such section with its lock held; a no-op unless a test set a callback. */
+LG_HIDDEN void lg_forkpoint(int section);
+LG_HIDDEN void lg_forkpoint_set(void (*fn)(int section));
 /* ---------------------------------------------------------------- counters.c */
 
 typedef struct lg_counters {

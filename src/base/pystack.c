@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -98,23 +99,36 @@ static struct {
     int (*addr2line)(void *code, int addr);
     const void *code_type, *frame_type, *unicode_type, *bytes_type;
     pid_t pid;
-    int pipe_fd[2]; /* fallback reader, created on first need */
+    int pipe_fd[2]; /* fallback reader, created on first need; -1 until then */
+    dev_t pipe_dev; /* the read end's identity, so that a fork child closes our pipe only */
+    ino_t pipe_ino;
     bool use_pipe;
-} py;
+} py = {.pipe_fd = {-1, -1}};
 
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 /* One pipe for the process: two capturing threads must not interleave their bytes. */
 static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* True when fd is still the pipe end we made: the application may have closed our numbers
+ * (a daemon closing every fd) and opened its own files there since. */
+static bool pipe_is_ours(int fd)
+{
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_dev == py.pipe_dev &&
+           st.st_ino == py.pipe_ino;
+}
+
 /* A fork child shares the parent's pipe: a read there could return bytes the other process
- * wrote. The child makes its own on first need; the lock may have been held by a parent thread. */
+ * wrote. The child makes its own on first need; the lock may have been held by a parent thread.
+ * Only fds that are still our pipe are closed: a child of a process that never needed the pipe
+ * (every shell pipeline, every DataLoader worker) must keep its fd table exactly as it was. */
 void lg_pystack_after_fork(void)
 {
     pthread_mutex_init(&pipe_lock, NULL);
-    if (py.pipe_fd[0] >= 0) {
-        close(py.pipe_fd[0]);
-        close(py.pipe_fd[1]);
-        py.pipe_fd[0] = py.pipe_fd[1] = -1;
+    for (int i = 0; i < 2; i++) {
+        if (pipe_is_ours(py.pipe_fd[i]))
+            close(py.pipe_fd[i]);
+        py.pipe_fd[i] = -1;
     }
 }
 
@@ -147,7 +161,6 @@ static void resolve(void)
     if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major != 3)
         return;
     py.pid = getpid();
-    py.pipe_fd[0] = py.pipe_fd[1] = -1;
     if (!(minor >= 13 ? offsets_layout(minor) : table_layout(minor, &py.layout)))
         return;
     py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
@@ -185,7 +198,14 @@ static bool peek(const void *addr, void *out, size_t n)
         return false;
     pthread_mutex_lock(&pipe_lock);
     bool ok = false;
-    if (py.pipe_fd[0] >= 0 || pipe2(py.pipe_fd, O_CLOEXEC | O_NONBLOCK) == 0) {
+    if (py.pipe_fd[0] < 0 && pipe2(py.pipe_fd, O_CLOEXEC | O_NONBLOCK) == 0) {
+        struct stat st;
+        if (fstat(py.pipe_fd[0], &st) == 0) {
+            py.pipe_dev = st.st_dev; /* both ends share the pipe's inode */
+            py.pipe_ino = st.st_ino;
+        }
+    }
+    if (py.pipe_fd[0] >= 0) {
         ssize_t w = write(py.pipe_fd[1], addr, n);
         if (w == (ssize_t)n)
             ok = read(py.pipe_fd[0], out, n) == (ssize_t)n;

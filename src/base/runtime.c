@@ -75,6 +75,7 @@ static int major_of(const char *path)
 
 static int walk_cudart(struct dl_phdr_info *info, size_t size, void *data)
 {
+    lg_forkpoint(LG_FORKPOINT_LOADER_WALK); /* inside the loader's own lock */
     (void)size;
     cudart_walk_t *w = data;
     const char *name = info->dlpi_name;
@@ -100,11 +101,31 @@ static int walk_cudart(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
+/* Innermost: held around one loader walk or NOLOAD dlopen and nothing else of ours, so it nests
+ * inside every other lock and a fork (which takes it last) never waits on a walk's caller. */
+static pthread_mutex_t loader_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void lg_runtime_loader_lock(void) { pthread_mutex_lock(&loader_lock); }
+void lg_runtime_loader_unlock(void) { pthread_mutex_unlock(&loader_lock); }
+
+/* dlopen(path, RTLD_LAZY | RTLD_NOLOAD) under the loader lock: no constructor runs (the object is
+ * loaded already), so nothing is called under it. */
+static void *noload(const char *path)
+{
+    pthread_mutex_lock(&loader_lock);
+    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    pthread_mutex_unlock(&loader_lock);
+    return h;
+}
+
 int lg_runtime_cudarts(lg_cudart_t *out, int cap)
 {
     cudart_walk_t w = {.out = out, .cap = cap, .n = 0};
-    if (cap > 0)
+    if (cap > 0) {
+        pthread_mutex_lock(&loader_lock);
         dl_iterate_phdr(walk_cudart, &w);
+        pthread_mutex_unlock(&loader_lock);
+    }
     return w.n;
 }
 
@@ -117,7 +138,7 @@ void *lg_runtime_cudart_handle(void)
     lg_cudart_t found[4];
     int n = lg_runtime_cudarts(found, 4);
     for (int i = 0; i < n && !h; i++)
-        h = dlopen(found[i].path, RTLD_LAZY | RTLD_NOLOAD);
+        h = noload(found[i].path);
     if (h)
         __atomic_store_n(&handle, h, __ATOMIC_RELEASE);
     return h;
@@ -141,7 +162,7 @@ static void *cudart_of_major(int major)
     int n = lg_runtime_cudarts(found, 4);
     for (int i = 0; i < n; i++)
         if (found[i].major == major)
-            return dlopen(found[i].path, RTLD_LAZY | RTLD_NOLOAD);
+            return noload(found[i].path);
     return NULL;
 }
 
@@ -170,7 +191,11 @@ void *lg_runtime_libcuda(void)
     void *h = __atomic_load_n(&handle, __ATOMIC_ACQUIRE);
     if (h)
         return h;
+    pthread_mutex_lock(&loader_lock);
     h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    pthread_mutex_unlock(&loader_lock);
+    /* Not under the loader lock: loading the driver runs its constructors, which may register
+     * fork handlers (glibc before 2.36 holds its atfork lock while a fork runs ours). */
     if (!h)
         h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (h)
@@ -254,6 +279,7 @@ const lg_runtime_t *lg_runtime_for(int major, const char *version)
         pthread_mutex_lock(&by_version_lock);
         st = by_version_state[i];
         if (st == 0) {
+            lg_forkpoint(LG_FORKPOINT_VERSION);
             void *h = cudart_of_major(major);
             if (h) {
                 resolve_version(&by_version[i], h, version);
@@ -402,15 +428,26 @@ void lg_runtime_restore_capture(const lg_runtime_t *rt, int old)
         rt->exchange_capture_mode(&old);
 }
 
-/* A version lookup walks the loaded objects (dl_iterate_phdr) under the loader's write lock,
- * which glibc (2.36 at least) does not reset in a fork child: a fork in the middle of one leaves
- * the child hanging at its first dlopen or walk (seen under qemu-user, where a walk is slow).
- * So a fork waits for a lookup under way, as it does for a start and a stack capture. */
-void lg_runtime_atfork_prepare(void) { pthread_mutex_lock(&by_version_lock); }
-void lg_runtime_atfork_parent(void) { pthread_mutex_unlock(&by_version_lock); }
+/* A loader walk (dl_iterate_phdr) holds the loader's write lock, which glibc (2.36 at least)
+ * does not reset in a fork child: a fork in the middle of one leaves the child hanging at its
+ * first dlopen or walk (seen under qemu-user, where a walk is slow). So a fork waits for a
+ * version lookup under way, then for any walk or NOLOAD dlopen of ours (the loader lock, taken
+ * last because it is innermost), as it does for a start and a stack capture. */
+void lg_runtime_atfork_prepare(void)
+{
+    pthread_mutex_lock(&by_version_lock);
+    pthread_mutex_lock(&loader_lock);
+}
+
+void lg_runtime_atfork_parent(void)
+{
+    pthread_mutex_unlock(&loader_lock);
+    pthread_mutex_unlock(&by_version_lock);
+}
 
 void lg_runtime_atfork_child(void)
 {
+    pthread_mutex_init(&loader_lock, NULL);
     pthread_mutex_init(&by_version_lock, NULL);
     lg_runtime_pending = 0;
     lg_runtime_pending_sync = 0;

@@ -48,6 +48,7 @@ void lg_stack_capture(lg_native_stack_t *s)
     unw_context_t ctx;
     unw_cursor_t cur;
     pthread_mutex_lock(&capture_lock);
+    lg_forkpoint(LG_FORKPOINT_STACK);
     if (unw_getcontext(&ctx) == 0 && unw_init_local(&cur, &ctx) == 0) {
         do {
             unw_word_t ip = 0;

@@ -70,8 +70,17 @@ static _Atomic int exit_armed;
 void lg_start_arm_exit(void)
 {
     void (*fn)(void) = atomic_load(&exit_fn);
-    if (fn && !atomic_exchange(&exit_armed, 1))
-        atexit(fn);
+    if (!fn || atomic_exchange(&exit_armed, 1))
+        return;
+    /* Under the start's lock, which a fork waits for: atexit takes glibc's exit-functions lock,
+     * which a fork child does not get back, and a child whose parent forked at this instant
+     * would hang in its own exit(). */
+    bool own = start_owner;
+    if (!own)
+        pthread_mutex_lock(&start_lock);
+    atexit(fn);
+    if (!own)
+        pthread_mutex_unlock(&start_lock);
 }
 
 bool lg_start_running_here(void) { return start_owner; }

@@ -482,8 +482,9 @@ static void start(void)
     if (cuda)
         func_get_name = (func_get_name_fn)dlsym(cuda, "cuFuncGetName");
 
+    /* Fork children: lg.c's handler (lg_cupti_after_fork_child). A pthread_atfork here, under
+     * the start's lock, deadlocks a fork on glibc < 2.36 (prepare runs under its atfork lock). */
     atexit(on_exit_or_fork);
-    pthread_atfork(NULL, NULL, on_exit_or_fork);
     __atomic_store_n(&active, true, __ATOMIC_RELEASE);
 }
 

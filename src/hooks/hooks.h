@@ -14,10 +14,16 @@ enum {
     LG_PYBOOT_LATE,       /* loaded into a running interpreter (enable(), attach) */
     LG_PYBOOT_ON_PATH,    /* preloaded: labelguard/_bootstrap is first on PYTHONPATH */
     LG_PYBOOT_NO_DIR,     /* preloaded, but no bootstrap directory next to the library */
+    LG_PYBOOT_NO_SITE,    /* preloaded into python -E, -I or -S: the bootstrap cannot run */
 };
-/* From the constructor: in a Python interpreter that has not started, labelguard/_bootstrap
- * first on PYTHONPATH, as `labelguard run` does. */
-LG_HIDDEN void lg_pyboot_constructor(void);
+/* From the constructor, with the process's argc/argv: in a Python interpreter that has not
+ * started, labelguard/_bootstrap first on PYTHONPATH (and what it was in
+ * LABELGUARD_PYTHONPATH_WAS, for the bootstrap to restore). */
+LG_HIDDEN void lg_pyboot_constructor(int argc, char *const *argv);
+/* Python's options that keep the bootstrap from running, read from a command line the way
+ * CPython reads it (combined letters, -W/-X values, -c/-m ending the options): a mask of these. */
+enum { LG_PYBOOT_IGNORE_ENV = 1, LG_PYBOOT_NO_SITE_CUSTOM = 2 };
+LG_HIDDEN int lg_pyboot_argv_flags(int argc, char *const *argv);
 /* PYTHONPATH with the bootstrap directory found next to the library at lib_path (a real path)
  * first: 1 with it in out, 0 when old already has a labelguard/_bootstrap entry, -1 when no
  * directory qualifies (exists(dir, ctx) false for both layouts) or out is too small. */

@@ -56,8 +56,10 @@ static void atfork_child(void);
 static void start(void);
 static void lg_at_exit(void);
 
-__attribute__((constructor)) static void lg_constructor(void)
+/* glibc hands ELF constructors the process's argc, argv and envp. */
+__attribute__((constructor)) static void lg_constructor(int argc, char **argv, char **envp)
 {
+    (void)envp;
     char err[1024];
     lg_config_t cfg;
     if (lg_config_parse(&cfg, env_get, err, sizeof err) != 0) {
@@ -69,7 +71,7 @@ __attribute__((constructor)) static void lg_constructor(void)
     lg_cfg = cfg;
     /* A Python interpreter preloaded by hand gets the torch.compile bootstrap `labelguard run`
      * would have given it (pyboot.c: before main, environment only). */
-    lg_pyboot_constructor();
+    lg_pyboot_constructor(argc, argv);
     /* Here, while the process is still one thread, not in the start: a fork between the start
      * taking start.c's lock and registering the handlers would leave the child's start waiting on
      * it forever. No CUDA, file or thread: only a mutex pair per fork until the start. */

@@ -10,9 +10,16 @@
  * be done without touching the interpreter: a Python interpreter that has not started yet
  * (Py_BytesMain resolves in the process and Py_IsInitialized() is 0, so main() has not run).
  * Python reads PYTHONPATH when main() starts it, after every constructor; the entry goes in
- * once, and not where `labelguard run` or a parent already put one. The interpreter later takes
- * the directory off sys.path again (the sitecustomize does); child processes inherit the
- * variable as they do under `labelguard run`.
+ * once, and not where a parent or the user already put one.
+ *
+ * The program must see the environment it was given: the constructor keeps what PYTHONPATH was
+ * in LABELGUARD_PYTHONPATH_WAS ("unset" or "set:<value>"), and the sitecustomize, which runs
+ * before any user code, puts PYTHONPATH back from it, drops that variable and takes its
+ * directory off sys.path. So os.environ, sys.path and every child's environment are exactly
+ * what they would have been; a child that is a Python interpreter gets the bootstrap from the
+ * preload again. Where the sitecustomize would not run, nothing is set at all: an interpreter
+ * started with -E, -I or -S (read from its command line, lg_pyboot_argv_flags: the constructor
+ * runs before Python parses it).
  *
  * Why not later, from a hook: by then the interpreter runs, and installing the finder means
  * running Python code inside someone's CUDA call, with the GIL and the import lock in unknown
@@ -28,8 +35,10 @@
  * which skips sitecustomize; read from CPython's flag variables where they exist).
  *
  * Called by the constructor in lg.c (loader thread, before main) and by api_check.c at the start.
- * Tested by tests/unit/test_pyboot.c (the path rule) and tests/torch-fake/test_compiled_bare.sh
- * (real torch under a bare LD_PRELOAD: the compiled loss is checked).
+ * Tested by tests/unit/test_pyboot.c (the path rule, the command-line rule),
+ * tests/e2e/test_untouched.sh (environment, sys.path and fds of Python runs and their children,
+ * with and without the preload) and tests/torch-fake/test_compiled_bare.sh (real torch under a
+ * bare LD_PRELOAD: the compiled loss is checked).
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -42,6 +51,7 @@
 #include "hooks/hooks.h"
 
 #define BOOT_TAIL "/labelguard/_bootstrap"
+#define SAVED_VAR "LABELGUARD_PYTHONPATH_WAS" /* read back by _bootstrap/sitecustomize.py */
 
 static int state = LG_PYBOOT_NOT_PYTHON;
 
@@ -87,7 +97,8 @@ int lg_pyboot_pythonpath(const char *lib_path, const char *old, bool (*exists)(c
     if (!up)
         return -1;
     *up = '\0';
-    static const char *const layouts[] = {"/_bootstrap", "/python" BOOT_TAIL};
+    /* the wheel (labelguard/_native/), a checkout (build/), `make install` (PREFIX/lib/) */
+    static const char *const layouts[] = {"/_bootstrap", "/python" BOOT_TAIL, "/share/labelguard/python" BOOT_TAIL};
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         char cand[PATH_MAX];
         if (snprintf(cand, sizeof cand, "%s%s", dir, layouts[i]) >= (int)sizeof cand)
@@ -100,7 +111,48 @@ int lg_pyboot_pythonpath(const char *lib_path, const char *old, bool (*exists)(c
     return -1;
 }
 
-void lg_pyboot_constructor(void)
+int lg_pyboot_argv_flags(int argc, char *const *argv)
+{
+    int flags = 0;
+    for (int i = 1; i < argc && argv[i]; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == '\0' || strcmp(a, "--") == 0)
+            break; /* the script, stdin ("-") or the end of the options */
+        if (a[1] == '-') {
+            if (strcmp(a, "--check-hash-based-pycs") == 0)
+                i++; /* its value is the next word */
+            continue;
+        }
+        for (const char *c = a + 1; *c; c++) {
+            if (*c == 'E')
+                flags |= LG_PYBOOT_IGNORE_ENV;
+            else if (*c == 'I')
+                flags |= LG_PYBOOT_IGNORE_ENV | LG_PYBOOT_NO_SITE_CUSTOM;
+            else if (*c == 'S')
+                flags |= LG_PYBOOT_NO_SITE_CUSTOM;
+            else if (*c == 'c' || *c == 'm')
+                return flags; /* what follows is the command's or the module's */
+            else if (*c == 'W' || *c == 'X') {
+                if (c[1] == '\0')
+                    i++; /* the value is the next word; else it is the rest of this one */
+                break;
+            }
+        }
+    }
+    return flags;
+}
+
+/* True when argv[0] names a CPython executable (python, python3, python3.14t, a shebang's
+ * interpreter): only then are the options Python's. An embedding program's are its own. */
+static bool argv0_is_python(int argc, char *const *argv)
+{
+    if (argc < 1 || !argv || !argv[0])
+        return false;
+    const char *base = strrchr(argv[0], '/');
+    return strncmp(base ? base + 1 : argv[0], "python", 6) == 0;
+}
+
+void lg_pyboot_constructor(int argc, char *const *argv)
 {
     int (*bytes_main)(int, char **) = (int (*)(int, char **))dlsym(RTLD_DEFAULT, "Py_BytesMain");
     int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
@@ -110,24 +162,36 @@ void lg_pyboot_constructor(void)
         state = LG_PYBOOT_LATE; /* loaded into a running interpreter: enable() installs the check */
         return;
     }
+    if (argv0_is_python(argc, argv) && lg_pyboot_argv_flags(argc, argv) != 0) {
+        state = LG_PYBOOT_NO_SITE; /* nothing would take the entry back out of the environment */
+        return;
+    }
     Dl_info info;
     char lib[PATH_MAX];
-    if (!dladdr((void *)lg_pyboot_constructor, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) {
+    if (!dladdr((void *)lg_pyboot_argv_flags, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) {
         state = LG_PYBOOT_NO_DIR;
         return;
     }
     const char *old = getenv("PYTHONPATH");
-    size_t cap = (old ? strlen(old) : 0) + PATH_MAX + 2;
-    char *value = malloc(cap);
-    if (!value) {
-        state = LG_PYBOOT_NO_DIR;
-        return;
+    size_t cap = (old ? strlen(old) : 0) + PATH_MAX + 8;
+    char *value = malloc(cap), *was = malloc(cap);
+    int rc = value && was ? lg_pyboot_pythonpath(lib, old, has_sitecustomize, NULL, value, cap) : -1;
+    if (rc == 1) {
+        /* the old value first: a sitecustomize that finds the new one always finds this too */
+        if (old)
+            snprintf(was, cap, "set:%s", old);
+        else
+            snprintf(was, cap, "unset");
+        if (setenv(SAVED_VAR, was, 1) != 0)
+            rc = -1;
+        else if (setenv("PYTHONPATH", value, 1) != 0) {
+            unsetenv(SAVED_VAR);
+            rc = -1;
+        }
     }
-    int rc = lg_pyboot_pythonpath(lib, old, has_sitecustomize, NULL, value, cap);
-    if (rc == 1 && setenv("PYTHONPATH", value, 1) != 0)
-        rc = -1;
     state = rc >= 0 ? LG_PYBOOT_ON_PATH : LG_PYBOOT_NO_DIR;
     free(value);
+    free(was);
 }
 
 /* CPython's flag variable, or 0 where this version has none (then the environment counts). */

@@ -284,6 +284,7 @@ static lg_kernel_info_t *insert_locked(const void *func)
 lg_kernel_info_t *lg_names_info_insert(const void *func)
 {
     pthread_mutex_lock(&table_lock);
+    lg_forkpoint(LG_FORKPOINT_NAMES);
     lg_kernel_info_t *info = insert_locked(func);
     pthread_mutex_unlock(&table_lock);
     return info;

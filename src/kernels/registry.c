@@ -172,6 +172,7 @@ static bool built;
 void lg_registry_ensure(lg_registry_warn_fn warn)
 {
     pthread_mutex_lock(&build_lock);
+    lg_forkpoint(LG_FORKPOINT_REGISTRY);
     if (!built) {
         lg_registry_init_with(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL, warn);
         built = true;

@@ -57,6 +57,15 @@ PY
 }
 check "every lock of the library is re-initialised in a fork child" check_locks
 
+# Fork handlers are registered once, by the constructor, while the process is one thread: glibc
+# before 2.36 runs prepare handlers under its own atfork lock, so a pthread_atfork made later
+# under one of our locks (a start) deadlocks against a fork that waits for that lock.
+atfork_calls() {
+  grep -n 'pthread_atfork(' "$LG_ROOT"/src/*/*.c | grep -v '^[^:]*:[0-9]*:\s*/\?\*'
+}
+atfork_once_in_lg() { [ "$(atfork_calls | wc -l)" = 1 ] && atfork_calls | grep -q '/hooks/lg\.c:'; }
+check "pthread_atfork is called once, in lg.c" atfork_once_in_lg
+
 # logs NAME: one line per log file: "<pid> <starts> <violations> <summaries> <lowest launch_seq>",
 # after checking that every event of a file has the pid its name carries (<host>-<pid>[-N].jsonl)
 logs() {

@@ -1,25 +1,39 @@
 """labelguard/_bootstrap/sitecustomize.py: how `labelguard run` gets the torch.compile check
 (labelguard/_compiled.py) into the Python interpreters it starts.
 
-`labelguard run` (commands/run.py) puts this directory first on PYTHONPATH, next to LD_PRELOAD,
-so every Python process of the job (the script, torchrun's workers) imports this file at start.
-Under a bare LD_PRELOAD the library's constructor does the same in each Python interpreter it is
-preloaded into, before the interpreter starts (src/hooks/pyboot.c).
-It takes its directory off sys.path again (nothing else is here, and the program sees the
-sys.path it would have had), installs _compiled.bootstrap() where the library is preloaded
+The library's constructor puts this directory first on PYTHONPATH in each Python interpreter it
+is preloaded into, before the interpreter starts (src/hooks/pyboot.c), so every Python process
+of a job (the script, torchrun's workers, under `labelguard run` or a bare LD_PRELOAD) imports
+this file at start. First, before any user code, it gives the program back what it was given:
+PYTHONPATH as it was (the constructor kept it in LABELGUARD_PYTHONPATH_WAS, dropped here too)
+and sys.path without this directory, so os.environ, sys.path and every child's environment are
+unchanged (a child interpreter gets the bootstrap from the preload again). Then it installs _compiled.bootstrap() where the library is preloaded
 (a meta path entry that waits for Inductor: nothing else is imported or loaded), then runs the
 sitecustomize this one shadows, if there is one. _compiled.py is loaded by its path, so an
 interpreter that cannot import the labelguard package is still covered. Never raises: a
 failure is one line on stderr and the job runs as it would have.
-Tested by tests/torch-fake/test_compiled.sh, test_compiled_bare.sh and tests/cli/test_run.sh.
+Tested by tests/torch-fake/test_compiled.sh, test_compiled_bare.sh, tests/cli/test_run.sh and
+tests/e2e/test_untouched.sh (the environment and sys.path with and without the preload).
 """
 import os
 import sys
 
 
+def _labelguard_restore():
+    was = os.environ.pop("LABELGUARD_PYTHONPATH_WAS", None)
+    if was == "unset":
+        os.environ.pop("PYTHONPATH", None)
+    elif was is not None and was.startswith("set:"):
+        os.environ["PYTHONPATH"] = was[4:]
+
+
 def _labelguard_bootstrap():
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    try:
+        _labelguard_restore()
+    except Exception as e:  # a read-only environment: the job runs as it would have
+        sys.stderr.write("labelguard: could not restore PYTHONPATH: %s: %s\n" % (type(e).__name__, e))
     try:
         if "liblabelguard" in os.environ.get("LD_PRELOAD", ""):
             module = sys.modules.get("labelguard._compiled")

@@ -7,9 +7,10 @@ LABELGUARD_* value with the library's own parser (a throwaway `true` under the l
 with the message), put the library first in LD_PRELOAD, then os.execvpe CMD: no parent is left
 behind, signals reach CMD directly and the exit status is CMD's own. The library is the one
 _lib.library_path() returns: $LABELGUARD_LIB, the wheel's own, or a checkout's build/.
-The job's Python interpreters also get labelguard/_bootstrap/ first on PYTHONPATH: its
-sitecustomize arms the torch.compile check (labelguard/_compiled.py) and takes the directory off
-sys.path again (bootstrap_pythonpath() is that rule). prepare() is the first stage alone; `labelguard demo` uses it to run its programs as children.
+PYTHONPATH is left as it is: the library's constructor gives each of the job's Python
+interpreters the torch.compile check's bootstrap (labelguard/_bootstrap) and the bootstrap puts
+PYTHONPATH back before any user code runs (src/hooks/pyboot.c), so the job and its children see
+the environment they were given. prepare() is the first stage alone; `labelguard demo` uses it to run its programs as children.
 preload_value() is the LD_PRELOAD rule, a pure function tested on its own.
 Tested by tests/cli/test_run.sh and tests/cli/test_quoting.sh.
 """
@@ -55,16 +56,6 @@ def preload_value(lib, old):
             continue
         (front if is_sanitizer_runtime(e) else back).append(e)
     return " ".join(front + [lib] + back)
-
-
-def bootstrap_pythonpath(old):
-    """The job's PYTHONPATH: the bootstrap directory first (once), then what was there (None:
-    unset). A package path holding the separator cannot go in: then the value stays as it was."""
-    boot = os.path.join(_lib.package_dir(), "_bootstrap")
-    if os.pathsep in boot or not os.path.isfile(os.path.join(boot, "sitecustomize.py")):
-        return old
-    rest = [p for p in (old or "").split(os.pathsep) if p != boot] if old else []
-    return os.pathsep.join([boot] + rest) if old is not None else boot
 
 
 def parse(argv):
@@ -178,9 +169,6 @@ def prepare(argv, environ=None):
                                              + kernels)
     check_config(lib, env)
     env["LD_PRELOAD"] = preload_value(lib, env.get("LD_PRELOAD", ""))
-    pythonpath = bootstrap_pythonpath(env.get("PYTHONPATH"))
-    if pythonpath is not None:
-        env["PYTHONPATH"] = pythonpath
     return env, cmd
 
 
