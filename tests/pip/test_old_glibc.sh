@@ -2,7 +2,7 @@
 # test_old_glibc.sh: the wheel's library loads on an older glibc than the one it was built on.
 # Debian 11's glibc 2.31 (before 2.33 made stat64 a real function and 2.34 moved pthread_* and dl*
 # into libc.so.6, the two changes src/base/glibc.c and scripts/glibc-pin.sh bridge) and its coreutils
-# are fetched from the Debian archive (cached), unpacked without root, and the library is
+# are fetched from the machine's own Debian mirror (apt's sources; cached), unpacked without root, and the library is
 # preloaded into Debian 11's own /bin/true by glibc 2.31's loader with LD_BIND_NOW (every symbol
 # bound at load): a good configuration exits 0 silently; a bad one reaches the library's
 # constructor, which exits 2 with its message. The library linked without the pins must fail there.
@@ -12,24 +12,30 @@
 . "$(dirname "$0")/lib.sh"
 cache="${LG_DEB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/labelguard/debs}/bullseye"
 mkdir -p "$cache"
+# The Debian archive this machine's apt uses (scripts/debian-mirror.sh), asked only when
+# something is not in the cache yet; no host is written here.
+mirror() { "$LG_ROOT/scripts/debian-mirror.sh"; }
 fetch() { # PACKAGE: the .deb from bullseye's index, checked against its SHA256
   local pkg=$1 line file sum base
-  for base in http://deb.debian.org/debian http://archive.debian.org/debian; do
-    [ -s "$cache/Packages" ] || { curl -fsS --max-time 120 "$base/dists/bullseye/main/binary-amd64/Packages.xz" | xz -dc >"$cache/Packages.tmp" && mv "$cache/Packages.tmp" "$cache/Packages"; } 2>/dev/null
-    [ -s "$cache/Packages" ] || continue
-    line=$(awk -v p="$pkg" '$0 == "Package: " p {f=1} f && /^Filename:/ {fn=$2} f && /^SHA256:/ {print fn, $2; exit}' "$cache/Packages")
-    file=${line% *}; sum=${line#* }
-    [ -n "$line" ] || break
-    if [ -f "$cache/${file##*/}" ] && echo "$sum  $cache/${file##*/}" | sha256sum -c --quiet 2>/dev/null; then echo "$cache/${file##*/}"; return 0; fi
-    curl -fsS --max-time 300 -o "$cache/${file##*/}.tmp" "$base/$file" 2>/dev/null && mv "$cache/${file##*/}.tmp" "$cache/${file##*/}"
-    if echo "$sum  $cache/${file##*/}" | sha256sum -c --quiet 2>/dev/null; then echo "$cache/${file##*/}"; return 0; fi
-  done
+  if [ ! -s "$cache/Packages" ]; then
+    base=$(mirror) || return 1
+    { curl -fsS --max-time 120 "$base/dists/bullseye/main/binary-amd64/Packages.xz" | xz -dc >"$cache/Packages.tmp" && mv "$cache/Packages.tmp" "$cache/Packages"; } 2>/dev/null
+    [ -s "$cache/Packages" ] || { echo "no bullseye index at $base/dists/bullseye/main/binary-amd64/Packages.xz" >&2; return 1; }
+  fi
+  line=$(awk -v p="$pkg" '$0 == "Package: " p {f=1} f && /^Filename:/ {fn=$2} f && /^SHA256:/ {print fn, $2; exit}' "$cache/Packages")
+  file=${line% *}; sum=${line#* }
+  [ -n "$line" ] || { echo "$pkg is not in $cache/Packages" >&2; return 1; }
+  if [ -f "$cache/${file##*/}" ] && echo "$sum  $cache/${file##*/}" | sha256sum -c --quiet 2>/dev/null; then echo "$cache/${file##*/}"; return 0; fi
+  base=$(mirror) || return 1
+  curl -fsS --max-time 300 -o "$cache/${file##*/}.tmp" "$base/$file" 2>/dev/null && mv "$cache/${file##*/}.tmp" "$cache/${file##*/}"
+  if echo "$sum  $cache/${file##*/}" | sha256sum -c --quiet 2>/dev/null; then echo "$cache/${file##*/}"; return 0; fi
+  echo "$base/$file: download failed or its SHA256 does not match" >&2
   return 1
 }
 root="$T/bullseye"
 mkdir -p "$root"
 for p in libc6 coreutils; do
-  deb=$(fetch $p) || { fail "cannot fetch Debian 11's $p (deb.debian.org / archive.debian.org must be reachable, or the .deb in $cache)"; finish; }
+  deb=$(fetch $p) || { fail "cannot fetch Debian 11's $p (above): bullseye must be on the Debian mirror this machine's apt is configured with, or the .deb in $cache"; finish; }
   dpkg-deb -x "$deb" "$root" || fail "dpkg-deb -x $deb"
 done
 ldso=$(ls "$root"/lib/x86_64-linux-gnu/ld-2.*.so 2>/dev/null | head -n1)
