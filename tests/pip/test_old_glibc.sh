@@ -7,7 +7,8 @@
 # bound at load): a good configuration exits 0 silently; a bad one reaches the library's
 # constructor, which exits 2 with its message. The library linked without the pins must fail there.
 # 2.31 is the oldest glibc the Debian archive still serves here; the 2.17 baseline itself is
-# checked on the symbol versions (test_wheel.sh, auditwheel show).
+# checked on the symbol versions (test_wheel.sh, auditwheel show). The wheel it builds is also
+# measured against the sizes the README gives.
 # Run by tests/run.sh (plain build only).
 . "$(dirname "$0")/lib.sh"
 cache="${LG_DEB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/labelguard/debs}/bullseye"
@@ -42,6 +43,20 @@ ldso=$(ls "$root"/lib/x86_64-linux-gnu/ld-2.*.so 2>/dev/null | head -n1)
 [ -x "$ldso" ] || { fail "no loader in Debian 11's libc6"; finish; }
 [ "${ldso##*/}" = ld-2.31.so ] && ok "loader: glibc 2.31" || fail "the loader is not glibc 2.31's: $ldso"
 pip_build_wheel "$T/dist"
+# The README's wheel sizes (`make wheel` prints them) against the wheel just built, within 10 %:
+# tests/static/test_docs.sh checks the library's always, the wheel's only where dist/ holds one.
+python3 - "$LG_ROOT/README.md" "$WHEEL" >"$T/sizes" 2>&1 <<'EOF'
+import re, sys, os, zipfile
+text = re.sub(r"\s+", " ", open(sys.argv[1], encoding="utf-8").read())
+m = re.search(r"wheel ([0-9.]+) MB \(([0-9.]+) MB installed\)", text)
+if not m:
+    sys.exit("the README gives no 'wheel N MB (N MB installed)'")
+built = (os.path.getsize(sys.argv[2]) / 1e6, sum(i.file_size for i in zipfile.ZipFile(sys.argv[2]).infolist()) / 1e6)
+bad = [(w, float(r), b) for w, r, b in zip(("wheel", "installed"), m.groups(), built) if abs(float(r) - b) > 0.10 * b]
+print("README: wheel %s MB (%s MB installed); built: %.1f MB (%.1f MB installed)" % (m.group(1), m.group(2), *built))
+sys.exit(1 if bad else 0)
+EOF
+[ $? -eq 0 ] && ok "$(cat "$T/sizes")" || { cat "$T/sizes"; fail "the README's wheel sizes are more than 10 % from the built wheel's: update them (make wheel prints them)"; }
 mkdir -p "$T/x"; (cd "$T/x" && "$PY" -m zipfile -e "$WHEEL" .)
 lib="$T/x/labelguard/_native/liblabelguard.so"
 run231() { # LIB, env assignments...: preload LIB into Debian 11's true under glibc 2.31
