@@ -547,11 +547,14 @@ demo: $(LIB) $(FAKE_LIB) $(DEMO_BIN)
 	@LG_BUILD=$(BUILD) scripts/labelguard demo
 
 # The wheel (pyproject.toml, python/wheel_backend.py): dist/labelguard-V-py3-none-manylinux_2_17_x86_64...whl,
-# the library and the Python package in one file that pip installs with nothing else.
+# the library and the Python package in one file that pip installs with nothing else. It prints
+# the sizes the README gives (tests/static/test_docs.sh compares them with the built ones).
 PYTHON ?= python3
 wheel: $(LIB)
 	$(call say,WHEEL,dist/)
-	$(Q)LG_BUILD=$(BUILD) $(PYTHON) -c 'import sys; sys.path.insert(0, "python"); import wheel_backend as b; print("dist/" + b.build_wheel("dist"))'
+	$(Q)LG_BUILD=$(BUILD) $(PYTHON) -c 'import sys; sys.path.insert(0, "python"); import wheel_backend as b; print("dist/" + b.build_wheel("dist"))' >$(BUILD)/wheel.out
+	@cat $(BUILD)/wheel.out
+	@$(PYTHON) -c 'import os, sys, zipfile; w, lib = sys.argv[1:]; print("sizes: wheel %.1f MB (%.1f MB installed), `%s` %.1f MB" % (os.path.getsize(w) / 1e6, sum(i.file_size for i in zipfile.ZipFile(w).infolist()) / 1e6, lib, os.path.getsize(lib) / 1e6))' "$$(tail -n1 $(BUILD)/wheel.out)" $(LIB)
 
 fuzz: $(LIB_OBJS)
 	@LG_BUILD=$(BUILD) LG_FUZZ_LONG=1 bash tests/fuzz/run.sh

@@ -19,7 +19,7 @@ loaded are redirected to the guard, and so are those of objects loaded afterward
 later, CUDA extensions, Triton's modules). enable() itself makes no CUDA call: the library starts
 at the process's first CUDA launch, so a process that enables before any CUDA work can still fork
 CUDA-using workers. The configuration follows the LABELGUARD_* environment
-variables' rules (README, Configuration): keyword arguments override the environment, and a bad
+variables' rules (docs/configuration.md): keyword arguments override the environment, and a bad
 value is a ValueError naming the allowed values, judged by the library's own parser. The
 configuration is fixed once the library is loaded in a process; a later enable() with other
 values is an error that says so.
@@ -219,7 +219,7 @@ def enable(action=None, mode=None, log=None, **options):
     log: the JSONL log directory (default labelguard-logs, or $LABELGUARD_LOG)
     options: hooks, kernels, backtrace, samples, quiet, logprob_check, debug_kernels,
     compiled ("on"/True, the default: torch.compile'd losses are checked in the compiled graph;
-    "off"/False: left as Inductor makes them) (README).
+    "off"/False: left as Inductor makes them) (docs/configuration.md).
 
     Raises ValueError for a bad value (naming the allowed ones), TypeError for an unknown option,
     LabelguardError (a RuntimeError) where the process cannot be guarded: the CUDA context is

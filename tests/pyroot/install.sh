@@ -33,7 +33,12 @@ CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 PY="${LG_PYROOT_PIP_PYTHON:-python3}"
 die() { echo "pyroot: $*" >&2; exit 1; }
 PINS="$checkout/tests/torch-fake/pins-13.txt"
-MIRROR="${LG_PYROOT_MIRROR:-http://deb.debian.org/debian}"
+# The Debian archive: LG_PYROOT_MIRROR, else the one this machine's apt is configured with.
+if [ -n "${LG_PYROOT_MIRROR:-}" ]; then
+  MIRROR=$LG_PYROOT_MIRROR
+else
+  MIRROR=$("$checkout/scripts/debian-mirror.sh") || die "no Debian mirror (message above): configure apt's sources or set LG_PYROOT_MIRROR"
+fi
 VERSIONS="314 315"
 ARCH="$(uname -m)"   # debootstrap takes the host's; the wheels are picked for it too
 # pip takes --platform literally: every manylinux tag the pins' wheels carry (glibc <= 2.28).

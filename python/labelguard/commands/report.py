@@ -17,7 +17,7 @@ What counts as one problem. The key is (kernel, cause, n_classes, ignore_index, 
     different configuration;
   - ranks, pids, hosts and times are never part of it: one bug shows up on every rank.
 
-Input rules (decided here, documented in the README):
+Input rules (decided here, documented in docs/guide.md):
   - PATH is a .jsonl file or a directory searched recursively for *.jsonl; a PATH that does
     not exist or cannot be read is an error (exit 2), reported after what could be merged.
   - A line that is not a JSON object with "v" and "event" is reported as file:line and skipped;
