@@ -15,7 +15,7 @@ as a kernel table, through labelguard_coverage() (_audit_coverage.run_coverage, 
 loss families only, so every row is given as family nll_loss: the verdict itself reads only the
 symbol and the parameter sizes. A kernel's family is its spec's (specs/pytorch.conf), else the
 reader's (_audit_elf.classify), else none; a site none of whose kernels has one is shown under
-its source file, "(Loss)" for aten/.../Loss.cu.
+its source file, "(Loss)" for aten/.../Loss.cu; a site's families are listed by kernel count.
 
 The committed census of a build is two files in tests/wheels/asserts/: <build>.tsv, one row per
 site, and <build>.kernels.tsv, for each site one kernel per spec that watches it and one that
@@ -222,8 +222,9 @@ def census(kernels, libs, classified):
                 uncovered.append(sym)
         n, ncov = len(syms), sum(specs.values())
         status = "checked" if ncov == n else "partial" if ncov else "unchecked"
-        known = sorted(f for f in fams if f)
-        family = ",".join(known) if known else "(%s)" % os.path.splitext(os.path.basename(file))[0]
+        # Families by kernel count; kernels of no family under their source file, "(Loss)".
+        stem = "(%s)" % os.path.splitext(os.path.basename(file))[0]
+        family = ",".join(f or stem for f, _ in sorted(fams.items(), key=lambda x: (-x[1], x[0])))
         reason = "-"
         if status != "checked":
             reason = classified.get(sid, UNCLASSIFIED)

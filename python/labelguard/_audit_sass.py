@@ -31,6 +31,8 @@ _MOV_C = (0xA02, 0x624)       # MOV Rd, c[b][o]; IMAD.MOV.U32 Rd, RZ, RZ, c[b][o
 _MOV_I = (0x802, 0x424)       # MOV Rd, imm32; IMAD.MOV.U32 Rd, RZ, RZ, imm32
 _MOV_U = (0xC02, 0xC24, 0xE24)  # MOV Rd, URb; IMAD.U32 Rd, RZ, RZ, URb (two forms)
 _MOV_R = 0x202                # MOV Rd, Rb
+_UMOV_I = 0x882               # UMOV URd, imm32 (a relocated string's address in CUDA 11 builds)
+_HFMA2_MMA = 0x435            # HFMA2.MMA Rd, -RZ, RZ, 0, imm: nvcc's way to load a small immediate
 _IMAD_MOV_R = 0x224           # IMAD.MOV.U32 Rd, RZ, RZ, Rc
 _LDC = 0xB82                  # LDC(.64) Rd, c[b][Ra + o]
 _ULDC = 0xAB9                 # ULDC(.64) URd, c[b][o]
@@ -99,44 +101,56 @@ _CALL_ABS_RE = re.compile(rb"\x43[\x03\x13\x23\x33\x43\x53\x63\x73\x83\x93\xa3\x
 WINDOW = 64  # instructions followed before each call: a call's operands are set up just before it
 
 
-def _calls(code, slots):
+def _calls(code, slots, relocs):
     """[(message, file, line, function)] of the __assertfail calls in one function's code; an
-    operand not followed is None (line: an int or None). Only the WINDOW instructions before
-    each CALL.ABS are followed (found with a regular expression, not a Python loop over the
-    whole code: the census reads some 40000 calls in a few GB of code)."""
+    operand not followed is None (line: an int or None). relocs: {instruction offset: string,
+    or "AF"} of the code's own relocations. Only the WINDOW instructions before each call are
+    followed (CALL.ABS found with a regular expression, not a Python loop over the whole code:
+    the census reads some 300000 calls in a few GB of code)."""
+    calls = {m.start() for m in _CALL_ABS_RE.finditer(code) if not m.start() % 16}
+    calls |= {o for o, v in relocs.items() if v == "AF"}
     out, last = [], -16
-    for m in _CALL_ABS_RE.finditer(code):
-        at = m.start()
-        if at % 16 or at <= last:
-            continue
+    for at in sorted(calls):
         start = max(0, at - WINDOW * 16, last + 16)
         last = at
-        out += _follow(code[start:at + 16], slots)
+        out += _follow(code[start:at + 16], start, slots, relocs)
     return out
 
 
-def _follow(code, slots):
-    """The __assertfail calls of one straight run of instructions, registers followed from
-    its start."""
+def _follow(code, base, slots, relocs):
+    """The __assertfail calls of one straight run of instructions (at offset base of its
+    function), registers followed from its start. A register holds ("c", bank, offset) of a
+    constant slot, ("i", value) of an immediate, or ("s", text) of a relocated string."""
     regs, uregs, out = {}, {}, []
-    for lo, hi in struct.iter_unpack("<QQ", code):
+    for n, (lo, hi) in enumerate(struct.iter_unpack("<QQ", code)):
         op = lo & 0xFFF
+        rel = relocs.get(base + n * 16) if relocs else None
+        if rel == "AF":  # CALL.ABS.NOINC to the relocated __assertfail (CUDA 11)
+            out.append(_args(regs, slots))
+            regs = {}
+            continue
         if op in _NO_DEST:
             continue
         rd = (lo >> 16) & 0xFF
-        if op in _MOV_C:
+        if rel is not None:  # (U)MOV (U)Rd, 32@lo($str) / 32@hi($str): the string itself
+            (uregs if op == _UMOV_I else regs)[rd] = ("s", rel)
+        elif op == _UMOV_I:
+            uregs[rd] = ("i", lo >> 32)
+        elif op == _HFMA2_MMA and (lo >> 24) & 0xFF == 0xFF:
+            regs[rd] = ("i", lo >> 32)
+        elif op in _MOV_C:
             regs[rd] = ("c", (lo >> 54) & 0x1F, (lo >> 38) & 0xFFFF)
         elif op in _MOV_I:
             regs[rd] = ("i", lo >> 32)
         elif op == _LDC:
-            ra, base = (lo >> 24) & 0xFF, 0
+            ra, off0 = (lo >> 24) & 0xFF, 0
             if ra != 0xFF:
                 v = regs.get(ra)
-                base = v[1] if v and v[0] == "i" else None
+                off0 = v[1] if v and v[0] == "i" else None
             bank, off = (lo >> 54) & 0x1F, (lo >> 38) & 0xFFFF
             regs[rd] = regs[rd + 1] = None
-            if base is not None:
-                regs[rd], regs[rd + 1] = ("c", bank, off + base), ("c", bank, off + base + 4)
+            if off0 is not None:
+                regs[rd], regs[rd + 1] = ("c", bank, off + off0), ("c", bank, off + off0 + 4)
         elif op == _ULDC:
             bank, off = (lo >> 54) & 0x1F, (lo >> 38) & 0xFFFF
             uregs[rd], uregs[rd + 1] = ("c", bank, off), ("c", bank, off + 4)
@@ -152,18 +166,53 @@ def _follow(code, slots):
         elif op == _CALL_ABS:
             t = regs.get((lo >> 24) & 0xFF)
             if t and t[0] == "c" and slots.get((t[1], t[2])) == "AF":
-                args = []
-                for r in _ARGS:
-                    v = regs.get(r)
-                    if r == 8:
-                        args.append(v[1] if v and v[0] == "i" else None)
-                    else:
-                        s = slots.get((v[1], v[2])) if v and v[0] == "c" else None
-                        args.append(s if s != "AF" else None)
-                out.append(tuple(args))
+                out.append(_args(regs, slots))
             regs = {}
         elif rd != 0xFF:
             regs.pop(rd, None)
+    return out
+
+
+def _args(regs, slots):
+    """(message, file, line, function) from the argument registers at a call."""
+    args = []
+    for r in _ARGS:
+        v = regs.get(r)
+        if r == 8:
+            args.append(v[1] if v and v[0] == "i" else None)
+        elif v and v[0] == "s":
+            args.append(v[1])
+        else:
+            t = slots.get((v[1], v[2])) if v and v[0] == "c" else None
+            args.append(t if t != "AF" else None)
+    return tuple(args)
+
+
+def _code_relocs(cub, elf, syms):
+    """{function: {instruction offset: string or "AF"}} of the .rel(a).text.<function>
+    sections (CUDA 11 builds address the strings and __assertfail from the code itself)."""
+    out = {}
+    for s in elf.sections:
+        rela = s[0].startswith(".rela.text.")
+        if not (rela or s[0].startswith(".rel.text.")):
+            continue
+        fn = s[0][len(".rela.text.") if rela else len(".rel.text."):]
+        step, m = (24 if rela else 16), {}
+        for off in range(s[2], s[2] + s[3] - step + 1, step):
+            r_off, r_info = struct.unpack_from("<QQ", cub, off)
+            si = r_info >> 32
+            if si >= len(syms):
+                continue
+            name, shndx, value = syms[si]
+            if name == ASSERTFAIL:
+                m[r_off & ~15] = "AF"
+            elif (name.startswith("$str") or name.startswith("__unnamed_")) and 0 < shndx < len(elf.sections):
+                addend = struct.unpack_from("<q", cub, off + 16)[0] if rela else 0
+                target = elf.sections[shndx]
+                if target[1] != 8:
+                    m[r_off & ~15] = _cstr(cub, target[2] + value + addend)
+        if m:
+            out.setdefault(fn, {}).update(m)
     return out
 
 
@@ -176,12 +225,13 @@ def cubin_asserts(cub):
     elf = Elf(cub, "cubin")
     syms = _symbols(cub, elf)
     slots = _pools(cub, elf, syms)
-    if "AF" not in slots.values():
+    relocs = _code_relocs(cub, elf, syms)
+    if "AF" not in slots.values() and not relocs:
         return {}
     own = {}
     for s in elf.sections:
         if s[0].startswith(".text."):
-            calls = _calls(bytes(elf.bytes_of(s)), slots)
+            calls = _calls(bytes(elf.bytes_of(s)), slots, relocs.get(s[0][6:], {}))
             if calls:
                 own[s[0][6:]] = calls
     edges = {}
