@@ -27,6 +27,7 @@ its kernel, a site not in sites.tsv, or a line of sites.tsv that no table needs,
     M WHEEL|PYTHON|DIR                 print the census (what `labelguard audit --asserts` does)
     M --write-table WHEEL [--out DIR]  write DIR/<build>.tsv and <build>.kernels.tsv
                                        (default tests/wheels/asserts)
+    M --reclassify [DIR]               the tables' reasons rewritten from sites.tsv
     M --check [DIR]                    the committed tables against the library (exit 1: a site
                                        lost its coverage, or is unclassified)
 
@@ -367,6 +368,30 @@ def check(directory):
     return 1 if problems else 0
 
 
+def reclassify(directory):
+    """Rewrites the reason column of the committed tables from sites.tsv (no wheel needed)."""
+    classified = load_sites(os.path.join(directory, "sites.tsv"))
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".tsv") or name == "sites.tsv" or name.endswith(".kernels.tsv"):
+            continue
+        path = os.path.join(directory, name)
+        with open(path) as f:
+            lines = f.read().split("\n")
+        for i, line in enumerate(lines):
+            c = line.split("\t")
+            if line.startswith("#") or len(c) != len(SITE_COLUMNS) or c[0] == "site" or c[1] == "checked":
+                continue
+            reason = classified.get(c[0], UNCLASSIFIED)
+            if c[1] == "partial":
+                reason = "%s; %s" % (c[9].split("; ")[0], reason)
+            c[9] = _clean(reason)
+            lines[i] = "\t".join(c)
+        with open(path, "w") as f:
+            f.write("\n".join(lines))
+        print("%s: reasons from %s" % (path, os.path.join(directory, "sites.tsv")))
+    return 0
+
+
 # ---- entry points ------------------------------------------------------------------------------
 
 def census_main(arg, quiet=False):
@@ -404,18 +429,21 @@ def main(argv):
     ap.add_argument("source", nargs="?", help="torch wheel, python interpreter or torch directory")
     ap.add_argument("--write-table", action="store_true", help="write <out>/<build>.tsv and <build>.kernels.tsv")
     ap.add_argument("--check", action="store_true", help="check the committed tables (source: their directory)")
+    ap.add_argument("--reclassify", action="store_true", help="rewrite the tables' reasons from sites.tsv")
     ap.add_argument("--out", default=None, help="directory of the tables (default tests/wheels/asserts)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     out = a.out
-    if out is None and (a.write_table or a.check):
-        if a.check and a.source:
+    if out is None and (a.write_table or a.check or a.reclassify):
+        if (a.check or a.reclassify) and a.source:
             out = a.source
         else:
             root = _lib.checkout_root()
             out = os.path.join(root, "tests", "wheels", "asserts") if root else _lib.data_path("wheels/asserts")
     if a.check:
         return check(out)
+    if a.reclassify:
+        return reclassify(out)
     if not a.source:
         ap.print_usage(sys.stderr)
         return 2
