@@ -180,7 +180,7 @@ def verdict(rows):
 
 def load_sites(path=None):
     """{site id: reason} of the classified sites (tests/wheels/asserts/sites.tsv)."""
-    path = path or _lib.data_path("wheels/asserts/sites.tsv")
+    path = path or _lib.data_path("asserts/sites.tsv")
     out = {}
     if not os.path.isfile(path):
         return out
@@ -439,7 +439,7 @@ def main(argv):
             out = a.source
         else:
             root = _lib.checkout_root()
-            out = os.path.join(root, "tests", "wheels", "asserts") if root else _lib.data_path("wheels/asserts")
+            out = os.path.join(root, "tests", "wheels", "asserts") if root else _lib.data_path("asserts")
     if a.check:
         return check(out)
     if a.reclassify:
