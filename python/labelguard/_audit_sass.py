@@ -1,18 +1,20 @@
 """labelguard._audit_sass: the device asserts of one cubin, for labelguard._audit_asserts.
 
 An assert in a kernel compiles into a call to the undefined symbol `__assertfail(message, file,
-line, function, char size)`. nvcc puts the addresses of the call's strings, and of
-`__assertfail` itself, in a constant bank (`.nv.constantN`, bank 4 in every build seen), whose
-relocation section (`.rel.nv.constantN`; `.rela.nv.constantN` from sm_100 on) names the symbol of each slot: `__assertfail`, or a
-string (`$str`, `__unnamed_N`) in `.nv.global.init`. The code loads the slots into the ABI's
+line, function, char size)`. nvcc (12 and newer) puts the addresses of the call's strings, and
+of `__assertfail` itself, in a constant bank (`.nv.constantN`, bank 4 in every build seen),
+whose relocation section (`.rel.nv.constantN`; `.rela.nv.constantN` from sm_100 on) names the
+symbol of each slot: `__assertfail`, or a string (`$str`, `__unnamed_N`) in `.nv.global.init`.
+CUDA 11 relocates the code instead (`.rel.text.<function>`: the strings' halves moved into
+uniform registers, and the `CALL.ABS.NOINC` itself). The code loads the strings into the ABI's
 argument registers (R4:R5 message, R6:R7 file, R8 line, R10:R11 function) and calls
-`CALL.ABS.NOINC Rn` through the register that holds the `__assertfail` slot. So a site is read
-by following, in each function's code, which constant slot or immediate each register last
-received, up to each such call. This needs only the few instruction forms that move a constant
-or an immediate into a register (MOV, IMAD.MOV, LDC, ULDC, LDCU and moves from a uniform register) in
-the 128-bit encoding of sm_70 and newer; a call whose registers cannot be followed is counted
-as unresolved, never guessed. A kernel carries the sites of its own code and of the device
-functions it calls (`.nv.callgraph`).
+`CALL.ABS.NOINC Rn` through the register that holds the `__assertfail` slot (or the relocated
+target). So a site is read by following, before each such call, which constant slot, string or
+immediate each register last received. This needs only the few instruction forms that move a
+constant or an immediate into a register (MOV, IMAD.MOV, HFMA2.MMA, LDC, ULDC, LDCU, UMOV and
+moves from a uniform register) in the 128-bit encoding of sm_70 and newer; a call whose
+registers cannot be followed is counted as unresolved, never guessed. A kernel carries the sites
+of its own code and of the device functions it calls (`.nv.callgraph`).
 
 Learnt from `readelf -rsW` of a tiny `assert()` kernel built with `nvcc -cubin -arch=sm_80`,
 and checked on every assert call of the torch wheels in tests/wheels/asserts/ (the tables'
