@@ -63,8 +63,11 @@ def library_path():
 #   wheels/<version>+cu<NNN>.tsv   the committed kernel tables of PyTorch builds (audit, doctor)
 #   wheels/known-gaps.tsv          kernels no spec can cover, with the reason (audit, doctor)
 #   pytorch.conf                   the built-in kernel spec table (also embedded in the library)
+#   asserts/sites.tsv              the classified device assert sites (`audit --asserts`), with
+#                                  the census tables of tests/wheels/asserts/
 # A directory entry ships its *.tsv files (python/wheel_backend.py).
-CHECKOUT_DATA = {"wheels": os.path.join("tests", "wheels"), "pytorch.conf": os.path.join("specs", "pytorch.conf")}
+CHECKOUT_DATA = {"wheels": os.path.join("tests", "wheels"), "pytorch.conf": os.path.join("specs", "pytorch.conf"),
+                 "asserts": os.path.join("tests", "wheels", "asserts")}
 
 
 def data_path(name):
