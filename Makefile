@@ -451,7 +451,7 @@ test-programs: $(PYSTACK_PROBE)
 GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_BINS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
 # validate.c's backends and queue come with it; runtime.o opens libcuda for the GPU backend.
-VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_gpu_graph.o validate_scratch.o validate_module.o validate_host.o validate_node.o validate_defer.o validate_loss.o verdicts.o graphs.o captures.o runtime.o)
+VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_gpu_graph.o validate_scratch.o validate_module.o validate_host.o validate_node.o validate_defer.o validate_loss.o verdicts.o graphs.o graphs_into.o graphs_notes.o captures.o runtime.o)
 $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) $(wildcard src/*/*.h) cuda/lg_scan.h cuda/lg_validate.h
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
