@@ -398,6 +398,7 @@ test-programs: $(BUILD)/e2e/libmix12.so $(BUILD)/e2e/mixed_main
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.
 E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers $(BUILD)/e2e/graph_elsewhere $(BUILD)/e2e/graph_cond \
+             $(BUILD)/e2e/graph_into \
              $(BUILD)/e2e/assert_async
 $(E2E_PROGS): $(BUILD)/e2e/%: tests/e2e/progs/%.cu $(wildcard tests/progs/*.cuh)
 	$(call say,NVCC,$@)
