@@ -163,8 +163,9 @@ static void unmap_graph(const void *graph)
         return;
     unsigned long long id = m->capture_id;
     if (!m->instantiated) {
-        lg_graphs_notes_unreported(m->capture_id, count_checks(id), "a CUDA graph holding checks was destroyed (or its handle reused) before any exec was made "
-                           "from it");
+        lg_graphs_notes_unreported(
+            m->capture_id, count_checks(id),
+            "a CUDA graph holding checks was destroyed (or its handle reused) before any exec was made from it");
         /* It may have become a child graph node or a clone's source: another graph may replay
          * these checks, so their scratch is never handed back. */
         for (int i = 0; i < n_checks; i++)

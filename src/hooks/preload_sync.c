@@ -176,8 +176,8 @@ static inline cudaError_t begin_capture_to_graph(lg_preload_binding_t *b, cudaSt
     cudaError_t e = real(s, g, d, ed, n, m);
     if (e == cudaSuccess && g && !lg_in_library) {
         unsigned long long id = 0;
-        if (lg_runtime_capture_status(lg_preload_runtime(b), (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s,
-                                      &id) > 0 && id) {
+        void *st = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
+        if (lg_runtime_capture_status(lg_preload_runtime(b), st, &id) > 0 && id) {
             lg_graphs_into_begun(id, g);
             if (lg_graphs_into_tracked() && lg_graphs_into_standalone(g))
                 lg_captures_begun(id);
