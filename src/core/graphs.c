@@ -68,6 +68,7 @@ typedef struct mapping {
     unsigned long long capture_id;
     bool instantiated; /* graphs: an exec was made from this graph */
     bool suspect;      /* execs: made without checks while a checked graph had none (see launched) */
+    bool body;         /* graphs: captured into, not made by cudaGraphCreate: likely a conditional body */
     uint64_t replays;  /* execs: replays queued so far; each exec numbers its own from 1 */
     uint64_t exec_no;  /* execs: which exec of its graph, from 1 (graphs: how many were made) */
     own_t *own;        /* execs: checks it has scratch of its own for (malloc'd) */
@@ -244,7 +245,8 @@ void lg_graphs_end_into(unsigned long long capture_id, const void *target, bool 
             if (checks[i].capture_id == capture_id)
                 checks[i].capture_id = m->capture_id;
     } else if (k > 0 && !m && ok && target && grow((void **)&graphs, &cap_graphs, n_graphs, sizeof *graphs) == 0) {
-        graphs[n_graphs++] = (mapping_t){.key = target, .capture_id = capture_id};
+        graphs[n_graphs++] =
+            (mapping_t){.key = target, .capture_id = capture_id, .body = !lg_graphs_into_standalone(target)};
         __atomic_store_n(&lg_graphs_graphs, n_graphs, __ATOMIC_RELAXED);
     } else if (k > 0) {
         if (m)
@@ -432,6 +434,15 @@ bool lg_graphs_launched(const void *exec, void *stream)
         m->suspect = false;
         __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     }
+    /* A checked exec is not suspect, but it may be the parent of a conditional body holding
+     * checks (torch.cond with a loss beside it): those go unreported, which is said once. */
+    for (int i = 0; m && !m->suspect && i < n_graphs && !lg_graphs_notes_unreported_said(); i++)
+        if (graphs[i].body && !graphs[i].instantiated) {
+            lg_graphs_notes_unreported(graphs[i].capture_id, count_checks(graphs[i].capture_id),
+                                       "a CUDA graph was replayed while checks captured into another one with "
+                                       "cudaStreamBeginCaptureToGraph (a conditional node's body) had no exec");
+            break;
+        }
     unsigned long long id = m ? m->capture_id : 0;
     /* The replay's number is this exec's own: a graph's execs replay independently. Which run
      * of a check's ring the replay publishes is the check's count, over every exec replaying
