@@ -405,6 +405,12 @@ $(E2E_PROGS): $(BUILD)/e2e/%: tests/e2e/progs/%.cu $(wildcard tests/progs/*.cuh)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $<
 test-programs: $(E2E_PROGS)
+# graph_into built for the per-thread default stream: its captures enter through the _ptsz hooks.
+$(BUILD)/e2e/graph_into_ptsz: tests/e2e/progs/graph_into.cu $(wildcard tests/progs/*.cuh)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) --default-stream per-thread -o $@ $<
+test-programs: $(BUILD)/e2e/graph_into_ptsz
 
 # arm.c's unit test patches the GOT of these fixture libraries (tests/unit/arm_fixture.c).
 ARM_FIXTURES := $(BUILD)/tests/unit/libarmdep.so $(BUILD)/tests/unit/libarmfix_now.so \

@@ -14,10 +14,11 @@
 # checks dropped, their scratch handed to the next captured check while the graph replays it).
 # Each case runs on the synchronous double and on the asynchronous one (FAKECUDA_ASYNC_US: each
 # stream's work on a thread of its own, the two graphs' replays overlapping), with
-# LABELGUARD_MODE sync and async. Called by tests/run.sh; alone: bash tests/e2e/test_graph_into.sh
+# LABELGUARD_MODE sync and async; and built for the per-thread default stream (graph_into_ptsz:
+# the _ptsz entry points) on the asynchronous double. Called by tests/run.sh; alone: bash tests/e2e/test_graph_into.sh
 . "$(dirname "$0")/lib.sh"
 P="$LG_ROOT/$LG_BUILD/e2e/graph_into"
-need "$P"
+need "$P" "$P"_ptsz
 async_us="${FAKECUDA_ASYNC_US:-500}"
 
 n=plain
@@ -27,12 +28,13 @@ check "$n: the double puts the captures into the graphs (a: no handle back, b: t
   bash -c "grep -q '^capture a id=[1-9][0-9]* begin=0 launch=0 end=0 got=null\$' '$T/$n.out' && grep -q '^capture b id=[1-9][0-9]* begin=0 launch=0 end=0 got=same\$' '$T/$n.out'"
 check "$n: every replay's loss is the eager one" grep -qx "into rounds=6 mismatches=0 errors=0" "$T/$n.out"
 
-for dev in sync async; do
+for dev in sync async ptsz; do
   for mode in sync async; do
     n="$dev-$mode"
     (
-      if [ $dev = async ]; then export FAKECUDA_ASYNC_US=$async_us; else unset FAKECUDA_ASYNC_US; fi
-      LABELGUARD_MODE=$mode LABELGUARD_ACTION=mask LABELGUARD_QUIET=1 run_lg "$n" "$P" --rounds 6 --bad b:3
+      if [ $dev != sync ]; then export FAKECUDA_ASYNC_US=$async_us; else unset FAKECUDA_ASYNC_US; fi
+      prog="$P"; [ $dev = ptsz ] && prog="$P"_ptsz
+      LABELGUARD_MODE=$mode LABELGUARD_ACTION=mask LABELGUARD_QUIET=1 run_lg "$n" "$prog" --rounds 6 --bad b:3
     )
     grep -E '^(capture|instantiate|into)' "$T/$n.out"
     check "$n: both captured and instantiated" \
