@@ -434,9 +434,9 @@ bool lg_graphs_launched(const void *exec, void *stream)
         m->suspect = false;
         __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     }
-    /* A checked exec is not suspect, but it may be the parent of a conditional body holding
-     * checks (torch.cond with a loss beside it): those go unreported, which is said once. */
-    for (int i = 0; m && !m->suspect && i < n_graphs && !lg_graphs_notes_unreported_said(); i++)
+    /* A checked exec is never suspect, but it may be the parent of a conditional body holding
+     * checks (torch.cond with a loss beside it): those go unreported, which is said (once). */
+    for (int i = 0; m && i < n_graphs; i++)
         if (graphs[i].body && !graphs[i].instantiated) {
             lg_graphs_notes_unreported(graphs[i].capture_id, count_checks(graphs[i].capture_id),
                                        "a CUDA graph was replayed while checks captured into another one with "
