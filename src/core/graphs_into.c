@@ -19,10 +19,11 @@
  * samples make.
  *
  * Called by the hooks in preload_sync.c on application threads (one mutex; nothing on the
- * launch path), by graphs.c's fork handler. Tested by tests/unit/test_graphs.c (a capture
- * into a graph keeps its checks' scratch until the graph and its execs are gone) and
- * tests/e2e/test_graph_into.sh (two such graphs replayed on two streams, each loss equal to
- * the eager one) under the runtime test double.
+ * launch path), by graphs.c (its fork handler; whether a target is a graph of the caller's
+ * own). Tested by tests/unit/test_gpu_driver.c (captured_into_graph: the checks' scratch stays
+ * until the graph and its execs are gone), tests/unit/test_graphs.c (a body's checks beside a
+ * checked parent: said unreported) and tests/e2e/test_graph_into.sh (two such graphs replayed on
+ * two streams, each loss equal to the eager one) under the runtime test double.
  */
 #include <pthread.h>
 #include <stdlib.h>
