@@ -398,12 +398,19 @@ test-programs: $(BUILD)/e2e/libmix12.so $(BUILD)/e2e/mixed_main
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.
 E2E_PROGS := $(BUILD)/e2e/fork_storm $(BUILD)/e2e/bad_buffers $(BUILD)/e2e/graph_elsewhere $(BUILD)/e2e/graph_cond \
+             $(BUILD)/e2e/graph_into \
              $(BUILD)/e2e/assert_async
 $(E2E_PROGS): $(BUILD)/e2e/%: tests/e2e/progs/%.cu $(wildcard tests/progs/*.cuh)
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $<
 test-programs: $(E2E_PROGS)
+# graph_into built for the per-thread default stream: its captures enter through the _ptsz hooks.
+$(BUILD)/e2e/graph_into_ptsz: tests/e2e/progs/graph_into.cu $(wildcard tests/progs/*.cuh)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) --default-stream per-thread -o $@ $<
+test-programs: $(BUILD)/e2e/graph_into_ptsz
 
 # arm.c's unit test patches the GOT of these fixture libraries (tests/unit/arm_fixture.c).
 ARM_FIXTURES := $(BUILD)/tests/unit/libarmdep.so $(BUILD)/tests/unit/libarmfix_now.so \
@@ -451,7 +458,7 @@ test-programs: $(PYSTACK_PROBE)
 GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_BINS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
 # validate.c's backends and queue come with it; runtime.o opens libcuda for the GPU backend (forkpoint.o: its sections).
-VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_gpu_graph.o validate_scratch.o validate_module.o validate_host.o validate_node.o validate_defer.o validate_loss.o verdicts.o graphs.o captures.o runtime.o forkpoint.o)
+VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_gpu_graph.o validate_scratch.o validate_module.o validate_host.o validate_node.o validate_defer.o validate_loss.o verdicts.o graphs.o graphs_into.o graphs_notes.o captures.o runtime.o forkpoint.o)
 $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) $(wildcard src/*/*.h) cuda/lg_scan.h cuda/lg_validate.h
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)

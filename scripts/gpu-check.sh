@@ -16,8 +16,9 @@
 #              HOOKS=cupti, torch.profiler, async exit, mask on a full GPU,
 #              capture beside the raw-logits check, late enable, attach,
 #              enable before CUDA (backend gpu; a fork child), attach to a
-#              busy loop, torch.profiler after enable, torch.compile (see
-#              that file's docstring)
+#              busy loop, torch.profiler after enable, torch.compile,
+#              capture-to-graph losses against eager (torch.cond bodies;
+#              graph_into) (see that file's docstring)
 #   scenarios  real PyTorch training loops x actions                       tests/torch/run_scenarios.py
 #   test-gpu   validator vs CPU scan, e2e programs on the real runtime,    tests/gpu/run.sh
 #              live kernel names + cudaFuncGetParamInfo sizes vs specs

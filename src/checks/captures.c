@@ -7,8 +7,11 @@
  * that way: cudaGraphAddNode makes the body, cudaStreamBeginCaptureToGraph captures into it.
  * No runtime call says whether a graph is such a body, so the rule goes by how the capture
  * began: a capture begun by cudaStreamBeginCapture (or _ptsz) after labelguard's hooks were in
- * place builds a graph of its own, which takes host nodes; any other (cudaStreamBeginCaptureToGraph
- * into an existing graph, or a capture begun before the hooks were armed) gets no host node,
+ * place builds a graph of its own, which takes host nodes, and so does one begun by
+ * cudaStreamBeginCaptureToGraph into a graph the program made with cudaGraphCreate (the hook
+ * records both here); any other (cudaStreamBeginCaptureToGraph into a conditional body or
+ * another graph not known to be the program's own, or a capture begun before the hooks were
+ * armed) gets no host node,
  * and its launches run unchecked with a capture_unchecked warning (launch.c).
  *
  * Called by preload_sync.c's begin and end hooks and by validate_node.c, on application

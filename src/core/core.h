@@ -23,6 +23,10 @@ LG_HIDDEN void lg_graphs_destroyed(const void *graph);
 LG_HIDDEN void lg_graphs_instantiated(const void *exec, const void *graph);
 LG_HIDDEN void lg_graphs_exec_destroyed(const void *exec);
 LG_HIDDEN bool lg_graphs_launched(const void *exec, void *stream); /* true: an exec made before arming */
+/* The end of a capture into an existing graph `target` (cudaStreamBeginCaptureToGraph, or a
+ * capture ended without a graph handed back): its checks join the target's, and their scratch
+ * stays while the target or an exec of it can replay them. `ok`: the real call succeeded. */
+LG_HIDDEN void lg_graphs_end_into(unsigned long long capture_id, const void *target, bool ok);
 /* labelguard_arm: execs made before now are unknown, and their replays say so once. */
 LG_HIDDEN void lg_graphs_armed_late(void);
 LG_HIDDEN void lg_graphs_after_fork(void);
@@ -35,6 +39,34 @@ extern LG_HIDDEN _Atomic int lg_graphs_graphs;
 static inline bool lg_graphs_mapped(void) { return __atomic_load_n((int *)&lg_graphs_graphs, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_capturing(void) { return __atomic_load_n((int *)&lg_graphs_open, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_watching(void) { return __atomic_load_n((int *)&lg_graphs_watched, __ATOMIC_RELAXED) != 0; }
+/* ---------------------------------------------------------------- graphs_notes.c */
+
+/* graphs.c's two warnings, each said once: a text is kept (the first of its kind) while
+ * graphs.c holds its lock, and said by lg_graphs_notes_say after it released it. */
+LG_HIDDEN void lg_graphs_notes_unreported(unsigned long long graph_id, int n_checks, const char *how);
+LG_HIDDEN void lg_graphs_notes_into_late(unsigned long long graph_id, int n_checks);
+LG_HIDDEN void lg_graphs_notes_shared(unsigned long long graph_id, const char *why);
+LG_HIDDEN bool lg_graphs_notes_unreported_said(void);
+LG_HIDDEN void lg_graphs_notes_say(void);
+LG_HIDDEN void lg_graphs_notes_after_fork(void);
+/* ---------------------------------------------------------------- graphs_into.c */
+
+/* The hooks of cudaStreamBeginCaptureToGraph (after it succeeded: the capture's id and the
+ * graph it captures into, until lg_graphs_into_take at its end returns that graph, or NULL
+ * for a capture not begun so), cudaGraphCreate (a graph of its own, which takes host nodes:
+ * lg_graphs_into_standalone) and cudaGraphDestroy. */
+LG_HIDDEN void lg_graphs_into_begun(unsigned long long capture_id, const void *graph);
+LG_HIDDEN const void *lg_graphs_into_take(unsigned long long capture_id);
+LG_HIDDEN void lg_graphs_into_made_graph(const void *graph);
+LG_HIDDEN bool lg_graphs_into_standalone(const void *graph);
+LG_HIDDEN void lg_graphs_into_destroyed(const void *graph);
+LG_HIDDEN void lg_graphs_into_after_fork(void);
+/* Captures into a graph running; graphs made by cudaGraphCreate alive. The end and destroy
+ * hooks test these first (one relaxed load each). */
+extern LG_HIDDEN _Atomic int lg_graphs_into_open;
+extern LG_HIDDEN _Atomic int lg_graphs_into_made;
+static inline bool lg_graphs_into_any(void) { return __atomic_load_n((int *)&lg_graphs_into_open, __ATOMIC_RELAXED) != 0; }
+static inline bool lg_graphs_into_tracked(void) { return __atomic_load_n((int *)&lg_graphs_into_made, __ATOMIC_RELAXED) != 0; }
 /* ---------------------------------------------------------------- launch.c */
 
 

@@ -24,6 +24,11 @@
  * own ring (`graph.exec` in events). A check that cannot be rewritten stays shared, said once
  * (`graph_exec_shares_checks`, with why).
  *
+ * A capture into an existing graph (cudaStreamBeginCaptureToGraph; graphs_into.c) hands back
+ * no graph, or the one it captured into: its checks join that graph's mapping
+ * (lg_graphs_end_into), never replace it, and their scratch stays while the graph can replay
+ * them. The warnings below are graphs_notes.c's.
+ *
  * The checks layer never calls up into this table: the constructor hands lg_graphs_add_check
  * to validate.c (lg_validate_set_capture_sink), which calls it for each captured check.
  * Called by the hooks in preload.c on application threads (one mutex); the launch hook asks
@@ -63,6 +68,7 @@ typedef struct mapping {
     unsigned long long capture_id;
     bool instantiated; /* graphs: an exec was made from this graph */
     bool suspect;      /* execs: made without checks while a checked graph had none (see launched) */
+    bool body;         /* graphs: captured into, not made by cudaGraphCreate: likely a conditional body */
     uint64_t replays;  /* execs: replays queued so far; each exec numbers its own from 1 */
     uint64_t exec_no;  /* execs: which exec of its graph, from 1 (graphs: how many were made) */
     own_t *own;        /* execs: checks it has scratch of its own for (malloc'd) */
@@ -150,66 +156,6 @@ static void release(unsigned long long id)
     drop_checks(id);
 }
 
-/* Why a graph's checks will never be reported (one graph_checks_unreported warning): filled
- * under `lock`, said after it (the report takes locks of its own). Caller holds `lock`. */
-static char unreported[900];
-static bool unreported_said;
-static void note_unreported(const mapping_t *g, const char *how)
-{
-    if (unreported_said || unreported[0])
-        return;
-    snprintf(unreported, sizeof unreported,
-             "%s, while graph %llu, with %d checked loss launch(es), was never instantiated itself: checks captured "
-             "into a graph that then becomes a child graph node, a conditional node's body or a cudaGraphClone "
-             "source (or is captured into with cudaStreamBeginCaptureToGraph and replayed through another graph) "
-             "still run and sanitize, but labelguard cannot tell which exec replays them, so their violations are "
-             "never reported. Instantiate the captured graph itself to have them reported",
-             how, g->capture_id, count_checks(g->capture_id));
-}
-
-/* Weak: the GPU tests (tests/gpu) link this file without the report module (no warning). */
-#pragma weak lg_report_warning_once
-
-/* A second exec that could not get scratch of its own: replays of two execs at the same time
- * would mix their verdicts. Said once, like the above. */
-static char shared[600];
-static bool shared_said;
-
-static void note_shared(unsigned long long id, const char *why)
-{
-    if (shared_said || shared[0])
-        return;
-    snprintf(shared, sizeof shared,
-             "graph %llu was instantiated a second time and its new exec could not get check scratch of its own (%s): "
-             "its execs replay the same checks in the same validator scratch, so replays of two of them running at "
-             "the same time (on two streams) can report each other's labels. Instantiate each captured graph once "
-             "(capture it again for a second exec) to keep their verdicts apart",
-             id, why);
-}
-
-/* After `lock` is released: the one warning, if there is one to give. */
-static void say_unreported(void)
-{
-    char detail[sizeof unreported];
-    detail[0] = '\0';
-    pthread_mutex_lock(&lock);
-    if (unreported[0] && !unreported_said) {
-        memcpy(detail, unreported, sizeof detail);
-        unreported_said = true;
-    }
-    char detail2[sizeof shared];
-    detail2[0] = '\0';
-    if (shared[0] && !shared_said) {
-        memcpy(detail2, shared, sizeof detail2);
-        shared_said = true;
-    }
-    pthread_mutex_unlock(&lock);
-    if (detail[0] && lg_report_warning_once)
-        lg_report_warning_once("graph_checks_unreported", detail);
-    if (detail2[0] && lg_report_warning_once)
-        lg_report_warning_once("graph_exec_shares_checks", detail2);
-}
-
 /* Forgets what `graph` mapped to, if anything. Caller holds `lock`. */
 static void unmap_graph(const void *graph)
 {
@@ -218,8 +164,9 @@ static void unmap_graph(const void *graph)
         return;
     unsigned long long id = m->capture_id;
     if (!m->instantiated) {
-        note_unreported(m, "a CUDA graph holding checks was destroyed (or its handle reused) before any exec was made "
-                           "from it");
+        lg_graphs_notes_unreported(
+            m->capture_id, count_checks(id),
+            "a CUDA graph holding checks was destroyed (or its handle reused) before any exec was made from it");
         /* It may have become a child graph node or a clone's source: another graph may replay
          * these checks, so their scratch is never handed back. */
         for (int i = 0; i < n_checks; i++)
@@ -279,7 +226,39 @@ void lg_graphs_end_capture(unsigned long long capture_id, const void *graph)
     }
     __atomic_fetch_sub(&lg_graphs_open, k, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&lock);
-    say_unreported();
+    lg_graphs_notes_say();
+}
+
+/* A capture into an existing graph adds nodes to it: its checks join what the graph maps to
+ * (never replace it), and go with the graph's (release) once nothing can replay it. A
+ * conditional body is never instantiated or destroyed itself: its mapping stays until its
+ * handle is reused, and its checks are then kept (unmap_graph). Kept, never handed back: the
+ * checks of a failed capture (its nodes may be in the graph), and of one into a graph
+ * instantiated before (its execs lack the new nodes; a later one has them, which is not known). */
+void lg_graphs_end_into(unsigned long long capture_id, const void *target, bool ok)
+{
+    pthread_mutex_lock(&lock);
+    int k = capture_id ? count_checks(capture_id) : 0;
+    mapping_t *m = k > 0 && ok && target ? find(graphs, n_graphs, target) : NULL;
+    if (k > 0 && m && !m->instantiated) {
+        for (int i = 0; i < n_checks; i++)
+            if (checks[i].capture_id == capture_id)
+                checks[i].capture_id = m->capture_id;
+    } else if (k > 0 && !m && ok && target && grow((void **)&graphs, &cap_graphs, n_graphs, sizeof *graphs) == 0) {
+        graphs[n_graphs++] =
+            (mapping_t){.key = target, .capture_id = capture_id, .body = !lg_graphs_into_standalone(target)};
+        __atomic_store_n(&lg_graphs_graphs, n_graphs, __ATOMIC_RELAXED);
+    } else if (k > 0) {
+        if (m)
+            lg_graphs_notes_into_late(m->capture_id, k);
+        for (int i = 0; i < n_checks; i++)
+            if (checks[i].capture_id == capture_id)
+                checks[i].kept = true;
+        drop_checks(capture_id);
+    }
+    __atomic_fetch_sub(&lg_graphs_open, k, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lock);
+    lg_graphs_notes_say();
 }
 
 /* Execs already made from `graph` own their copy of its nodes, and keep their mappings. */
@@ -288,7 +267,7 @@ void lg_graphs_destroyed(const void *graph)
     pthread_mutex_lock(&lock);
     unmap_graph(graph);
     pthread_mutex_unlock(&lock);
-    say_unreported();
+    lg_graphs_notes_say();
 }
 
 /* Once every checked graph has an exec of its own, no exec is suspect. Caller holds `lock`. */
@@ -338,7 +317,7 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
     for (int i = 0; own && (!m || m->capture_id != id) && i < kept; i++)
         lg_validate_retire(own[i].ring, own[i].launched);
     if (why[0])
-        note_shared(id, why);
+        lg_graphs_notes_shared(id, why);
     pthread_mutex_unlock(&lock);
     free(own);
 }
@@ -378,9 +357,9 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
                     own[n_own++].shared = checks[i].ring;
                 }
         } else if (k > 0) {
-            note_shared(id, "out of memory");
+            lg_graphs_notes_shared(id, "out of memory");
         }
-    } else if (!g && !unreported_said)
+    } else if (!g && !lg_graphs_notes_unreported_said())
         for (int i = 0; i < n_graphs && !suspect; i++)
             suspect = !graphs[i].instantiated;
     mapping_t *m = find(execs, n_execs, exec);
@@ -408,7 +387,7 @@ void lg_graphs_instantiated(const void *exec, const void *graph)
         free(own);
     free(infos);
     free(reads);
-    say_unreported();
+    lg_graphs_notes_say();
 }
 
 void lg_graphs_exec_destroyed(const void *exec)
@@ -448,12 +427,22 @@ bool lg_graphs_launched(const void *exec, void *stream)
          * a clone), and no verdict of theirs can be read. Watched no longer either way. */
         for (int i = 0; i < n_graphs; i++)
             if (!graphs[i].instantiated) {
-                note_unreported(&graphs[i], "a CUDA graph without checks of its own was replayed");
+                lg_graphs_notes_unreported(graphs[i].capture_id, count_checks(graphs[i].capture_id),
+                                           "a CUDA graph without checks of its own was replayed");
                 break;
             }
         m->suspect = false;
         __atomic_fetch_sub(&lg_graphs_watched, 1, __ATOMIC_RELAXED);
     }
+    /* A checked exec is never suspect, but it may be the parent of a conditional body holding
+     * checks (torch.cond with a loss beside it): those go unreported, which is said (once). */
+    for (int i = 0; m && i < n_graphs; i++)
+        if (graphs[i].body && !graphs[i].instantiated) {
+            lg_graphs_notes_unreported(graphs[i].capture_id, count_checks(graphs[i].capture_id),
+                                       "a CUDA graph was replayed while checks captured into another one with "
+                                       "cudaStreamBeginCaptureToGraph (a conditional node's body) had no exec");
+            break;
+        }
     unsigned long long id = m ? m->capture_id : 0;
     /* The replay's number is this exec's own: a graph's execs replay independently. Which run
      * of a check's ring the replay publishes is the check's count, over every exec replaying
@@ -484,7 +473,7 @@ bool lg_graphs_launched(const void *exec, void *stream)
             free(p);
     }
     pthread_mutex_unlock(&lock);
-    say_unreported();
+    lg_graphs_notes_say();
     return unknown;
 }
 
@@ -495,4 +484,6 @@ void lg_graphs_after_fork(void)
     __atomic_store_n(&lg_graphs_open, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&lg_graphs_graphs, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&lg_graphs_watched, armed_late ? 1 : 0, __ATOMIC_RELAXED);
+    lg_graphs_into_after_fork();
+    lg_graphs_notes_after_fork();
 }

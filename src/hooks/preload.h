@@ -44,6 +44,8 @@
     X(cudaPeekAtLastError, cudaError_t, (void), (B))                                                              \
     X(cudaGetErrorString, const char *, (cudaError_t e), (B, e))
 
+/* cudaStreamBeginCaptureToGraph (CUDA 12.3+) takes its edge data as `const cudaGraphEdgeData *`,
+ * a type older headers lack: passed on untouched. */
 /* cudaGraphInstantiate took five parameters before CUDA 12 (error node, log buffer and its
  * size) and takes three since: the hook takes five and passes them all on, which is right for
  * both (a CUDA 12 or 13 runtime ignores the extra ones). */
@@ -64,6 +66,14 @@
     X(cudaGraphLaunch_ptsz, cudaError_t, (cudaGraphExec_t x, cudaStream_t s), (B, x, s))                          \
     X(cudaStreamBeginCapture, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode m), (B, s, m))             \
     X(cudaStreamBeginCapture_ptsz, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode m), (B, s, m))        \
+    X(cudaStreamBeginCaptureToGraph, cudaError_t,                                                                 \
+      (cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *d, const void *ed, size_t n,                         \
+       enum cudaStreamCaptureMode m),                                                                             \
+      (B, s, g, d, ed, n, m))                                                                                     \
+    X(cudaStreamBeginCaptureToGraph_ptsz, cudaError_t,                                                            \
+      (cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *d, const void *ed, size_t n,                         \
+       enum cudaStreamCaptureMode m),                                                                             \
+      (B, s, g, d, ed, n, m))                                                                                     \
     X(cudaStreamEndCapture, cudaError_t, (cudaStream_t s, cudaGraph_t *g), (B, s, g))                             \
     X(cudaStreamEndCapture_ptsz, cudaError_t, (cudaStream_t s, cudaGraph_t *g), (B, s, g))                        \
     X(cudaGraphInstantiate, cudaError_t, (cudaGraphExec_t *x, cudaGraph_t g, void *a3, void *a4, size_t a5),      \
@@ -73,7 +83,8 @@
     X(cudaGraphInstantiateWithParams, cudaError_t,                                                                \
       (cudaGraphExec_t *x, cudaGraph_t g, cudaGraphInstantiateParams *p), (B, x, g, p))                           \
     X(cudaGraphExecDestroy, cudaError_t, (cudaGraphExec_t x), (B, x))                                             \
-    X(cudaGraphDestroy, cudaError_t, (cudaGraph_t g), (B, g))
+    X(cudaGraphDestroy, cudaError_t, (cudaGraph_t g), (B, g))                                                     \
+    X(cudaGraphCreate, cudaError_t, (cudaGraph_t *g, unsigned int f), (B, g, f))
 // clang-format on
 
 #define LG_HOOKS(X) LG_HOOKS_LAUNCH(X) LG_HOOKS_SYNC(X)

@@ -9,7 +9,9 @@
  * cudaGraphInstantiate*, cudaGraphExecDestroy, cudaGraphDestroy, cudaGraphLaunch) tell
  * graphs.c which graphs hold checked launches and queue each replay's verdicts;
  * cudaStreamBeginCapture and cudaStreamEndCapture tell captures.c which captures build a graph
- * of their own (the only ones that get host nodes: test_graph_cond.sh). Defined once
+ * of their own (the only ones that get host nodes: test_graph_cond.sh);
+ * cudaStreamBeginCaptureToGraph and cudaGraphCreate tell graphs_into.c which captures add to a
+ * graph the caller holds, and which graphs are the caller's own (test_graph_into.sh). Defined once
  * per libcudart version node like every hook (preload.h). Runs on whatever thread calls the
  * runtime.
  *
@@ -159,10 +161,68 @@ BODY cudaError_t body_cudaStreamBeginCapture_ptsz(lg_preload_binding_t *b, cudaS
     return begin_capture(b, (cudaStreamBeginCapture_fn)REAL(b, cudaStreamBeginCapture_ptsz), s, m, true);
 }
 
+/* A capture into a graph the caller holds (a conditional node's body, or a graph of its own)
+ * is recorded with its target once the real call succeeded (graphs_into.c): its end hands
+ * back no graph, or that one again, and its checks must stay with the target. A target made
+ * by cudaGraphCreate takes host nodes: the capture is recorded as begun here too (captures.c);
+ * a body does not, and gets none. */
+static inline cudaError_t begin_capture_to_graph(lg_preload_binding_t *b, cudaStreamBeginCaptureToGraph_fn real,
+                                                 cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *d,
+                                                 const void *ed, size_t n, enum cudaStreamCaptureMode m,
+                                                 bool per_thread)
+{
+    if (LG_UNLIKELY(!real))
+        return cudaErrorInitializationError;
+    cudaError_t e = real(s, g, d, ed, n, m);
+    if (e == cudaSuccess && g && !lg_in_library) {
+        unsigned long long id = 0;
+        void *st = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
+        if (lg_runtime_capture_status(lg_preload_runtime(b), st, &id) > 0 && id) {
+            lg_graphs_into_begun(id, g);
+            if (lg_graphs_into_tracked() && lg_graphs_into_standalone(g))
+                lg_captures_begun(id);
+        }
+    }
+    return e;
+}
+
+BODY cudaError_t body_cudaStreamBeginCaptureToGraph(lg_preload_binding_t *b, cudaStream_t s, cudaGraph_t g,
+                                                    const cudaGraphNode_t *d, const void *ed, size_t n,
+                                                    enum cudaStreamCaptureMode m)
+{
+    return begin_capture_to_graph(b, REAL(b, cudaStreamBeginCaptureToGraph), s, g, d, ed, n, m, false);
+}
+
+BODY cudaError_t body_cudaStreamBeginCaptureToGraph_ptsz(lg_preload_binding_t *b, cudaStream_t s, cudaGraph_t g,
+                                                         const cudaGraphNode_t *d, const void *ed, size_t n,
+                                                         enum cudaStreamCaptureMode m)
+{
+    return begin_capture_to_graph(b, (cudaStreamBeginCaptureToGraph_fn)REAL(b, cudaStreamBeginCaptureToGraph_ptsz), s,
+                                  g, d, ed, n, m, true);
+}
+
+/* The graph a capture builds, asked before its end (cudaStreamGetCaptureInfo's graph, the
+ * fourth parameter of every version that has one; NULL where the runtime cannot say). */
+static const void *capturing_graph(const lg_runtime_t *rt, void *stream)
+{
+    void *graph = NULL;
+    int status = 0;
+    unsigned long long id = 0;
+    if (!rt || !rt->stream_get_capture_info)
+        return NULL;
+    int saved = lg_runtime_save_error(rt);
+    if (rt->stream_get_capture_info(stream, &status, &id, &graph, NULL, NULL, NULL) != 0)
+        graph = NULL;
+    lg_runtime_restore_error(rt, saved);
+    return graph;
+}
+
 /* The capture's id is asked before the real call ends it, only while some capture holds a
- * check or was recorded as begun here. A capture without checks still reports its graph
- * while some graph handle maps to checks: the handle may be a destroyed graph's, reused,
- * whose mapping must go. */
+ * check, was recorded as begun here, or captures into an existing graph. A capture without
+ * checks still reports its graph while some graph handle maps to checks: the handle may be a
+ * destroyed graph's, reused, whose mapping must go. A capture into an existing graph (recorded
+ * at its begin, or one that succeeded without handing back a graph: begun by the driver, or
+ * before arming; its graph is asked before the end) maps its checks to that graph. */
 static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapture_fn real, cudaStream_t s,
                                       cudaGraph_t *g, bool per_thread)
 {
@@ -171,16 +231,23 @@ static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapt
     unsigned long long id = 0;
     bool track = lg_graphs_capturing() && !lg_in_library;
     bool begun = lg_captures_open() && !lg_in_library;
-    if (LG_UNLIKELY(track || begun))
-        lg_runtime_capture_status(lg_preload_runtime(b),
-                                  (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s, &id);
+    bool into = lg_graphs_into_any() && !lg_in_library;
+    void *st = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
+    const void *capturing = NULL;
+    if (LG_UNLIKELY(track || begun || into))
+        lg_runtime_capture_status(lg_preload_runtime(b), st, &id);
+    if (LG_UNLIKELY(track) && id)
+        capturing = capturing_graph(lg_preload_runtime(b), st);
     cudaError_t e = real(s, g);
     if (LG_UNLIKELY(begun))
         lg_captures_ended(id);
     const void *graph = e == cudaSuccess && g ? (const void *)*g : NULL;
-    if (LG_UNLIKELY(track) && id)
+    const void *target = LG_UNLIKELY(into) && id ? lg_graphs_into_take(id) : NULL;
+    if (LG_UNLIKELY(track) && id && (target || (e == cudaSuccess && !graph)))
+        lg_graphs_end_into(id, target ? target : capturing, e == cudaSuccess);
+    else if (LG_UNLIKELY(track) && id)
         lg_graphs_end_capture(id, graph);
-    else if (LG_UNLIKELY(graph && lg_graphs_mapped()) && !lg_in_library)
+    else if (LG_UNLIKELY(graph && graph != target && lg_graphs_mapped()) && !lg_in_library)
         lg_graphs_end_capture(0, graph);
     return e;
 }
@@ -236,7 +303,19 @@ BODY cudaError_t body_cudaGraphDestroy(lg_preload_binding_t *b, cudaGraph_t g)
 {
     if (LG_UNLIKELY(lg_graphs_mapped()) && g && !lg_in_library)
         lg_graphs_destroyed(g);
+    if (LG_UNLIKELY(lg_graphs_into_tracked()) && g && !lg_in_library)
+        lg_graphs_into_destroyed(g);
     return REAL_OR_INIT(b, cudaGraphDestroy, (g));
+}
+
+/* A graph of the caller's own, which takes host nodes (a conditional body is made by
+ * cudaGraphAddNode instead): a capture into it gets the host backend's checks. */
+BODY cudaError_t body_cudaGraphCreate(lg_preload_binding_t *b, cudaGraph_t *g, unsigned int f)
+{
+    cudaError_t e = REAL_OR_INIT(b, cudaGraphCreate, (g, f));
+    if (e == cudaSuccess && g && !lg_in_library)
+        lg_graphs_into_made_graph(*g);
+    return e;
 }
 
 /* ------------------------------------------------------------------ the exported definitions */

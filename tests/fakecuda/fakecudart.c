@@ -2787,6 +2787,11 @@ cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g, const c
     if (!graph_live(g)) return ret(cudaErrorInvalidValue);
     return begin_capture(s, mode, g);
 }
+/* A program built with --default-stream per-thread calls this one (its stream 0 is the calling
+ * thread's). */
+cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                               const cudaGraphEdgeData *edges, size_t n, enum cudaStreamCaptureMode mode)
+{ return cudaStreamBeginCaptureToGraph(PTSZ(s), g, deps, edges, n, mode); }
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *num)
 {

@@ -51,6 +51,13 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   bad label is caught (needs gdb)
   profiler_enable torch.profiler after labelguard.enable(): kernels in the trace (CUPTI's slot is
                   left to Kineto: hooks ["interpose"]), and the bad label after it still caught
+  graph_into      capture-to-graph losses against eager: two graphs, each a torch.cond whose branch
+                  is an NLL forward, captured under torch.cuda.graph (torch 2.15+ captures each
+                  branch into a conditional body with cudaStreamBeginCaptureToGraph; SKIP with the
+                  reason where torch cannot), replayed on two streams alternately, mask: every
+                  loss equals the eager one of its batch (never one from the other graph's labels
+                  or scratch), and the bad batch is reported or said unreportable
+                  (graph_checks_unreported), never silent
   split_launch    a gather over 2^31 + 4096 ids, which TensorIterator splits into 32-bit launches,
                   with one bad id in the last part: caught; prints the sample index it reports
   threads_mask    two threads on the default stream (shared, as in PyTorch), mask mode, one bad
@@ -435,6 +442,82 @@ def child_threads_mask(torch, F):
     _emit(threads=[res.get(0), res.get(1)], iters=iters)
 
 
+INTO_ROUNDS, INTO_BAD_ROUND = 8, 5
+def _into_true(logp, y):
+    import torch.nn.functional as F
+    return F.nll_loss(logp, y)
+
+
+def _into_false(logp, y):
+    return logp.sum() * 0
+
+
+def child_graph_into(torch, F):
+    """Two graphs, each a torch.cond whose true branch is an NLL forward on its own static target,
+    captured under torch.cuda.graph: torch captures each branch into a conditional node's body
+    with cudaStreamBeginCaptureToGraph (torch 2.15+). Replayed on two streams, alternately and
+    repeatedly, new batches copied into the static targets each round; graph 1's round
+    INTO_BAD_ROUND batch holds a bad label. Each loss against the eager one of its batch (the bad
+    batch's: with that label ignored, what mask makes of it)."""
+    try:
+        from torch._higher_order_ops.cudagraph_conditional_nodes import CUDAGraphCaptureControlFlowOpDispatchMode
+    except ImportError as e:
+        _emit(skip="torch %s captures no torch.cond into CUDA graph conditional nodes (%s)" % (torch.__version__, e))
+        return
+    torch.manual_seed(0)
+    logp = torch.log_softmax(torch.randn(N, C), dim=1).cuda()
+    pred = torch.tensor(True).cuda()
+    gen = torch.Generator().manual_seed(1)
+    batches = [[torch.randint(0, C, (N,), generator=gen) for _ in range(INTO_ROUNDS)] for _ in range(2)]
+    batches[1][INTO_BAD_ROUND][BAD_AT] = BAD_VALUE
+    refs = []
+    for k in range(2):
+        row = []
+        for r, y in enumerate(batches[k]):
+            y = y.clone()
+            y[y >= C] = -100
+            row.append(F.nll_loss(logp, y.cuda()).item())  # eager, no graph
+        refs.append(row)
+    targets = [batches[k][0].clone().cuda() for k in range(2)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    graphs, outs = [], []
+    try:
+        for k in range(2):
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):  # warm-up outside the capture, as torch.cuda.graph's docs ask
+                F.nll_loss(logp, targets[k])
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                with CUDAGraphCaptureControlFlowOpDispatchMode():
+                    out = torch.cond(pred, _into_true, _into_false, (logp, targets[k]))
+            graphs.append(g)
+            outs.append(out)
+    except Exception as e:  # noqa: BLE001  (the failure is the observation)
+        _emit(capture_error="%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else ""))
+        return
+    wrong, raised, seen = [], None, []
+    for r in range(INTO_ROUNDS):
+        try:
+            for k in range(2):  # both replays in flight before either is waited for
+                with torch.cuda.stream(streams[k]):
+                    targets[k].copy_(batches[k][r].cuda(non_blocking=True))
+                    graphs[k].replay()
+            vals = []
+            for k in range(2):
+                streams[k].synchronize()
+                vals.append(outs[k].item())
+        except Exception as e:  # noqa: BLE001
+            raised = {"round": r, "type": type(e).__name__, "text": str(e)[:500]}
+            break
+        seen.append(vals)
+        for k in range(2):
+            if abs(vals[k] - refs[k][r]) > 1e-5 * max(1.0, abs(refs[k][r])):
+                wrong.append({"graph": k, "round": r, "loss": vals[k], "eager": refs[k][r]})
+    _emit(torch=torch.__version__, rounds=len(seen), wrong=wrong, raised=raised)
+
+
 def child_split_launch(torch, F):
     n = (1 << 31) + 4096  # TensorIterator splits a gather this long into 32-bit launches
     x = torch.zeros(64, dtype=torch.uint8, device="cuda")
@@ -506,7 +589,7 @@ CHILDREN = {
     "late_enable": child_late_enable, "attach_target": child_attach_target,
     "split_launch": child_split_launch, "enable_early": child_enable_early, "busy_target": child_busy_target,
     "profiler_enable": child_profiler_enable,
-    "threads_mask": child_threads_mask,
+    "threads_mask": child_threads_mask, "graph_into": child_graph_into,
     "embedding_step": child_embedding_step,
     "index_put_acc": child_index_put_acc, "assert_async": child_assert_async,
 }
@@ -1049,6 +1132,40 @@ def case_threads_mask(ctx):
     return "PASS", detail
 
 
+def case_graph_into(ctx):
+    if ctx.fake:
+        return "SKIP", "the double runs the host backend, which leaves a check in a conditional body unchecked " \
+                       "(GPU-free: tests/e2e/test_graph_into.sh, tests/unit/test_gpu_driver /gpu_driver/captured_into_graph)"
+    rc, obs, ev, err = spawn(ctx, "graph_into", "graph_into", {"LABELGUARD_ACTION": "mask", "LABELGUARD_QUIET": "1"},
+                             timeout=180)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    if obs.get("skip"):
+        return "SKIP", obs["skip"]
+    if obs.get("capture_error"):
+        rc0, obs0, _, err0 = spawn(ctx, "graph_into_plain", "graph_into", {}, preload=False, timeout=180)
+        if obs0 is not None and obs0.get("capture_error"):
+            return "SKIP", "torch.cond is not captured into conditional nodes here, labelguard or not: %s" % (
+                obs0["capture_error"])
+        return "FAIL", "the capture failed under labelguard only: %s" % obs["capture_error"]
+    detail = "torch %s, 2 graphs x %d replays on two streams: %d losses differ from eager" % (
+        obs.get("torch"), obs["rounds"], len(obs["wrong"]))
+    if obs["raised"] or obs["rounds"] != INTO_ROUNDS:
+        return "FAIL", detail + "; raised %s" % obs["raised"]
+    if obs["wrong"]:
+        return "FAIL", detail + ": %s" % obs["wrong"][:3]
+    viol = [v for v in of(ev, "violation") if "nll_loss" in v.get("kernel", "")]
+    warn = [w.get("what") for w in of(ev, "warning")]
+    # A body's checks sanitize, but its verdicts cannot be told apart from the parent's execs:
+    # the bad batch is either reported or said unreportable, never silent.
+    if not viol and "graph_checks_unreported" not in warn:
+        return "FAIL", detail + "; the bad batch neither reported nor said unreportable (warnings %s)" % warn
+    if any(v.get("outcome") != "masked" for v in viol):
+        return "FAIL", detail + "; outcomes %s" % sorted({v.get("outcome") for v in viol})
+    return "PASS", detail + "; the bad batch: %s" % (
+        "%d violation(s), masked" % len(viol) if viol else "masked, graph_checks_unreported said")
+
+
 def embedding_step(ctx, step, mode):
     """The embedding step of child_embedding_step under compute-sanitizer memcheck (where it is
     installed): no kernel, forward or backward, may touch memory outside an allocation. Eager,
@@ -1123,6 +1240,7 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),
          ("enable_early", case_enable_early), ("enable_fork", case_enable_fork), ("attach_busy", case_attach_busy),
          ("profiler_enable", case_profiler_enable), ("threads_mask", case_threads_mask),
+         ("graph_into", case_graph_into),
          ("compiled", case_compiled), ("embedding_async", case_embedding_async),
          ("embedding_graph", case_embedding_graph), ("index_put_acc", case_index_put_acc),
          ("assert_async", case_assert_async)]

@@ -15,6 +15,8 @@
  *   - 10,000 capture / instantiate twice / replay / destroy cycles: the captured scratch is
  *     handed back and reused, with no new allocation and no check sent to the host backend;
  *     not before its last replay has run, and never when its graph went without an exec;
+ *   - a capture into an existing graph (cudaStreamBeginCaptureToGraph, no graph handed back):
+ *     its scratch stays the graph's until the graph and its execs are gone, a body's for good;
  *   - a captured validator whose graph is instantiated twice: the second exec's validator node,
  *     and the loss launch reading its sanitized copy, are pointed at scratch of their own
  *     (cuGraphExecKernelNodeSetParams on a fake graph that records each exec's node values),
@@ -824,6 +826,83 @@ static void test_captured_scratch_reused(void)
     g_assert_cmpuint(lg_validate_gpu_host_fallbacks() - fallbacks, ==, 0);
 }
 
+/* Whether captured scratch was handed back (no graph or exec holds it any more). */
+static bool retired(const lg_gpu_run_t *run)
+{
+    const struct lg_scratch *s = lg_validate_scratch_captured(run->ring);
+    g_assert_nonnull(s);
+    return s->retired;
+}
+
+/* Publishes the next run of a captured check's ring, clean, as its validator node would. */
+static void publish_run(const lg_gpu_run_t *run)
+{
+    lg_scan_ring_t *ring = (lg_scan_ring_t *)run->ring;
+    uint64_t seq = ring->latest + 1;
+    ring->entries[seq % LG_RING_SLOTS].verdict.checked = 64;
+    ring->entries[seq % LG_RING_SLOTS].verdict.bad_count = 0;
+    ring->entries[seq % LG_RING_SLOTS].seq = seq;
+    ring->latest = seq;
+}
+
+/* A capture into an existing graph (cudaStreamBeginCaptureToGraph: torch.cond / while_loop
+ * bodies, or a graph of the caller's own) ends without a graph handed back. Its check's scratch
+ * is not handed back then, as a failed capture's is, while the graph still replays its nodes:
+ * it stays the graph's while the graph or an exec of it can replay it, and a second capture
+ * into the same graph joins the graph's checks. A conditional body (never instantiated nor
+ * destroyed itself) keeps its scratch for good, and so does a failed capture into a graph (its
+ * nodes may be there). */
+static void test_captured_into_graph(void)
+{
+    fresh_driver();
+    lg_spec_t spec;
+    lg_kernel_info_t info;
+    loss_kernel(&spec, &info);
+    lg_async_report_t r;
+    while (lg_verdicts_collect(&r, LG_COLLECT_SYNC_ALL, NULL))
+        ;
+    lg_target_t t = {0};
+    char why[512] = "";
+    const CUgraph into = (CUgraph)0xa100, body = (CUgraph)0xa200, other = (CUgraph)0xa300;
+    lg_gpu_run_t a, a2, b, c;
+    capture((CUstream)0xb600, true, &a);
+    g_assert_cmpint(lg_graphs_add_check(4001, &info, (void *)0xb600, &t, a.ring, a.copy, why, sizeof why), ==, 0);
+    lg_graphs_end_into(4001, into, true);
+    g_assert_false(retired(&a));
+    capture((CUstream)0xb600, true, &a2);
+    g_assert_true(a2.ring != a.ring);
+    g_assert_cmphex(a2.copy, !=, a.copy);
+    g_assert_cmpint(lg_graphs_add_check(4002, &info, (void *)0xb600, &t, a2.ring, a2.copy, why, sizeof why), ==, 0);
+    lg_graphs_end_into(4002, into, true);
+    capture((CUstream)0xb600, true, &b);
+    g_assert_cmpint(lg_graphs_add_check(4003, &info, (void *)0xb600, &t, b.ring, b.copy, why, sizeof why), ==, 0);
+    lg_graphs_end_into(4003, body, true);
+    g_assert_true(b.ring != a.ring && b.ring != a2.ring);
+    g_assert_false(lg_graphs_capturing());
+
+    /* The graph's exec replays both checks, read under the graph's id; the graph itself goes. */
+    lg_graphs_instantiated((void *)1, into);
+    lg_graphs_destroyed(into);
+    lg_graphs_launched((void *)1, (void *)0xb600);
+    publish_run(&a);
+    publish_run(&a2);
+    for (int i = 0; i < 2; i++) {
+        g_assert_true(lg_verdicts_collect(&r, LG_COLLECT_MINE, NULL));
+        g_assert_cmpuint(r.graph_id, ==, 4001);
+        g_assert_cmpuint(r.replay, ==, 1);
+    }
+    g_assert_false(retired(&a) || retired(&a2) || retired(&b));
+    lg_graphs_exec_destroyed((void *)1);
+    g_assert_true(retired(&a) && retired(&a2));
+    g_assert_false(retired(&b));
+
+    capture((CUstream)0xb600, true, &c);
+    g_assert_cmpint(lg_graphs_add_check(4004, &info, (void *)0xb600, &t, c.ring, c.copy, why, sizeof why), ==, 0);
+    lg_graphs_end_into(4004, other, false);
+    g_assert_false(retired(&c));
+    g_assert_false(lg_graphs_capturing());
+}
+
 /* 64 float32 probabilities, two of them out of [0, 1] (a NaN at 5, 1.5 at 40). */
 static lg_target_t probs32(void)
 {
@@ -1126,6 +1205,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/second_exec_rebind_paths", test_second_exec_rebind_paths);
     g_test_add_func("/gpu_driver/captured_scratch_reused", test_captured_scratch_reused);
     g_test_add_func("/gpu_driver/captured_scratch_waits", test_captured_scratch_waits);
+    g_test_add_func("/gpu_driver/captured_into_graph", test_captured_into_graph);
     g_test_add_func("/gpu_driver/range_on_gpu", test_range_on_gpu);
     g_test_add_func("/gpu_driver/range_captured_launch", test_range_captured_launch);
     g_test_add_func("/gpu_driver/range_async_launch", test_range_async_launch);

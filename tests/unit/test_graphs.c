@@ -3,7 +3,9 @@
  * exec's record starts from nothing even when its memory held something before, and that a
  * graph handle reused after cudaGraphDestroy (PyTorch destroys each graph once instantiated)
  * does not inherit the destroyed graph's checks, and that checks captured into a graph only
- * replayed inside another one (child graph node) give one graph_checks_unreported warning. The replays
+ * replayed inside another one (child graph node), or captured into a conditional body beside a
+ * parent with checks of its own (cudaStreamBeginCaptureToGraph), give one graph_checks_unreported
+ * warning. The replays
  * themselves, their verdicts and delivery are tested end to end (tests/e2e/test_graphs.sh).
  * Run: make build/tests/unit/test_graphs && build/tests/unit/test_graphs
  */
@@ -216,6 +218,40 @@ static void test_child_graph_unreported(void)
     g_assert_false(lg_graphs_mapped());
 }
 
+/* A conditional body captured into with cudaStreamBeginCaptureToGraph (a graph not made by
+ * cudaGraphCreate) holds a check; its parent, captured with a check of its own beside the
+ * torch.cond, is instantiated and replayed: the parent's verdicts are read, the body's cannot
+ * be, and that is said once (graph_checks_unreported) at the parent's first replay. The body's
+ * checks stay mapped to it while its parent lives (never destroyed by a call of its own). */
+static void test_body_beside_checks_unreported(void)
+{
+    /* In a process of its own: the warning is said once per process, and other tests say it. */
+    if (!g_test_subprocess()) {
+        g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_passed();
+        return;
+    }
+    static char body, parent, exec_p;
+    lg_target_t t = {0};
+    char why[128] = "";
+    g_assert_cmpint(lg_graphs_add_check(31, NULL, NULL, &t, NULL, 0, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(32, NULL, NULL, &t, NULL, 0, why, sizeof why), ==, 0);
+    lg_graphs_end_into(32, &body, true); /* the body's capture ends first, inside the parent's */
+    lg_graphs_end_capture(31, &parent);
+    g_assert_false(lg_graphs_capturing());
+    lg_graphs_instantiated(&exec_p, &parent);
+    g_assert_false(lg_graphs_launched(&exec_p, NULL));
+    drain();
+    g_assert_cmpint(log_mentions("graph_checks_unreported"), ==, 1);
+    g_assert_cmpint(log_mentions("graph 32, with 1 checked loss launch"), ==, 1);
+    g_assert_cmpint(log_mentions("had no exec"), ==, 1);
+    lg_graphs_exec_destroyed(&exec_p);
+    lg_graphs_destroyed(&parent);
+    g_assert_true(lg_graphs_mapped()); /* the body's: it goes only if its handle is reused */
+    lg_graphs_end_capture(0, &body);
+    g_assert_false(lg_graphs_mapped());
+}
+
 /* A second exec of a checked graph whose check cannot get scratch of its own (here: no host-node
  * check behind it, as for the GPU backend's validator, which writes the stream's scratch) shares
  * the check's scratch: one graph_exec_shares_checks warning saying why, at the second
@@ -300,6 +336,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graphs/replays_per_exec", test_replays_per_exec);
     g_test_add_func("/graphs/unpublished_bounded", test_unpublished_bounded);
     g_test_add_func("/graphs/child_graph_unreported", test_child_graph_unreported);
+    g_test_add_func("/graphs/body_beside_checks_unreported", test_body_beside_checks_unreported);
     int rc = g_test_run();
     char *cmd = g_strdup_printf("rm -rf '%s'", log_dir);
     if (system(cmd) != 0)
