@@ -267,11 +267,11 @@ typedef struct lg_async_report {
  * memory. A graph replay's p (graph_id set): the run its next replay overwrites is read first,
  * waiting for p->stream if it is not published yet (the caller's lock is held across). */
 LG_HIDDEN int lg_verdicts_add(lg_pending_t *p);
-/* Before run `next` of `ring` is enqueued: every outstanding check of that ring whose run shares
- * next's slot gets its verdict out of the ring now (overwritten already: lost). Returns how many
- * of those runs are not published yet: the caller waits for the stream and calls again with
- * give_up, which marks what is still missing lost (the calling thread's and exited threads'
- * checks; lg_launch_poll reports them). Any thread. */
+/* Before run `next` of `ring` (an eager ring: the calling thread's own) is enqueued: every
+ * outstanding check of that ring whose run shares next's slot gets its verdict out of the ring
+ * now (overwritten already: lost). Returns how many of those runs are not published yet: the
+ * caller waits for the stream and calls again with give_up, which marks what is still missing
+ * lost (lg_launch_poll reports them). With no check outstanding: two loads, no lock. */
 LG_HIDDEN int lg_verdicts_keep(const struct lg_scan_ring *ring, uint64_t next, bool give_up);
 /* Which checks a collection may take besides the calling thread's own: none (a launch or an
  * error query), the orphans of one stream (its synchronization), or every orphan. */

@@ -129,7 +129,8 @@ static int keep_locked(const lg_scan_ring_t *ring, uint64_t next, bool give_up)
 
 int lg_verdicts_keep(const struct lg_scan_ring *ring, uint64_t next, bool give_up)
 {
-    if (!ring || next <= LG_RING_SLOTS)
+    /* An eager ring is one thread's: only its checks, or an exited thread's, are in it. */
+    if (!ring || next <= LG_RING_SLOTS || (lg_verdicts_mine == 0 && !lg_verdicts_orphaned()))
         return 0;
     pthread_mutex_lock(&lock);
     int waiting = __atomic_load_n(&lg_verdicts_closed, __ATOMIC_RELAXED) ? 0 : keep_locked(ring, next, give_up);
@@ -164,7 +165,8 @@ static void wait_stream(void *stream)
  * own lock, never this one, across the wait. Caller holds `lock`, which it still holds after. */
 static void keep_for_next_replay(const lg_pending_t *p)
 {
-    if (p->seq + 1 <= LG_RING_SLOTS || keep_locked(p->ring, p->seq + 1, false) == 0)
+    if (p->seq + 1 <= LG_RING_SLOTS || __atomic_load_n(&lg_verdicts_closed, __ATOMIC_RELAXED) ||
+        keep_locked(p->ring, p->seq + 1, false) == 0)
         return;
     const lg_scan_ring_t *ring = p->ring;
     uint64_t next = p->seq + 1; /* p may be collected by another thread while unlocked */
