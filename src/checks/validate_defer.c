@@ -25,7 +25,7 @@
  * thread with the re-entry guard held; the host function runs on CUDA's callback thread (the
  * test double's stream worker). Tested end to end under the test double by
  * tests/e2e/test_index_backward.sh (a verdict not yet due when the next launches come) and the
- * async:* reruns of tests/run.sh.
+ * async:* reruns of tests/run.sh; the ring bound by tests/unit/test_ring.c.
  */
 #include <pthread.h>
 #include <stdlib.h>

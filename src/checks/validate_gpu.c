@@ -14,7 +14,7 @@
  * lg_validate_gpu_ring_read by verdicts.c on any thread. Tested by tests/gpu/test_validator.cu
  * (against lg_scan_host, needs a GPU), tests/unit/test_kernel_emulation (the kernels) and
  * tests/unit/test_gpu_driver.c (fake driver: host fallback; labels on another device; the
- * backend decided after start).
+ * backend decided after start) and tests/unit/test_ring.c (a device 300 checks behind: make_room).
  */
 #include "lg_validate.h"
 #include "checks/checks.h"

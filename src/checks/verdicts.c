@@ -31,7 +31,9 @@
  * (LG_COLLECT_EXIT) and closes the queue: no ring is read after that, CUDA's teardown may unmap
  * them. Fork: the child drops the parent's checks. Tested by tests/unit/test_scan.c (the queue,
  * ownership), tests/unit/test_verdicts.c (what the hooks read while a check is outstanding),
- * tests/unit/test_graphs.c (the bound) and tests/e2e/test_delivery.sh, test_graphs.sh (end to end).
+ * tests/unit/test_graphs.c (the bound), tests/unit/test_ring.c (slots kept before reuse, a
+ * device far behind) and tests/e2e/test_delivery.sh, test_graphs.sh, test_ring_pressure.sh (end
+ * to end).
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -14,7 +14,7 @@
  * itself); from CUPTI it costs the same lookup here.
  *
  * Tested end to end by tests/e2e/ and tests/fakecuda/ under the runtime test double, and on a
- * GPU by tests/gpu/.
+ * GPU by tests/gpu/; the report of a lost verdict by tests/unit/test_ring.c.
  */
 #include <stdatomic.h>
 #include <stdio.h>

@@ -5,6 +5,8 @@
  * verdict lost anyway (launch.c's lg_launch_poll):
  *   - 200 async checks, one bad, 100 more, no synchronization: every verdict is read, the bad
  *     one with its sample, after a few waits for the stream (make_room in validate_gpu.c);
+ *   - the same with the host backend's verdicts, published by host functions on the stream
+ *     (validate_defer.c), on a stream that runs nothing until it is synchronized;
  *   - 200 graph replays published one after another and never collected: all 200 verdicts are
  *     kept and read, the bad replay's among them (verdicts.c, no longer dropped 64 runs later);
  *   - a verdict overwritten anyway: one verdict_lost warning naming the kernel, raised as the
@@ -233,6 +235,70 @@ static void test_async_checks_bounded(void)
     g_assert_cmpint(lg_verdicts_mine, ==, 0);
 }
 
+/* ---- the host backend's deferred verdicts ---------------------------------------------------- */
+
+/* A runtime whose stream runs host functions only when synchronized. */
+static struct {
+    void (*fn)(void *);
+    void *user;
+} host_fns[MAX_QUEUED];
+static int n_host_fns, host_syncs;
+static int rt_host_func(void *stream, void (*fn)(void *), void *user)
+{
+    (void)stream;
+    g_assert_cmpint(n_host_fns, <, MAX_QUEUED);
+    host_fns[n_host_fns].fn = fn;
+    host_fns[n_host_fns++].user = user;
+    return 0;
+}
+static int rt_sync(void *stream)
+{
+    (void)stream;
+    host_syncs++;
+    for (int k = 0; k < n_host_fns; k++)
+        host_fns[k].fn(host_fns[k].user);
+    n_host_fns = 0;
+    return 0;
+}
+static lg_runtime_t host_rt = {.launch_host_func = rt_host_func, .stream_synchronize = rt_sync};
+
+/* The host backend's verdicts are published by a host function on the stream (validate_defer.c):
+ * 200 of them queued, one bad, 100 more, on a stream that runs nothing until it is waited for.
+ * Each is read, the bad one too; the stream was waited for only when the ring was full. */
+static void test_deferred_bounded(void)
+{
+    const int before = 200, after = 100, total = before + 1 + after;
+    host_syncs = 0;
+    for (int k = 1; k <= total; k++) {
+        lg_pending_t *p = calloc(1, sizeof *p);
+        lg_scan_clear(&p->verdict);
+        p->verdict.checked = 64;
+        if (k == before + 1) {
+            p->verdict.bad_count = 1;
+            p->verdict.n_samples = 1;
+            p->verdict.samples[0].index = 7;
+            p->verdict.samples[0].value = 12;
+        }
+        g_assert_cmpint(lg_validate_defer(&host_rt, (void *)0x7200, &p->verdict, &p->ring, &p->seq), ==, 0);
+        g_assert_cmpint(lg_verdicts_add(p), ==, 0);
+    }
+    g_assert_cmpint(host_syncs, >=, 1);
+    g_assert_cmpint(host_syncs, <=, total / (LG_RING_SLOTS - 1) + 1);
+    rt_sync(NULL);
+    lg_async_report_t r;
+    int n = 0, bad_at = 0;
+    while (lg_verdicts_collect(&r, LG_COLLECT_MINE, NULL)) {
+        n++;
+        g_assert_cmpint(r.verdict.checked, ==, 64);
+        if (r.verdict.bad_count) {
+            bad_at = n;
+            g_assert_cmpint(r.verdict.samples[0].value, ==, 12);
+        }
+    }
+    g_assert_cmpint(n, ==, total);
+    g_assert_cmpint(bad_at, ==, before + 1);
+}
+
 /* ---- graph replays -------------------------------------------------------------------------- */
 
 /* 200 replays of an exec with one check, each published right after it was queued (the device
@@ -358,6 +424,7 @@ int main(int argc, char **argv)
     lg_cfg.samples = 16;
     snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", log_dir);
     g_test_add_func("/ring/async_checks_bounded", test_async_checks_bounded);
+    g_test_add_func("/ring/deferred_bounded", test_deferred_bounded);
     g_test_add_func("/ring/graph_replays_kept", test_graph_replays_kept);
     g_test_add_func("/ring/lost_reported", test_lost_reported);
     int rc = g_test_run();
