@@ -41,6 +41,11 @@ static void report_lost(const lg_async_report_t *r)
                  (unsigned long long)r->graph_id);
     else
         snprintf(what, sizeof what, "an async check on stream %p", r->stream);
+    bool raise = lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD;
+    const char *then = ending                             ? ""
+                       : lg_cfg.action == LG_ACTION_ABORT ? "; the process aborts"
+                       : raise                            ? "; raised as the next CUDA error"
+                                                          : "";
     char detail[900];
     snprintf(detail, sizeof detail,
              "%s: the verdict of %s was lost before it was read (%s), so whether its labels were good is not known%s. "
@@ -48,17 +53,14 @@ static void report_lost(const lg_async_report_t *r)
              name, what,
              ending ? "the process ended before the device published it"
                     : "its stream failed or could not be waited for, or its graph no longer publishes it",
-             ending                                           ? ""
-             : lg_cfg.action == LG_ACTION_ABORT               ? "; the process aborts"
-             : lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD ? "; raised as the next CUDA error"
-                                                              : "",
+             then,
              ending ? "synchronize before exit to have every verdict read"
                     : "a CUDA error on that stream says why; a graph changed with cudaGraphExecUpdate or launched "
                       "inside a capture is not checked: capture it again");
     lg_report_warning_kernel("verdict_lost", name, detail);
     if (ending)
         return;
-    if (lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD) {
+    if (raise) {
         char msg[1024];
         snprintf(msg, sizeof msg,
                  "labelguard: the label check of %s was lost before its verdict was read (%s): its labels are "
