@@ -13,7 +13,8 @@
 #   build      make (library, test double, test programs)                  make
 #   gpu-path   the paths a GPU makes normal, one PASS/FAIL/SKIP line each:   tests/torch/gpu_path.py
 #              start event, graph handle reuse, replay text, index cost,
-#              HOOKS=cupti, torch.profiler, async exit, mask on a full GPU,
+#              HOOKS=cupti, torch.profiler, async exit, async ring pressure
+#              with a late bad batch, mask on a full GPU,
 #              capture beside the raw-logits check, late enable, attach,
 #              enable before CUDA (backend gpu; a fork child), attach to a
 #              busy loop, torch.profiler after enable, torch.compile,

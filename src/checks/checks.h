@@ -264,15 +264,22 @@ typedef struct lg_async_report {
     bool as_is; /* the launch read its own labels (lg_pending_t.as_is) */
 } lg_async_report_t;
 /* Queues p (malloc'd; the queue frees it), owned by the calling thread. 0, or -1 when out of
- * memory. */
+ * memory. A graph replay's p (graph_id set): the run its next replay overwrites is read first,
+ * waiting for p->stream if it is not published yet (the caller's lock is held across). */
 LG_HIDDEN int lg_verdicts_add(lg_pending_t *p);
+/* Before run `next` of `ring` (an eager ring: the calling thread's own) is enqueued: every
+ * outstanding check of that ring whose run shares next's slot gets its verdict out of the ring
+ * now (overwritten already: lost). Returns how many of those runs are not published yet: the
+ * caller waits for the stream and calls again with give_up, which marks what is still missing
+ * lost (lg_launch_poll reports them). With no check outstanding: two loads, no lock. */
+LG_HIDDEN int lg_verdicts_keep(const struct lg_scan_ring *ring, uint64_t next, bool give_up);
 /* Which checks a collection may take besides the calling thread's own: none (a launch or an
  * error query), the orphans of one stream (its synchronization), or every orphan. */
 typedef enum { LG_COLLECT_MINE, LG_COLLECT_SYNC_STREAM, LG_COLLECT_SYNC_ALL } lg_collect_t;
 /* At exit (lg.c's atexit handler): every thread's checks, live threads' too. */
 #define LG_COLLECT_EXIT ((lg_collect_t)(LG_COLLECT_SYNC_ALL + 1))
 /* True and r filled for each finished check (clean ones included), oldest first; false when
- * none is ready. Thread-safe. */
+ * none is ready. A check whose verdict was lost has r->verdict.checked -1. Thread-safe. */
 LG_HIDDEN bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream);
 /* Run `seq` of a verdict ring (GPU: mapped pinned memory; graph host nodes: host memory):
  * 1 read into v, 0 not yet written, -1 already overwritten. Lock-free, any thread. */

@@ -13,7 +13,9 @@
  * MAX_RINGS; past that, or without cudaLaunchHostFunc, the verdict is final at once, as the
  * caller had it. A run's seq is taken and its host function enqueued under one lock, so each
  * ring is published in seq order (verdicts.c reads a run older than `latest` that is not there
- * as lost). Each verdict is collected by its launching thread, so a ring is per thread too: on
+ * as lost). Before a run reuses a slot whose run a check still waits for, that verdict is taken
+ * out of the ring (lg_verdicts_keep), after a wait for the stream (relaxed mode, the caller's)
+ * if it is not published yet. Each verdict is collected by its launching thread, so a ring is per thread too: on
  * a stream shared by several threads (PyTorch's default stream), one thread that is slow to
  * collect must not have its runs overwritten by the others' in a shared ring of LG_RING_SLOTS.
  * A thread that ended leaves its ring to the next thread given its id: its seq goes on.
@@ -23,7 +25,7 @@
  * thread with the re-entry guard held; the host function runs on CUDA's callback thread (the
  * test double's stream worker). Tested end to end under the test double by
  * tests/e2e/test_index_backward.sh (a verdict not yet due when the next launches come) and the
- * async:* reruns of tests/run.sh.
+ * async:* reruns of tests/run.sh; the ring bound by tests/unit/test_ring.c.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -92,8 +94,17 @@ int lg_validate_defer(const lg_runtime_t *rt, void *stream, const lg_verdict_t *
     defer_ring_t *r = ring_of(rt, stream);
     int rc = -1;
     if (r) {
-        /* The host function may run before the call returns (and frees run). */
         uint64_t next = r->enqueued + 1;
+        if (lg_verdicts_keep(&r->ring, next, false) != 0) {
+            /* A check still waits for the run whose slot `next` reuses: the stream publishes
+             * it first. r is this thread's and never freed; the lock is not held across. */
+            pthread_mutex_unlock(&lock);
+            if (rt->stream_synchronize)
+                (void)rt->stream_synchronize(stream);
+            pthread_mutex_lock(&lock);
+            lg_verdicts_keep(&r->ring, next, true);
+        }
+        /* The host function may run before the call returns (and frees run). */
         run->ring = &r->ring;
         run->seq = next;
         rc = rt->launch_host_func(stream, publish, run);

@@ -2,7 +2,8 @@
  * validate_module.c loads into each context) launched with cuLaunchKernel on the launch's own
  * stream, in scratch memory of validate_scratch.c. The verdict is published by the kernel in
  * mapped pinned memory (a ring per scratch, cuda/lg_validate.h), so sync mode waits for the
- * stream and async mode only reads memory later (verdicts.c). A check the scratch table cannot
+ * stream and async mode only reads memory later (verdicts.c), which gets each outstanding run
+ * out of the ring before a later one reuses its slot (make_room). A check the scratch table cannot
  * serve goes to the host backend (to_host, counted in the summary). Also here: the start's
  * decision whether the backend is active, made again at a later check while the process has no
  * context yet, and the notes launch.c reports once.
@@ -13,7 +14,7 @@
  * lg_validate_gpu_ring_read by verdicts.c on any thread. Tested by tests/gpu/test_validator.cu
  * (against lg_scan_host, needs a GPU), tests/unit/test_kernel_emulation (the kernels) and
  * tests/unit/test_gpu_driver.c (fake driver: host fallback; labels on another device; the
- * backend decided after start).
+ * backend decided after start) and tests/unit/test_ring.c (a device 300 checks behind: make_room).
  */
 #include "lg_validate.h"
 #include "checks/checks.h"
@@ -81,6 +82,24 @@ static int kernel_index(const lg_target_t *t, uint64_t copy)
     }
     bool vec = t->ndim == 1 && t->strides[0] == 1 && (t->data % 16) == 0 && (copy % 16) == 0;
     return base + (vec ? 0 : 1);
+}
+
+/* Run s->launched + 1 takes the ring slot of run s->launched + 1 - LG_RING_SLOTS: an async
+ * check still waiting for that run gets its verdict out of the ring first (lg_verdicts_keep).
+ * When that run is not published yet, the stream is waited for (outside capture: this is the
+ * launching thread's own stream; relaxed mode, as the caller set it), with the backend's lock
+ * released, since s is this thread's alone and never freed. What the wait cannot bring (the
+ * stream failed) is given up and reported lost when collected. Only a thread LG_RING_SLOTS
+ * checks ahead of its stream ever waits. Caller holds the lock. */
+static void make_room(scratch_t *s, CUstream stream)
+{
+    uint64_t next = s->launched + 1;
+    if (lg_verdicts_keep(s->ring, next, false) == 0)
+        return;
+    lg_validate_scratch_unlock();
+    (void)lg_drv.stream_synchronize(stream);
+    lg_validate_scratch_lock();
+    lg_verdicts_keep(s->ring, next, true);
 }
 
 /* Enqueues one scan. Returns 0; or -1 with why, and *use_host set when the host backend should
@@ -174,6 +193,8 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
         to_host(use_host, why);
         return -1;
     }
+    if (!captured)
+        make_room(s, stream);
     uint64_t copy = 0;
     if (want_copy) {
         if (s->copy_bytes < bytes && lg_validate_scratch_grow_copy(s, bytes, why, why_len) != 0) {

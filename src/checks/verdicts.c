@@ -13,7 +13,14 @@
  * `latest` (lg_verdicts_due, thread-locals kept here), still without a lock. The queue itself
  * has one mutex.
  *
- * A graph replay's entries are bounded by its ring's size (give_up_older).
+ * No verdict is dropped because its ring slot was reused: a ring holds LG_RING_SLOTS runs, and
+ * before a run is enqueued whose slot an outstanding check's run holds, that check gets its
+ * verdict copied out of the ring (lg_verdicts_keep), after a wait for its stream when the run is
+ * not published yet: the GPU backend and validate_defer.c before each eager run, lg_verdicts_add
+ * after each graph replay it queues (for the next replay, which the hook enqueues before it can
+ * look). A verdict that even the wait cannot bring (the stream failed, a replay launched into
+ * a capture, an exec that no longer publishes) is given up: collected as lost (checked -1), which
+ * launch.c reports (verdict_lost). So a graph replay's entries stay bounded by its ring's size.
  *
  * Rings are the GPU validator's (mapped pinned memory), a captured host node's, or the host
  * backend's eager async checks' (validate_defer.c, written by lg_verdicts_ring_write from a host
@@ -24,7 +31,9 @@
  * (LG_COLLECT_EXIT) and closes the queue: no ring is read after that, CUDA's teardown may unmap
  * them. Fork: the child drops the parent's checks. Tested by tests/unit/test_scan.c (the queue,
  * ownership), tests/unit/test_verdicts.c (what the hooks read while a check is outstanding),
- * tests/unit/test_graphs.c (the bound) and tests/e2e/test_delivery.sh, test_graphs.sh (end to end).
+ * tests/unit/test_graphs.c (the bound), tests/unit/test_ring.c (slots kept before reuse, a
+ * device far behind) and tests/e2e/test_delivery.sh, test_graphs.sh, test_ring_pressure.sh (end
+ * to end).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -90,31 +99,85 @@ static void wait_for_oldest(uint64_t me)
     }
 }
 
-/* A graph replay's check may never publish (the exec was changed with cudaGraphExecUpdate, or
- * its host node could not allocate), and a run that never comes would keep its entry, and its
- * thread on the slow path, forever. The ring holds LG_RING_SLOTS runs: an entry of the same
- * ring LG_RING_SLOTS or more runs older than p shares its slot with p's run or an earlier one,
- * so it is given up now, as it would be read as overwritten once p's run is published. Only
- * the same graph's entries (their seq counts that graph's replays), and only the calling
- * thread's and exited threads' (another thread's count is its own thread-local). Caller holds
- * `lock`. */
-static void give_up_older(const lg_pending_t *p)
+/* The checks of `ring` whose run shares a slot with run `next` (LG_RING_SLOTS or more runs
+ * older): a published verdict is copied into its check, which no longer reads the ring; one
+ * already overwritten is marked lost, and so is one not published yet when give_up is set, but
+ * only the calling thread's or an exited thread's (another live thread's own hooks wait for
+ * it). Returns how many are not published yet and kept waiting. Caller holds `lock`. */
+static int keep_locked(const lg_scan_ring_t *ring, uint64_t next, bool give_up)
 {
-    int j = 0;
+    int waiting = 0;
+    bool changed = false;
     for (int i = 0; i < n_pendings; i++) {
         lg_pending_t *q = pendings[i];
-        if (q->ring == p->ring && q->graph_id == p->graph_id && q->seq + LG_RING_SLOTS <= p->seq &&
-            (q->owner == p->owner || !q->owner)) {
-            if (q->owner)
-                lg_verdicts_mine--;
-            else
-                __atomic_fetch_sub(&lg_verdicts_orphans, 1, __ATOMIC_RELAXED);
-            free(q);
+        if (q->ring != ring || q->seq + LG_RING_SLOTS > next)
+            continue;
+        int got = lg_verdicts_ring_read(ring, q->seq, &q->verdict);
+        if (got == 0 && (!give_up || (q->owner && q->owner != my_owner))) {
+            waiting++;
             continue;
         }
-        pendings[j++] = q; /* launch order kept */
+        if (got != 1) {
+            lg_scan_clear(&q->verdict);
+            q->verdict.checked = -1;
+        }
+        q->ring = NULL; /* final: collected as any other, in launch order */
+        changed = true;
     }
-    n_pendings = j;
+    if (changed)
+        wait_for_oldest(my_owner);
+    return waiting;
+}
+
+int lg_verdicts_keep(const struct lg_scan_ring *ring, uint64_t next, bool give_up)
+{
+    /* An eager ring is one thread's: only its checks, or an exited thread's, are in it. */
+    if (!ring || next <= LG_RING_SLOTS || (lg_verdicts_mine == 0 && !lg_verdicts_orphaned()))
+        return 0;
+    pthread_mutex_lock(&lock);
+    int waiting = __atomic_load_n(&lg_verdicts_closed, __ATOMIC_RELAXED) ? 0 : keep_locked(ring, next, give_up);
+    pthread_mutex_unlock(&lock);
+    return waiting;
+}
+
+/* Waits for `stream` on the calling thread, where that can end: not while it captures (a graph
+ * launched into a capture is a node; nothing runs). The application's error and capture mode
+ * are kept (relaxed: a global-mode capture elsewhere stays valid). */
+static void wait_stream(void *stream)
+{
+    const lg_runtime_t *rt = lg_runtime_get();
+    unsigned long long id = 0;
+    if (!rt || !rt->stream_synchronize || lg_runtime_capture_status(rt, stream, &id) != 0)
+        return;
+    lg_in_library++;
+    int saved = lg_runtime_save_error(rt);
+    int mode = lg_runtime_relax_capture(rt);
+    (void)rt->stream_synchronize(stream);
+    lg_runtime_restore_capture(rt, mode);
+    lg_runtime_restore_error(rt, saved);
+    lg_in_library--;
+}
+
+/* A graph replay was queued as run p->seq of its check's ring, and the hook enqueues the next
+ * replay before it can look again: the run that replay's slot holds is read now, after a wait
+ * for the replay's stream if it is not published yet. CUDA orders the launches of one exec,
+ * so the wait brings every earlier replay of it; what it does not bring never comes (an exec
+ * changed with cudaGraphExecUpdate, a host node that could not allocate, a replay captured
+ * into another graph) and is given up rather than kept forever. The caller (graphs.c) holds its
+ * own lock, never this one, across the wait. Caller holds `lock`, which it still holds after. */
+static void keep_for_next_replay(const lg_pending_t *p)
+{
+    if (p->seq + 1 <= LG_RING_SLOTS || __atomic_load_n(&lg_verdicts_closed, __ATOMIC_RELAXED) ||
+        keep_locked(p->ring, p->seq + 1, false) == 0)
+        return;
+    const lg_scan_ring_t *ring = p->ring;
+    uint64_t next = p->seq + 1; /* p may be collected by another thread while unlocked */
+    void *stream = p->stream;
+    pthread_mutex_unlock(&lock);
+    wait_stream(stream);
+    pthread_mutex_lock(&lock);
+    if (!__atomic_load_n(&lg_verdicts_closed, __ATOMIC_RELAXED))
+        keep_locked(ring, next, true);
 }
 
 int lg_verdicts_add(lg_pending_t *p)
@@ -122,8 +185,6 @@ int lg_verdicts_add(lg_pending_t *p)
     p->owner = owner_id();
     p->latest = p->ring ? &p->ring->latest : NULL;
     pthread_mutex_lock(&lock);
-    if (p->graph_id && p->ring)
-        give_up_older(p);
     if (n_pendings == cap_pendings) {
         int nc = cap_pendings ? cap_pendings * 2 : 16;
         lg_pending_t **n = realloc(pendings, (size_t)nc * sizeof *n);
@@ -136,7 +197,9 @@ int lg_verdicts_add(lg_pending_t *p)
     }
     pendings[n_pendings++] = p;
     lg_verdicts_mine++;
-    wait_for_oldest(p->owner);
+    if (p->graph_id && p->ring)
+        keep_for_next_replay(p);
+    wait_for_oldest(my_owner);
     pthread_mutex_unlock(&lock);
     return 0;
 }

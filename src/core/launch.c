@@ -4,7 +4,8 @@
  *   act (act.c, only when a label is bad).
  * A torch._assert_async kernel's condition is read instead (asserts.c), before the launch.
  * A watched NLL forward's input also gets the raw-logits check (logprobs.c, sync mode).
- * Plus the collection of async verdicts (the launch counters are counters.c's).
+ * Plus the collection of async verdicts, and the report of one that was lost (verdict_lost;
+ * the launch counters are counters.c's).
  *
  * Called by the hook layer (preload.c, cupti.c) on the launching thread with the runtime it
  * resolved, after it started the library; lg_launch_poll from every hook point (the calling
@@ -13,7 +14,7 @@
  * itself); from CUPTI it costs the same lookup here.
  *
  * Tested end to end by tests/e2e/ and tests/fakecuda/ under the runtime test double, and on a
- * GPU by tests/gpu/.
+ * GPU by tests/gpu/; the report of a lost verdict by tests/unit/test_ring.c.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -24,12 +25,66 @@
 
 /* ------------------------------------------------------------------ async verdicts */
 
+/* A check whose verdict was never read (checked -1: verdicts.c could neither read its run nor
+ * wait for it, or the process ended first). Its launch ran, and whether a label was bad is not
+ * known: said each time (verdict_lost, naming the kernel), and under raise and hold the error
+ * goes to this thread, the check's own, at its next check as a late violation's does; abort
+ * aborts as after a violation. At exit (the queue closed) it is only said. */
+static void report_lost(const lg_async_report_t *r)
+{
+    const lg_kernel_info_t *info = r->info;
+    const char *name = !info ? "kernel" : info->short_name ? info->short_name : info->mangled;
+    bool ending = atomic_load_explicit(&lg_verdicts_closed, memory_order_relaxed);
+    char what[128];
+    if (r->graph_id)
+        snprintf(what, sizeof what, "replay %llu of CUDA graph %llu", (unsigned long long)r->replay,
+                 (unsigned long long)r->graph_id);
+    else
+        snprintf(what, sizeof what, "an async check on stream %p", r->stream);
+    bool raise = lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD;
+    const char *then = ending                             ? ""
+                       : lg_cfg.action == LG_ACTION_ABORT ? "; the process aborts"
+                       : raise                            ? "; raised as the next CUDA error"
+                                                          : "";
+    char detail[900];
+    snprintf(detail, sizeof detail,
+             "%s: the verdict of %s was lost before it was read (%s), so whether its labels were good is not known%s. "
+             "Hint: %s",
+             name, what,
+             ending ? "the process ended before the device published it"
+                    : "its stream failed or could not be waited for, or its graph no longer publishes it",
+             then,
+             ending ? "synchronize before exit to have every verdict read"
+                    : "a CUDA error on that stream says why; a graph changed with cudaGraphExecUpdate or launched "
+                      "inside a capture is not checked: capture it again");
+    lg_report_warning_kernel("verdict_lost", name, detail);
+    if (ending)
+        return;
+    if (raise) {
+        char msg[1024];
+        snprintf(msg, sizeof msg,
+                 "labelguard: the label check of %s was lost before its verdict was read (%s): its labels are "
+                 "unchecked, not known bad; details in %s",
+                 name, what, lg_report_log_path()[0] ? lg_report_log_path() : "the log");
+        lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, true);
+    } else if (lg_cfg.action == LG_ACTION_ABORT) {
+        lg_counters_t c;
+        lg_act_counters(&c);
+        lg_report_summary(&c);
+        abort();
+    }
+}
+
 void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
 {
     lg_async_report_t r;
     lg_in_library++;
     int saved = lg_runtime_save_error(rt);
     while (lg_verdicts_collect(&r, scope, stream)) {
+        if (LG_UNLIKELY(r.verdict.checked < 0)) {
+            report_lost(&r);
+            continue;
+        }
         if (r.verdict.bad_count == 0)
             continue;
         lg_act_input_t in = {.when = r.as_is ? LG_ACT_AFTER_AS_IS : LG_ACT_AFTER,

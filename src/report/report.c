@@ -1,7 +1,8 @@
 /* report.c: builds the events the library emits (DESIGN.md §4): start, warning (with a cap on
- * repeated stderr copies) and summary, as one JSON line each, and holds what every event shares
- * (the lock, the line buffer, the common header and the write) for report_violation.c's
- * violation event. The lines go to the sinks in log.c.
+ * repeated stderr copies; one about a kernel names it in a `kernel` field) and summary, as one
+ * JSON line each, and holds what every event shares (the lock, the line buffer, the common
+ * header and the write) for report_violation.c's violation event. The lines go to the sinks in
+ * log.c.
  *
  * Called by act.c, classify.c, launch.c, lg.c and cupti.c on whatever thread hit the event (16
  * launching threads at once is a tested case). One mutex serializes building and writing, so
@@ -301,7 +302,8 @@ static int warn_seen(const char *what)
     return 0;
 }
 
-static void warning(const char *what, const char *detail, bool once, bool to_stderr)
+/* kernel: the kernel a warning is about (a `kernel` field), or NULL. */
+static void warning(const char *what, const char *kernel, const char *detail, bool once, bool to_stderr)
 {
     if (!what)
         what = "unknown";
@@ -315,6 +317,8 @@ static void warning(const char *what, const char *detail, bool once, bool to_std
     lg_json_init(&j, line_buf, sizeof(line_buf) - 1);
     header(&j, "warning");
     lg_json_string(&j, "what", what);
+    if (kernel)
+        lg_json_string(&j, "kernel", kernel);
     lg_json_string(&j, "detail", detail ? detail : "");
     finish_and_emit(&j, false);
     if (to_stderr && !lg_cfg.quiet && seen <= WARN_REPEAT_CAP) {
@@ -332,11 +336,15 @@ static void warning(const char *what, const char *detail, bool once, bool to_std
     pthread_mutex_unlock(&lock);
 }
 
-void lg_report_warning(const char *what, const char *detail) { warning(what, detail, false, true); }
-void lg_report_warning_once(const char *what, const char *detail) { warning(what, detail, true, true); }
+void lg_report_warning(const char *what, const char *detail) { warning(what, NULL, detail, false, true); }
+void lg_report_warning_once(const char *what, const char *detail) { warning(what, NULL, detail, true, true); }
+void lg_report_warning_kernel(const char *what, const char *kernel, const char *detail)
+{
+    warning(what, kernel ? kernel : "", detail, false, true);
+}
 /* For conditions that change nothing the user must act on (CUPTI missing while interposition
  * covers the launches): the log records them, the terminal stays quiet. */
-void lg_report_note_once(const char *what, const char *detail) { warning(what, detail, true, false); }
+void lg_report_note_once(const char *what, const char *detail) { warning(what, NULL, detail, true, false); }
 
 const char *lg_report_log_path(void) { return lg_log_path(); }
 

@@ -140,6 +140,8 @@ typedef struct lg_violation {
 /* Each writes one JSONL line (one write() on an O_APPEND descriptor opened on first use) and,
  * unless quiet, text on stderr. Thread-safe. */
 LG_HIDDEN void lg_report_warning(const char *what, const char *detail);
+/* A warning about one kernel: its event also has `kernel` (the short name). */
+LG_HIDDEN void lg_report_warning_kernel(const char *what, const char *kernel, const char *detail);
 /* Like lg_report_warning but only the first time `what` is seen in this process. */
 LG_HIDDEN void lg_report_warning_once(const char *what, const char *detail);
 /* A warning event in the log only, once per `what`: nothing on stderr. */

@@ -115,7 +115,7 @@ def call_args(text, start):
     return text[start:]
 
 
-kind_call = re.compile(r"\b(?:lg_report_warning|lg_report_warning_once|lg_report_note_once|warn_unchecked|unchecked)\s*\(")
+kind_call = re.compile(r"\b(?:lg_report_warning\w*|lg_report_note_once|warn_unchecked|unchecked)\s*\(")
 for p, text in sources("src/**/*.c"):
     for m in kind_call.finditer(text):
         before = text[max(0, m.start() - 40):m.start()]

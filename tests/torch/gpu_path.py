@@ -34,6 +34,11 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   label after it still caught
   async_exit      async mode, a bad last step, exit without a sync: the violation is logged and
                   the exit is clean
+  ring_pressure   async ring pressure with a late bad batch: async mode (raise), the device held
+                  back (torch.cuda._sleep), 200 good F.cross_entropy launches without a sync,
+                  then one bad batch and 100 more good ones, then a sync: the bad batch's
+                  violation is logged with its pair, its error is raised, no verdict_lost (a
+                  verdict ring holds 64 runs; the double finishes each kernel at once: SKIP there)
   mask_full       mask with the GPU memory nearly all taken: outcome masked (not blocked)
   capture_logits  one thread captures in global mode while another runs an eager NLL on raw
                   logits (the raw-logits check copies and syncs): the capture stays valid
@@ -266,6 +271,40 @@ def child_async_exit(torch, F):
         F.nll_loss(logp, ok).item()
     F.nll_loss(logp, y_cpu.cuda())  # the bad last step: no .item(), no synchronize
     _emit(launched_last=True)
+
+
+RING_BEFORE, RING_AFTER = 200, 100
+RING_LAG_CYCLES = 1 << 30  # about half a second of a GPU's clock: the host runs that far ahead
+
+
+def child_ring_pressure(torch, F):
+    logp_cpu, y_cpu = _nll_inputs(torch)
+    logits = logp_cpu.cuda()
+    good, bad = (torch.arange(N) % C).cuda(), y_cpu.cuda()
+    F.cross_entropy(logits, good).item()  # warm-up: the kernels classified, the scratch made
+    lag = torch.cuda.Event()
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(RING_LAG_CYCLES)
+    else:  # no _sleep in this torch: a chain of large matmuls holds the device instead
+        a = torch.randn(4096, 4096, device="cuda")
+        for _ in range(40):
+            a = torch.tanh(a @ a)
+    lag.record()
+    raised, raised_at = None, None
+    for k in range(RING_BEFORE + 1 + RING_AFTER):
+        r = _try(lambda: (F.cross_entropy(logits, bad if k == RING_BEFORE else good), None)[1])
+        if r["raised"]:
+            raised, raised_at = r, k
+            break
+    behind = None
+    if raised is None:  # still held back after the whole loop? then the pressure was real
+        r = _try(lambda: not lag.query())
+        raised, raised_at, behind = (r, "query", None) if r["raised"] else (None, None, r["value"])
+    if raised is None:
+        r = _try(torch.cuda.synchronize)
+        if r["raised"]:
+            raised, raised_at = r, "sync"
+    _emit(raised=raised, raised_at=raised_at, behind=behind, bad_at=RING_BEFORE)
 
 
 def child_mask_full(torch, F):
@@ -585,6 +624,7 @@ def child_assert_async(torch, F):
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
     "index_cost": child_index_cost, "bce_cost": child_bce_cost, "bce_graph": child_bce_graph, "profiler": child_profiler, "async_exit": child_async_exit,
+    "ring_pressure": child_ring_pressure,
     "mask_full": child_mask_full, "capture_logits": child_capture_logits,
     "late_enable": child_late_enable, "attach_target": child_attach_target,
     "split_launch": child_split_launch, "enable_early": child_enable_early, "busy_target": child_busy_target,
@@ -860,6 +900,25 @@ def case_async_exit(ctx):
     if {"index": BAD_AT, "value": BAD_VALUE} not in samples:
         return "FAIL", "violation samples %s" % samples
     return "PASS", "rc=%s, violation logged at exit (outcome %s)" % (rc, viol[0].get("outcome"))
+
+
+def case_ring_pressure(ctx):
+    if ctx.fake:
+        return "SKIP", "the double finishes each kernel inside its launch: no verdict ring fills up"
+    rc, obs, ev, err = spawn(ctx, "ring_pressure", "ring_pressure",
+                             {"LABELGUARD_ACTION": "raise", "LABELGUARD_MODE": "async"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    lost = [w for w in of(ev, "warning") if w.get("what") == "verdict_lost"]
+    if lost:
+        return "FAIL", "verdict_lost: %s" % lost[0].get("detail", "")[:300]
+    viol = of(ev, "violation")
+    if len(viol) != 1 or {"index": BAD_AT, "value": BAD_VALUE} not in viol[0].get("bad", {}).get("samples", []):
+        return "FAIL", "violation events %s (want one with the bad batch's pair)" % [v.get("bad") for v in viol]
+    if not ours(obs["raised"]):
+        return "FAIL", "the bad batch's error was not raised with our text: %s" % obs["raised"]
+    return "PASS", "raised at %s (bad batch at %d); device still behind after the loop: %s" % (
+        obs["raised_at"], obs["bad_at"], obs["behind"])
 
 
 def case_mask_full(ctx):
@@ -1236,6 +1295,7 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("replay_text_async", case_replay_text_async), ("index_cost", case_index_cost),
          ("bce_cost", case_bce_cost), ("bce_graph", case_bce_graph),
          ("hooks_cupti", case_hooks_cupti), ("profiler", case_profiler), ("async_exit", case_async_exit),
+         ("ring_pressure", case_ring_pressure),
          ("mask_full", case_mask_full), ("capture_logits", case_capture_logits),
          ("late_enable", case_late_enable), ("attach", case_attach), ("split_launch", case_split_launch),
          ("enable_early", case_enable_early), ("enable_fork", case_enable_fork), ("attach_busy", case_attach_busy),
