@@ -123,6 +123,10 @@ typedef struct lg_cudart {
 LG_HIDDEN int lg_runtime_cudarts(lg_cudart_t *out, int cap);
 /* A handle on the first of them (dlopen RTLD_NOLOAD), cached; NULL when none is loaded. */
 LG_HIDDEN void *lg_runtime_cudart_handle(void);
+/* The lock the fork's prepare handler takes last: held only around one dl_iterate_phdr or
+ * dlopen call (nothing of ours under it), so no fork child inherits the loader's locks held. */
+LG_HIDDEN void lg_runtime_loader_lock(void);
+LG_HIDDEN void lg_runtime_loader_unlock(void);
 /* `name` from the runtime: dlsym(RTLD_NEXT), else the loaded libcudart; never `self`. */
 LG_HIDDEN void *lg_runtime_resolve(const char *name, const void *self);
 /* `name` at version node `version` ("libcudart.so.12") of the runtime of that major: RTLD_NEXT,

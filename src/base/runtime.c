@@ -406,12 +406,29 @@ void lg_runtime_restore_capture(const lg_runtime_t *rt, int old)
  * which glibc (2.36 at least) does not reset in a fork child: a fork in the middle of one leaves
  * the child hanging at its first dlopen or walk (seen under qemu-user, where a walk is slow).
  * So a fork waits for a lookup under way, as it does for a start and a stack capture. */
-void lg_runtime_atfork_prepare(void) { pthread_mutex_lock(&by_version_lock); }
-void lg_runtime_atfork_parent(void) { pthread_mutex_unlock(&by_version_lock); }
+static pthread_mutex_t loader_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Innermost: held around one dl_iterate_phdr or dlopen call of ours and nothing else, so a
+ * fork never splits the loader's own locks (taken by the prepare handler after every other). */
+void lg_runtime_loader_lock(void) { pthread_mutex_lock(&loader_lock); }
+void lg_runtime_loader_unlock(void) { pthread_mutex_unlock(&loader_lock); }
+
+void lg_runtime_atfork_prepare(void)
+{
+    pthread_mutex_lock(&by_version_lock);
+    pthread_mutex_lock(&loader_lock);
+}
+
+void lg_runtime_atfork_parent(void)
+{
+    pthread_mutex_unlock(&loader_lock);
+    pthread_mutex_unlock(&by_version_lock);
+}
 
 void lg_runtime_atfork_child(void)
 {
     pthread_mutex_init(&by_version_lock, NULL);
+    pthread_mutex_init(&loader_lock, NULL);
     lg_runtime_pending = 0;
     lg_runtime_pending_sync = 0;
     lg_runtime_app_error = 0;
