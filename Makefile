@@ -394,6 +394,12 @@ $(BUILD)/e2e/mixed_main: tests/e2e/progs/mixed_main.cu $(wildcard tests/progs/*.
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $< -ldl
 test-programs: $(BUILD)/e2e/libmix12.so $(BUILD)/e2e/mixed_main
+# The same two runtimes armed late, by enable() and by attach (tests/e2e/test_arm_mixed.sh).
+$(BUILD)/e2e/mixed_late: tests/e2e/progs/mixed_late.cu $(wildcard tests/progs/*.cuh)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $< -ldl
+test-programs: $(BUILD)/e2e/mixed_late
 # Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.
