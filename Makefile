@@ -400,6 +400,12 @@ $(BUILD)/e2e/mixed_late: tests/e2e/progs/mixed_late.cu $(wildcard tests/progs/*.
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $< -ldl
 test-programs: $(BUILD)/e2e/mixed_late
+# A target that is nearly always inside malloc or free (tests/e2e/test_attach_malloc.sh).
+$(BUILD)/e2e/malloc_loop: tests/e2e/progs/malloc_loop.cu $(wildcard tests/progs/*.cuh)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $< -lpthread
+test-programs: $(BUILD)/e2e/malloc_loop
 # Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.

@@ -134,10 +134,55 @@ def inject_can_call():
     return bool(re.search(r"^LG_PID %d$" % pid, out, re.M)) and alive
 
 
+# The safe point for gdb's calls (gdb's Python): the calls run on thread 1, which gdb stopped
+# wherever it was. While one of its frames is inside malloc/free, the loader, fork, setenv or
+# stdio's list (inject.py's UNSAFE, the loader's _dl_* and ld.so, malloc's internals), a
+# thread-specific temporary breakpoint on the return address of the outermost such frame lets
+# the job run out of it (the other threads run too during gdb's calls, so their locks are let
+# go). Prints "LG_SAFE n" (n breakpoints it took) or "LG_UNSAFE name" (then no call is made).
+GDB_SAFE_POINT = """python
+import os
+UNSAFE = set(%s)
+PREFIXES = ("_int_", "_dl_", "sysmalloc", "malloc_", "tcache_", "arena_", "__malloc_", "_IO_un_link", "_IO_link_in")
+def lg_unsafe_caller():
+    f, found, depth = gdb.newest_frame(), None, 0
+    while f is not None and depth < 512:
+        name = f.name() or ""
+        lib = os.path.basename(gdb.solib_name(f.pc()) or "")
+        if name in UNSAFE or name.startswith(PREFIXES) or lib.startswith("ld-"):
+            found = f
+        try:
+            f, depth = f.older(), depth + 1
+        except gdb.error:
+            break
+    if found is None:
+        return None, ""
+    return found.older(), found.name() or "?"
+gdb.execute("thread 1", to_string=True)
+for lg_try in range(50):
+    caller, where = lg_unsafe_caller()
+    if not where:
+        print("LG_SAFE %%d" %% lg_try)
+        gdb.set_convenience_variable("lg_safe", 1)
+        break
+    if caller is None:
+        print("LG_UNSAFE %%s" %% where)
+        break
+    gdb.execute("tbreak *%%d thread 1" %% caller.pc(), to_string=True)
+    gdb.execute("continue", to_string=True)
+    gdb.execute("thread 1", to_string=True)
+else:
+    print("LG_UNSAFE %%s" %% where)
+end
+"""
+
+
 def gdb_script(lib, loaded):
     """The gdb command file (a file, not -ex strings, because `if ... end` blocks need their
-    own lines). $h and $f are gdb convenience variables."""
-    lines = ["set confirm off", "set pagination off"]
+    own lines). $h, $f and $lg_safe are gdb convenience variables. The calls are made only once
+    thread 1 is at a safe point (GDB_SAFE_POINT sets $lg_safe)."""
+    lines = ["set confirm off", "set pagination off", "set $lg_safe = 0",
+             GDB_SAFE_POINT % sorted(unsafe_functions()).__repr__(), "if $lg_safe == 1"]
     if loaded:
         lines.append("set $h = ((void*(*)(const char*, int))dlopen)(0, 2)")
     else:
@@ -149,8 +194,18 @@ def gdb_script(lib, loaded):
               "if $h != 0", '  set $f = ((void*(*)(void*, const char*))dlsym)($h, "labelguard_arm")', "end",
               'printf "LG_FN %lu\\n", (unsigned long)$f',
               "if $f != 0", '  printf "LG_ARM %d\\n", ((int(*)(void))$f)()', "end",
-              "detach", "quit"]
+              "end", "detach", "quit"]
     return "\n".join(lines) + "\n"
+
+
+def unsafe_functions():
+    """inject.py's UNSAFE list (one list for both ways), read from its file without importing
+    the package's commands into it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("labelguard_inject", INJECT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.UNSAFE
 
 
 def last(pattern, text):
@@ -231,6 +286,10 @@ def main(argv):
     handle = last(r"LG_HANDLE ([0-9]+)", out)
     fn = last(r"LG_FN ([0-9]+)", out)
     if handle is None:
+        where = last(r"LG_UNSAFE (.*)", out)
+        if where is not None or "it was not touched" in out:
+            raise Fail(2, "attach: process %s stayed inside %s, where a call into it could hang it; it was not "
+                       "touched" % (pid, where or "malloc/free or the loader"), "hint: attach again")
         if "Operation not permitted" in out:
             raise Fail(2, "attach: the kernel refused ptrace on process %s (Operation not permitted)" % pid,
                        "hint: check kernel.yama.ptrace_scope, the process owner, and that the process is not being "
