@@ -26,8 +26,10 @@ wait on itself for good. So before calling, the stopped thread's pc and the retu
 its stack (words that point just after a call instruction) are compared with the loader's code
 and libc's allocator, loader, fork and environment functions (from libc's .dynsym: the
 internal _int_malloc is reached through malloc, whose return address is on the stack); while
-one matches, the thread is let go and stopped again (SIGSTOP through tgkill), a little later
-each time, up to SAFE_TRIES times, after which the process is left untouched (exit 2).
+one matches, the thread is let go and stopped again (SIGSTOP through tgkill), up to
+SAFE_TRIES times, after which the process is left untouched (exit 2).
+Before letting it go, the thread is single-stepped until those frames have returned, which
+is quicker and certain where the scan read the stack right.
 """
 import array
 import ctypes
@@ -37,6 +39,7 @@ import struct
 import sys
 import time
 
+SINGLESTEP = 9
 ATTACH, DETACH, CONT, GETREGS, SETREGS, GETFPREGS, SETFPREGS = 16, 17, 7, 12, 13, 14, 15
 RTLD_NOW_GLOBAL = 0x102
 
@@ -81,7 +84,8 @@ __libc_dlopen_mode __libc_dlsym __libc_dlvsym __libc_dlclose
 fork _Fork vfork __register_atfork setenv unsetenv putenv clearenv
 fopen fopen64 fdopen freopen freopen64 fclose fflush fcloseall _IO_flush_all exit
 """.split())
-SAFE_TRIES = 2000
+SAFE_TRIES = 200
+STEP_LIMIT = 200000    # single steps to leave the unsafe frames (malloc's slow paths take thousands)
 STACK_SCAN = 1 << 20   # bytes of the stack above the stack pointer read for return addresses
 
 
@@ -154,26 +158,29 @@ def after_call(mem, v):
             (b[0] == 0xff and (b[1] & 0x38) == 0x10) or (b[3] == 0xff and (b[4] & 0x38) == 0x10))
 
 
+def hit(ranges, v):
+    for lo, hi in ranges:
+        if lo <= v < hi:
+            return True
+    return False
+
+
 def in_unsafe(ranges, mem, pc, sp, top):
-    """The unsafe address found at pc or among the return addresses on the stack, or None."""
-    def hit(v):
-        for lo, hi in ranges:
-            if lo <= v < hi:
-                return True
-        return False
-    if hit(pc):
-        return pc
+    """None when neither pc nor a return address on the stack is in ranges; else the stack
+    address just above the outermost such return address (sp - 8 when only pc is): the thread
+    is out once its stack pointer is past it and its pc is outside ranges."""
+    found = sp - 8 if hit(ranges, pc) else None
     lo_all, hi_all = ranges[0][0], max(h for _, h in ranges)
     n = min(top - sp, STACK_SCAN) // 8
     try:
         mem.seek(sp)
         words = array.array("Q", mem.read(n * 8))
     except (OSError, ValueError, OverflowError):
-        return None
-    for v in words:
-        if lo_all <= v < hi_all and hit(v) and after_call(mem, v):
-            return v
-    return None
+        return found
+    for i, v in enumerate(words):
+        if lo_all <= v < hi_all and hit(ranges, v) and after_call(mem, v):
+            found = sp + 8 * i
+    return found
 
 
 def main(argv):
@@ -272,22 +279,43 @@ def main(argv):
         pt(DETACH)
 
 
+def step_out(pt, pid, ranges, slot):
+    """Single-steps the stopped thread until its pc is outside ranges with its stack pointer
+    past slot (the unsafe frames returned); False if it did not within STEP_LIMIT steps."""
+    sig = 0
+    for _ in range(STEP_LIMIT):
+        pt(SINGLESTEP, ctypes.c_void_p(sig))
+        _, st = os.waitpid(pid, 0)
+        if not os.WIFSTOPPED(st):
+            fail("process %d ended while waiting for a safe point" % pid)
+        sig = 0 if os.WSTOPSIG(st) in (signal.SIGTRAP, signal.SIGSTOP) else os.WSTOPSIG(st)
+        r = Regs()
+        pt(GETREGS, ctypes.byref(r))
+        if r.rsp > slot and not hit(ranges, r.rip) and not sig:
+            return True
+    return False
+
+
 def safe_point(pt, pid, libc, mem):
     """Leaves the stopped thread stopped where no UNSAFE function or loader code is under way
-    on it; exits 2 (the process let go, untouched) when none was found in SAFE_TRIES stops."""
+    on it: single-stepped out of such frames, or, where that does not get out (a return
+    address the scan mistook, a long wait), let go and stopped again a little later; exits 2
+    (the process let go, untouched) when no safe point was found in SAFE_TRIES rounds."""
     ranges = unsafe_ranges(pid, libc)
     syscall = ctypes.CDLL(None, use_errno=True).syscall
     for attempt in range(SAFE_TRIES):
         r = Regs()
         pt(GETREGS, ctypes.byref(r))
-        where = in_unsafe(ranges, mem, r.rip, r.rsp, stack_end(pid, r.rsp))
-        if where is None:
+        slot = in_unsafe(ranges, mem, r.rip, r.rsp, stack_end(pid, r.rsp))
+        if slot is None:
             if attempt:
-                sys.stderr.write("lg_inject: safe point after %d re-stop(s)\n" % attempt)
+                sys.stderr.write("lg_inject: safe point after %d round(s)\n" % attempt)
             return
+        if attempt % 2 == 0 and step_out(pt, pid, ranges, slot):
+            continue                                    # checked again from the top
         pt(CONT)
-        time.sleep(0.0002 * min(attempt + 1, 50))   # let it run out of there
-        syscall(234, pid, pid, signal.SIGSTOP)           # SYS_tgkill on x86_64: this thread only
+        time.sleep(0.001)                               # let it run out of there
+        syscall(234, pid, pid, signal.SIGSTOP)          # SYS_tgkill on x86_64: this thread only
         while True:
             _, st = os.waitpid(pid, 0)
             if not os.WIFSTOPPED(st):
@@ -296,7 +324,7 @@ def safe_point(pt, pid, libc, mem):
                 break
             pt(CONT, ctypes.c_void_p(os.WSTOPSIG(st)))    # someone else's signal: deliver it
     pt(DETACH)
-    fail("process %d stayed inside malloc/free or the loader for %d stops; it was not touched: attach again"
+    fail("process %d stayed inside malloc/free or the loader for %d rounds; it was not touched: attach again"
          % (pid, SAFE_TRIES))
 
 
