@@ -16,7 +16,9 @@
  * enable() made before the application's first CUDA call starts no CUDA (a parent that then
  * forks CUDA workers stays fork-safe; the backend is chosen once the application has its
  * context), and gdb's call of labelguard_arm(), made wherever the debugger stopped the job
- * (inside libcuda or malloc, holding their locks), never re-enters the CUDA libraries. What
+ * (inside libcuda, holding its locks), never re-enters the CUDA libraries; nor does it allocate,
+ * use stdio or call the loader but for one dl_iterate_phdr (arm_objects.c: fixed tables, symbols
+ * looked up by hand), and the CLI moves the thread out of malloc and the loader first. What
  * arming finds that the user must hear about (slots it could not write) is said by the start
  * (lg_arm_after_start).
  *
@@ -27,8 +29,8 @@
  * our object (a hook, or every slot of a preloaded process) is counted, never rewritten, so a
  * preloaded library is not hooked twice. Not covered: function pointers the program copied
  * out of a GOT before arming, objects loaded by a dlopen reached through dlsym("dlopen") or
- * from libc itself, and (in a process holding two CUDA runtimes) the per-version binding:
- * every slot gets the CUDA 13 copy of the hooks (README: Limits).
+ * from libc itself. In a process holding two CUDA runtimes, each slot gets the copy of the hooks
+ * of the runtime it calls (arm_got.c); one it cannot tell is left alone (README: Limits).
  *
  * Before arming, labelguard_enable refuses a process whose CUDA context is already dead (a
  * sticky error, e.g. 710 after a device-side assert: nothing can be checked or recovered
@@ -48,7 +50,9 @@
  * context, disable; a fork child of a parent that enabled before CUDA), tests/e2e/
  * test_enable_fork.sh (no CUDA call before the application's first; fork), tests/e2e/
  * test_attach_busy.sh (ten attaches to a loop of launches and syncs on the asynchronous
- * double), tests/torch-fake/test_profiler.sh (torch.profiler after enable). */
+ * double), tests/torch-fake/test_profiler.sh (torch.profiler after enable), tests/e2e/
+ * test_arm_mixed.sh (two runtimes, armed by enable and by attach), tests/e2e/
+ * test_attach_malloc.sh (attaches to a thread inside malloc). */
 #include <dlfcn.h>
 #include <link.h>
 #include <stdatomic.h>

@@ -5,15 +5,23 @@
  * dlopen visits the new ones only. Also the lock that serialises enable and the walks, and the
  * requests of dlopens that found it taken.
  *
+ * Which hook: a runtime's entry point exists once per libcudart version (preload.h); a slot gets
+ * the copy bound to the runtime it calls, told by the libcudart its function lives in, else by
+ * the version its reference asks for (libcudart.so.12), else, with one runtime loaded, the
+ * default copy. A slot that cannot be told, or whose runtime's copy is bound to another
+ * function already, is left alone and said once (arm_runtime_unknown): a launch sent into the
+ * other runtime fails there (invalid device function) and kills the job.
+ *
  * Why it is safe while other threads run: the real function is stored before the slot is
  * rewritten, and a slot is one aligned pointer-sized store, so a concurrent caller sees either
  * the old target or our hook with its real function set. A slot in a read-only page (RELRO,
  * -z now) is written after mprotect(RW) and the page's protection is restored, as read from
- * /proc/self/maps; a slot still pointing into its object's PLT (lazy binding, never called) gets
- * its real function from dlsym in that object's own lookup scope, i.e. what the lazy resolver
- * would have bound. The objects are listed first and patched after dl_iterate_phdr returns:
- * that dlsym needs the loader's lock, which another thread's dlopen may hold while it waits
- * for the lock dl_iterate_phdr holds.
+ * /proc/self/maps (once per walk); a slot still pointing into its object's PLT (lazy binding,
+ * never called) gets its real function as the lazy resolver would bind it, looked up by hand in
+ * the objects' own symbol tables (arm_objects.c). The objects are listed first (one
+ * dl_iterate_phdr into a fixed table) and patched after it returns. Nothing here allocates,
+ * uses stdio or calls the loader otherwise: a walk may run inside a debugger's call, on a
+ * thread stopped anywhere.
  *
  * Who calls it: arm.c (labelguard_enable and labelguard_arm, under lg_arm_got_lock or its
  * trylock), arm_dlopen.c's wrapper (lg_arm_got_loaded, any thread, never waits for the lock:
@@ -22,10 +30,10 @@
  * lg_arm_got_say_failed, from the start or an application's call.
  *
  * Tests: tests/unit/test_arm.c (lg_arm_got_patch on fixture libraries: JUMP_SLOT and GLOB_DAT,
- * lazy and -z now builds, slots already ours, the dlopen wrapper), tests/e2e/test_attach.sh
- * and tests/torch-fake/test_enable.sh end to end.
+ * lazy and -z now builds, slots already ours, the dlopen wrapper), tests/e2e/test_attach.sh,
+ * test_arm_mixed.sh (two runtimes), test_attach_malloc.sh and tests/torch-fake/test_enable.sh
+ * end to end.
  */
-#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>

@@ -59,6 +59,9 @@ for i in 1 2; do
 done
 
 touch "$T/go"
+# A target hung by an earlier call never ends: a hang guard (120 s), far above its exit time.
+for _ in $(seq 1200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && { echo "the target is hung"; kill -9 "$pid"; }
 wait "$pid"; rc=$?; pid=
 cat "$T/out"
 check "target: exit 0" [ $rc = 0 ]
