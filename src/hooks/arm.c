@@ -52,7 +52,8 @@
  * test_attach_busy.sh (ten attaches to a loop of launches and syncs on the asynchronous
  * double), tests/torch-fake/test_profiler.sh (torch.profiler after enable), tests/e2e/
  * test_arm_mixed.sh (two runtimes, armed by enable and by attach), tests/e2e/
- * test_attach_malloc.sh (attaches to a thread inside malloc). */
+ * test_attach_malloc.sh (attaches to a thread inside malloc), tests/unit/test_arm_alloc.c (no
+ * malloc, fopen or dlopen inside labelguard_arm). */
 #include <dlfcn.h>
 #include <link.h>
 #include <stdatomic.h>
