@@ -10,7 +10,7 @@
 #      e.g. AMX hosts): each returns within its hang guard with "LG_ARM n", n >= 1, and the
 #      target lives on; at least one of them found the thread inside malloc/free (the hazard
 #      was met, not missed);
-#   2 attaches through `labelguard attach` (gdb where it can call, else the injector): armed;
+#   3 attaches through `labelguard attach` (gdb where it can call, else the injector): armed;
 #   then the target's bad launch is blocked (launch: 800, sync: 0) and it exits 0.
 # x86_64 for the injector half. Called by tests/run.sh; alone: bash tests/e2e/test_attach_malloc.sh
 . "$(dirname "$0")/lib.sh"
@@ -48,7 +48,7 @@ else
   echo "note: no ptrace injector for $(uname -m): only the CLI's attach is tested"
 fi
 
-for i in 1 2; do
+for i in 1 2 3; do
   LABELGUARD_LIB="$LG_PRELOAD" timeout 300 "$LG_ROOT/scripts/labelguard" attach "$pid" >"$T/cli.$i" 2>&1
   rc=$?
   cat "$T/cli.$i"

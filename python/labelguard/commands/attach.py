@@ -142,14 +142,24 @@ def inject_can_call():
 # go). Prints "LG_SAFE n" (n breakpoints it took) or "LG_UNSAFE name" (then no call is made).
 GDB_SAFE_POINT = """python
 import os
-UNSAFE = set(%s)
-PREFIXES = ("_int_", "_dl_", "sysmalloc", "malloc_", "tcache_", "arena_", "__malloc_", "_IO_un_link", "_IO_link_in")
+UNSAFE = set(n.lstrip("_") for n in %s)
+PREFIXES = ("int_", "dl_", "dlopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dlerror", "dlinfo", "dlmopen",
+            "libc_malloc", "libc_free", "libc_calloc", "libc_realloc", "libc_memalign", "libc_valloc",
+            "libc_pvalloc", "libc_dl", "sysmalloc", "malloc_", "tcache_", "arena_", "IO_un_link", "IO_link_in",
+            "IO_new_fopen", "IO_new_fclose", "IO_new_fdopen", "IO_fflush", "fopen_internal", "run_fork_handlers",
+            "add_to_environ")
+def lg_bad(name, lib):
+    if lib.startswith("ld-"):
+        return True
+    n = name[5:] if name.startswith("__GI_") else name
+    n = n.lstrip("_")
+    return bool(n) and not n.startswith("libc_start") and (n in UNSAFE or n.startswith(PREFIXES))
 def lg_unsafe_caller():
     f, found, depth = gdb.newest_frame(), None, 0
     while f is not None and depth < 512:
         name = f.name() or ""
         lib = os.path.basename(gdb.solib_name(f.pc()) or "")
-        if name in UNSAFE or name.startswith(PREFIXES) or lib.startswith("ld-"):
+        if lg_bad(name, lib):
             found = f
         try:
             f, depth = f.older(), depth + 1
