@@ -10,11 +10,16 @@ first tried on a throwaway `sleep` (gdb_can_call), and where it fails the ptrace
 labelguard/inject.py (general and legacy FP registers only, x86_64) is tried the same way
 (inject_can_call); the user's process is only touched by a way that worked. Both ways make
 the same calls (dlopen RTLD_NOW|RTLD_GLOBAL, dlsym, labelguard_arm) and print the same
-LG_HANDLE / LG_FN / LG_ARM lines, read back here. Every child is an argument vector (gdb reads
+LG_HANDLE / LG_FN / LG_ARM lines, read back here. Both call in only at a safe point: the
+thread they call on is first moved out of malloc/free, the loader, fork, setenv and stdio's
+open/close (gdb: GDB_SAFE_POINT, in gdb's Python; the injector: its safe_point), where the
+dlopen of the library, which allocates and runs constructors, would wait on a lock that thread
+holds; a process that stays there is left untouched (LG_UNSAFE, exit 2, attach again). Every child is an argument vector (gdb reads
 its commands from a file; the library path, the only value in it, is refused if it holds a
 quote, backslash or newline). Exit 0 when armed, 2 with a message and hint otherwise.
-Tested by tests/cli/test_attach.sh (ptrace_verdict called directly from python3) and
-tests/e2e/test_attach.sh (a real target under the runtime test double).
+Tested by tests/cli/test_attach.sh (ptrace_verdict called directly from python3),
+tests/e2e/test_attach.sh (a real target under the runtime test double), test_arm_mixed.sh (two
+runtimes) and test_attach_malloc.sh (a target whose threads are always inside malloc).
 """
 import os
 import re
