@@ -448,6 +448,7 @@ $(BUILD)/tests/unit/libarmload_rpath.so: tests/unit/arm_fixture.c
 		-Wl,--disable-new-dtags,-rpath,'$$ORIGIN/armsub'
 $(BUILD)/tests/unit/test_arm: $(ARM_FIXTURES)
 $(BUILD)/tests/unit/test_arm_alloc: $(ARM_FIXTURES)
+$(BUILD)/tests/unit/test_arm_runtimes: $(ARM_FIXTURES)
 
 # The Python stack probe: src/pystack.c inside a real interpreter, loaded by
 # tests/e2e/test_pystack.sh through ctypes.
