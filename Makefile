@@ -394,6 +394,18 @@ $(BUILD)/e2e/mixed_main: tests/e2e/progs/mixed_main.cu $(wildcard tests/progs/*.
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) -o $@ $< -ldl
 test-programs: $(BUILD)/e2e/libmix12.so $(BUILD)/e2e/mixed_main
+# The same two runtimes armed late, by enable() and by attach (tests/e2e/test_arm_mixed.sh).
+$(BUILD)/e2e/mixed_late: tests/e2e/progs/mixed_late.cu $(wildcard tests/progs/*.cuh)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $< -ldl
+test-programs: $(BUILD)/e2e/mixed_late
+# A target that is nearly always inside malloc or free (tests/e2e/test_attach_malloc.sh).
+$(BUILD)/e2e/malloc_loop: tests/e2e/progs/malloc_loop.cu $(wildcard tests/progs/*.cuh)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -o $@ $< -lpthread
+test-programs: $(BUILD)/e2e/malloc_loop
 # Dedicated programs of the reliability tests (tests/e2e/test_fork.sh, test_bad_input.sh):
 # fork_storm forks while other threads report; bad_buffers launches a PyTorch kernel with
 # pathological arguments. They include the kernels of tests/progs/torch_kernels.cuh.
@@ -442,6 +454,8 @@ $(BUILD)/tests/unit/libarmload_rpath.so: tests/unit/arm_fixture.c
 	$(Q)$(CC) $(STD) $(WARN) -O1 -fPIC -shared -DARM_FIXTURE_LOADER -o $@ $< -ldl \
 		-Wl,--disable-new-dtags,-rpath,'$$ORIGIN/armsub'
 $(BUILD)/tests/unit/test_arm: $(ARM_FIXTURES)
+$(BUILD)/tests/unit/test_arm_alloc: $(ARM_FIXTURES)
+$(BUILD)/tests/unit/test_arm_runtimes: $(ARM_FIXTURES)
 
 # The Python stack probe: src/pystack.c inside a real interpreter, loaded by
 # tests/e2e/test_pystack.sh through ctypes.

@@ -16,7 +16,9 @@
  * enable() made before the application's first CUDA call starts no CUDA (a parent that then
  * forks CUDA workers stays fork-safe; the backend is chosen once the application has its
  * context), and gdb's call of labelguard_arm(), made wherever the debugger stopped the job
- * (inside libcuda or malloc, holding their locks), never re-enters the CUDA libraries. What
+ * (inside libcuda, holding its locks), never re-enters the CUDA libraries; nor does it allocate,
+ * use stdio or call the loader but for one dl_iterate_phdr (arm_objects.c: fixed tables, symbols
+ * looked up by hand), and the CLI moves the thread out of malloc and the loader first. What
  * arming finds that the user must hear about (slots it could not write) is said by the start
  * (lg_arm_after_start).
  *
@@ -27,8 +29,8 @@
  * our object (a hook, or every slot of a preloaded process) is counted, never rewritten, so a
  * preloaded library is not hooked twice. Not covered: function pointers the program copied
  * out of a GOT before arming, objects loaded by a dlopen reached through dlsym("dlopen") or
- * from libc itself, and (in a process holding two CUDA runtimes) the per-version binding:
- * every slot gets the CUDA 13 copy of the hooks (README: Limits).
+ * from libc itself. In a process holding two CUDA runtimes, each slot gets the copy of the hooks
+ * of the runtime it calls (arm_got.c); one it cannot tell is left alone (README: Limits).
  *
  * Before arming, labelguard_enable refuses a process whose CUDA context is already dead (a
  * sticky error, e.g. 710 after a device-side assert: nothing can be checked or recovered
@@ -48,48 +50,47 @@
  * context, disable; a fork child of a parent that enabled before CUDA), tests/e2e/
  * test_enable_fork.sh (no CUDA call before the application's first; fork), tests/e2e/
  * test_attach_busy.sh (ten attaches to a loop of launches and syncs on the asynchronous
- * double), tests/torch-fake/test_profiler.sh (torch.profiler after enable). */
+ * double), tests/torch-fake/test_profiler.sh (torch.profiler after enable), tests/e2e/
+ * test_arm_mixed.sh (two runtimes, armed by enable and by attach), tests/e2e/
+ * test_attach_malloc.sh (attaches to a thread inside malloc), tests/unit/test_arm_alloc.c (no
+ * malloc, fopen or dlopen inside labelguard_arm). */
 #include <dlfcn.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "hooks/hooks.h"
+#include "hooks/preload.h"
 #if __has_include("labelguard.h")
 #include "labelguard.h" /* declares labelguard_arm: checked against the definition */
 #endif
 
-/* Copies the hook table with each replacement set to the definition inside our own object.
- * In a library dlopen'd into a running process, `(void *)cudaLaunchKernel` taken inside it binds
- * like any reference to an exported name: global scope first, i.e. to libcudart's definition,
- * and patching a GOT slot with that would arm nothing. dlsym on our own handle searches our
- * object first. Returns the count copied (hooks not found in our object are left out). */
-static int own_definitions(const lg_hook_t *in, int n, lg_hook_t *out, int cap)
+/* Each runtime version's copies of the hooks (preload.h: one per libcudart version node): a
+ * slot gets the copy of the runtime it calls, so a CUDA 12 library's launches stay in
+ * libcudart.so.12 next to a CUDA 13 torch. Their C names are local to our object, so these
+ * addresses are our own definitions. */
+#define LG_DECLARE_COPY(name, ret, params, args) ret lg_v12_##name params; ret lg_v11_##name params;
+LG_HOOKS(LG_DECLARE_COPY)
+#undef LG_DECLARE_COPY
+#define LG_COPY_12(name, ret, params, args) {#name, (void *)lg_v12_##name, &lg_preload_bind_12.real[LG_IDX_##name]},
+#define LG_COPY_11(name, ret, params, args) {#name, (void *)lg_v11_##name, &lg_preload_bind_11.real[LG_IDX_##name]},
+static const lg_hook_t copies_12[] = {LG_HOOKS(LG_COPY_12)};
+static const lg_hook_t copies_11[] = {LG_HOOKS(LG_COPY_11)};
+
+/* The object holding this code, in arm_objects.c's last listing. */
+static const struct dl_phdr_info *self_object(void)
 {
-    Dl_info self;
-    if (!dladdr((void *)&labelguard_arm, &self) || !self.dli_fname)
-        return 0;
-    void *h = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
-        return 0;
-    int k = 0;
-    for (int i = 0; i < n && k < cap; i++) {
-        Dl_info where;
-        void *p = dlsym(h, in[i].name);
-        if (!p || !dladdr(p, &where) || where.dli_fbase != self.dli_fbase)
-            continue;
-        out[k] = in[i];
-        out[k++].replacement = p;
-    }
-    dlclose(h);
-    return k;
+    return lg_arm_objects_at(lg_arm_objects_find((uintptr_t)&labelguard_arm));
 }
 
 /* ------------------------------------------------------------------ enable */
 
-static lg_hook_t arm_hooks[80]; /* our CUDA entry points, then the dlopen wrapper */
+/* Our CUDA entry points, one copy per runtime version (13, the default, first), then the dlopen
+ * wrapper and CUPTI's subscribe calls; arm_majors: the runtime each is the copy for (0: none). */
+static lg_hook_t arm_hooks[3 * LG_N_HOOKS + 3];
+static int arm_majors[3 * LG_N_HOOKS + 3];
 static int n_arm_hooks, n_cuda_hooks;
 
 /* Sticky errors: the context is lost, every later call of the process returns the error. */
@@ -110,14 +111,9 @@ static bool sticky(int e)
 }
 
 /* True where CUDA has started in this process: the runtime loads libcuda at its first call that
- * needs the driver. Asked without a CUDA call (a loaded object, RTLD_NOLOAD). */
-static bool cuda_started(void)
-{
-    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
-    if (cuda)
-        dlclose(cuda);
-    return cuda != NULL;
-}
+ * needs the driver. Asked without a CUDA call or the loader: libcuda in the listing (enable_locked
+ * lists the objects first). */
+static bool cuda_started(void) { return lg_arm_objects_named("libcuda.so"); }
 
 /* True (why filled) when a loaded runtime reports a sticky error. cudaPeekAtLastError reads
  * it without clearing anything of the application's and without creating a context; it is
@@ -130,7 +126,9 @@ static bool context_dead(char *why, size_t cap)
     lg_cudart_t rts[4];
     int n = lg_runtime_cudarts(rts, 4);
     for (int i = 0; i < n; i++) {
+        lg_runtime_loader_lock();
         void *h = dlopen(rts[i].path, RTLD_LAZY | RTLD_NOLOAD);
+        lg_runtime_loader_unlock();
         if (!h)
             continue;
         int (*peek)(void) = (int (*)(void))dlsym(h, "cudaPeekAtLastError");
@@ -159,7 +157,9 @@ static bool context_dead(char *why, size_t cap)
  * the primary one is active, through a libcuda someone loaded. Only CUPTI can see those. */
 static bool static_runtime_in_use(void)
 {
+    lg_runtime_loader_lock();
     void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    lg_runtime_loader_unlock();
     if (!cuda)
         return false;
     int (*state)(int, unsigned *, int *) = (int (*)(int, unsigned *, int *))dlsym(cuda, "cuDevicePrimaryCtxGetState");
@@ -172,38 +172,69 @@ static bool static_runtime_in_use(void)
     return in_use;
 }
 
-/* The hook set, once: our own definitions of the CUDA entry points (counted), then dlopen and
- * CUPTI's subscribe calls (not counted: they launch nothing). */
+static int add_copies(int k, const lg_hook_t *copies, int n, int major)
+{
+    for (int i = 0; i < n; i++, k++) {
+        arm_hooks[k] = copies[i];
+        arm_majors[k] = major;
+    }
+    return k;
+}
+
+/* The hook set, once (the objects listed): our CUDA entry points per runtime version
+ * (counted), then dlopen and CUPTI's subscribe calls (not counted: they launch nothing), whose
+ * exported definitions are looked up in our own object: in a library dlopen'd into a running
+ * process, `(void *)cuptiSubscribe` taken inside it would bind to libcupti's. */
 static int build_hooks(void)
 {
     if (n_arm_hooks)
         return n_arm_hooks;
+    const struct dl_phdr_info *self = self_object();
     int n = 0;
     const lg_hook_t *table = lg_preload_hooks(&n);
-    int cap = (int)(sizeof arm_hooks / sizeof *arm_hooks) - 3;
-    n_cuda_hooks = table ? own_definitions(table, n, arm_hooks, cap) : 0;
-    if (n_cuda_hooks == 0)
+    if (!self || !table || n != LG_N_HOOKS)
         return 0;
-    lg_arm_dlopen_hook(&arm_hooks[n_cuda_hooks]);
+    int k = add_copies(0, table, n, 13);
+    k = add_copies(k, copies_12, LG_N_HOOKS, 12);
+    k = add_copies(k, copies_11, LG_N_HOOKS, 11);
+    n_cuda_hooks = k;
+    lg_arm_dlopen_hook(&arm_hooks[k]);
+    arm_majors[k++] = 0;
     lg_hook_t cupti[2];
     int n_cupti = lg_cupti_slot_hooks(cupti, 2);
-    n_arm_hooks = n_cuda_hooks + 1 + own_definitions(cupti, n_cupti, &arm_hooks[n_cuda_hooks + 1], 2);
-    /* Other objects' GOT slots will point into this library: a dlclose of it (ctypes handles
-     * can be closed) must never unmap it. Our initial-exec TLS already keeps glibc from
-     * unloading it; NODELETE on a NOLOAD open says so explicitly, whatever the TLS model. */
-    Dl_info self;
-    if (dladdr((void *)&labelguard_enable, &self) && self.dli_fname)
-        (void)dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    for (int i = 0; i < n_cupti; i++) {
+        cupti[i].replacement = lg_arm_objects_lookup(self, cupti[i].name, NULL);
+        if (cupti[i].replacement)
+            arm_majors[k] = 0, arm_hooks[k++] = cupti[i];
+    }
+    n_arm_hooks = k;
     return n_arm_hooks;
 }
 
+/* Other objects' GOT slots will point into this library: a dlclose of it (ctypes handles can be
+ * closed) must never unmap it. Our initial-exec TLS already keeps glibc from unloading it;
+ * NODELETE on a NOLOAD open says so explicitly, whatever the TLS model. Not from a debugger's
+ * call (a dlopen): there the debugger's own dlopen holds a reference nobody drops. */
+static void keep_loaded(void)
+{
+    Dl_info self;
+    if (!dladdr((void *)&labelguard_enable, &self) || !self.dli_fname)
+        return;
+    lg_runtime_loader_lock();
+    (void)dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    lg_runtime_loader_unlock();
+}
+
 /* True when the process binds cudaLaunchKernel to our definition already (LD_PRELOAD): nothing
- * was instantiated behind our back, so graphs need no "armed late" bookkeeping. */
+ * was instantiated behind our back, so graphs need no "armed late" bookkeeping. The first
+ * listed object that defines it is the one the global scope finds (the executable, then the
+ * preloaded objects, then the rest in load order). */
 static bool preloaded(void)
 {
-    Dl_info a, b;
-    void *p = dlsym(RTLD_DEFAULT, "cudaLaunchKernel");
-    return p && dladdr(p, &a) && dladdr((void *)&labelguard_enable, &b) && a.dli_fbase == b.dli_fbase;
+    for (int i = 0; lg_arm_objects_at(i); i++)
+        if (lg_arm_objects_lookup(lg_arm_objects_at(i), "cudaLaunchKernel", NULL))
+            return lg_arm_objects_at(i) == self_object();
+    return false;
 }
 
 /* Graphs instantiated before arming are replayed unseen: graphs.c is told, by the start when
@@ -216,9 +247,10 @@ static _Atomic int armed_late_pending;
 static int enable_locked(char *why, size_t cap, int *objects, bool debugger)
 {
     *objects = 0;
+    lg_arm_objects_list(NULL, NULL, NULL);
     if (!debugger && context_dead(why, cap))
         return -1;
-    bool have_runtime = lg_runtime_cudart_handle() != NULL;
+    bool have_runtime = lg_arm_objects_majors(NULL) > 0;
     if (!have_runtime && debugger && cuda_started()) {
         if (why && cap)
             snprintf(why, cap,
@@ -246,10 +278,13 @@ static int enable_locked(char *why, size_t cap, int *objects, bool debugger)
     }
     /* Patched under LABELGUARD_HOOKS=cupti too: the hooks then start the library and pass
      * every call straight through, as preloaded ones do. */
+    lg_arm_objects_list(NULL, NULL, NULL); /* the start above may have loaded objects */
     int n = build_hooks();
     bool late = !preloaded();
+    if (!debugger && n > 0)
+        keep_loaded();
     /* Everything loaded now, remembered: the dlopen wrapper's walks then visit new objects only. */
-    int n_armed = n > 0 ? lg_arm_got_walk_all(arm_hooks, n, n_cuda_hooks, objects) : -1;
+    int n_armed = n > 0 ? lg_arm_got_walk_all(arm_hooks, arm_majors, n, n_cuda_hooks, objects) : -1;
     if (n_armed < 0) {
         if (why && cap)
             snprintf(why, cap,

@@ -90,6 +90,37 @@ LG_HIDDEN void lg_arm_after_start(void);
 /* The `dlopen` entry of late arming's hook set: our wrapper, and where the function the
  * patched slots pointed at is kept. */
 LG_HIDDEN void lg_arm_dlopen_hook(lg_hook_t *out);
+/* ---------------------------------------------------------------- arm_objects.c */
+
+/* The loaded objects, listed into a fixed table (one dl_iterate_phdr under the loader lock);
+ * returns the count, the loader's load and unload counts, and whether the table was too small.
+ * The table and everything below are read under arm_got.c's lock. No allocation, no stdio, no
+ * loader call but the walk: safe inside a debugger's call. */
+LG_HIDDEN int lg_arm_objects_list(unsigned long long *adds, unsigned long long *subs, bool *cut);
+/* The i-th object of the last listing (NULL past its end). */
+LG_HIDDEN const struct dl_phdr_info *lg_arm_objects_at(int i);
+/* Whether addr lies in a loaded segment of info. */
+LG_HIDDEN bool lg_arm_objects_contains(const struct dl_phdr_info *info, uintptr_t addr);
+/* The listed object that holds addr; -1 if none. */
+LG_HIDDEN int lg_arm_objects_find(uintptr_t addr);
+/* For the i-th object: 0 if it is no libcudart, its major (12, 13), -1 if one of unknown major. */
+LG_HIDDEN int lg_arm_objects_cudart_major(int i);
+/* How many libcudart majors the listing holds; *first: the first one listed (0 if none). */
+LG_HIDDEN int lg_arm_objects_majors(int *first);
+/* Whether a listed object's file name begins with prefix ("libcuda.so"). */
+LG_HIDDEN bool lg_arm_objects_named(const char *prefix);
+/* The address of info's definition of name at version (NULL: its default), from its own hash
+ * table; NULL if it defines none (IFUNCs are not resolved). */
+LG_HIDDEN void *lg_arm_objects_lookup(const struct dl_phdr_info *info, const char *name, const char *version);
+/* The version (and in *file the library that must provide it) that info's symbol index sym
+ * asks for; NULL when it asks none. */
+LG_HIDDEN const char *lg_arm_objects_wanted(const struct dl_phdr_info *info, uint32_t sym, const char **file);
+/* The listed object whose file name or SONAME is soname; -1 if none. */
+LG_HIDDEN int lg_arm_objects_by_soname(const char *soname);
+/* The PROT_* of the mapping holding addr (-1: unknown), from /proc/self/maps read once (open,
+ * read) until lg_arm_objects_forget_maps. */
+LG_HIDDEN int lg_arm_objects_prot(uintptr_t addr);
+LG_HIDDEN void lg_arm_objects_forget_maps(void);
 /* ---------------------------------------------------------------- arm_got.c */
 
 /* In every object loaded now except the one holding this code and libcudart, rewrites the GOT
@@ -106,8 +137,11 @@ LG_HIDDEN bool lg_arm_got_trylock(void);
 LG_HIDDEN void lg_arm_got_unlock(void);
 /* Under the lock: patches every loaded object with hooks[] (the first n_counted counted in the
  * result, as lg_arm_got_patch counts), remembers them, and keeps hooks[] (static storage) for
- * the walks later dlopens ask for. */
-LG_HIDDEN int lg_arm_got_walk_all(const lg_hook_t *hooks, int n_hooks, int n_counted, int *n_objects);
+ * the walks later dlopens ask for. majors[i] (static too): the libcudart major hooks[i] is the
+ * copy for, 0 for a hook of no runtime (dlopen, CUPTI); a slot gets the copy of the runtime it
+ * calls, one it cannot tell (two runtimes loaded) is left alone (arm_runtime_unknown). */
+LG_HIDDEN int lg_arm_got_walk_all(const lg_hook_t *hooks, const int *majors, int n_hooks, int n_counted,
+                                  int *n_objects);
 /* From now on each dlopen that loads something walks the new objects. */
 LG_HIDDEN void lg_arm_got_armed(void);
 /* Without the lock: serves the walks dlopens asked for while it was taken (trylock; returns

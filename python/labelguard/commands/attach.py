@@ -10,11 +10,16 @@ first tried on a throwaway `sleep` (gdb_can_call), and where it fails the ptrace
 labelguard/inject.py (general and legacy FP registers only, x86_64) is tried the same way
 (inject_can_call); the user's process is only touched by a way that worked. Both ways make
 the same calls (dlopen RTLD_NOW|RTLD_GLOBAL, dlsym, labelguard_arm) and print the same
-LG_HANDLE / LG_FN / LG_ARM lines, read back here. Every child is an argument vector (gdb reads
+LG_HANDLE / LG_FN / LG_ARM lines, read back here. Both call in only at a safe point: the
+thread they call on is first moved out of malloc/free, the loader, fork, setenv and stdio's
+open/close (gdb: GDB_SAFE_POINT, in gdb's Python; the injector: its safe_point), where the
+dlopen of the library, which allocates and runs constructors, would wait on a lock that thread
+holds; a process that stays there is left untouched (LG_UNSAFE, exit 2, attach again). Every child is an argument vector (gdb reads
 its commands from a file; the library path, the only value in it, is refused if it holds a
 quote, backslash or newline). Exit 0 when armed, 2 with a message and hint otherwise.
-Tested by tests/cli/test_attach.sh (ptrace_verdict called directly from python3) and
-tests/e2e/test_attach.sh (a real target under the runtime test double).
+Tested by tests/cli/test_attach.sh (ptrace_verdict called directly from python3),
+tests/e2e/test_attach.sh (a real target under the runtime test double), test_arm_mixed.sh (two
+runtimes) and test_attach_malloc.sh (a target whose threads are always inside malloc).
 """
 import os
 import re
@@ -134,10 +139,65 @@ def inject_can_call():
     return bool(re.search(r"^LG_PID %d$" % pid, out, re.M)) and alive
 
 
+# The safe point for gdb's calls (gdb's Python): the calls run on thread 1, which gdb stopped
+# wherever it was. While one of its frames is inside malloc/free, the loader, fork, setenv or
+# stdio's list (inject.py's UNSAFE, the loader's _dl_* and ld.so, malloc's internals), a
+# thread-specific temporary breakpoint on the return address of the outermost such frame lets
+# the job run out of it (the other threads run too during gdb's calls, so their locks are let
+# go). Prints "LG_SAFE n" (n breakpoints it took) or "LG_UNSAFE name" (then no call is made).
+GDB_SAFE_POINT = """python
+import os
+UNSAFE = set(n.lstrip("_") for n in %s)
+PREFIXES = ("int_", "dl_", "dlopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dlerror", "dlinfo", "dlmopen",
+            "libc_malloc", "libc_free", "libc_calloc", "libc_realloc", "libc_memalign", "libc_valloc",
+            "libc_pvalloc", "libc_dl", "sysmalloc", "malloc_", "tcache_", "arena_", "IO_un_link", "IO_link_in",
+            "IO_new_fopen", "IO_new_fclose", "IO_new_fdopen", "IO_fflush", "fopen_internal", "run_fork_handlers",
+            "add_to_environ")
+def lg_bad(name, lib):
+    if lib.startswith("ld-"):
+        return True
+    n = name[5:] if name.startswith("__GI_") else name
+    n = n.lstrip("_")
+    return bool(n) and not n.startswith("libc_start") and (n in UNSAFE or n.startswith(PREFIXES))
+def lg_unsafe_caller():
+    f, found, depth = gdb.newest_frame(), None, 0
+    while f is not None and depth < 512:
+        name = f.name() or ""
+        lib = os.path.basename(gdb.solib_name(f.pc()) or "")
+        if lg_bad(name, lib):
+            found = f
+        try:
+            f, depth = f.older(), depth + 1
+        except gdb.error:
+            break
+    if found is None:
+        return None, ""
+    return found.older(), found.name() or "?"
+gdb.execute("thread 1", to_string=True)
+for lg_try in range(50):
+    caller, where = lg_unsafe_caller()
+    if not where:
+        print("LG_SAFE %%d" %% lg_try)
+        gdb.set_convenience_variable("lg_safe", 1)
+        break
+    if caller is None:
+        print("LG_UNSAFE %%s" %% where)
+        break
+    gdb.execute("tbreak *%%d thread 1" %% caller.pc(), to_string=True)
+    gdb.execute("continue", to_string=True)
+    gdb.execute("thread 1", to_string=True)
+else:
+    print("LG_UNSAFE %%s" %% where)
+end
+"""
+
+
 def gdb_script(lib, loaded):
     """The gdb command file (a file, not -ex strings, because `if ... end` blocks need their
-    own lines). $h and $f are gdb convenience variables."""
-    lines = ["set confirm off", "set pagination off"]
+    own lines). $h, $f and $lg_safe are gdb convenience variables. The calls are made only once
+    thread 1 is at a safe point (GDB_SAFE_POINT sets $lg_safe)."""
+    lines = ["set confirm off", "set pagination off", "set $lg_safe = 0",
+             GDB_SAFE_POINT % sorted(unsafe_functions()).__repr__(), "if $lg_safe == 1"]
     if loaded:
         lines.append("set $h = ((void*(*)(const char*, int))dlopen)(0, 2)")
     else:
@@ -149,8 +209,18 @@ def gdb_script(lib, loaded):
               "if $h != 0", '  set $f = ((void*(*)(void*, const char*))dlsym)($h, "labelguard_arm")', "end",
               'printf "LG_FN %lu\\n", (unsigned long)$f',
               "if $f != 0", '  printf "LG_ARM %d\\n", ((int(*)(void))$f)()', "end",
-              "detach", "quit"]
+              "end", "detach", "quit"]
     return "\n".join(lines) + "\n"
+
+
+def unsafe_functions():
+    """inject.py's UNSAFE list (one list for both ways), read from its file without importing
+    the package's commands into it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("labelguard_inject", INJECT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.UNSAFE
 
 
 def last(pattern, text):
@@ -231,6 +301,10 @@ def main(argv):
     handle = last(r"LG_HANDLE ([0-9]+)", out)
     fn = last(r"LG_FN ([0-9]+)", out)
     if handle is None:
+        where = last(r"LG_UNSAFE (.*)", out)
+        if where is not None or "it was not touched" in out:
+            raise Fail(2, "attach: process %s stayed inside %s, where a call into it could hang it; it was not "
+                       "touched" % (pid, where or "malloc/free or the loader"), "hint: attach again")
         if "Operation not permitted" in out:
             raise Fail(2, "attach: the kernel refused ptrace on process %s (Operation not permitted)" % pid,
                        "hint: check kernel.yama.ptrace_scope, the process owner, and that the process is not being "
