@@ -7,7 +7,8 @@
 # (argv[0] kept, so a program that re-execs itself, or execs another, goes through qemu again),
 # everything else is a link. The preload path is $W/preload/$PLATFORM/liblabelguard.so: the
 # loader expands $PLATFORM, so an aarch64 process under qemu preloads the aarch64 library and a
-# host process on the way (timeout, env, sh) an empty x86_64 one, silently. bin/ comes first on
+# host process on the way (timeout, env, sh) an empty x86_64 one, silently, whatever its loader
+# calls the CPU (host_stub.sh). bin/ comes first on
 # PATH: python3 there is the arm64 tree's CPython 3.11 (only for the tests that ask for it: see
 # qemu_python), gcc the cross compiler whose output is wrapped the same way.
 # Needs: LG_ROOT (the checkout), the Debian packages qemu-user-static and gcc-aarch64-linux-gnu,
@@ -24,7 +25,7 @@ ARM64_ROOT="$(bash "$LG_ROOT/scripts/arm64-root.sh" --print)"
 QW="$A64/qemu-run.$$"       # relative to LG_ROOT, like LG_BUILD
 W="$LG_ROOT/$QW"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/bin" "$W/preload/aarch64" "$W/preload/x86_64"
+mkdir -p "$W/bin" "$W/preload/aarch64"
 
 # qemu_wrap REAL OUT: OUT runs the aarch64 program REAL under qemu
 qemu_wrap() {
@@ -48,8 +49,8 @@ is_a64_exec() { # an aarch64 ELF program: e_machine 183 (EM_AARCH64), not named 
   done
 ) || { echo "could not make $W"; exit 1; }
 ln -s "$LG_ROOT/$A64/liblabelguard.so" "$W/preload/aarch64/liblabelguard.so"
-echo 'void lg_qemu_host_stub(void) {}' >"$W/preload/x86_64/stub.c"
-gcc -shared -fPIC -o "$W/preload/x86_64/liblabelguard.so" "$W/preload/x86_64/stub.c" || { echo "cannot build the host stub"; exit 1; }
+. "$LG_ROOT/tests/qemu/host_stub.sh"
+qemu_host_stub "$W/preload" || exit 1
 # python3: the arm64 CPython; gcc: the cross compiler, its programs wrapped for qemu.
 qemu_wrap "$ARM64_ROOT/usr/bin/python3.11" "$W/bin/python3"
 cat >"$W/bin/gcc" <<EOF
