@@ -15,7 +15,7 @@ qemu_host_stub() {
   mkdir -p "$dir/x86_64" || return 1
   echo 'void lg_qemu_host_stub(void) {}' >"$dir/x86_64/stub.c"
   gcc -shared -fPIC -o "$dir/x86_64/liblabelguard.so" "$dir/x86_64/stub.c" || { echo "cannot build the host stub"; return 1; }
-  ldso=$(ls /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 2>/dev/null | head -n1)
+  ldso=; for p in /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2; do [ -x "$p" ] && { ldso=$p; break; }; done
   for p in haswell xeon_phi $([ -n "$ldso" ] && "$ldso" --list-diagnostics 2>/dev/null | sed -n 's/^dl_platform="\([A-Za-z0-9_]*\)"$/\1/p'); do
     [ "$p" = aarch64 ] || [ -e "$dir/$p" ] || ln -s x86_64 "$dir/$p" || return 1
   done

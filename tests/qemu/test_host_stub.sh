@@ -6,7 +6,7 @@
 # chosen CPU model (its loader then sees that CPU), so every case runs on any x86_64 host.
 # Exit 0 pass, 77 skip (not x86_64, or no gcc), else fail. Alone: bash tests/qemu/test_host_stub.sh
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 [ "$(uname -m)" = x86_64 ] || { echo "x86_64 hosts only"; exit 77; }
 command -v gcc >/dev/null || { echo "gcc not found"; exit 77; }
 . tests/qemu/host_stub.sh
