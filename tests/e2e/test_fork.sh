@@ -161,9 +161,9 @@ if [ -n "${LG_SANITIZER:-}" ]; then
   finish
 fi
 # The storm's hang verdict itself: child 2 sleeps on a futex of its own (hung, with what it waits
-# on printed and the futex's mapping named), child 5 computes for 6 s before its launch, twice the
-# 3 s it may sleep, and is not hung: it is moving.
-F_LIMIT=240 run_f storm-verdict FAKECUDA_FORK_OK=1 -- "$STORM" --threads 2 --forks 8 --hung-after 3 --hang-child 2 --busy-child 5:6
+# on printed and the futex's mapping named), child 5 computes for 4 s before its launch, twice the
+# 2 s it may sleep, and is not hung: it is moving.
+F_LIMIT=240 run_f storm-verdict FAKECUDA_FORK_OK=1 -- "$STORM" --threads 2 --forks 8 --hung-after 2 --hang-child 2 --busy-child 5:4
 check "storm verdict: the sleeping child hung, the computing one not" grep -q '^storm forks=8 hung=1 unblocked=0 ' "$T/storm-verdict.out"
 check "storm verdict: the hung child is named, asleep with flat CPU time" \
   grep -q '^child pid=[0-9]* hung: asleep with flat CPU time' "$T/storm-verdict.out"
