@@ -1016,7 +1016,7 @@ static void run_async_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void **
 
 static void gate_hold(int d)
 {
-    if (!async_gate_v || async_us() <= 0) return;
+    if (async_us() <= 0 || !async_gate_v) return; /* async_us() reads the environment first */
     pthread_mutex_lock(&q_lock);
     a_waiters += d;
     if (d > 0) pthread_cond_broadcast(&gate_cv);
