@@ -175,7 +175,7 @@ NVCC_PROG := $(NVCC) -ccbin $(CXX) -cudart none -I$(CUDA_HOME)/targets/x86_64-li
              -L$(FAKE_DIR) -l:libcudart.so.13
 endif
 
-.PHONY: all test test-gpu bench demo install uninstall clean fuzz test-programs wheel
+.PHONY: all test test-stress test-gpu bench demo install uninstall clean fuzz test-programs wheel
 all: $(LIB)
 # A cross build's default goal includes the runtime test double its qemu tests run on.
 ifneq ($(CROSS),)
@@ -517,6 +517,11 @@ endif
 
 test: test-programs
 	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/run.sh
+
+# The timing-sensitive suites STRESS_N times each (default 10) under a CPU hog, with a flake
+# count per suite and in all (tests/stress.sh; STRESS_TESTS replaces its list).
+test-stress: test-programs
+	@LG_BUILD=$(BUILD) LG_SANITIZER=$(SANITIZER) CUDA_HOME=$(CUDA_HOME) bash tests/stress.sh
 
 # Without a GPU: the one-line reason from tests/gpu/run.sh (status 77) before anything is built.
 test-gpu:

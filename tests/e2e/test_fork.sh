@@ -8,8 +8,9 @@
 #   - after exec the library starts fresh: the exec'd program's events (its own start event,
 #     launch_seq from 1) are in a file named by its pid;
 #   - no lock is inherited held: children forked at random moments while 4 threads of the parent
-#     launch and report bad labels launch at once and finish (no deadlock; a timeout per child),
-#     and every parent launch is reported exactly once in the parent's file;
+#     launch and report bad labels launch at once and finish (no deadlock: a child is hung when
+#     it sleeps with flat CPU time for 30 s, whatever the load; fork_storm.cu prints what it waits
+#     on), and every parent launch is reported exactly once in the parent's file;
 #   - the same for every lock the library has, read from its sources: each pthread mutex is
 #     re-initialised by a fork-child handler that lg.c's atfork handler reaches (the storm only
 #     catches the locks its threads happen to hold; under qemu-user, where a dlopen is slow,
@@ -89,12 +90,13 @@ for f, es in sorted(by.items()):
 PY
 }
 nofile() { ! grep FILE "$1"; }
-# run_f NAME ENV... -- ARGS: forker with the preload, under a timeout
+# run_f NAME ENV... -- ARGS: forker with the preload, under a hang guard far above the slowest
+# run (F_LIMIT seconds; each case takes well under a second natively, seconds under qemu)
 run_f() {
   local n=$1; shift
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-  run_lg "$n" timeout -k 5 30 env "${envs[@]}" "$@"
+  run_lg "$n" timeout -k 5 "${F_LIMIT:-120}" env "${envs[@]}" "$@"
 }
 
 # 1. the child does not launch, then execs sh: nothing from it in any log
@@ -167,18 +169,39 @@ if [ -n "${LG_SANITIZER:-}" ]; then
   echo "skip: fork storm under SANITIZER=$LG_SANITIZER (the sanitizer runtime's allocator is not fork-safe in a multithreaded parent)"
   finish
 fi
-run_f storm FAKECUDA_FORK_OK=1 -- "$STORM" --threads 4 --forks 150
+# The storm's hang verdict itself: child 2 sleeps on a futex of its own (hung, with what it waits
+# on printed and the futex's mapping named), child 5 computes for 4 s before its launch, twice the
+# 2 s it may sleep, and is not hung: it is moving.
+F_LIMIT=240 run_f storm-verdict FAKECUDA_FORK_OK=1 -- "$STORM" --threads 2 --forks 8 --hung-after 2 --hang-child 2 --busy-child 5:4
+check "storm verdict: the sleeping child hung, the computing one not" grep -q '^storm forks=8 hung=1 unblocked=0 ' "$T/storm-verdict.out"
+check "storm verdict: the hung child is named, asleep with flat CPU time" \
+  grep -q '^child pid=[0-9]* hung: asleep with flat CPU time' "$T/storm-verdict.out"
+check "storm verdict: its threads' syscall and wchan, and the futex's mapping, are printed" \
+  bash -c "grep -q '^  syscall: [0-9]' '$T/storm-verdict.out' && grep -q '^  wchan: ' '$T/storm-verdict.out' && grep -q '^    0x[0-9a-f]* is in: ' '$T/storm-verdict.out'"
+check "storm verdict: 7 children launched and were blocked" [ "$(grep -c '^child pid=[0-9]* launch_err=[1-9]' "$T/storm-verdict.out")" = 7 ]
+
+# 240 s: a guard for the whole storm; a child judged hung (30 s asleep) fails it sooner, with a dump
+F_LIMIT=240 run_f storm FAKECUDA_FORK_OK=1 -- "$STORM" --threads 4 --forks 150 --hung-after 30 --cap 200
 rc=$(rc_of storm)
 check "fork storm: finished (rc $rc), no child hung" [ "$rc" = 0 ]
 check "fork storm: summary line" grep -q '^storm forks=150 hung=0 unblocked=0 ' "$T/storm.out"
-[ "$rc" = 0 ] || grep -E 'hung|^storm' "$T/storm.out" | head -5
+[ "$rc" = 0 ] || grep -E -A 40 'hung|^storm' "$T/storm.out" | head -60
+# Under qemu-user a child can hang inside qemu itself, on a lock in qemu's own image inherited
+# held (a qemu bug: fork_storm.cu's dump_child tells it apart from any guest lock). Such a child
+# is killed and left out, with a warning and its dump.
+qhung=$(sed -n 's/^storm .* qemu_hung=\([0-9]*\)$/\1/p' "$T/storm.out")
+if [ "${qhung:-0}" != 0 ]; then
+  echo "warning: $qhung storm child(ren) hung inside qemu-user's own locks (a qemu bug, not the library's):"
+  grep -B 30 'not counted as hung (qemu_hung)' "$T/storm.out" | grep -v 'launch_err=' | head -40
+fi
 if events storm; then
   logs storm >"$T/storm.logs.txt"
   plaunch=$(grep -o 'parent_launches=[0-9]*' "$T/storm.out" | cut -d= -f2)
   check "fork storm: no file mixes processes" nofile "$T/storm.logs.txt"
   # a child forked while the parent's lazy start was under way starts for itself (start event)
   grep -v '^[0-9]* [01] 1 0 [0-9]*$' "$T/storm.logs.txt" | grep -v ' 1 [0-9]* 1 1$' | head -3
-  check "fork storm: 150 child files, one violation each" [ "$(grep -c '^[0-9]* [01] 1 0 [0-9]*$' "$T/storm.logs.txt")" = 150 ]
+  check "fork storm: $((150 - ${qhung:-0})) child files, one violation each" \
+    [ "$(grep -c '^[0-9]* [01] 1 0 [0-9]*$' "$T/storm.logs.txt")" = $((150 - ${qhung:-0})) ]
   check "fork storm: parent's file: each of its $plaunch launches reported once" \
     grep -q "^[0-9]* 1 $plaunch 1 1\$" "$T/storm.logs.txt"
 else fail "storm schema"; fi

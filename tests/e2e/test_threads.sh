@@ -16,7 +16,9 @@
 # from another thread's sanitized copy.
 . "$(dirname "$0")/lib.sh"
 
-TMO=${LG_THREADS_TIMEOUT:-60}
+# A hang guard per run, far above the slowest (seconds natively; the stream0 case's 1200 reports
+# under qemu-user on two loaded cores take about a minute).
+TMO=${LG_THREADS_TIMEOUT:-240}
 ITERS=24
 # run_t NAME ENV... -- ARGS...: the threads program with the preload, under a timeout
 run_t() {
@@ -142,7 +144,7 @@ for variant in threads threads_legacy; do
     # reference: the same threads without the library and without bad labels (a bad label
     # poisons the context without the library, so the reference has none; inputs are uniform,
     # so every clean output is the same whatever the labels)
-    run_plain "$id-ref" timeout 60 "$PROG" --seed "$seed" --iters $ITERS --bad-every 0
+    run_plain "$id-ref" timeout "$TMO" "$PROG" --seed "$seed" --iters $ITERS --bad-every 0
     check "$id reference run ok" [ "$(rc_of "$id-ref")" = 0 ]
     # no bad labels: the library changes nothing
     run_t "$id-clean" -- --seed "$seed" --iters $ITERS --bad-every 0

@@ -45,6 +45,8 @@
  * kernel and host function takes N µs, launches and async copies return at once, and syncs, queries
  * (cudaErrorNotReady while work is really in flight), blocking copies, cudaFree and the legacy
  * stream's implicit synchronisation wait as CUDA's do. Unset or 0: the synchronous double above.
+ * FAKECUDA_ASYNC_GATE=1 with it gates that device, for tests that state an order instead of
+ * racing one ("the gate" below): queued work runs only while a thread waits on the device.
  * Stream capture is the same in both (captured work is recorded, not run). Conditional nodes
  * (cudaGraphConditionalHandleCreate, cudaGraphAddNode) run the body their handle's default
  * value selects, and their bodies refuse host nodes as CUDA does ("graphs" below).
@@ -103,6 +105,8 @@ static int trace_on;
 static int fork_ok;
 static int cupti_on;
 static int async_us_v;                        /* FAKECUDA_ASYNC_US: 0 synchronous, else each kernel's µs */
+static int async_gate_v;                      /* FAKECUDA_ASYNC_GATE: the gate below is on */
+static unsigned long async_gate_queue_v;      /* FAKECUDA_ASYNC_GATE_QUEUE: ops a stream may hold, 0 no bound */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void read_env(void)
@@ -116,6 +120,11 @@ static void read_env(void)
     const char *a = getenv("FAKECUDA_ASYNC_US");
     long us = a && *a ? strtol(a, NULL, 10) : 0;
     async_us_v = us < 0 ? 0 : us > 10000000 ? 10000000 : (int)us;
+    const char *g = getenv("FAKECUDA_ASYNC_GATE");
+    async_gate_v = g && *g && strcmp(g, "0") != 0;
+    const char *gq = getenv("FAKECUDA_ASYNC_GATE_QUEUE");
+    long q = gq && *gq ? strtol(gq, NULL, 10) : 0;
+    async_gate_queue_v = q > 0 ? (unsigned long)q : 0;
 }
 
 static void trace(const char *fmt, ...)
@@ -203,9 +212,11 @@ static cudaError_t initialise(const char *what)
 FK_EXPORT void fakecudart_driver_init(void) { atomic_store(&inited, 1); }
 FK_EXPORT int fakecudart_initialised(void) { return atomic_load(&inited) || atomic_load(&ctx_used); }
 
-/* Marks the calling thread as waiting inside the runtime (what: the call) until wait_end. */
-#define wait_begin(what) (tl_waiting = (what))
-#define wait_end() (tl_waiting = NULL)
+/* Marks the calling thread as waiting inside the runtime (what: the call) until wait_end; on a
+ * gated device (FAKECUDA_ASYNC_GATE) the device runs meanwhile. */
+static void gate_hold(int d);
+#define wait_begin(what) (tl_waiting = (what), gate_hold(1))
+#define wait_end() (gate_hold(-1), tl_waiting = NULL)
 
 /* The entry check of every call that needs a live context. */
 static cudaError_t enter(void)
@@ -903,7 +914,19 @@ static int capturing(const struct CUstream_st *st)
  * Locks: q_lock guards every queue, counter and reference here; obj_lock may be held when
  * taking it, never the reverse. A worker runs an op without q_lock. At exit, work still queued
  * is given one second to finish, then dropped (a process exits without syncing, as PyTorch
- * does); a forked child starts with no workers and no queued work. */
+ * does); a forked child starts with no workers and no queued work.
+ *
+ * The gate (FAKECUDA_ASYNC_GATE=1): a real device runs behind the host by a margin the scheduler
+ * decides, so whether an op has run by a given host call is a race. Gated, a worker starts its
+ * next op only while some thread waits on the device (a stream, event, device or legacy-stream
+ * sync, a blocking copy, cudaFree: every wait_begin), while the process exits (the second of
+ * grace), or while its stream holds more than FAKECUDA_ASYNC_GATE_QUEUE ops (a bound a test may
+ * set; none by default). A query answers for the work as it stands: NotReady while anything is
+ * queued, by construction. A query loop must end, so a thread that queries the same stream or
+ * event again right after a NotReady answer (no other query between) waits for it, as a sync,
+ * and gets its status. So "in flight until the program waits" holds by construction, and an
+ * async verdict is read at the program's next wait, never earlier; while a thread waits every
+ * stream runs, as ungated. */
 
 enum { OP_KERNEL, OP_COPY, OP_SET, OP_HOST, OP_CALLBACK, OP_GRAPH, OP_RECORD, OP_WAIT_EVENT, OP_WAIT_STREAMS, OP_FREE };
 typedef struct fk_wait { struct CUstream_st *s; unsigned long seq; } fk_wait_t;
@@ -938,6 +961,10 @@ static struct CUstream_st *dying_streams;  /* destroyed, worker still draining *
 static unsigned long a_inflight;           /* ops queued and not finished, every stream */
 static int a_running;                      /* ops a worker is executing now */
 static _Atomic int a_exiting;              /* the process is exiting: run nothing more */
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER; /* gated: the gate may have opened */
+static int a_waiters;                      /* gated: threads waiting on the device now */
+static int a_draining;                     /* gated: the exit's grace: the gate is open */
+static __thread const void *tl_queried;    /* gated: target of this thread's last NotReady query */
 
 static cudaError_t run_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void **args, size_t shm, cudaStream_t stream);
 static void graph_free_nodes(node_t *n);
@@ -985,6 +1012,32 @@ static void run_async_kernel(struct CUkern_st *k, dim3 grid, dim3 block, void **
     if (atomic_load(&pending_err) || atomic_load(&a_exiting)) return;
     cudaError_t e = run_kernel(k, grid, block, args, shm, stream);
     if (e != cudaSuccess) poison(e);
+}
+
+static void gate_hold(int d)
+{
+    if (async_us() <= 0 || !async_gate_v) return; /* async_us() reads the environment first */
+    pthread_mutex_lock(&q_lock);
+    a_waiters += d;
+    if (d > 0) pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&q_lock);
+}
+
+/* Whether stream s's worker may start its next op now. Under q_lock. */
+static int gate_open_locked(const struct CUstream_st *s)
+{
+    return !async_gate_v || a_waiters > 0 || a_draining || atomic_load(&a_exiting) ||
+           (async_gate_queue_v && s->a_submitted - s->a_done > async_gate_queue_v);
+}
+
+/* A query that found target busy: whether this thread asked about it right before as well (a
+ * query loop), which on a gated device then waits for it. */
+static int gate_polled(const void *target)
+{
+    if (!async_gate_v) return 0;
+    if (tl_queried == target) { tl_queried = NULL; return 1; }
+    tl_queried = target;
+    return 0;
 }
 
 /* Waits, on a worker, until stream w->s has finished op number w->seq. Under q_lock. */
@@ -1084,6 +1137,7 @@ static void *worker_main(void *arg)
         while (!s->q_head && !s->dying) pthread_cond_wait(&s->q_cv, &q_lock);
         fk_op_t *op = s->q_head;
         if (!op) break;            /* destroyed and drained */
+        if (!gate_open_locked(s)) { pthread_cond_wait(&gate_cv, &q_lock); continue; }
         a_running++;
         pthread_mutex_unlock(&q_lock);
         run_op(op);
@@ -1140,6 +1194,7 @@ static void append_locked(struct CUstream_st *x, fk_op_t *op)
     x->a_submitted++;
     a_inflight++;
     pthread_cond_signal(&x->q_cv);
+    if (async_gate_queue_v) pthread_cond_broadcast(&gate_cv);
 }
 
 /* Queues op on stream st (NULL: the legacy stream), behind the implicit synchronisation the
@@ -1417,9 +1472,12 @@ static void async_shutdown(void)
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += 1;
     pthread_mutex_lock(&q_lock);
+    a_draining = 1;
+    pthread_cond_broadcast(&gate_cv);
     while (a_inflight > 0 && pthread_cond_timedwait(&q_done_cv, &q_lock, &dl) == 0) {}
     atomic_store(&a_exiting, 1);
     pthread_cond_broadcast(&q_done_cv);
+    pthread_cond_broadcast(&gate_cv);
     dl.tv_sec += 1;
     while (a_running > 0 && pthread_cond_timedwait(&q_done_cv, &q_lock, &dl) == 0) {}
     pthread_mutex_unlock(&q_lock);
@@ -1441,6 +1499,8 @@ static void async_fork_child(void)
     if (async_us() <= 0) return;
     pthread_mutex_init(&q_lock, NULL);
     pthread_cond_init(&q_done_cv, NULL);
+    pthread_cond_init(&gate_cv, NULL);
+    a_waiters = 0;                 /* the only thread here is the forking one, not waiting */
     async_reset_stream(&legacy_stream);
     for (struct CUstream_st *s = live_streams; s; s = s->next_live) async_reset_stream(s);
     for (struct CUevent_st *ev = live_events; ev; ev = ev->next_live) ev->a_done = ev->a_rec;
@@ -1906,7 +1966,12 @@ static cudaError_t stream_query(cudaStream_t s)
     if (e) return e;
     if ((e = unsafe_call())) return e;
     struct CUstream_st *x = state_of(st);
-    if (async_us()) return stream_busy(x) ? ret(cudaErrorNotReady) : settle();
+    if (async_us()) {
+        if (!stream_busy(x)) return settle();
+        if (!gate_polled(x)) return ret(cudaErrorNotReady);
+        wait_stream(x);            /* a query loop on a gated device */
+        return settle();
+    }
     pthread_mutex_lock(&obj_lock);
     int busy = x->completed < x->submitted;
     if (busy && x->polls < not_ready_polls()) x->polls++;
@@ -3109,6 +3174,15 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
         pthread_mutex_lock(&q_lock);
         int busy = ev->a_done < ev->a_rec;
         pthread_mutex_unlock(&q_lock);
+        if (busy && gate_polled(ev)) {
+            wait_begin("a query loop on an event");
+            pthread_mutex_lock(&q_lock);
+            unsigned long want = ev->a_rec;
+            while (ev->a_done < want && !atomic_load(&a_exiting)) pthread_cond_wait(&q_done_cv, &q_lock);
+            pthread_mutex_unlock(&q_lock);
+            wait_end();
+            busy = 0;
+        }
         return busy ? ret(cudaErrorNotReady) : settle();
     }
     pthread_mutex_lock(&obj_lock);

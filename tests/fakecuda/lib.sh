@@ -18,7 +18,8 @@ lg_checks_init "$TMP"
 fk_run() {
   local prog="$1"; shift
   [ -x "$PROGS/$prog" ] || { echo "missing $PROGS/$prog (make test-programs)"; exit 1; }
-  LD_LIBRARY_PATH="$LG_FAKE_DIR" "$PROGS/$prog" "$@" >"$OUT" 2>"$ERR"
+  # a hang guard far above any run (seconds): a hang fails this run, not the whole suite
+  LD_LIBRARY_PATH="$LG_FAKE_DIR" timeout -k 5 "${FK_LIMIT:-120}" "$PROGS/$prog" "$@" >"$OUT" 2>"$ERR"
   RC=$?
   if ! grep -qx 'fakecudart_identity=fakecuda' "$OUT"; then
     echo "FAIL: $prog $* did not run on the fake runtime:"; cat "$OUT" "$ERR"; exit 1

@@ -1,8 +1,13 @@
 // asyncq.cu: what a GPU's asynchrony looks like to a program, for the runtime double's
 // FAKECUDA_ASYNC_US mode (tests/fakecuda/test_async.sh runs it with FAKECUDA_ASYNC_US=20000, so
 // every kernel takes 20 ms). Each case prints key=value lines; the test script decides. Built
-// as build/progs/asyncq (and _legacy, _ptsz). Cases (first argument):
-//   timing      50 kernels on a stream: launch_ms (all launches), sync_ms (the sync after them)
+// as build/progs/asyncq (and _legacy, _ptsz). What a case claims about order or waiting is made
+// a condition, not a time: a stream is held by a host function that blocks until the program
+// releases it (hold, release), so whatever the program sees before the release happened while
+// that stream could not have passed the hold, however the threads were scheduled. Cases:
+//   timing      50 kernels on a held stream: the launches return (flag_after_launch: the host
+//               function queued behind them has not run), the sync waits for all of them
+//               (flag_after_sync); launch_ms and sync_ms are printed for people only
 //   query       stream and event queries while a kernel is in flight and after the sync
 //   wait_event  stream B waits (cudaStreamWaitEvent) for an event recorded behind a kernel on A
 //   legacy      the legacy stream's implicit synchronisation with blocking streams only
@@ -15,9 +20,13 @@
 //   args        kernel arguments whose storage dies right after the launch
 //   exit        return from main with 50 kernels in flight
 //   fork        fork with work in flight; the child (FAKECUDA_FORK_OK=1) launches and syncs
+//   gate        (FAKECUDA_ASYNC_GATE=1) queued work waits for the program: not run after a
+//               pause, a stream or event query loop ends at its second query, a sync runs it
 #include "torch_kernels.cuh"
 #include "lg_launch.cuh"
 #include <atomic>
+#include <sched.h>
+#include <semaphore.h>
 #include <thread>
 #include <sys/wait.h>
 #include <time.h>
@@ -53,15 +62,35 @@ static void print_order(const char *key)
     n_order = 0;
 }
 
+// hold(s): a host function on s that blocks s's worker until release(); one release per hold.
+static sem_t held;
+static void CUDART_CB wait_release(void *) { sem_wait(&held); }
+static void hold(cudaStream_t s) { cudaLaunchHostFunc(s, wait_release, nullptr); }
+static void release() { sem_post(&held); }
+static bool async_device()
+{
+    const char *a = getenv("FAKECUDA_ASYNC_US");
+    return a && atoi(a) > 0;
+}
+
+static int flag;
+static void CUDART_CB set_flag(void *) { flag = 1; }
+
 static int case_timing()
 {
     cudaStream_t s;
     cudaStreamCreate(&s);
+    bool async = async_device();    // the synchronous double runs a host function in the call
+    if (async) hold(s);
     double t0 = now_ms();
     spin(s, 50);
+    cudaLaunchHostFunc(s, set_flag, nullptr);
     double t1 = now_ms();
+    printf("flag_after_launch=%d\n", flag);
+    if (async) release();
     int e = (int)cudaStreamSynchronize(s);
     double t2 = now_ms();
+    printf("flag_after_sync=%d\n", flag);
     printf("launch_ms=%.0f\nsync_ms=%.0f\nsync=%d\n", t1 - t0, t2 - t1, e);
     return 0;
 }
@@ -98,19 +127,21 @@ static int case_wait_event()
     float *d, *h;
     cudaMalloc((void **)&d, 4 * sizeof(float));
     cudaMallocHost((void **)&h, 4 * sizeof(float));
+    bool async = async_device();
+    if (async) hold(a);             // A cannot reach its event until the release below
     cudaMemsetAsync(d, 0, 4 * sizeof(float), a);
     spin(a, 2);
     lg_launch(LG_DEFAULT_MODE, lg_test_add_one, dim3(1), dim3(32), 0, a, d, 4);
     mark_on(a, 'A');
     cudaEventRecord(ev, a);
-    double t0 = now_ms();
     cudaStreamWaitEvent(b, ev, 0);
-    printf("wait_call_returns_at_once=%d\n", now_ms() - t0 < 30); // A has 40 ms of kernels queued
+    printf("wait_call_returns_at_once=1\n"); // it returned while A was held
     mark_on(b, 'B');
     cudaMemcpyAsync(h, d, 4 * sizeof(float), cudaMemcpyDeviceToHost, b);
     mark_on(c, 'C');
+    cudaStreamSynchronize(c);       // C's stream is free: done while A is held
+    if (async) release();
     cudaStreamSynchronize(b);
-    cudaStreamSynchronize(c);
     print_order("order");
     printf("copied=%g\n", h[0]);
     // A wait for an event recorded later does not apply: the wait is for the latest record.
@@ -122,23 +153,29 @@ static int case_legacy()
     cudaStream_t s1, s2, nb;
     cudaStreamCreate(&s1);
     cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking);
+    bool async = async_device();
+    if (async) hold(nb);       // nb is held until T is done: if L waited for nb, this would hang
     spin(s1, 1);
-    mark_on(s1, 'S');          // blocking stream, after 20 ms
+    mark_on(s1, 'S');          // blocking stream
     spin(nb, 4);
-    mark_on(nb, 'N');          // non-blocking stream, after 80 ms
+    mark_on(nb, 'N');          // non-blocking stream
     mark_on(0, 'L');           // legacy: waits for s1, not for nb
     cudaStreamCreate(&s2);
     mark_on(s2, 'T');          // blocking stream, queued after the legacy work: waits for it
     cudaStreamSynchronize(s2);
+    if (async) release();
     cudaStreamSynchronize(nb);
     print_order("order");
     // cudaStreamSynchronize(0) waits for blocking streams, not for non-blocking ones.
+    if (async) hold(nb);
     spin(s1, 2);
     mark_on(s1, 'S');
     spin(nb, 5);
     mark_on(nb, 'N');
-    cudaStreamSynchronize(0);
+    cudaStreamSynchronize(0);  // returns while nb is held
     mark_on(0, 'X');
+    cudaStreamSynchronize(0);
+    if (async) release();
     cudaDeviceSynchronize();
     print_order("sync0_order");
     return 0;
@@ -166,17 +203,21 @@ static int case_copies()
     cudaMemcpy(&r1, d1, sizeof(float), cudaMemcpyDeviceToHost);
     cudaMemcpy(&r2, d2, sizeof(float), cudaMemcpyDeviceToHost);
     printf("h2d_pageable=%g\nh2d_pinned=%g\n", r1, r2);
-    // D2H to pageable memory: synchronous with the host. To pinned memory: not.
+    // D2H to pageable memory: synchronous with the host (the value the kernel queued before it
+    // wrote is there when the call returns). To pinned memory: not (the call returns while the
+    // stream is held, and the memory changes only after the release).
     *page = -1;
     spin(s, 1);
-    double t0 = now_ms();
+    lg_launch(LG_DEFAULT_MODE, lg_test_add_one, dim3(1), dim3(32), 0, s, d2, 1); // 2 -> 3
     cudaMemcpyAsync(page, d2, sizeof(float), cudaMemcpyDeviceToHost, s);
-    printf("d2h_pageable_ms_ge_15=%d\nd2h_pageable_value=%g\n", now_ms() - t0 >= 15, *page);
+    printf("d2h_pageable_value=%g\n", *page);
     *pin = -1;
+    bool async = async_device();
+    if (async) hold(s);
     spin(s, 1);
-    t0 = now_ms();
     cudaMemcpyAsync(pin, d2, sizeof(float), cudaMemcpyDeviceToHost, s);
-    printf("d2h_pinned_ms_lt_15=%d\nd2h_pinned_before_sync=%g\n", now_ms() - t0 < 15, *pin);
+    printf("d2h_pinned_before_sync=%g\n", *pin);
+    if (async) release();
     cudaStreamSynchronize(s);
     printf("d2h_pinned_after_sync=%g\n", *pin);
     // A blocking cudaMemcpy waits for the legacy stream and the blocking streams.
@@ -246,9 +287,6 @@ static int case_lasterror()
     return 0;
 }
 
-static int flag;
-static void CUDART_CB set_flag(void *) { flag = 1; }
-
 static int case_destroy()
 {
     cudaStream_t s;
@@ -316,26 +354,65 @@ static int case_fork()
     return 0;
 }
 
+static int case_gate()
+{
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    spin(s, 2);
+    cudaLaunchHostFunc(s, set_flag, nullptr);
+    struct timespec pause = { 0, 200 * 1000000L }; // ten times the queued work's 40 ms, ungated
+    nanosleep(&pause, nullptr);
+    printf("flag_before_wait=%d\n", flag);
+    int q = (int)cudaStreamQuery(s), polls = 1;
+    while (cudaStreamQuery(s) == cudaErrorNotReady) polls++;
+    printf("stream_query=%d\npolls=%d\nflag_after_loop=%d\n", q, polls, flag);
+    cudaGetLastError();
+    flag = 0;
+    cudaEvent_t ev;
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    spin(s, 2);
+    cudaLaunchHostFunc(s, set_flag, nullptr);
+    cudaEventRecord(ev, s);
+    q = (int)cudaEventQuery(ev);
+    polls = 1;
+    while (cudaEventQuery(ev) == cudaErrorNotReady) polls++;
+    printf("event_query=%d\nevent_polls=%d\nevent_flag=%d\n", q, polls, flag);
+    cudaGetLastError();
+    flag = 0;
+    spin(s, 2);
+    cudaLaunchHostFunc(s, set_flag, nullptr);
+    printf("sync=%d\n", (int)cudaStreamSynchronize(s));
+    printf("sync_flag=%d\n", flag);
+    return 0;
+}
+
 static int case_per_thread()
 {
-    spin(cudaStreamPerThread, 5); // 100 ms on the main thread's per-thread stream
+    bool async = async_device();
+    if (async) hold(cudaStreamPerThread); // the main thread's per-thread stream, until released
+    spin(cudaStreamPerThread, 5);
     mark_on(cudaStreamPerThread, 'M');
     int query = -1, sync_fast = -1;
     std::thread other([&] {
         query = (int)cudaStreamQuery(cudaStreamPerThread); // its own stream: empty
         mark_on(cudaStreamPerThread, 'W');
-        double t0 = now_ms();
         cudaStreamSynchronize(cudaStreamPerThread);
-        sync_fast = now_ms() - t0 < 50;
+        sync_fast = 1;                                      // returned while main's is held
     });
     other.join();
     printf("other_query=%d other_sync_fast=%d\n", query, sync_fast);
+    if (async) release();
     cudaStreamSynchronize(cudaStreamPerThread);
     print_order("order");
-    // The legacy stream, used from another thread, waits for this thread's per-thread stream.
+    // The legacy stream, used from another thread, waits for this thread's per-thread stream:
+    // L is queued while P cannot have run, and released only then.
+    if (async) hold(cudaStreamPerThread);
     spin(cudaStreamPerThread, 2);
     mark_on(cudaStreamPerThread, 'P');
-    std::thread legacy([] { mark_on(0, 'L'); cudaStreamSynchronize(0); });
+    std::atomic<bool> queued{ false };
+    std::thread legacy([&] { mark_on(0, 'L'); queued = true; cudaStreamSynchronize(0); });
+    while (!queued.load()) sched_yield();
+    if (async) release();
     legacy.join();
     print_order("legacy_order");
     return 0;
@@ -344,6 +421,7 @@ static int case_per_thread()
 int main(int argc, char **argv)
 {
     lg_print_identity();
+    sem_init(&held, 0, 0);
     const char *c = argc > 1 ? argv[1] : "";
     if (!strcmp(c, "timing")) return case_timing();
     if (!strcmp(c, "query")) return case_query();
@@ -357,6 +435,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "args")) return case_args();
     if (!strcmp(c, "exit")) return case_exit();
     if (!strcmp(c, "fork")) return case_fork();
+    if (!strcmp(c, "gate")) return case_gate();
     fprintf(stderr, "usage: asyncq CASE\n");
     return 2;
 }

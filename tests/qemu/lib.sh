@@ -5,11 +5,20 @@
 # private tree $W (LG_BUILD for the tests it runs) mirrors build-aarch64/: every aarch64
 # executable becomes a two-line script that execs qemu-aarch64-static -L ROOT on the real one
 # (argv[0] kept, so a program that re-execs itself, or execs another, goes through qemu again),
-# everything else is a link. The preload path is $W/preload/$PLATFORM/liblabelguard.so: the
-# loader expands $PLATFORM, so an aarch64 process under qemu preloads the aarch64 library and a
-# host process on the way (timeout, env, sh) an empty x86_64 one, silently. bin/ comes first on
-# PATH: python3 there is the arm64 tree's CPython 3.11 (only for the tests that ask for it: see
-# qemu_python), gcc the cross compiler whose output is wrapped the same way.
+# everything else is a link. One program is started otherwise: e2e/fork_storm forks while its
+# other threads open files, and under -L qemu sends every absolute path through its path(),
+# whose process-wide lock has no fork handling, so a child forked while another thread is inside
+# it would hang for good at its first open, a qemu hang that is no test of the library. It runs
+# on the arm64 tree's loader, the tree's libraries on its --library-path, which needs no path
+# mapping. Not every program can: the loader is then /proc/self/exe, and the unit tests
+# (test_stack reads its own symbols there, test_arm finds its fixtures next to it) and the arm64
+# CPython (its standard library is found in /usr/lib through -L) need the program there.
+# The preload path is $W/preload/$PLATFORM/liblabelguard.so: the loader expands $PLATFORM, so an
+# aarch64 process under qemu preloads the aarch64 library and a host process on the way
+# (timeout, env, sh) an empty x86_64 one, silently, whatever its loader calls the CPU
+# (host_stub.sh). bin/ comes first on PATH: python3 there is the arm64 tree's CPython 3.11 (only
+# for the tests that ask for it: see qemu_python), gcc the cross compiler whose output is wrapped
+# the same way.
 # Needs: LG_ROOT (the checkout), the Debian packages qemu-user-static and gcc-aarch64-linux-gnu,
 # the arm64 tree (scripts/arm64-root.sh, made by the cross build).
 set -u
@@ -24,12 +33,20 @@ ARM64_ROOT="$(bash "$LG_ROOT/scripts/arm64-root.sh" --print)"
 QW="$A64/qemu-run.$$"       # relative to LG_ROOT, like LG_BUILD
 W="$LG_ROOT/$QW"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/bin" "$W/preload/aarch64" "$W/preload/x86_64"
+mkdir -p "$W/bin" "$W/preload/aarch64"
 
 # qemu_wrap REAL OUT: OUT runs the aarch64 program REAL under qemu
 qemu_wrap() {
   # shellcheck disable=SC2016  # $0 and $@ are the wrapper's own, expanded when it runs
   printf '#!/bin/sh\nexec %s -L %s -0 "$0" %s "$@"\n' "$QEMU" "$ARM64_ROOT" "$1" >"$2"
+  chmod +x "$2"
+}
+# qemu_wrap_loader REAL OUT: the same without -L, through the tree's loader (see above).
+# --library-path replaces LD_LIBRARY_PATH for the loader, so the wrapper puts it first.
+qemu_wrap_loader() {
+  # shellcheck disable=SC2016  # $0, $@ and LD_LIBRARY_PATH are the wrapper's own, expanded when it runs
+  printf '#!/bin/sh\nexec %s %s --library-path "${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}%s" --argv0 "$0" %s "$@"\n' \
+    "$QEMU" "$ARM64_ROOT/lib/ld-linux-aarch64.so.1" "$ARM64_ROOT/usr/lib/aarch64-linux-gnu" "$1" >"$2"
   chmod +x "$2"
 }
 is_a64_exec() { # an aarch64 ELF program: e_machine 183 (EM_AARCH64), not named like a library
@@ -44,12 +61,13 @@ is_a64_exec() { # an aarch64 ELF program: e_machine 183 (EM_AARCH64), not named 
   find . -path ./obj -prune -o -path './qemu-run.*' -prune -o -path ./validator -prune -o -path ./test-logs -prune \
     -o \( -type f -o -type l \) -print | while read -r f; do
     case "$f" in *.d) continue ;; esac
-    if is_a64_exec "$f"; then qemu_wrap "$LG_ROOT/$A64/${f#./}" "$W/$f"; else ln -s "$LG_ROOT/$A64/${f#./}" "$W/$f"; fi
+    if [ "$f" = ./e2e/fork_storm ]; then qemu_wrap_loader "$LG_ROOT/$A64/${f#./}" "$W/$f"
+    elif is_a64_exec "$f"; then qemu_wrap "$LG_ROOT/$A64/${f#./}" "$W/$f"; else ln -s "$LG_ROOT/$A64/${f#./}" "$W/$f"; fi
   done
 ) || { echo "could not make $W"; exit 1; }
 ln -s "$LG_ROOT/$A64/liblabelguard.so" "$W/preload/aarch64/liblabelguard.so"
-echo 'void lg_qemu_host_stub(void) {}' >"$W/preload/x86_64/stub.c"
-gcc -shared -fPIC -o "$W/preload/x86_64/liblabelguard.so" "$W/preload/x86_64/stub.c" || { echo "cannot build the host stub"; exit 1; }
+. "$LG_ROOT/tests/qemu/host_stub.sh"
+qemu_host_stub "$W/preload" || exit 1
 # python3: the arm64 CPython; gcc: the cross compiler, its programs wrapped for qemu.
 qemu_wrap "$ARM64_ROOT/usr/bin/python3.11" "$W/bin/python3"
 cat >"$W/bin/gcc" <<EOF
@@ -76,7 +94,7 @@ q_pass=0 q_fail=0 q_skip=0 q_failed=()
 q_run() {
   local name=$1 rc start; shift
   start=$(date +%s)
-  timeout -k 5 "${LG_TEST_TIMEOUT:-300}" "$@" >"$logs/${name//\//_}.log" 2>&1; rc=$?
+  timeout -k 5 "${LG_TEST_TIMEOUT:-600}" "$@" >"$logs/${name//\//_}.log" 2>&1; rc=$?
   if [ $rc -eq 0 ]; then q_pass=$((q_pass + 1)); printf 'PASS %-44s %3ss\n' "$name" $(($(date +%s) - start))
   elif [ $rc -eq 77 ]; then q_skip=$((q_skip + 1)); printf 'SKIP %-44s (%s)\n' "$name" "$(tail -n1 "$logs/${name//\//_}.log")"
   else q_fail=$((q_fail + 1)); q_failed+=("$name"); printf 'FAIL %-44s rc=%s\n' "$name" $rc; sed 's/^/    | /' "$logs/${name//\//_}.log" | tail -n 40; fi
