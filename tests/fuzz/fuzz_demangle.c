@@ -4,7 +4,7 @@
  * NUL-terminated, as kernel names are. Checks: no crash, no read past the string (ASan), the
  * short name always NUL-terminated inside its buffer, sizes within LP64 reason.
  * Built and run by tests/fuzz/run.sh (seeds: tests/fuzz/corpus/fuzz_demangle/, real nvcc names).
- * LG_FUZZ_SOURCES: src/kernels/registry.c src/kernels/spec.c src/kernels/spec_value.c src/kernels/spec_closure.c src/kernels/spec_text.c src/base/demangle.c src/base/demangle_parse.c src/base/demangle_lex.c src/base/demangle_sizes.c src/base/config.c
+ * LG_FUZZ_SOURCES: src/kernels/registry.c src/kernels/spec.c src/kernels/spec_value.c src/kernels/spec_closure.c src/kernels/spec_text.c src/base/demangle.c src/base/demangle_parse.c src/base/demangle_lex.c src/base/demangle_sizes.c src/base/config.c src/base/forkpoint.c
  */
 #include <stdlib.h>
 #include <string.h>

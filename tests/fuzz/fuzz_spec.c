@@ -4,7 +4,7 @@
  * declared parameter sizes without reading past any parameter (ASan guards each block), so
  * the parser's range checks are what keep lg_decode in bounds.
  * Built and run by tests/fuzz/run.sh (seeds: tests/fuzz/corpus/fuzz_spec/).
- * LG_FUZZ_SOURCES: src/kernels/registry.c src/kernels/spec.c src/kernels/spec_value.c src/kernels/spec_closure.c src/kernels/spec_text.c src/base/demangle.c src/base/demangle_parse.c src/base/demangle_lex.c src/base/demangle_sizes.c src/kernels/decode.c src/kernels/decode_dtype.c src/kernels/decode_rewrite.c src/kernels/asserts.c src/base/config.c
+ * LG_FUZZ_SOURCES: src/kernels/registry.c src/kernels/spec.c src/kernels/spec_value.c src/kernels/spec_closure.c src/kernels/spec_text.c src/base/demangle.c src/base/demangle_parse.c src/base/demangle_lex.c src/base/demangle_sizes.c src/kernels/decode.c src/kernels/decode_dtype.c src/kernels/decode_rewrite.c src/kernels/asserts.c src/base/config.c src/base/forkpoint.c
  */
 #include <stdlib.h>
 #include <string.h>
