@@ -15,8 +15,8 @@
 PROG="$LG_ROOT/$LG_BUILD/e2e/mixed_late"
 LIB12="$LG_ROOT/$LG_BUILD/e2e/libmix12.so"
 FAKE12="$LG_ROOT/$LG_BUILD/fakecuda12"
-need "$PROG" "$LIB12" "$FAKE12/libcudart.so.12" "$LG_PRELOAD"
 [ -z "${LG_SANITIZER:-}" ] || { echo "not with SANITIZER=$LG_SANITIZER (the library is dlopen'd)"; exit 77; }
+need "$PROG" "$LIB12" "$FAKE12/libcudart.so.12" "$LG_PRELOAD"
 export LD_LIBRARY_PATH="$LG_FAKE_DIR:$FAKE12"
 export LABELGUARD_QUIET=1
 

@@ -15,8 +15,8 @@
 # x86_64 for the injector half. Called by tests/run.sh; alone: bash tests/e2e/test_attach_malloc.sh
 . "$(dirname "$0")/lib.sh"
 PROG="$LG_ROOT/$LG_BUILD/e2e/malloc_loop"
-need "$PROG" "$LG_PRELOAD"
 [ -z "${LG_SANITIZER:-}" ] || { echo "not with SANITIZER=$LG_SANITIZER (the library is dlopen'd)"; exit 77; }
+need "$PROG" "$LG_PRELOAD"
 export LABELGUARD_QUIET=1
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$T"; }
