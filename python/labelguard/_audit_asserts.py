@@ -47,7 +47,7 @@ import zipfile
 from collections import Counter, defaultdict
 
 from labelguard import _lib
-from labelguard._audit_common import AuditError
+from labelguard._audit_common import AuditError, guarded, run_main  # noqa: F401
 from labelguard._audit_compress import Decompressor
 from labelguard._audit_coverage import run_coverage
 from labelguard._audit_elf import ZSTD_MAGIC, Elf, classify, fatbin_entries
@@ -452,26 +452,5 @@ def main(argv):
     return census_main(a.source, a.quiet)
 
 
-def guarded(fn, *args):
-    try:
-        return fn(*args)
-    except AuditError as e:
-        print("lg_audit: %s" % e, file=sys.stderr)
-        return 2
-    except OSError as e:
-        if isinstance(e, BrokenPipeError):
-            raise
-        print("lg_audit: %s: %s" % (e.filename or "", e.strerror or e), file=sys.stderr)
-        return 2
-    except zipfile.BadZipFile as e:
-        print("lg_audit: not a readable wheel: %s" % e, file=sys.stderr)
-        return 2
-
-
 if __name__ == "__main__":
-    try:
-        sys.exit(guarded(main, sys.argv[1:]))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)
+    run_main(main)

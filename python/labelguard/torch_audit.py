@@ -53,7 +53,7 @@ import zipfile
 from labelguard import _lib
 # The readers, per format, and the coverage check live in their own modules; their names are
 # re-exported here, where labelguard/commands (audit, doctor) and scripts have always found them.
-from labelguard._audit_common import AuditError, cache_dir  # noqa: F401
+from labelguard._audit_common import AuditError, cache_dir, guarded, run_main  # noqa: F401
 from labelguard._audit_compress import Decompressor, lz4_block_py  # noqa: F401
 from labelguard._audit_coverage import (_hinted, coverage_env, coverage_tool, find_table, launch_summary,  # noqa: F401
                                         print_coverage, run_coverage, shown, table_entries)
@@ -269,28 +269,5 @@ def main(argv):
     return 0
 
 
-def guarded(fn, *args):
-    """fn(*args)'s exit status, with the user-facing failures as one line and status 2 (never a
-    traceback): the audit's own errors, unreadable files, a broken zip."""
-    try:
-        return fn(*args)
-    except AuditError as e:
-        print("lg_audit: %s" % e, file=sys.stderr)
-        return 2
-    except OSError as e:
-        if isinstance(e, BrokenPipeError):
-            raise
-        print("lg_audit: %s: %s" % (e.filename or "", e.strerror or e), file=sys.stderr)
-        return 2
-    except zipfile.BadZipFile as e:
-        print("lg_audit: not a readable wheel: %s" % e, file=sys.stderr)
-        return 2
-
-
 if __name__ == "__main__":
-    try:
-        sys.exit(guarded(main, sys.argv[1:]))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)
+    run_main(main)
