@@ -8,7 +8,7 @@
  *   - the same with the host backend's verdicts, published by host functions on the stream
  *     (validate_defer.c), on a stream that runs nothing until it is synchronized;
  *   - 200 graph replays published one after another and never collected: all 200 verdicts are
- *     kept and read, the bad replay's among them (verdicts.c, no longer dropped 64 runs later);
+ *     kept and read, the bad replay's among them (verdicts.c: none is dropped when the ring wraps);
  *   - a verdict overwritten anyway: one verdict_lost warning naming the kernel, raised as the
  *     next CUDA error under raise, only said under log.
  * Run: make build/tests/unit/test_ring && build/tests/unit/test_ring
