@@ -210,6 +210,7 @@ typedef struct lg_counters {
     uint64_t launches, watched, validated, violations, validate_ns_total;
     uint64_t unchecked;      /* watched launches that ran without a check */
     uint64_t host_fallbacks; /* checks the host backend did because the GPU backend could not */
+    uint64_t suppressed_duplicates; /* a backward's violation of a bad batch already reported (pairs.c) */
 } lg_counters_t;
 /* Per-thread launch counter slot; the first launch of a thread assigns it. */
 typedef struct lg_counter_slot {
@@ -285,6 +286,7 @@ typedef struct lg_py_frame {
     char file[192];
     char function[96];
     int line;
+    bool gone; /* a recorded frame whose code object is no longer the one recorded: file "?" */
 } lg_py_frame_t;
 typedef struct lg_py_stack {
     int n;                                  /* 0: not a Python process or no frames */
@@ -296,6 +298,25 @@ typedef struct lg_py_stack {
 LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
 /* Fork child: its own pipe, a fresh lock (lg.c's atfork handler). */
 LG_HIDDEN void lg_pystack_after_fork(void);
+/* One frame as the walk finds it, before it is turned into text: the code object, what it
+ * said it was (checked again before the lines are read), and the instruction's byte offset. */
+typedef struct lg_py_raw_frame {
+    const void *code, *filename, *name;
+    int firstlineno;
+    int addr; /* < 0: unknown */
+} lg_py_raw_frame_t;
+typedef struct lg_py_site {
+    int n;
+    bool from_main_thread;
+    lg_py_raw_frame_t frames[LG_MAX_PY_FRAMES]; /* innermost first */
+} lg_py_site_t;
+/* The calling thread's frames, recorded at a launch whose verdict comes later: plain loads of
+ * its own frame chain (it sits in a C call, so the chain holds still), no symbolization; the
+ * main thread's through the fault-safe reads when the caller runs no Python. */
+LG_HIDDEN void lg_pystack_record(lg_py_site_t *s);
+/* The recorded frames as text, innermost last, on the report path (any thread): a frame whose
+ * code object is no longer the one recorded comes back gone, not guessed. */
+LG_HIDDEN void lg_pystack_resolve(const lg_py_site_t *s, lg_py_stack_t *out);
 /* ---------------------------------------------------------------- pystack_offsets.c */
 
 /* Byte offsets inside CPython's structures that pystack.c's walk reads: from its per-version
@@ -334,6 +355,22 @@ typedef struct lg_py_layout {
  * 3.13), wrong cookie or version, a free-threaded build, a structure too small for the walk.
  * *out is written only on success. */
 LG_HIDDEN const char *lg_pystack_offsets_decode(const void *raw, size_t len, int minor, lg_py_layout_t *out);
+/* The built-in table's layout for 3.<minor> (3.8 to 3.13, default builds) into *out; false
+ * when it has none. */
+LG_HIDDEN bool lg_pystack_offsets_table(int minor, lg_py_layout_t *out);
+/* ---------------------------------------------------------------- site.c */
+
+/* Where a launch whose verdict comes later was made (async checks, captured checks): recorded
+ * on the launching thread, turned into stacks only when its verdict is bad. Shared by the
+ * replays of a captured check (reference counted). */
+typedef struct lg_site lg_site_t;
+/* caller: the return address into the code that called the launch API (NULL: unknown).
+ * NULL when neither backtrace is wanted or out of memory. */
+LG_HIDDEN lg_site_t *lg_site_new(const void *caller);
+LG_HIDDEN lg_site_t *lg_site_hold(lg_site_t *s); /* NULL-safe; returns s */
+LG_HIDDEN void lg_site_drop(lg_site_t *s);       /* NULL-safe */
+/* The launch's stacks as the violation record holds them. */
+LG_HIDDEN void lg_site_resolve(const lg_site_t *s, lg_native_stack_t *native, lg_py_stack_t *py);
 /* ---------------------------------------------------------------- seen.c */
 
 /* A bounded set of keys seen once, under its own lock (static in its caller: LG_SEEN_INIT). */

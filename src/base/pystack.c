@@ -4,7 +4,13 @@
  * libpython: every CPython symbol is looked up at run time with dlsym(RTLD_DEFAULT), so a
  * process without Python pays one failed lookup and gets n = 0.
  *
- * Called by act.c on the launching thread, for launches with bad labels only.
+ * Called by act.c on the launching thread, for launches with bad labels only; and by site.c
+ * at every launch whose verdict comes later (async mode, captures): lg_pystack_record keeps only
+ * the code objects and instruction offsets, read with plain loads from the calling thread's own
+ * chain (it sits in our hook, inside a C call, so its frames hold still and stay alive), and
+ * lg_pystack_resolve turns them into lines only when the verdict is bad, after checking that
+ * each code object is still the one recorded (its type, filename, name and first line). The
+ * fallback to the main thread (below) reads through the fault-safe peek in both cases.
  *
  * Why raw structures: the public frame API (PyThreadState_GetFrame, PyFrame_GetBack, ...)
  * returns new references since 3.9, which must not be touched without the GIL. So the walk
@@ -53,39 +59,7 @@
 
 #include "base/base.h"
 
-/* Byte offsets inside CPython's structures, by minor version. Generated with offsetof() over
- * each version's headers (Py_BUILD_CORE, internal/pycore_frame.h). The second line of each is
- * the same in all: every PyThreadState starts with `struct _ts *prev, *next;`, a PyObject with
- * ob_refcnt, ob_type; PyASCIIObject has length at 16 and its state bit field at 32; a
- * PyBytesObject is a PyVarObject (ob_size at 16) with ob_sval at 32; shim frames (owner
- * FRAME_OWNED_BY_CSTACK, 3) exist from 3.12; no tagged pointers. */
 enum { OWNED_BY_GENERATOR = 1 };
-
-static const lg_py_layout_t layouts[] = {
-    {8, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
-     8, -1, 8, 16, 32, 16, 32, -1, 0},
-    {9, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
-     8, -1, 8, 16, 32, 16, 32, -1, 0},
-    {10, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120,
-     8, -1, 8, 16, 32, 16, 32, -1, 0},
-    {11, LG_PY_INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136,
-     8, -1, 8, 16, 32, 16, 32, -1, 0},
-    {12, LG_PY_INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136,
-     8, -1, 8, 16, 32, 16, 32, 3, 0},
-    {13, LG_PY_INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136,
-     8, -1, 8, 16, 32, 16, 32, 3, 0},
-};
-
-/* The table's entry for 3.<minor> into *out; false when it has none. */
-static bool table_layout(int minor, lg_py_layout_t *out)
-{
-    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
-        if (layouts[i].minor == minor) {
-            *out = layouts[i];
-            return true;
-        }
-    return false;
-}
 
 #define MAX_WALK 1024 /* frames or thread states visited, against cycles in torn lists */
 
@@ -142,11 +116,11 @@ static bool offsets_layout(int minor)
     const void *runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
     static unsigned char raw[LG_PY_DEBUG_OFFSETS_LEN]; /* once, under pthread_once */
     if (!runtime || !peek(runtime, raw, sizeof(raw)))
-        return minor == 13 && table_layout(minor, &py.layout);
+        return minor == 13 && lg_pystack_offsets_table(minor, &py.layout);
     if (minor == 13) {
         uint64_t free_threaded;
         memcpy(&free_threaded, raw + 16, sizeof(free_threaded));
-        return !(memcmp(raw, "xdebugpy", 8) == 0 && free_threaded != 0) && table_layout(minor, &py.layout);
+        return !(memcmp(raw, "xdebugpy", 8) == 0 && free_threaded != 0) && lg_pystack_offsets_table(minor, &py.layout);
     }
     return lg_pystack_offsets_decode(raw, sizeof(raw), minor, &py.layout) == NULL;
 }
@@ -161,7 +135,7 @@ static void resolve(void)
     if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major != 3)
         return;
     py.pid = getpid();
-    if (!(minor >= 13 ? offsets_layout(minor) : table_layout(minor, &py.layout)))
+    if (!(minor >= 13 ? offsets_layout(minor) : lg_pystack_offsets_table(minor, &py.layout)))
         return;
     py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     py.this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
@@ -337,62 +311,98 @@ static bool record(void *code, int addr, lg_py_frame_t *f)
     return true;
 }
 
-/* Walks one thread state's frames, innermost first into s->frames; returns the count. */
-static int walk(void *tstate, lg_py_stack_t *s)
+/* How a walk reads interpreter memory: the fault-safe peek, or plain loads (load) for the
+ * calling thread's own chain while it sits in a C call: its frames and their code objects are
+ * alive and hold still until it returns. */
+typedef bool (*read_fn)(const void *addr, void *out, size_t n);
+
+static inline __attribute__((always_inline)) bool load(const void *addr, void *out, size_t n)
+{
+    if ((uintptr_t)addr < 4096)
+        return false;
+    memcpy(out, addr, n);
+    return true;
+}
+
+static inline __attribute__((always_inline)) bool read_ptr(read_fn rd, const void *base, int off, void **out)
+{
+    return off >= 0 && rd((const char *)base + off, out, sizeof(void *));
+}
+
+/* One frame's code object and what identifies it, when code is one. */
+static inline __attribute__((always_inline)) bool raw_frame(read_fn rd, void *code, int addr, lg_py_raw_frame_t *f)
+{
+    const lg_py_layout_t *L = &py.layout;
+    void *type, *filename, *name;
+    if (!read_ptr(rd, code, L->ob_type, &type) || type != py.code_type || !read_ptr(rd, code, L->co_filename, &filename) ||
+        !read_ptr(rd, code, L->co_name, &name) ||
+        !rd((const char *)code + L->co_firstlineno, &f->firstlineno, sizeof(f->firstlineno)))
+        return false;
+    f->code = code;
+    f->filename = filename;
+    f->name = name;
+    f->addr = addr;
+    return true;
+}
+
+/* Walks one thread state's frames, innermost first into s->frames; returns the count. Inlined
+ * into walk_own and walk_peek, so that the launch path's plain loads are plain moves. */
+static inline __attribute__((always_inline)) int walk(read_fn rd, void *tstate, lg_py_site_t *s)
 {
     const lg_py_layout_t *L = &py.layout;
     void *frame = NULL;
     if (L->kind == LG_PY_FRAME_OBJECTS) {
-        if (!peek_ptr(tstate, L->ts_frame, &frame))
+        if (!read_ptr(rd, tstate, L->ts_frame, &frame))
             return 0;
     } else if (L->ts_current >= 0) {
-        if (!peek_ptr(tstate, L->ts_current, &frame))
+        if (!read_ptr(rd, tstate, L->ts_current, &frame))
             return 0;
     } else {
         void *cframe;
-        if (!peek_ptr(tstate, L->ts_cframe, &cframe) || !cframe || !peek_ptr(cframe, L->cf_current, &frame))
+        if (!read_ptr(rd, tstate, L->ts_cframe, &cframe) || !cframe || !read_ptr(rd, cframe, L->cf_current, &frame))
             return 0;
     }
     int n = 0;
     for (int guard = 0; frame && n < LG_MAX_PY_FRAMES && guard < MAX_WALK; guard++) {
         void *code, *back;
-        if (!peek_ptr(frame, L->f_code, &code) || !peek_ptr(frame, L->f_back, &back))
+        if (!read_ptr(rd, frame, L->f_code, &code) || !read_ptr(rd, frame, L->f_back, &back))
             break;
         /* From 3.14 f_executable is a _PyStackRef: a pointer with tag bits (pystack_offsets.c). */
         code = (void *)((uintptr_t)code & ~(uintptr_t)L->ref_tag_bits);
+        lg_py_raw_frame_t *f = &s->frames[n];
         if (L->kind == LG_PY_FRAME_OBJECTS) {
+            void *type;
             int lasti;
-            if (!has_type(frame, py.frame_type) || !peek((const char *)frame + L->f_lasti, &lasti, sizeof(lasti)))
+            if (!read_ptr(rd, frame, L->ob_type, &type) || type != py.frame_type ||
+                !rd((const char *)frame + L->f_lasti, &lasti, sizeof(lasti)))
                 break;
-            if (record(code, lasti < 0 ? -1 : lasti * L->lasti_scale, &s->frames[n]))
-                n++;
+            n += raw_frame(rd, code, lasti < 0 ? -1 : lasti * L->lasti_scale, f);
         } else {
             char owner = 0;
             void *instr;
             int firsttraceable = 0;
-            if (!peek((const char *)frame + L->f_owner, &owner, 1) || !peek_ptr(frame, L->f_lasti, &instr))
+            if (!rd((const char *)frame + L->f_owner, &owner, 1) || !read_ptr(rd, frame, L->f_lasti, &instr))
                 break;
             /* Shim frames of the C stack or the interpreter (3.12+) and frames still in their
              * prologue are skipped, as CPython's own traceback does (_PyFrame_IsIncomplete);
-             * the prologue's end (_co_firsttraceable) is known for the table's versions only. */
+             * the prologue's end (_co_firsttraceable) is known for the table's versions only.
+             * 3.11/3.12 point at the last executed instruction, 3.13+ at the current one: both
+             * lie inside the call's line. */
             const char *code_start = (const char *)code + L->co_code_adaptive;
-            bool incomplete = L->owner_incomplete >= 0 && owner >= L->owner_incomplete;
-            if (!incomplete && L->co_firsttraceable >= 0 && owner != OWNED_BY_GENERATOR &&
-                has_type(code, py.code_type) &&
-                peek((const char *)code + L->co_firsttraceable, &firsttraceable, sizeof(int)))
-                incomplete = (const char *)instr < code_start + (ptrdiff_t)firsttraceable * 2;
-            if (!incomplete) {
-                /* 3.11/3.12 point at the last executed instruction, 3.13+ at the current one:
-                 * both lie inside the call's line. */
-                long addr = (const char *)instr - code_start;
-                if (addr < 0 || addr > (1L << 30))
-                    addr = -1;
-                if (record(code, (int)addr, &s->frames[n]))
-                    n++;
+            long addr = (const char *)instr - code_start;
+            if (addr < 0 || addr > (1L << 30))
+                addr = -1;
+            bool shim = L->owner_incomplete >= 0 && owner >= L->owner_incomplete;
+            if (!shim && raw_frame(rd, code, (int)addr, f)) {
+                bool prologue = L->co_firsttraceable >= 0 && owner != OWNED_BY_GENERATOR &&
+                                rd((const char *)code + L->co_firsttraceable, &firsttraceable, sizeof(int)) &&
+                                (const char *)instr < code_start + (ptrdiff_t)firsttraceable * 2;
+                n += !prologue;
             }
         }
         frame = back;
     }
+    s->n = n;
     return n;
 }
 
@@ -418,7 +428,12 @@ static void *main_thread_state(void)
     return ts ? NULL : last;
 }
 
-void lg_pystack_capture(lg_py_stack_t *s)
+static int walk_own(void *tstate, lg_py_site_t *s) { return walk(load, tstate, s); }
+static int walk_peek(void *tstate, lg_py_site_t *s) { return walk(peek, tstate, s); }
+
+/* The calling thread's frames (own: how to read them), or the main thread's when it runs no
+ * Python. */
+static void site_of(lg_py_site_t *s, bool own_plain)
 {
     s->n = 0;
     s->from_main_thread = false;
@@ -426,19 +441,46 @@ void lg_pystack_capture(lg_py_stack_t *s)
     if (!py.ok || !py.is_initialized())
         return;
     void *ts = py.this_thread_state();
-    int n = ts ? walk(ts, s) : 0;
-    if (n == 0) {
-        void *main_ts = main_thread_state();
-        if (main_ts && main_ts != ts) {
-            n = walk(main_ts, s);
-            s->from_main_thread = n > 0;
-        }
+    if (ts && (own_plain ? walk_own(ts, s) : walk_peek(ts, s)) > 0)
+        return;
+    void *main_ts = main_thread_state();
+    if (main_ts && main_ts != ts)
+        s->from_main_thread = walk_peek(main_ts, s) > 0;
+}
+
+void lg_pystack_record(lg_py_site_t *s) { site_of(s, true); }
+
+/* A recorded frame as text when its code object is still the one recorded (a freed one's
+ * memory may hold another object, or another code object, by now). */
+static void resolve_frame(const lg_py_raw_frame_t *r, lg_py_frame_t *f)
+{
+    const lg_py_layout_t *L = &py.layout;
+    void *filename, *name;
+    int first;
+    f->gone = !has_type(r->code, py.code_type) || !peek_ptr(r->code, L->co_filename, &filename) ||
+              filename != r->filename || !peek_ptr(r->code, L->co_name, &name) || name != r->name ||
+              !peek((const char *)r->code + L->co_firstlineno, &first, sizeof(first)) || first != r->firstlineno ||
+              !record((void *)r->code, r->addr, f);
+    if (f->gone) {
+        snprintf(f->file, sizeof f->file, "?");
+        snprintf(f->function, sizeof f->function, "?");
+        f->line = 0;
     }
+}
+
+void lg_pystack_resolve(const lg_py_site_t *raw, lg_py_stack_t *s)
+{
+    int n = raw->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : raw->n;
     /* Innermost last, like a Python traceback. */
-    for (int i = 0; i < n / 2; i++) {
-        lg_py_frame_t tmp = s->frames[i];
-        s->frames[i] = s->frames[n - 1 - i];
-        s->frames[n - 1 - i] = tmp;
-    }
+    for (int i = 0; i < n; i++)
+        resolve_frame(&raw->frames[i], &s->frames[n - 1 - i]);
     s->n = n;
+    s->from_main_thread = raw->from_main_thread;
+}
+
+void lg_pystack_capture(lg_py_stack_t *s)
+{
+    lg_py_site_t raw;
+    site_of(&raw, false);
+    lg_pystack_resolve(&raw, s);
 }

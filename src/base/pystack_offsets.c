@@ -80,6 +80,37 @@ static const dbo_positions_t positions[] = {
 #define MAX_STRUCT    (1 << 16) /* bytes: larger "sizes" are misread positions */
 #define MAX_INTERP    (1 << 24) /* PyInterpreterState holds caches: 195 KB in 3.13, 226 KB in 3.14 */
 
+/* Byte offsets inside CPython's structures, by minor version. Generated with offsetof() over
+ * each version's headers (Py_BUILD_CORE, internal/pycore_frame.h). The second line of each is
+ * the same in all: every PyThreadState starts with `struct _ts *prev, *next;`, a PyObject with
+ * ob_refcnt, ob_type; PyASCIIObject has length at 16 and its state bit field at 32; a
+ * PyBytesObject is a PyVarObject (ob_size at 16) with ob_sval at 32; shim frames (owner
+ * FRAME_OWNED_BY_CSTACK, 3) exist from 3.12; no tagged pointers. */
+static const lg_py_layout_t layouts[] = {
+    {8, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {9, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {10, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {11, LG_PY_INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136,
+     8, -1, 8, 16, 32, 16, 32, -1, 0},
+    {12, LG_PY_INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136,
+     8, -1, 8, 16, 32, 16, 32, 3, 0},
+    {13, LG_PY_INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136,
+     8, -1, 8, 16, 32, 16, 32, 3, 0},
+};
+
+bool lg_pystack_offsets_table(int minor, lg_py_layout_t *out)
+{
+    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+        if (layouts[i].minor == minor) {
+            *out = layouts[i];
+            return true;
+        }
+    return false;
+}
+
 static uint64_t u64(const unsigned char *raw, int at)
 {
     uint64_t v;

@@ -30,6 +30,7 @@ typedef struct lg_launch {
     size_t shared_mem;
     void *stream;
     bool can_block; /* false for CUPTI: the launch cannot be skipped */
+    const void *caller; /* return address into the code that called the launch API; NULL: unknown */
 } lg_launch_t;
 
 /* What the hook must do with the launch. */
@@ -108,8 +109,8 @@ typedef struct lg_capture {
  * graphs.c, which queues one verdict per replay. */
 struct lg_kernel_info;
 LG_HIDDEN int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, int samples,
-                                struct lg_kernel_info *cookie, const lg_capture_t *capture, uint64_t *sanitized,
-                                char *why, size_t why_len);
+                                struct lg_kernel_info *cookie, const lg_capture_t *capture, lg_site_t *site,
+                                uint64_t *sanitized, char *why, size_t why_len);
 /* A second (or later) exec of a graph holding the check whose ring is `ring` (captured for
  * kernel `info`, whose launch reads its target at `reads`: the sanitized copy, or 0 when it
  * reads its own labels): the exec's copies of the check's nodes get scratch of their own, *own
@@ -129,7 +130,7 @@ LG_HIDDEN void lg_validate_retire(const struct lg_scan_ring *ring, uint64_t runs
  * reads its target (the sanitized copy, or 0). 0, or -1 with why. */
 typedef int (*lg_validate_capture_sink_t)(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
                                           const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads,
-                                          char *why, size_t why_len);
+                                          lg_site_t *site, char *why, size_t why_len);
 LG_HIDDEN void lg_validate_set_capture_sink(lg_validate_capture_sink_t sink);
 /* ---------------------------------------------------------------- validate_loss.c */
 
@@ -251,6 +252,7 @@ typedef struct lg_pending {
     uint64_t exec;     /* a graph replay: which exec of the graph replayed it, from 1 */
     uint64_t owner;    /* the thread that added it (lg_verdicts_add sets it); 0: exited */
     bool as_is;        /* the launch read its own labels, not a sanitized copy */
+    lg_site_t *site;   /* where the launch was made (held; NULL: not recorded) */
     const volatile unsigned long long *latest; /* &ring->latest (lg_verdicts_add sets it) */
     lg_verdict_t verdict;
 } lg_pending_t;
@@ -262,6 +264,7 @@ typedef struct lg_async_report {
     lg_verdict_t verdict;
     uint64_t graph_id, replay, exec;
     bool as_is; /* the launch read its own labels (lg_pending_t.as_is) */
+    lg_site_t *site; /* the pending check's, handed over: the collector drops it */
 } lg_async_report_t;
 /* Queues p (malloc'd; the queue frees it), owned by the calling thread. 0, or -1 when out of
  * memory. A graph replay's p (graph_id set): the run its next replay overwrites is read first,

@@ -262,6 +262,7 @@ static int pending_poll(const lg_pending_t *p, lg_async_report_t *r)
     r->replay = p->replay;
     r->exec = p->exec;
     r->as_is = p->as_is;
+    r->site = NULL;
     if (!p->ring) {
         r->verdict = p->verdict;
         return 1;
@@ -298,6 +299,8 @@ bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream)
         if (!takes(p, me, scope, stream) || pending_poll(p, r) != 1)
             continue;
         found = true;
+        r->site = p->site; /* handed over */
+        p->site = NULL;
         if (p->owner == me && me) {
             lg_verdicts_mine--;
             free(p);

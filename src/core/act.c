@@ -37,6 +37,7 @@ void lg_act_counters(lg_counters_t *out)
     lg_counters_read(out);
     out->violations = atomic_load(&violations);
     out->host_fallbacks = lg_validate_gpu_host_fallbacks();
+    out->suppressed_duplicates = lg_pairs_suppressed();
     out->validate_ns_total = lg_validate_ns_total(); /* validate.c times every call it serves */
 }
 
@@ -166,7 +167,11 @@ static lg_violation_t fallback_violation;
 static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A parent thread may have been reporting through the static record at fork time. */
-void lg_act_after_fork(void) { pthread_mutex_init(&fallback_lock, NULL); }
+void lg_act_after_fork(void)
+{
+    pthread_mutex_init(&fallback_lock, NULL);
+    lg_pairs_after_fork();
+}
 
 static lg_violation_t *violation_acquire(void)
 {
@@ -257,13 +262,19 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->outcome = "launched";
     v->note[0] = '\0';
     v->op[0] = '\0';
-    v->native.n = 0;
+    /* A late verdict's stacks of this moment say where it was read; the launch's own come from
+     * its recorded site (none recorded: only where it was read is known). */
+    v->late = in->when >= LG_ACT_AFTER;
+    v->found = in->found ? in->found : "later";
+    v->native.n = v->read_native.n = 0;
+    v->python.n = v->read_python.n = 0;
+    v->python.from_main_thread = v->read_python.from_main_thread = false;
+    if (in->site)
+        lg_site_resolve(in->site, &v->native, &v->python);
     if (lg_cfg.backtrace_native)
-        lg_stack_capture(&v->native);
-    v->python.n = 0;
-    v->python.from_main_thread = false;
+        lg_stack_capture(v->late ? &v->read_native : &v->native);
     if (lg_cfg.backtrace_python)
-        lg_pystack_capture(&v->python);
+        lg_pystack_capture(v->late ? &v->read_python : &v->python);
     /* The cause after the stacks: what ids index is read off the call site as well as the launch.
      * spec is NULL only when the kernel's image was unloaded before its async verdict came. */
     v->indexed = LG_INDEXED_VOCAB;
@@ -367,8 +378,23 @@ static void range_late_note(lg_violation_t *v, const lg_act_input_t *in, const l
                         : "");
 }
 
+/* The other half of a bad batch already reported (pairs.c): no report and no error. A launch
+ * not run yet still must not read the bad labels: it runs on a masked copy where one can be
+ * made, and is acted on as a violation of its own where none can (false). */
+static bool act_duplicate(const lg_act_input_t *in, lg_decision_t *d)
+{
+    if (in->when >= LG_ACT_AFTER || lg_cfg.action == LG_ACTION_LOG)
+        return true; /* it ran already (on the copy, or as is), or runs as it would have */
+    bool rewrite = false;
+    int64_t value = 0;
+    char why[256];
+    return in->copy_made || make_mask(in, d, &rewrite, &value, why, sizeof why);
+}
+
 void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
 {
+    if (lg_pairs_duplicate(in->info->spec, in->target, in->verdict) && act_duplicate(in, d))
+        return;
     lg_violation_t *v = violation_acquire();
     atomic_fetch_add(&violations, 1);
     fill_violation(rt, v, in);

@@ -10,8 +10,8 @@
 /* A loss launch captured into capture `capture_id` whose check publishes run k of `ring` at
  * the graph's k-th execution. 0, or -1 with why. */
 LG_HIDDEN int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
-                                  const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads, char *why,
-                                  size_t why_len);
+                                  const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads,
+                                  lg_site_t *site, char *why, size_t why_len);
 /* The hooks of cudaStreamEndCapture (the capture's id, asked before the real call, or 0 for
  * a capture without checks, and the graph it made: it replaces whatever that handle mapped),
  * cudaGraphDestroy (before the real call, so a capture on another thread that gets the freed
@@ -123,6 +123,8 @@ typedef struct lg_act_input {
     const lg_verdict_t *verdict;
     uint64_t graph_id, replay, exec; /* a graph replay's (graphs.c); 0 otherwise */
     bool copy_made; /* mask: the caller made the masked copy itself (api_check.c, host labels) */
+    const lg_site_t *site; /* a late verdict's launch site (launch.c); NULL: the stacks are read now */
+    const char *found;     /* a late verdict: where it was read ("at the next sync"); static text */
 } lg_act_input_t;
 /* Reports the violation and carries out LABELGUARD_ACTION; d (NULL for LG_ACT_AFTER) gets
  * what the hook must do. May not return (abort) or return after a hold. */
@@ -144,6 +146,13 @@ LG_HIDDEN uint64_t lg_act_violations(void);
 LG_HIDDEN void lg_act_counters(lg_counters_t *out);
 /* Fork child: a fresh lock for the static violation record (lg.c's atfork handler). */
 LG_HIDDEN void lg_act_after_fork(void);
+/* ---------------------------------------------------------------- pairs.c */
+
+/* Is this violation the other direction's half of one already reported (the same labels read
+ * by a forward and its backward)? Counted when true; remembered when false. */
+LG_HIDDEN bool lg_pairs_duplicate(const lg_spec_t *spec, const lg_target_t *t, const lg_verdict_t *v);
+LG_HIDDEN uint64_t lg_pairs_suppressed(void);
+LG_HIDDEN void lg_pairs_after_fork(void);
 /* ---------------------------------------------------------------- start.c */
 
 /* From lg.c's constructor, once the configuration is parsed: the start routine (registry,

@@ -54,6 +54,7 @@ typedef struct check {
     uint64_t reads;    /* where the loss launch reads its target: the sanitized copy, or 0 (its own labels) */
     uint64_t launched; /* runs of its ring queued so far: the next replay publishes launched + 1 */
     bool kept;         /* its graph went without an exec: its nodes may live on in another graph */
+    lg_site_t *site;   /* where the captured launch was made: every replay's reports name it */
 } check_t;
 
 /* An exec's own scratch for one check of its graph (lg_validate_rebind): the replays of
@@ -121,9 +122,12 @@ static void drop_checks(unsigned long long id)
 {
     int j = 0;
     for (int i = 0; i < n_checks; i++) {
-        if (checks[i].capture_id != id)
+        if (checks[i].capture_id != id) {
             checks[j++] = checks[i];
-        else if (!checks[i].kept && checks[i].ring)
+            continue;
+        }
+        lg_site_drop(checks[i].site); /* replays still queued hold their own */
+        if (!checks[i].kept && checks[i].ring)
             lg_validate_retire(checks[i].ring, checks[i].launched);
     }
     n_checks = j;
@@ -179,8 +183,8 @@ static void unmap_graph(const void *graph)
 }
 
 int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
-                        const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads, char *why,
-                        size_t why_len)
+                        const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads, lg_site_t *site,
+                        char *why, size_t why_len)
 {
     if (!capture_id) {
         snprintf(why, why_len, "the runtime does not say which capture the stream belongs to");
@@ -197,6 +201,7 @@ int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *in
                                        .target = *t,
                                        .ring = ring,
                                        .reads = reads,
+                                       .site = lg_site_hold(site),
                                        .launched = ring ? lg_verdicts_ring_latest(ring) : 0};
         __atomic_fetch_add(&lg_graphs_open, 1, __ATOMIC_RELAXED);
     } else {
@@ -469,8 +474,11 @@ bool lg_graphs_launched(const void *exec, void *stream)
         p->replay = replay;
         p->exec = m->exec_no;
         p->as_is = c->reads == 0;
-        if (lg_verdicts_add(p) != 0)
+        p->site = lg_site_hold(c->site);
+        if (lg_verdicts_add(p) != 0) {
+            lg_site_drop(p->site);
             free(p);
+        }
     }
     pthread_mutex_unlock(&lock);
     lg_graphs_notes_say();

@@ -81,12 +81,12 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
     lg_in_library++;
     int saved = lg_runtime_save_error(rt);
     while (lg_verdicts_collect(&r, scope, stream)) {
-        if (LG_UNLIKELY(r.verdict.checked < 0)) {
+        if (LG_UNLIKELY(r.verdict.checked < 0))
             report_lost(&r);
+        if (r.verdict.checked < 0 || r.verdict.bad_count == 0) {
+            lg_site_drop(r.site);
             continue;
         }
-        if (r.verdict.bad_count == 0)
-            continue;
         lg_act_input_t in = {.when = r.as_is ? LG_ACT_AFTER_AS_IS : LG_ACT_AFTER,
                              .info = r.info,
                              .stream = r.stream,
@@ -95,8 +95,13 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
                              .verdict = &r.verdict,
                              .graph_id = r.graph_id,
                              .replay = r.replay,
-                             .exec = r.exec};
+                             .exec = r.exec,
+                             .site = r.site,
+                             .found = scope == LG_COLLECT_MINE   ? "at a later CUDA call of the launching thread"
+                                      : scope == LG_COLLECT_EXIT ? "at exit"
+                                                                 : "at the next sync"};
         lg_act(rt, &in, NULL);
+        lg_site_drop(r.site);
     }
     lg_runtime_restore_error(rt, saved);
     lg_in_library--;
@@ -196,7 +201,10 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     if (have_value) {
         uint64_t copy = 0;
         lg_in_library++;
-        int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, capture, &copy, why, sizeof why);
+        /* Recorded here, on the launching thread: the verdict is read at a later call. */
+        lg_site_t *site = lg_site_new(l->caller);
+        int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, capture, site, &copy, why, sizeof why);
+        lg_site_drop(site);
         lg_in_library--;
         report_fallback();
         if (rc == 0 && (report_only || (capture && !capture->sanitize))) {

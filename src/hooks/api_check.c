@@ -235,8 +235,10 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
         if (lg_act_mask_value(t, &value, &rewrite) && !rewrite) {
             uint64_t copy = 0;
             lg_in_library++;
-            int rc = lg_validate_async(t, c->stream, value, lg_cfg.samples, info, status > 0 ? &capture : NULL, &copy,
-                                       why, sizeof why);
+            lg_site_t *site = lg_site_new(NULL);
+            int rc = lg_validate_async(t, c->stream, value, lg_cfg.samples, info, status > 0 ? &capture : NULL, site,
+                                       &copy, why, sizeof why);
+            lg_site_drop(site);
             lg_in_library--;
             if (rc == 0) {
                 lg_counters_count_check(true);

@@ -136,7 +136,8 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
  * the CUPTI layer still sees them; otherwise *marked is set and the caller unmarks after the
  * real call. */
 static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const void *f, dim3 g, dim3 b, void **a,
-                            size_t sm, cudaStream_t s, bool per_thread, lg_decision_t *d, bool *marked)
+                            size_t sm, cudaStream_t s, bool per_thread, const void *caller, lg_decision_t *d,
+                            bool *marked)
 {
     /* Not started only before our constructor ran: the call passes through unmarked. */
     bool started = lg_start_ensure();
@@ -161,6 +162,7 @@ static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const vo
      * thread's default stream. */
     l.stream = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
     l.can_block = true;
+    l.caller = caller;
     /* The caller's own runtime: its memory, its streams, its kernel registrations. */
     lg_launch_decide(lg_preload_runtime(bd), &l, d);
     if (LG_LIKELY(d->kind == LG_VERDICT_RUN))
@@ -174,13 +176,13 @@ typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t
  * line, so that the decision's 4 KiB of argument storage is no part of the fast path's frame. */
 static __attribute__((noinline)) cudaError_t launch_slow(lg_preload_binding_t *bd, lg_entry_t entry, launch_fn real,
                                                          const void *f, dim3 g, dim3 b, void **a, size_t sm,
-                                                         cudaStream_t s, bool per_thread)
+                                                         cudaStream_t s, bool per_thread, const void *caller)
 {
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
     lg_decision_t d;
     bool marked;
-    void **args = decide(bd, entry, f, g, b, a, sm, s, per_thread, &d, &marked);
+    void **args = decide(bd, entry, f, g, b, a, sm, s, per_thread, caller, &d, &marked);
     cudaError_t r = args ? real(f, g, b, args, sm, s) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
     return r;
@@ -197,7 +199,9 @@ static inline __attribute__((always_inline)) cudaError_t launch(lg_preload_bindi
         lg_preload_in_launch--;
         return r;
     }
-    return launch_slow(bd, entry, real, f, g, b, a, sm, s, per_thread);
+    /* Inlined into the exported entry point: the return address into its caller, which an
+     * async verdict's report names as the launch site. */
+    return launch_slow(bd, entry, real, f, g, b, a, sm, s, per_thread, __builtin_return_address(0));
 }
 
 BODY cudaError_t body___cudaLaunchKernel(lg_preload_binding_t *B, const void *f, dim3 g, dim3 b, void **a, size_t sm,
@@ -229,12 +233,13 @@ typedef cudaError_t (*launch_ex_fn)(const cudaLaunchConfig_t *c, const void *f, 
 
 static __attribute__((noinline)) cudaError_t launch_ex_slow(lg_preload_binding_t *bd, lg_entry_t entry,
                                                             launch_ex_fn real, const cudaLaunchConfig_t *c,
-                                                            const void *f, void **a, bool per_thread)
+                                                            const void *f, void **a, bool per_thread,
+                                                            const void *caller)
 {
     lg_decision_t d;
     bool marked;
-    void **args =
-        decide(bd, entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, &d, &marked);
+    void **args = decide(bd, entry, f, c->gridDim, c->blockDim, a, c->dynamicSmemBytes, c->stream, per_thread, caller,
+                         &d, &marked);
     cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
     return r;
@@ -254,7 +259,7 @@ static inline __attribute__((always_inline)) cudaError_t launch_ex(lg_preload_bi
     }
     if (LG_UNLIKELY(!c))
         return real(c, f, a); /* the runtime reports the missing configuration */
-    return launch_ex_slow(bd, entry, real, c, f, a, per_thread);
+    return launch_ex_slow(bd, entry, real, c, f, a, per_thread, __builtin_return_address(0));
 }
 
 BODY cudaError_t body_cudaLaunchKernelExC(lg_preload_binding_t *B, const cudaLaunchConfig_t *c, const void *f,

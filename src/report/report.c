@@ -276,6 +276,7 @@ void lg_report_summary(const lg_counters_t *c)
     lg_json_uint(&j, "validate_ns_total", c->validate_ns_total);
     lg_json_uint(&j, "unchecked", c->unchecked);
     lg_json_uint(&j, "host_fallbacks", c->host_fallbacks);
+    lg_json_uint(&j, "suppressed_duplicates", c->suppressed_duplicates);
     finish_and_emit(&j, true);
     if (!lg_cfg.quiet && c->violations > 0) {
         char msg[4600];

@@ -133,8 +133,13 @@ typedef struct lg_violation {
     lg_indexed_t indexed; /* ids: what they index (act.c), for the bound's unit */
     char cause_text[256];
     char op[64]; /* a torch._assert_async condition: the op that asserted (asserts.c), else "" */
-    lg_native_stack_t native;
+    lg_native_stack_t native; /* the launch's: read at it, or recorded there (a late verdict's site) */
     lg_py_stack_t python;
+    /* A verdict read after its launch (async, graph replay): where it was read, and how. */
+    bool late;
+    const char *found; /* "at the next sync", ...; static text */
+    lg_native_stack_t read_native;
+    lg_py_stack_t read_python;
 } lg_violation_t;
 
 /* Each writes one JSONL line (one write() on an O_APPEND descriptor opened on first use) and,

@@ -33,7 +33,37 @@ static const char *dtype_name(lg_dtype_t d)
     }
 }
 
-static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*native)[256], int n_native)
+/* native_stack, python_stack and python_stack_thread. A frame whose code object went before
+ * its recorded launch site was read has no file or line to give: said, not guessed. */
+static void stacks_json(lg_json_t *j, char (*native)[256], int n_native, const lg_py_stack_t *py)
+{
+    lg_json_begin_array(j, "native_stack");
+    for (int i = 0; i < n_native; i++)
+        lg_json_string(j, NULL, native[i]);
+    lg_json_end_array(j);
+    int np = py->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : py->n;
+    lg_json_begin_array(j, "python_stack");
+    for (int i = 0; i < np; i++) {
+        lg_json_begin_object(j, NULL);
+        if (py->frames[i].gone) {
+            lg_json_null(j, "file");
+            lg_json_null(j, "line");
+            lg_json_null(j, "function");
+            lg_json_bool(j, "gone", true);
+        } else {
+            lg_json_string(j, "file", py->frames[i].file);
+            lg_json_int(j, "line", py->frames[i].line);
+            lg_json_string(j, "function", py->frames[i].function);
+        }
+        lg_json_end_object(j);
+    }
+    lg_json_end_array(j);
+    if (np > 0)
+        lg_json_string(j, "python_stack_thread", py->from_main_thread ? "main" : "launching");
+}
+
+static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*native)[256], int n_native,
+                                 char (*read_native)[256], int n_read)
 {
     lg_json_string(j, "kernel", v->short_name);
     lg_json_string(j, "symbol", v->mangled);
@@ -157,29 +187,23 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
     if (v->note[0])
         lg_json_string(j, "note", v->note);
 
-    lg_json_begin_array(j, "native_stack");
-    for (int i = 0; i < n_native; i++)
-        lg_json_string(j, NULL, native[i]);
-    lg_json_end_array(j);
-
-    const lg_py_stack_t *py = &v->python;
-    int np = py->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : py->n;
-    lg_json_begin_array(j, "python_stack");
-    for (int i = 0; i < np; i++) {
-        lg_json_begin_object(j, NULL);
-        lg_json_string(j, "file", py->frames[i].file);
-        lg_json_int(j, "line", py->frames[i].line);
-        lg_json_string(j, "function", py->frames[i].function);
+    stacks_json(j, native, n_native, &v->python);
+    if (v->late) {
+        /* The launch's stacks are above; this is the moment its verdict was read. */
+        lg_json_begin_object(j, "verdict_read_at");
+        lg_json_string(j, "when", v->found);
+        stacks_json(j, read_native, n_read, &v->read_python);
         lg_json_end_object(j);
     }
-    lg_json_end_array(j);
-    if (np > 0)
-        lg_json_string(j, "python_stack_thread", py->from_main_thread ? "main" : "launching");
 }
 
 /* The last violation's line as written to the log (without its newline), for
  * labelguard_last_violation(): a copy made here, on the reporting path, under its own lock so
  * that a reader in any thread never waits for the log's writes nor sees half a line. */
+/* Where a late verdict was read matters less than where it was launched: fewer frames, and
+ * less of the reporting thread's stack. */
+#define READ_FRAMES 16
+
 static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
 static char last_line[LG_REPORT_LINE_CAP];
 static size_t last_len;
@@ -204,15 +228,17 @@ int lg_report_violation_last(char *buf, size_t cap)
 void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
 {
     /* Symbolization takes the loader's lock and may allocate: done before ours. */
-    char native[LG_MAX_FRAMES][256];
-    int n_native = 0;
+    char native[LG_MAX_FRAMES][256], read_native[READ_FRAMES][256];
+    int n_native = 0, n_read = 0;
     if (v->native.n > 0)
         n_native = lg_stack_symbolize(&v->native, native, LG_MAX_FRAMES);
+    if (v->late && v->read_native.n > 0)
+        n_read = lg_stack_symbolize(&v->read_native, read_native, READ_FRAMES);
 
     lg_report_lock();
     lg_json_t j;
     lg_report_line(&j, "violation");
-    build_violation_json(&j, v, native, n_native);
+    build_violation_json(&j, v, native, n_native, read_native, n_read);
     lg_report_emit(&j, sync_to_disk);
     keep_last(j.buf, j.len);
     if (!lg_cfg.quiet) {

@@ -188,6 +188,20 @@ int lg_text_user_frame(const lg_py_stack_t *py)
             n += snprintf(out + n, cap - (size_t)n, __VA_ARGS__); \
     } while (0)
 
+/* A late verdict: "; found at the next sync (train.py:47)", the reading thread's user frame. */
+static void found_at(char *out, size_t cap, int *n_, const lg_violation_t *v)
+{
+    int n = *n_;
+    char safe[512];
+    APPEND("; found %s", v->found ? v->found : "later");
+    int r = lg_text_user_frame(&v->read_python);
+    if (r >= 0) {
+        const char *file = v->read_python.frames[r].file, *base = strrchr(file, '/');
+        APPEND(" (%s:%d)", lg_text_safe(base ? base + 1 : file, safe, sizeof(safe)), v->read_python.frames[r].line);
+    }
+    *n_ = n;
+}
+
 /* The stderr block: one read tells kernel, values, counts, cause, action, call site, log. */
 size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*native)[256], int n_native,
                          const char *log_path)
@@ -279,15 +293,25 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         int np = v->python.n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : v->python.n;
         int k = lg_text_user_frame(&v->python);
         const lg_py_frame_t *f = &v->python.frames[k];
-        APPEND("  at %s:%d in %s   (python%s)\n", lg_text_safe(f->file, safe, sizeof(safe)), f->line,
-               lg_text_safe(f->function, safe2, sizeof(safe2)),
-               v->python.from_main_thread ? ", main thread: the launching thread runs no Python" : "");
+        if (f->gone)
+            APPEND("  %s a function whose code object was freed before the verdict was read (line unknown)",
+                   v->late ? "launched in" : "at");
+        else
+            APPEND("  %s %s:%d in %s", v->late ? "launched at" : "at", lg_text_safe(f->file, safe, sizeof(safe)),
+                   f->line, lg_text_safe(f->function, safe2, sizeof(safe2)));
+        if (v->late)
+            found_at(out, cap, &n, v);
+        APPEND("   (python%s)\n", v->python.from_main_thread ? ", main thread: the launching thread runs no Python" : "");
         if (k != np - 1) {
             const lg_py_frame_t *in = &v->python.frames[np - 1];
             const char *base = strrchr(in->file, '/');
             APPEND("    via %s:%d in %s\n", lg_text_safe(base ? base + 1 : in->file, safe, sizeof(safe)), in->line,
                    lg_text_safe(in->function, safe2, sizeof(safe2)));
         }
+    } else if (v->late && v->read_python.n > 0) {
+        APPEND("  launch site not recorded");
+        found_at(out, cap, &n, v);
+        APPEND("   (python)\n");
     } else if (n_native > 0) {
         /* The first frame outside the CUDA stack itself (CUPTI sees launches from inside it). */
         int k = 0;

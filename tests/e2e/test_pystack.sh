@@ -98,6 +98,17 @@ head, frames = parse(deep(100))
 ok = len(frames) == 32 and frames[-1][1:] == (line_of("MARK_DEEP"), "deep") and frames[0][1:] == (line_of("MARK_RECURSE"), "deep")
 print(("ok   " if ok else "FAIL ") + "deep recursion: %d frames" % len(frames))
 if not ok: failures.append("deep")
+# An async launch's site: recorded at the launch, resolved after the launching function returned.
+lib.lg_probe_resolve.argtypes = [ctypes.c_char_p, ctypes.c_int]
+def launches():
+    lib.lg_probe_record()  # MARK_RECORD
+def step():
+    launches()  # MARK_RECORD_CALLER
+step()  # MARK_RECORD_TOP
+x = [str(i) for i in range(1000)]  # other work before the verdict is read
+lib.lg_probe_resolve(buf, len(buf))
+check("recorded, resolved later", buf.value.decode(), "launching",
+      [("<module>", "MARK_RECORD_TOP"), ("step", "MARK_RECORD_CALLER"), ("launches", "MARK_RECORD")])
 sys.exit(1 if failures else 0)
 PY
 

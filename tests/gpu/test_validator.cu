@@ -269,7 +269,7 @@ static void run_case(std::mt19937_64 &g, lg_target_t t, pattern p, int samples, 
             ;
         uint64_t san = 0;
         struct lg_kernel_info *cookie = (struct lg_kernel_info *)(uintptr_t)0xc0ffee;
-        rc = lg_validate_async(&t, s, repl, samples, cookie, NULL, &san, why, sizeof why);
+        rc = lg_validate_async(&t, s, repl, samples, cookie, NULL, NULL, &san, why, sizeof why);
         CHECK(rc == 0 && san != 0, "%s: async: %s", what, why);
         if (rc == 0) {
             CUDA_OK(cudaStreamSynchronize(s));
@@ -335,7 +335,7 @@ static void test_graph_execs(cudaStream_t s)
     unsigned long long cid = 0;
     CUDA_OK(cudaStreamGetCaptureInfo(s, &cst, &cid));
     lg_capture_t cap = {cid, true};
-    int rc = lg_validate_async(&t, s, -100, 16, &info, &cap, &san, why, sizeof why);
+    int rc = lg_validate_async(&t, s, -100, 16, &info, &cap, NULL, &san, why, sizeof why);
     copy_target<<<8, 256, 0, s>>>((const int64_t *)(uintptr_t)san, n, out);
     CUDA_OK(cudaStreamEndCapture(s, &graph));
     lg_graphs_end_capture(cid, graph);
@@ -401,7 +401,7 @@ static void test_graph(cudaStream_t s)
     unsigned long long cid = 0;
     CUDA_OK(cudaStreamGetCaptureInfo(s, &cst, &cid));
     lg_capture_t cap = {cid, true};
-    int rc = lg_validate_async(&t, s, -100, 16, NULL, &cap, &san, why, sizeof why);
+    int rc = lg_validate_async(&t, s, -100, 16, NULL, &cap, NULL, &san, why, sizeof why);
     CUDA_OK(cudaStreamEndCapture(s, &graph));
     lg_graphs_end_capture(cid, graph);
     CHECK(rc == 0, "graph: async inside capture: %s", why);

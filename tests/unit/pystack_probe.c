@@ -9,7 +9,8 @@
  * lg_probe_time_capture measures what a reported launch pays for its Python stack (the figure
  * in the README's overhead table): python3 -c 'import ctypes; l = ctypes.CDLL("build/tests/
  * pystack_probe.so"); l.lg_probe_time_capture.restype = ctypes.c_double;
- * print(l.lg_probe_time_capture(20000))'.
+ * print(l.lg_probe_time_capture(20000))'. lg_probe_record / lg_probe_resolve: the launch-site
+ * record of an async launch, resolved later; lg_probe_time_record its cost.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -44,6 +45,33 @@ LG_EXPORT double lg_probe_time_capture(int iters)
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (int i = 0; i < iters; i++)
         lg_pystack_capture(&s);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return iters > 0 ? ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / iters : 0;
+}
+
+/* lg_pystack_record at a "launch", lg_pystack_resolve later (after the recording function
+ * returned): the lines must be those of the launch. */
+static lg_py_site_t site;
+LG_EXPORT void lg_probe_record(void) { lg_pystack_record(&site); }
+LG_EXPORT int lg_probe_resolve(char *out, int len)
+{
+    static lg_py_stack_t s;
+    lg_pystack_resolve(&site, &s);
+    for (int i = 0; i < s.n; i++)
+        if (s.frames[i].gone)
+            snprintf(s.frames[i].function, sizeof s.frames[i].function, "<gone>");
+    return format(&s, out, len);
+}
+
+/* Nanoseconds per lg_pystack_record of the calling thread: what an async launch pays for its
+ * Python site (make bench prints it). */
+LG_EXPORT double lg_probe_time_record(int iters)
+{
+    lg_pystack_record(&site);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < iters; i++)
+        lg_pystack_record(&site);
     clock_gettime(CLOCK_MONOTONIC, &b);
     return iters > 0 ? ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / iters : 0;
 }

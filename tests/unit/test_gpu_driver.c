@@ -664,7 +664,7 @@ static void test_second_exec_own_scratch(void)
     lg_target_t t = {0};
     char why[512] = "";
     const unsigned long long id = 77;
-    g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb000, &t, run.ring, run.copy, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb000, &t, run.ring, run.copy, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_capture(id, GRAPH);
     set_calls = 0;
     set_fail_at = 0;
@@ -796,7 +796,7 @@ static void test_captured_scratch_reused(void)
         lg_target_t t = {0};
         char why[512] = "";
         const unsigned long long id = 1000 + (unsigned long long)k;
-        g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb400, &t, run.ring, run.copy, why, sizeof why), ==, 0);
+        g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb400, &t, run.ring, run.copy, NULL, why, sizeof why), ==, 0);
         lg_graphs_end_capture(id, GRAPH);
         instantiate(1);
         instantiate(2);
@@ -866,16 +866,16 @@ static void test_captured_into_graph(void)
     const CUgraph into = (CUgraph)0xa100, body = (CUgraph)0xa200, other = (CUgraph)0xa300;
     lg_gpu_run_t a, a2, b, c;
     capture((CUstream)0xb600, true, &a);
-    g_assert_cmpint(lg_graphs_add_check(4001, &info, (void *)0xb600, &t, a.ring, a.copy, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(4001, &info, (void *)0xb600, &t, a.ring, a.copy, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_into(4001, into, true);
     g_assert_false(retired(&a));
     capture((CUstream)0xb600, true, &a2);
     g_assert_true(a2.ring != a.ring);
     g_assert_cmphex(a2.copy, !=, a.copy);
-    g_assert_cmpint(lg_graphs_add_check(4002, &info, (void *)0xb600, &t, a2.ring, a2.copy, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(4002, &info, (void *)0xb600, &t, a2.ring, a2.copy, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_into(4002, into, true);
     capture((CUstream)0xb600, true, &b);
-    g_assert_cmpint(lg_graphs_add_check(4003, &info, (void *)0xb600, &t, b.ring, b.copy, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(4003, &info, (void *)0xb600, &t, b.ring, b.copy, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_into(4003, body, true);
     g_assert_true(b.ring != a.ring && b.ring != a2.ring);
     g_assert_false(lg_graphs_capturing());
@@ -897,7 +897,7 @@ static void test_captured_into_graph(void)
     g_assert_false(retired(&b));
 
     capture((CUstream)0xb600, true, &c);
-    g_assert_cmpint(lg_graphs_add_check(4004, &info, (void *)0xb600, &t, c.ring, c.copy, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(4004, &info, (void *)0xb600, &t, c.ring, c.copy, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_into(4004, other, false);
     g_assert_false(retired(&c));
     g_assert_false(lg_graphs_capturing());

@@ -33,7 +33,7 @@ static void capture_one(unsigned long long id, const void *graph)
 {
     lg_target_t t = {0};
     char why[128] = "";
-    g_assert_cmpint(lg_graphs_add_check(id, NULL, NULL, &t, NULL, 0, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(id, NULL, NULL, &t, NULL, 0, NULL, why, sizeof why), ==, 0);
     g_assert_true(lg_graphs_capturing());
     lg_graphs_end_capture(id, graph);
 }
@@ -78,9 +78,9 @@ static void test_failed_capture(void)
 {
     lg_target_t t = {0};
     char why[128] = "";
-    g_assert_cmpint(lg_graphs_add_check(0, NULL, NULL, &t, NULL, 0, why, sizeof why), ==, -1);
+    g_assert_cmpint(lg_graphs_add_check(0, NULL, NULL, &t, NULL, 0, NULL, why, sizeof why), ==, -1);
     g_assert_nonnull(strstr(why, "which capture"));
-    g_assert_cmpint(lg_graphs_add_check(9, NULL, NULL, &t, NULL, 0, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(9, NULL, NULL, &t, NULL, 0, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_capture(9, NULL); /* the capture failed: its check is gone */
     g_assert_false(lg_graphs_capturing());
     lg_graphs_instantiated(&exec_2, &graph_b);
@@ -151,7 +151,7 @@ static void test_unpublished_bounded(void)
     lg_target_t t = {0};
     char why[128] = "";
     drain();
-    g_assert_cmpint(lg_graphs_add_check(13, NULL, NULL, &t, &ring, 0, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(13, NULL, NULL, &t, &ring, 0, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_capture(13, &graph_h);
     lg_graphs_instantiated(&exec_a, &graph_h);
     int before = lg_verdicts_mine;
@@ -242,8 +242,8 @@ static void test_body_beside_checks_unreported(void)
     static char body, parent, exec_p;
     lg_target_t t = {0};
     char why[128] = "";
-    g_assert_cmpint(lg_graphs_add_check(31, NULL, NULL, &t, NULL, 0, why, sizeof why), ==, 0);
-    g_assert_cmpint(lg_graphs_add_check(32, NULL, NULL, &t, NULL, 0, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(31, NULL, NULL, &t, NULL, 0, NULL, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(32, NULL, NULL, &t, NULL, 0, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_into(32, &body, true); /* the body's capture ends first, inside the parent's */
     lg_graphs_end_capture(31, &parent);
     g_assert_false(lg_graphs_capturing());
@@ -296,7 +296,7 @@ static void test_replays_per_exec(void)
     lg_target_t t = {0};
     char why[128] = "";
     drain();
-    g_assert_cmpint(lg_graphs_add_check(41, NULL, NULL, &t, &ring, 0, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(41, NULL, NULL, &t, &ring, 0, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_capture(41, &graph_h);
     lg_graphs_instantiated(&exec_a, &graph_h);
     lg_graphs_instantiated(&exec_b, &graph_h);

@@ -208,7 +208,7 @@ static void test_async_checks_bounded(void)
     for (int k = 1; k <= total; k++) {
         uint64_t copy = 0;
         char why[512] = "";
-        int rc = lg_validate_async(k == before + 1 ? &bad : &good, stream, -100, 4, NULL, NULL, &copy, why, sizeof why);
+        int rc = lg_validate_async(k == before + 1 ? &bad : &good, stream, -100, 4, NULL, NULL, NULL, &copy, why, sizeof why);
         if (rc != 0)
             g_test_message("check %d: %s", k, why);
         g_assert_cmpint(rc, ==, 0);
@@ -310,7 +310,7 @@ static void test_graph_replays_kept(void)
     static lg_scan_ring_t ring;
     lg_target_t t = labels(good_labels);
     char why[128] = "";
-    g_assert_cmpint(lg_graphs_add_check(61, NULL, NULL, &t, &ring, 0, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(61, NULL, NULL, &t, &ring, 0, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_capture(61, &graph_h);
     lg_graphs_instantiated(&exec_a, &graph_h);
     const int replays = 200, bad_replay = 5;
