@@ -105,7 +105,8 @@ static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
         snprintf(buf, len, "%s → the kernel ran on these %s as they were (its device-side assert may fire)", a,
                  v->target.operand == 1 ? "targets" : "probabilities");
     else if (!strcmp(outcome, "launched"))
-        snprintf(buf, len, "%s → the kernel ran with these labels (its device-side assert may fire)", a);
+        snprintf(buf, len, "%s → the kernel ran with these %s (its device-side assert may fire)", a,
+                 ids(v) ? "ids" : "labels");
     else
         snprintf(buf, len, "%s → %s", a, outcome);
     return buf;
@@ -373,12 +374,17 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
                      operand(v), vd->samples[0].index, fmt_value(t, vd->samples[0].value, num, sizeof num));
         else
             snprintf(what, sizeof what, "bad probabilities");
+        /* A late verdict: the launch ran on the values shown (none can stand in for them). */
         snprintf(out, out_len,
                  "labelguard: bad %s, not a CUDA fault (ignore the cudaErrorNotPermitted and "
                  "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [0, 1] (%" PRId64 " of %" PRId64
-                 " values bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
+                 " values bad); %s; likely cause: %s: %s; details in %s",
                  t->operand == 1 ? "targets" : "probabilities", v->short_name[0] ? v->short_name : "kernel", what,
-                 vd->bad_count, t->count, lg_cause_name(cause),
+                 vd->bad_count, t->count,
+                 v->late ? "the kernel ran on these values as they were (checked after it ran); its device-side "
+                           "assert may have fired"
+                         : "launch blocked, the CUDA context is intact",
+                 lg_cause_name(cause),
                  t->operand == 1 ? lg_cause_range_target_fix() : lg_cause_fix(cause), path0);
         return;
     }
@@ -391,11 +397,16 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
     /* PyTorch appends cudaErrorNotPermitted's documentation link and the CUDA_LAUNCH_BLOCKING
      * hint to this text; both point away from the labels, so the text says so first. */
     bool ran = v->outcome && !strcmp(v->outcome, "masked");
+    bool as_is = v->late && v->outcome && !strcmp(v->outcome, "launched");
     snprintf(out, out_len,
              "labelguard: bad %ss, not a CUDA fault (ignore the cudaErrorNotPermitted and "
              "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [%" PRId64 ", %" PRId64 ") (%s; %" PRId64 " of %" PRId64
-             " %ss bad); %s, the CUDA context is intact; likely cause: %s: %s; details in %s",
+             " %ss bad); %s; likely cause: %s: %s; details in %s",
              noun, v->short_name[0] ? v->short_name : "kernel", what, low_bound(t), t->n_classes, ign, vd->bad_count,
-             t->count, noun, ran ? "the kernel ran with them masked (checked after launch)" : "launch blocked",
+             t->count, noun,
+             ran     ? "the kernel ran with them masked (checked after launch), the CUDA context is intact"
+             : as_is ? "the kernel read them as they were (checked after it ran); its device-side assert may have "
+                       "fired"
+                     : "launch blocked, the CUDA context is intact",
              lg_cause_name(cause), lg_cause_fix(cause), path);
 }

@@ -419,6 +419,26 @@ static void test_range_launched(void)
     g_free(dir);
 }
 
+/* The same, read after the launch (async mode): the raised text says the kernel ran on the
+ * values shown, never that the launch was blocked or that labels were masked. */
+static void test_range_late_message(void)
+{
+    lg_violation_t v;
+    make_violation(&v);
+    v.target.dtype = LG_DTYPE_FLOAT32;
+    v.outcome = "launched";
+    v.late = true;
+    char msg[1024];
+    lg_text_error_message(&v, "", msg, sizeof msg);
+    g_test_message("%s", msg);
+    g_assert_nonnull(strstr(msg, "the kernel ran on these values as they were (checked after it ran)"));
+    g_assert_null(strstr(msg, "launch blocked"));
+    g_assert_null(strstr(msg, "masked"));
+    v.late = false;
+    lg_text_error_message(&v, "", msg, sizeof msg);
+    g_assert_nonnull(strstr(msg, "launch blocked"));
+}
+
 static void test_user_frame_compiled(void)
 {
     lg_py_stack_t py;
@@ -973,6 +993,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/user_frame", test_user_frame);
     g_test_add_func("/report/user_frame_compiled", test_user_frame_compiled);
     g_test_add_func("/report/range_launched", test_range_launched);
+    g_test_add_func("/report/range_late_message", test_range_late_message);
     g_test_add_func("/report/rank_naming", test_rank_naming);
     g_test_add_func("/report/start_and_summary", test_start_and_summary);
     g_test_add_func("/report/warnings", test_warnings);
