@@ -293,6 +293,24 @@ def logprob_check(build, quick):
             "added_ns_per_watched_forward": (on - off) * 1e9}
 
 
+def launch_site(build, quick):
+    """What a watched async launch pays to record its site (its Python frames and its caller),
+    in a real interpreter 20 frames deep: tests/pystack_probe.so through ctypes, timed inside."""
+    probe = os.path.join(build, "tests", "pystack_probe.so")
+    n = 20000 if quick else 200000
+    code = ("import ctypes, sys\n"
+            "l = ctypes.CDLL(sys.argv[1])\n"
+            "l.lg_probe_time_site.restype = l.lg_probe_time_record.restype = ctypes.c_double\n"
+            "def d(k):\n"
+            "    return d(k - 1) if k else (l.lg_probe_time_site(%d), l.lg_probe_time_record(%d))\n"
+            "print('%%.1f %%.1f' %% d(17))\n" % (n, n))
+    p = subprocess.run([sys.executable, "-c", code, probe], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError("probe failed: %s" % p.stderr[-300:])
+    site, rec = (float(x) for x in p.stdout.split())
+    return {"python": sys.version.split()[0], "frames": 20, "ns_per_site": site, "ns_python_record": rec}
+
+
 def exceptions(build, quick):
     """C++ throw/catch per iteration, with / without the library: an unwinder of ours that
     exported _Unwind_* would take over the host's exceptions. Timed inside the process."""
@@ -329,7 +347,7 @@ def main():
     for key, fn, need in (("fast_path", fast_path, "valgrind"), ("per_call", per_call, "valgrind"),
                           ("startup", startup, None), ("host_validate", host_validate, None),
                           ("host_scan", host_scan, None), ("bce_call", bce_call, None),
-                          ("logprob_check", logprob_check, None),
+                          ("logprob_check", logprob_check, None), ("launch_site", launch_site, None),
                           ("exceptions", exceptions, None), ("torch", torch_real, None)):
         if need and not shutil.which(need):
             out[key] = {"error": "%s not installed (Debian package %s)" % (need, need)}
@@ -380,6 +398,9 @@ def main():
     lp = out["logprob_check"]
     print("%-52s %14s %10s" % ("raw-logits check: ns added per NLL forward (4096 values)", g(lp, "added_ns_per_watched_forward", "%.0f"), "info"))
     ex = out["exceptions"]
+    ls = out.get("launch_site", {})
+    print("%-52s %14s %10s" % ("async launch site, ns per watched launch (20 frames)", g(ls, "ns_per_site", "%.0f"), "<= 500"))
+    print("%-52s %14s %10s" % ("  of which the Python record, ns", g(ls, "ns_python_record", "%.0f"), ""))
     print("%-52s %14s %10s" % ("C++ throw/catch, with/without ratio", g(ex, "ratio", "%.3f"), "~1"))
     print("%-52s %14s %10s" % ("  ns per throw without / with", "%s / %s" % (g(ex, "ns_per_throw_without", "%.0f"), g(ex, "ns_per_throw_with", "%.0f")), ""))
     tr = out["torch"] if isinstance(out.get("torch"), dict) else {}

@@ -76,6 +76,20 @@ LG_EXPORT double lg_probe_time_record(int iters)
     return iters > 0 ? ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / iters : 0;
 }
 
+/* Nanoseconds per launch site (lg_site_new + lg_site_drop: the allocation, the Python record
+ * and the free), what each watched async launch adds for item "the launch's line". */
+LG_EXPORT double lg_probe_time_site(int iters)
+{
+    lg_cfg.backtrace_native = lg_cfg.backtrace_python = true;
+    lg_site_drop(lg_site_new((const void *)&lg_probe_time_site));
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < iters; i++)
+        lg_site_drop(lg_site_new((const void *)&lg_probe_time_site));
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return iters > 0 ? ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / iters : 0;
+}
+
 struct job { char *out; int len; int rc; };
 static void *native_thread(void *arg)
 {
