@@ -473,11 +473,13 @@ GPU_TEST_SRCS := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_BINS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRCS))
 # validate.c's backends and queue come with it; runtime.o opens libcuda for the GPU backend (forkpoint.o: its sections).
 VALIDATE_OBJS := $(addprefix $(BUILD)/obj/,validate.o validate_gpu.o validate_gpu_graph.o validate_scratch.o validate_module.o validate_host.o validate_node.o validate_defer.o validate_loss.o verdicts.o graphs.o graphs_into.o graphs_notes.o captures.o runtime.o forkpoint.o)
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) $(wildcard src/*/*.h) cuda/lg_scan.h cuda/lg_validate.h
+# What else the validator's objects call (a late verdict's site, the condition's verdict) comes
+# from the archive, which adds only the members they reach.
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(VALIDATE_OBJS) $(FATBIN_OBJ) $(LIB_ARCHIVE) $(wildcard src/*/*.h) cuda/lg_scan.h cuda/lg_validate.h
 	$(call say,NVCC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC) -std=c++17 -O2 -g -cudart shared -Isrc -Icuda -Iinclude $(foreach s,$(SAN_LIST),-Xcompiler -fsanitize=$(s)) \
-		-o $@ $< $(VALIDATE_OBJS) $(FATBIN_OBJ) -ldl -lpthread
+		-o $@ $< $(VALIDATE_OBJS) $(FATBIN_OBJ) $(LIB_ARCHIVE) $(UNWIND_STATIC) $(GLIB_LIBS) -ldl -lpthread
 gpu-tests: $(GPU_TEST_BINS)
 # Built (not run) by `make test` too, so a change that breaks the GPU tests' build shows in CI.
 test-programs: $(GPU_TEST_BINS)

@@ -76,6 +76,7 @@ extern LG_HIDDEN lg_config_t lg_cfg;
  * name through our hooks). A NULL member: that function is not in this runtime. */
 typedef struct lg_runtime {
     int (*memcpy_async)(void *dst, const void *src, size_t n, int kind, void *stream);
+#define LG_MEMCPY_DEFAULT 4 /* cudaMemcpyDefault: the direction from the addresses (unified addressing) */
     int (*stream_synchronize)(void *stream);
     int (*malloc_device)(void **p, size_t n);
     int (*free_device)(void *p);
@@ -367,6 +368,9 @@ typedef struct lg_site lg_site_t;
 /* caller: the return address into the code that called the launch API (NULL: unknown).
  * NULL when neither backtrace is wanted or out of memory. */
 LG_HIDDEN lg_site_t *lg_site_new(const void *caller);
+/* The same with the whole native stack unwound (microseconds): for a launch whose op only the
+ * native frames name (torch._assert_async's kernel). */
+LG_HIDDEN lg_site_t *lg_site_new_unwound(const void *caller);
 LG_HIDDEN lg_site_t *lg_site_hold(lg_site_t *s); /* NULL-safe; returns s */
 LG_HIDDEN void lg_site_drop(lg_site_t *s);       /* NULL-safe */
 /* The launch's stacks as the violation record holds them. */

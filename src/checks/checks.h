@@ -156,6 +156,16 @@ LG_HIDDEN int lg_validate_loss_retarget(const struct lg_spec *spec, void *const 
  * cannot (the verdict is then final at once). */
 LG_HIDDEN int lg_validate_defer(const lg_runtime_t *rt, void *stream, const lg_verdict_t *v,
                                 const struct lg_scan_ring **ring, uint64_t *seq);
+/* A torch._assert_async condition (e, at device address ptr) read without waiting: copied into
+ * the calling thread's pinned slot on `stream` and judged by a host function there, before the
+ * assert kernel runs; its verdict is queued as an async check (as_is: nothing stands in for a
+ * condition) for `cookie`, launched at `site`. 0, or -1 with why (the caller reads it in sync). */
+LG_HIDDEN int lg_validate_defer_flag(const lg_runtime_t *rt, void *stream, uint64_t ptr, const lg_assert_elem_t *e,
+                                     struct lg_kernel_info *cookie, lg_site_t *site, char *why, size_t why_len);
+/* n bytes at ptr into out through the calling thread's pinned slot on `stream` and one wait:
+ * no staging, no pointer query. 0; -1 the copy or the wait failed; 1 no pinned slot (the caller
+ * reads it another way). */
+LG_HIDDEN int lg_validate_defer_read(const lg_runtime_t *rt, void *stream, uint64_t ptr, size_t n, void *out);
 LG_HIDDEN void lg_validate_defer_after_fork(void);
 /* ---------------------------------------------------------------- validate_host.c */
 

@@ -28,6 +28,7 @@
  * async:* reruns of tests/run.sh; the ring bound by tests/unit/test_ring.c.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ typedef struct defer_ring {
     pthread_t thread;
     uint64_t enqueued; /* seq of the last run handed to a host function */
     lg_scan_ring_t ring;
+    unsigned char *pinned; /* torch._assert_async conditions: one slot per run, one for sync reads */
 } defer_ring_t;
 
 /* One run in flight: freed by its host function. */
@@ -81,6 +83,23 @@ static defer_ring_t *ring_of(const lg_runtime_t *rt, void *stream)
     return r;
 }
 
+/* The seq of r's next run, once no check waits for the run whose slot it reuses. Caller holds
+ * `lock` (released across a wait). */
+static uint64_t next_run(defer_ring_t *r, const lg_runtime_t *rt, void *stream)
+{
+    uint64_t next = r->enqueued + 1;
+    if (lg_verdicts_keep(&r->ring, next, false) != 0) {
+        /* A check still waits for the run whose slot `next` reuses: the stream publishes
+         * it first. r is this thread's and never freed; the lock is not held across. */
+        pthread_mutex_unlock(&lock);
+        if (rt->stream_synchronize)
+            (void)rt->stream_synchronize(stream);
+        pthread_mutex_lock(&lock);
+        lg_verdicts_keep(&r->ring, next, true);
+    }
+    return next;
+}
+
 int lg_validate_defer(const lg_runtime_t *rt, void *stream, const lg_verdict_t *v, const struct lg_scan_ring **ring,
                       uint64_t *seq)
 {
@@ -94,16 +113,7 @@ int lg_validate_defer(const lg_runtime_t *rt, void *stream, const lg_verdict_t *
     defer_ring_t *r = ring_of(rt, stream);
     int rc = -1;
     if (r) {
-        uint64_t next = r->enqueued + 1;
-        if (lg_verdicts_keep(&r->ring, next, false) != 0) {
-            /* A check still waits for the run whose slot `next` reuses: the stream publishes
-             * it first. r is this thread's and never freed; the lock is not held across. */
-            pthread_mutex_unlock(&lock);
-            if (rt->stream_synchronize)
-                (void)rt->stream_synchronize(stream);
-            pthread_mutex_lock(&lock);
-            lg_verdicts_keep(&r->ring, next, true);
-        }
+        uint64_t next = next_run(r, rt, stream);
         /* The host function may run before the call returns (and frees run). */
         run->ring = &r->ring;
         run->seq = next;
@@ -120,6 +130,133 @@ int lg_validate_defer(const lg_runtime_t *rt, void *stream, const lg_verdict_t *
     if (rc != 0)
         free(run);
     return rc == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ torch._assert_async conditions */
+
+#define FLAG_SLOT 16 /* bytes per condition: the widest element is a complex double */
+
+/* r's pinned slots, allocated on first use (no capture is running on this thread's stream:
+ * launch.c reads no condition inside one). NULL when the runtime gives no pinned memory. */
+static unsigned char *pinned_of(defer_ring_t *r)
+{
+    if (!r->pinned && r->rt->malloc_host) {
+        void *p = NULL;
+        int mode = lg_runtime_relax_capture(r->rt);
+        if (r->rt->malloc_host(&p, (LG_RING_SLOTS + 1) * FLAG_SLOT) == 0)
+            r->pinned = p;
+        else if (r->rt->get_last_error)
+            r->rt->get_last_error();
+        lg_runtime_restore_capture(r->rt, mode);
+    }
+    return r->pinned;
+}
+
+int lg_validate_defer_read(const lg_runtime_t *rt, void *stream, uint64_t ptr, size_t n, void *out)
+{
+    if (!rt || !rt->memcpy_async || !rt->stream_synchronize || n > FLAG_SLOT)
+        return 1;
+    pthread_mutex_lock(&lock);
+    defer_ring_t *r = ring_of(rt, stream);
+    unsigned char *slot = r ? pinned_of(r) : NULL;
+    pthread_mutex_unlock(&lock);
+    if (!slot)
+        return 1;
+    /* The last slot is the sync reads': only this thread reads through its ring. Pinned, so the
+     * copy needs no staging; cudaMemcpyDefault, so no pointer query per read. */
+    slot += LG_RING_SLOTS * FLAG_SLOT;
+    int mode = lg_runtime_relax_capture(rt);
+    int rc = rt->memcpy_async(slot, (const void *)(uintptr_t)ptr, n, LG_MEMCPY_DEFAULT, stream);
+    if (rc == 0)
+        rc = rt->stream_synchronize(stream);
+    lg_runtime_restore_capture(rt, mode);
+    if (rc != 0)
+        return -1;
+    memcpy(out, slot, n);
+    return 0;
+}
+
+/* One condition in flight: its slot, read by the host function the stream runs after the copy
+ * (and before the assert kernel), which publishes the verdict and frees the run. */
+typedef struct flag_run {
+    lg_scan_ring_t *ring;
+    uint64_t seq, ptr;
+    const unsigned char *slot;
+    lg_assert_elem_t elem;
+    lg_verdict_t verdict;
+} flag_run_t;
+
+static void publish_flag(void *user)
+{
+    flag_run_t *run = user;
+    lg_target_t t;
+    lg_asserts_verdict(&run->elem, run->ptr, run->slot, &t, &run->verdict);
+    lg_verdicts_ring_write(run->ring, run->seq, &run->verdict);
+    free(run);
+}
+
+int lg_validate_defer_flag(const lg_runtime_t *rt, void *stream, uint64_t ptr, const lg_assert_elem_t *e,
+                           struct lg_kernel_info *cookie, lg_site_t *site, char *why, size_t why_len)
+{
+    if (!rt || !rt->launch_host_func || !rt->memcpy_async || e->bytes > FLAG_SLOT) {
+        snprintf(why, why_len, "the CUDA runtime lacks cudaLaunchHostFunc or cudaMemcpyAsync");
+        return -1;
+    }
+    lg_pending_t *p = calloc(1, sizeof *p);
+    flag_run_t *run = malloc(sizeof *run);
+    if (!p || !run) {
+        free(p);
+        free(run);
+        snprintf(why, why_len, "out of memory");
+        return -1;
+    }
+    run->ptr = ptr;
+    run->elem = *e;
+    int rc = -1;
+    pthread_mutex_lock(&lock);
+    defer_ring_t *r = ring_of(rt, stream);
+    unsigned char *pinned = r ? pinned_of(r) : NULL;
+    if (pinned) {
+        uint64_t next = next_run(r, rt, stream);
+        run->ring = &r->ring;
+        run->seq = next;
+        run->slot = pinned + (next % LG_RING_SLOTS) * FLAG_SLOT;
+        int mode = lg_runtime_relax_capture(rt);
+        rc = rt->memcpy_async((void *)run->slot, (const void *)(uintptr_t)ptr, (size_t)e->bytes, LG_MEMCPY_DEFAULT,
+                              stream);
+        /* The host function may run before the call returns (and frees run). */
+        if (rc == 0)
+            rc = rt->launch_host_func(stream, publish_flag, run);
+        lg_runtime_restore_capture(rt, mode);
+        if (rc == 0) {
+            r->enqueued = next;
+            p->ring = &r->ring;
+            p->seq = next;
+        } else if (rt->get_last_error) {
+            rt->get_last_error();
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (rc != 0) {
+        free(run);
+        free(p);
+        snprintf(why, why_len, "%s", pinned ? "the condition's copy could not be enqueued" : "no pinned memory");
+        return -1;
+    }
+    /* The target names the condition's element; the verdict comes from the ring. */
+    static const unsigned char one[FLAG_SLOT] = {1};
+    lg_asserts_verdict(e, ptr, one, &p->target, &p->verdict);
+    p->cookie = cookie;
+    p->stream = stream;
+    p->as_is = true; /* the assert kernel reads the condition itself: nothing stands in for it */
+    p->site = lg_site_hold(site);
+    if (lg_verdicts_add(p) != 0) {
+        lg_site_drop(p->site);
+        free(p); /* the run still publishes; nobody collects it */
+        snprintf(why, why_len, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 void lg_validate_defer_after_fork(void)

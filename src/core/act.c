@@ -414,6 +414,11 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
         snprintf(v->note, sizeof v->note, p.note, why);
     if (in->when == LG_ACT_AFTER_AS_IS && lg_scan_is_float(in->target->dtype))
         range_late_note(v, in, &p);
+    if (in->when == LG_ACT_AFTER_AS_IS && in->info->spec && in->info->spec->assert_flag)
+        snprintf(v->note, sizeof v->note,
+                 "async mode: the condition was copied out ahead of its kernel without waiting for the stream, and "
+                 "read after: the kernel read it as it was and asserted, as without labelguard "
+                 "(LABELGUARD_MODE=sync blocks it, at one wait per launch)");
     v->outcome = lg_act_outcome_name(p.outcome);
     if (p.outcome == LG_OUTCOME_MASKED && weighted_mean(in)) {
         lg_opaque_arm(v);

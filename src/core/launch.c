@@ -269,10 +269,14 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
     free(verdict);
 }
 
-/* torch._assert_async's condition (asserts.c), read before the launch in every mode: no copy
- * can stand in for it (a true one would let the op go on to write at its bad ids), so a zero
- * one blocks the launch before it asserts. Inside a capture the condition is only computed
- * at each replay: the launch is captured as it is, and asserts there as it would have. */
+/* torch._assert_async's condition (asserts.c). No copy can stand in for it (a true one would
+ * let the op go on to write at its bad ids). In sync mode it is read before the launch, through
+ * the thread's pinned slot with one wait, and a zero one blocks the launch before it asserts.
+ * In async mode, which must not drain the stream (multinomial asserts at every sampling step),
+ * it is copied out on the stream ahead of the kernel and its verdict read later, like the other
+ * late verdicts, with the launch's site: the kernel reads it as it is and asserts as it would
+ * have, and the report says where and what. Inside a capture the condition is only computed at
+ * each replay: the launch is captured as it is, and asserts there as it would have. */
 static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_info_t *info, lg_decision_t *d)
 {
     unsigned long long id = 0;
@@ -303,7 +307,23 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
         snprintf(why, sizeof why, "the condition's pointer cannot be read from the launch");
     } else {
         lg_in_library++;
-        rc = lg_validate_read_bytes(rt, (uint64_t)ptr, (size_t)e.bytes, l->stream, bytes, why, sizeof why);
+        if (lg_cfg.mode == LG_MODE_ASYNC) {
+            lg_site_t *site = lg_site_new_unwound(l->caller);
+            rc = lg_validate_defer_flag(rt, l->stream, (uint64_t)ptr, &e, info, site, why, sizeof why);
+            lg_site_drop(site);
+            if (rc == 0) {
+                lg_in_library--;
+                lg_counters_count_validated();
+                free(verdict);
+                return;
+            }
+            lg_report_note_once("async_check_failed", why); /* read synchronously instead */
+        }
+        rc = lg_validate_defer_read(rt, l->stream, (uint64_t)ptr, (size_t)e.bytes, bytes);
+        if (rc == 1)
+            rc = lg_validate_read_bytes(rt, (uint64_t)ptr, (size_t)e.bytes, l->stream, bytes, why, sizeof why);
+        else if (rc != 0)
+            snprintf(why, sizeof why, "the condition's copy failed");
         lg_in_library--;
         if (rc == 0)
             lg_asserts_verdict(&e, (uint64_t)ptr, bytes, &t, verdict);

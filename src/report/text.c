@@ -104,6 +104,9 @@ static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
         /* Nothing stands in for a bad probability: the kernel read the values shown. */
         snprintf(buf, len, "%s → the kernel ran on these %s as they were (its device-side assert may fire)", a,
                  v->target.operand == 1 ? "targets" : "probabilities");
+    else if (!strcmp(outcome, "launched") && flag(v))
+        snprintf(buf, len, "%s → the kernel read its condition as it was and asserted (async mode reads it without "
+                           "waiting)", a);
     else if (!strcmp(outcome, "launched"))
         snprintf(buf, len, "%s → the kernel ran with these %s (its device-side assert may fire)", a,
                  ids(v) ? "ids" : "labels");
@@ -215,11 +218,12 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     int shown = vd->n_samples < 6 ? vd->n_samples : 6;
     if (flag(v)) {
         /* torch._assert_async: one element was read, and it is all there is to show */
-        APPEND("labelguard: torch._assert_async would fail in %s (%s)\n",
+        APPEND("labelguard: torch._assert_async %s in %s (%s)\n", v->late ? "failed" : "would fail",
                v->short_name[0] ? lg_text_safe(v->short_name, safe, sizeof(safe)) : "(unknown kernel)",
                lg_text_safe(v->op, safe2, sizeof(safe2)));
-        APPEND("  condition = 0  (%s, 1 element: false; the kernel would assert and kill the CUDA context)\n",
-               flag_type(v));
+        APPEND("  condition = 0  (%s, 1 element: false; the kernel %s)\n", flag_type(v),
+               v->late ? "read it after this copy of it was made, and asserted: the CUDA context is lost"
+                       : "would assert and kill the CUDA context");
         shown = 0;
     } else {
         APPEND("labelguard: bad %s in %s",
@@ -362,9 +366,12 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
             snprintf(who, sizeof who, "%s's device-side check (torch._assert_async) is false", v->op);
         snprintf(out, out_len,
                  "labelguard: %s, not a CUDA fault (ignore the cudaErrorNotPermitted and CUDA_LAUNCH_BLOCKING hints "
-                 "below): %s: its condition (%s) is 0; launch blocked, the CUDA context is intact; likely cause: %s; "
-                 "details in %s",
-                 who, v->short_name[0] ? v->short_name : "kernel", flag_type(v), v->cause_text, path0);
+                 "below): %s: its condition (%s) is 0; %s; likely cause: %s; details in %s",
+                 who, v->short_name[0] ? v->short_name : "kernel", flag_type(v),
+                 v->late ? "the kernel read it and its device-side assert fired (async mode reads the condition "
+                           "without waiting; LABELGUARD_MODE=sync blocks it): the CUDA context is lost"
+                         : "launch blocked, the CUDA context is intact",
+                 v->cause_text, path0);
         return;
     }
     if (range(v)) {

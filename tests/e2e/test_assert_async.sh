@@ -11,8 +11,9 @@
 #       read (bool, value 0) and nothing else claimed;
 #   raise, -0.0 float and a complex64 zero, direct -> blocked, op torch._assert_async / index_put_;
 #   true conditions (bool 1, float NaN) -> run, no violation;
-#   mask -> falls back to raise (no stand-in for a condition); async -> still read before the
-#       launch; log -> the launch runs and asserts, as it would have.
+#   mask -> falls back to raise (no stand-in for a condition); async -> no wait: read on the
+#       stream ahead of the kernel and reported later, the kernel asserting as it would have;
+#   log -> the launch runs and asserts, as it would have.
 # Called by tests/run.sh; alone: bash tests/e2e/test_assert_async.sh
 . "$(dirname "$0")/lib.sh"
 P="$LG_ROOT/$LG_BUILD/e2e/assert_async"
@@ -67,9 +68,23 @@ check "$n: falls back to raise" grep -qx "launch=800 sync=0 after=0" "$T/$n.out"
 events "$n" || fail "$n: log schema"
 check "$n: blocked, with the reason" qtrue "$n" 'len(V) == 1 and V[0]["outcome"] == "blocked" and "stand-in" in V[0].get("note", "")'
 
+# Async mode must not drain the stream for a condition (multinomial asserts at every sampling
+# step): on a gated asynchronous double, where nothing runs until the program waits, the launch
+# returns at once (a read before it would have blocked it: 800); the condition, copied out on the
+# stream ahead of the kernel, is reported at the program's sync, naming the op from the launch's
+# own frames; the kernel asserted, as it would have.
 n=async
-LABELGUARD_MODE=async LABELGUARD_QUIET=1 run_lg "$n" "$P" bool 0 index_put
-check "$n: read before the launch in async mode too" grep -qx "launch=800 sync=0 after=0" "$T/$n.out"
+FAKECUDA_ASYNC_US=1000 FAKECUDA_ASYNC_GATE=1 LABELGUARD_MODE=async LABELGUARD_QUIET=1 run_lg "$n" "$P" bool 0 index_put
+cat "$T/$n.out"
+check "$n: no wait before the launch; the kernel asserts at the sync" grep -qx "launch=0 sync=710 after=710" "$T/$n.out"
+events "$n" || fail "$n: log schema"
+check "$n: one violation, read at the sync, the op from the launch's frames" \
+  qtrue "$n" 'len(V) == 1 and V[0]["op"] == "index_put_" and V[0]["outcome"] == "launched" and V[0]["verdict_read_at"]["when"] == "at the next sync" and "async mode" in V[0]["note"]'
+n=async_true
+FAKECUDA_ASYNC_US=1000 FAKECUDA_ASYNC_GATE=1 LABELGUARD_MODE=async LABELGUARD_QUIET=1 run_lg "$n" "$P" bool 1 index_put
+check "$n: a true condition, read later: runs, nothing reported" grep -qx "launch=0 sync=0 after=0" "$T/$n.out"
+events "$n" || fail "$n: log schema"
+check "$n: no violation, the condition was read" qtrue "$n" 'len(V) == 0 and S and S[-1]["validated"] == 1'
 
 n=log
 LABELGUARD_ACTION=log LABELGUARD_QUIET=1 run_lg "$n" "$P" bool 0 index_put

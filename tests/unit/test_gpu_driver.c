@@ -977,7 +977,7 @@ static void test_range_on_gpu(void)
     char why[512] = "";
     int rc = -1;
     for (int r = 0; r < 16 && rc != 0; r++)
-        rc = lg_validate_async(&t, (void *)0xc200, 0, 16, &info, &cap, &sanitized, why, sizeof why);
+        rc = lg_validate_async(&t, (void *)0xc200, 0, 16, &info, &cap, NULL, &sanitized, why, sizeof why);
     g_test_message("capture: %s", why);
     g_assert_cmpint(rc, ==, 0);
     g_assert_cmpint(n_nodes, ==, 1);
@@ -1155,7 +1155,7 @@ static void test_captured_scratch_waits(void)
     lg_gpu_run_t a, b, c, d;
     /* a: replayed once, exec and graph destroyed before the replay ran */
     capture((CUstream)0xb500, true, &a);
-    g_assert_cmpint(lg_graphs_add_check(3001, &info, (void *)0xb500, &t, a.ring, a.copy, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(3001, &info, (void *)0xb500, &t, a.ring, a.copy, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_capture(3001, GRAPH);
     lg_graphs_instantiated((void *)1, GRAPH);
     lg_graphs_destroyed(GRAPH);
@@ -1179,7 +1179,7 @@ static void test_captured_scratch_waits(void)
     }
     g_assert_true(taken);
     /* b's graph goes without an exec: its scratch is kept */
-    g_assert_cmpint(lg_graphs_add_check(3002, &info, (void *)0xb500, &t, b.ring, b.copy, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(3002, &info, (void *)0xb500, &t, b.ring, b.copy, NULL, why, sizeof why), ==, 0);
     lg_graphs_end_capture(3002, GRAPH);
     lg_graphs_destroyed(GRAPH);
     for (int i = 0; i < 32; i++) {

@@ -740,7 +740,7 @@ static void test_host_range_capture(void)
     uint64_t sanitized = 0;
     char why[512] = "";
     host_funcs = 0;
-    g_assert_cmpint(lg_validate_async(&t, (void *)0x7700, 0, 16, &info, &cap, &sanitized, why, sizeof why), ==, -1);
+    g_assert_cmpint(lg_validate_async(&t, (void *)0x7700, 0, 16, &info, &cap, NULL, &sanitized, why, sizeof why), ==, -1);
     g_test_message("%s", why);
     g_assert_cmpint(host_funcs, ==, 0);
     g_assert_nonnull(strstr(why, "runs on the GPU validator only"));
@@ -750,7 +750,7 @@ static void test_host_range_capture(void)
     l.data = (uint64_t)(uintptr_t)dev_copy_of(labels, sizeof labels);
     cap.sanitize = true;
     why[0] = '\0';
-    g_assert_cmpint(lg_validate_async(&l, (void *)0x7700, -100, 16, &info, &cap, &sanitized, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_validate_async(&l, (void *)0x7700, -100, 16, &info, &cap, NULL, &sanitized, why, sizeof why), ==, 0);
     g_assert_cmpint(host_funcs, ==, 1);
     lg_graphs_end_capture(77, (void *)0x7701);
     lg_graphs_destroyed((void *)0x7701);
@@ -857,8 +857,8 @@ static void test_host_async(void)
     uint64_t sb = 0, sg = 0;
     char why[256] = "";
     struct lg_kernel_info *k1 = (struct lg_kernel_info *)(uintptr_t)0x100, *k2 = (struct lg_kernel_info *)(uintptr_t)0x200;
-    g_assert_cmpint(lg_validate_async(&tb, (void *)0x11, -100, 8, k1, NULL, &sb, why, sizeof why), ==, 0);
-    g_assert_cmpint(lg_validate_async(&tg, (void *)0x22, -100, 8, k2, NULL, &sg, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_validate_async(&tb, (void *)0x11, -100, 8, k1, NULL, NULL, &sb, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_validate_async(&tg, (void *)0x22, -100, 8, k2, NULL, NULL, &sg, why, sizeof why), ==, 0);
     g_assert_cmpuint(sg, ==, tg.data); /* clean: the launch may read the original */
     g_assert_cmpuint(sb, !=, tb.data);
     const int64_t want[] = {1, 2, -100, 4};
@@ -881,7 +881,7 @@ static void test_host_async(void)
     int64_t host[2] = {0, 0};
     lg_target_t th = flat(LG_DTYPE_INT64, 2, 10, -100, true);
     th.data = (uint64_t)(uintptr_t)host;
-    g_assert_cmpint(lg_validate_async(&th, NULL, -100, 8, k1, NULL, &sb, why, sizeof why), ==, -1);
+    g_assert_cmpint(lg_validate_async(&th, NULL, -100, 8, k1, NULL, NULL, &sb, why, sizeof why), ==, -1);
     g_assert_false(lg_verdicts_collect(r, LG_COLLECT_MINE, NULL));
     g_free(r);
 }
