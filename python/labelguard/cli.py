@@ -20,7 +20,7 @@ import sys
 
 from labelguard import __version__
 from labelguard.commands import COMMANDS
-from labelguard.commands._common import Fail, say_error
+from labelguard.commands._common import Fail, ShowUsage, say_error
 
 
 # The shim scripts/labelguard runs us with the checkout's python/ first on PYTHONPATH, and with
@@ -79,6 +79,10 @@ def main(argv=None):
         rc = dispatch(list(argv))
         sys.stdout.flush()   # here, where a closed pipe is caught, not at interpreter exit
         return rc
+    except ShowUsage:
+        sys.stdout.write(usage())
+        sys.stdout.flush()
+        return 0
     except Fail as e:
         sys.stdout.flush()
         say_error(*e.lines)

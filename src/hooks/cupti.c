@@ -10,7 +10,8 @@
  * labelguard_arm() (a debugger's call); it is idempotent. The callback runs on whatever
  * thread launches, inside CUPTI, before the launch (API_ENTER).
  *
- * The subscriber slot (which call takes it, and handing it to a profiler) is cupti_slot.c's.
+ * The subscriber slot (which call takes it, and handing it to a profiler) is cupti_slot.c's;
+ * reading one callback's launch parameters is cupti_launch.c's.
  *
  * libcupti is dlopen'd (RTLD_LOCAL), never linked: one already in the process first (the one
  * PyTorch's profiler or the application loaded), else the one matching the process's cudart
@@ -36,7 +37,7 @@
  * one warning with LABELGUARD_HOOKS=cupti, none in auto where interposition covers the
  * launches), tests/e2e/test_cupti_subscriber.sh (a Kineto-like program subscribing through the
  * single-slot CUPTI double tests/fakecuda/cupti/libcupti.c: auto never takes the slot, cupti
- * hands it over), tests/e2e/test_cupti_layout.sh (the launch params layout the callback reads).
+ * hands it over).
  * The callback itself needs a real driver (tests/gpu). */
 #include <cupti.h>
 #include <dlfcn.h>
@@ -59,20 +60,6 @@ static bool active; /* read with __atomic in the callback */
 static CUpti_SubscriberHandle subscriber;
 static func_get_name_fn func_get_name; /* libcuda's cuFuncGetName, NULL if absent */
 static char cupti_path[PATH_MAX];      /* the libcupti in use, for messages */
-
-/* __cudaLaunchKernel(_ptsz) (CUDA 13 <<<>>>, cbids 505/506 in cupti_runtime_cbid.h) has no
- * params struct in CUPTI 13's generated_cuda_runtime_api_meta.h; CUPTI passes its arguments in
- * prototype order, which is cudaLaunchKernel's: (cudaKernel_t, dim3, dim3, void **, size_t,
- * cudaStream_t), read here as cudaLaunchKernel_v7000_params' layout. The CUPTI double delivers
- * exactly that (tests/e2e/test_cupti_layout.sh); that the real CUPTI does only a GPU run shows. */
-typedef struct {
-    const void *func;
-    dim3 gridDim;
-    dim3 blockDim;
-    void **args;
-    size_t sharedMem;
-    cudaStream_t stream;
-} internal_launch_params_t;
 
 /* The parameter values of a RUN_WITH decision must outlive the callback: the launch copies
  * them after API_ENTER returns. One buffer per thread, allocated on the first masked launch
@@ -215,103 +202,6 @@ static void restore_rewrite(uint32_t correlation)
     held->array = NULL;
 }
 
-static void set_launch(lg_launch_t *l, const void *func, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                       unsigned by, unsigned bz, size_t shared_mem, void *stream)
-{
-    l->func = func;
-    l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
-    l->block[0] = bx, l->block[1] = by, l->block[2] = bz;
-    l->shared_mem = shared_mem;
-    l->stream = stream;
-}
-
-/* Fills l from the params of one launch callback; returns false for a launch with no args array
- * (a driver launch passing its parameters through `extra` only: nothing to decode). */
-static bool read_launch(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb, lg_launch_t *l,
-                        void ***args_slot)
-{
-    bool ptsz = false;
-    memset(l, 0, sizeof *l);
-    l->can_block = false;
-    l->mangled = cb->symbolName;
-    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
-        l->entry = LG_ENTRY_CUPTI_RUNTIME;
-        switch (cbid) {
-        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
-        case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
-            ptsz = true;
-            /* fall through */
-        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-        case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000: {
-            _Static_assert(sizeof(internal_launch_params_t) == sizeof(cudaLaunchKernel_v7000_params),
-                           "__cudaLaunchKernel params must have cudaLaunchKernel's layout");
-            const internal_launch_params_t *p = cb->functionParams;
-            set_launch(l, p->func, p->gridDim.x, p->gridDim.y, p->gridDim.z, p->blockDim.x, p->blockDim.y,
-                       p->blockDim.z, p->sharedMem, p->stream);
-            *args_slot = p->args;
-            break;
-        }
-        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
-            ptsz = true;
-            /* fall through */
-        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060: {
-            const cudaLaunchKernelExC_v11060_params *p = cb->functionParams;
-            const cudaLaunchConfig_t *c = p->config;
-            if (!c)
-                return false;
-            set_launch(l, p->func, c->gridDim.x, c->gridDim.y, c->gridDim.z, c->blockDim.x, c->blockDim.y,
-                       c->blockDim.z, c->dynamicSmemBytes, c->stream);
-            *args_slot = p->args;
-            break;
-        }
-        default: return false;
-        }
-    } else {
-        l->entry = LG_ENTRY_CUPTI_DRIVER;
-        switch (cbid) {
-        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-            ptsz = true;
-            /* fall through */
-        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
-            const cuLaunchKernel_params *p = cb->functionParams;
-            set_launch(l, p->f, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ,
-                       p->sharedMemBytes, p->hStream);
-            *args_slot = p->kernelParams;
-            break;
-        }
-        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-            ptsz = true;
-            /* fall through */
-        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
-            const cuLaunchKernelEx_params *p = cb->functionParams;
-            const CUlaunchConfig *c = p->config;
-            if (!c)
-                return false;
-            set_launch(l, p->f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                       c->sharedMemBytes, c->hStream);
-            *args_slot = p->kernelParams;
-            break;
-        }
-        default: return false;
-        }
-        /* A CUfunction is not a registered host stub: launch.c can only name it from here.
-         * Asked once per handle (the per-handle cache then has it). */
-        if (!l->mangled && func_get_name && !lg_names_info(l->func)) {
-            const char *name = NULL;
-            lg_in_library++;
-            if (func_get_name(&name, (CUfunction)l->func) == CUDA_SUCCESS)
-                l->mangled = name;
-            lg_in_library--;
-        }
-    }
-    /* The null stream of a _ptsz entry point is the per-thread stream: the validator must run
-     * on the stream the kernel runs on. */
-    if (ptsz && !l->stream)
-        l->stream = cudaStreamPerThread;
-    l->args = *args_slot;
-    return l->args != NULL && l->func != NULL;
-}
-
 static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data)
 {
     const CUpti_CallbackData *cb = data;
@@ -339,7 +229,7 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
 
     lg_launch_t l;
     void **args = NULL;
-    if (!read_launch(dom, cbid, cb, &l, &args))
+    if (!lg_cupti_launch_read(dom, cbid, cb, (void *)func_get_name, &l, &args))
         return;
 
     lg_decision_t d;

@@ -50,6 +50,14 @@ typedef struct lg_hook {
 LG_HIDDEN const lg_hook_t *lg_preload_hooks(int *count);
 /* Set while the interposition layer handles a launch, so that CUPTI skips it. */
 extern LG_HIDDEN LG_TLS int lg_preload_in_launch;
+/* ---------------------------------------------------------------- cupti_launch.c */
+
+/* Fills l from the params of one launch callback (dom: a CUpti_CallbackDomain, data: its
+ * CUpti_CallbackData; name_fn: libcuda's cuFuncGetName or NULL) and *args_slot with where the
+ * launch's argument array lives; false for a callback that is no launch, or a launch with no
+ * args array (a driver launch passing its parameters through `extra` only: nothing to decode). */
+LG_HIDDEN bool lg_cupti_launch_read(int dom, uint32_t cbid, const void *data, void *name_fn, lg_launch_t *l,
+                                    void ***args_slot);
 /* ---------------------------------------------------------------- cupti_slot.c */
 
 /* Whether the start subscribes to CUPTI, and why (for the start event). */

@@ -1,5 +1,6 @@
 """What the subcommands share: the error that ends a command with a message and an exit status,
-and how a command runs this same command line again as a child process (demo).
+the request for the usage, where the library is (run, attach), and how a command runs this same
+command line again as a child process (demo).
 
 Used by labelguard/cli.py and every module of labelguard/commands/; standard library only.
 """
@@ -15,6 +16,23 @@ class Fail(Exception):
         Exception.__init__(self, "\n".join(lines))
         self.code = code
         self.lines = lines
+
+
+class ShowUsage(Exception):
+    """A command asked for help (`run` with no command): cli.main prints the usage on stdout and
+    returns 0. Raised rather than printed here, so that no command reaches back into cli."""
+
+
+def require_library():
+    """The library's absolute path, or Fail(2) saying what to do."""
+    from labelguard import _lib
+    try:
+        lib = _lib.library_path()
+    except _lib.LibraryNotFound as e:
+        raise Fail(2, *str(e).split("\n"))
+    if not os.access(lib, os.R_OK):
+        raise Fail(2, "%s: not readable" % lib, "hint: check its permissions")
+    return lib
 
 
 def say_error(*lines):

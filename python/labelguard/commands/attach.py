@@ -32,7 +32,7 @@ import time
 
 from labelguard import _lib
 from labelguard.commands._common import Fail
-from labelguard.commands.run import require_library
+from labelguard.commands._common import require_library
 
 NAME = "attach"
 USAGE = """\

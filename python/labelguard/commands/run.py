@@ -19,8 +19,7 @@ import signal
 import subprocess
 import shutil
 
-from labelguard import _lib
-from labelguard.commands._common import Fail
+from labelguard.commands._common import Fail, ShowUsage, require_library
 
 NAME = "run"
 USAGE = """\
@@ -115,17 +114,6 @@ def parse(argv):
     return env, quiet, kernels, argv[i:]
 
 
-def require_library():
-    """The library's absolute path, or Fail(2) saying what to do."""
-    try:
-        lib = _lib.library_path()
-    except _lib.LibraryNotFound as e:
-        raise Fail(2, *str(e).split("\n"))
-    if not os.access(lib, os.R_OK):
-        raise Fail(2, "%s: not readable" % lib, "hint: check its permissions")
-    return lib
-
-
 def check_config(lib, env):
     """The library's own parser (config.c) judges every LABELGUARD_* value of env, set by an
     option or already there (set but empty is a bad value): the library runs in a throwaway
@@ -175,9 +163,7 @@ def prepare(argv, environ=None):
 def main(argv):
     prepared = prepare(argv)
     if prepared is None:
-        from labelguard import cli
-        print(cli.usage(), end="")
-        return 0
+        raise ShowUsage()
     env, cmd = prepared
     # Python ignores SIGPIPE and SIGXFSZ; an ignored signal stays ignored across exec, so give
     # the command the default dispositions a shell's exec would have given it.
