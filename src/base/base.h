@@ -243,7 +243,7 @@ LG_HIDDEN void lg_counters_count_check(bool validated_too);
 LG_HIDDEN void lg_counters_read(lg_counters_t *out);
 /* ---------------------------------------------------------------- demangle.c */
 /* (demangle_parse.c, demangle_lex.c and demangle_sizes.c, the parser behind these, share
- * src/base/demangle.h: nothing outside the demangler sees a parser.) */
+ * src/base/demangle_lex.h: nothing outside the demangler sees a parser.) */
 
 /* Short name (the kernel's unqualified identifier, e.g. nll_loss_forward_reduce_cuda_kernel_2d)
  * of an Itanium-mangled name, including nvcc's __nv_static_ prefixed form. Writes into out;

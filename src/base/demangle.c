@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "demangle.h"
+#include "demangle_lex.h"
 
 /* Skips nvcc's -rdc prefix `__nv_static_<n>_<n chars>_` in front of `_Z...`. Returns the
  * start of the Itanium name, or NULL when the string is not mangled. */

@@ -3,11 +3,11 @@
  * substitution table (the candidates S_, S0_ ... refer back to, and the std:: abbreviations).
  *
  * Callers: demangle_parse.c's productions, on the caller's thread; state lives in the caller's
- * parser_t (demangle.h), on its stack. Tested through demangle.c's entry points by
+ * parser_t (demangle_lex.h), on its stack. Tested through demangle.c's entry points by
  * tests/unit/test_demangle.c (substitutions, nvcc's internal-linkage names) and
  * tests/fuzz/fuzz_demangle.c (any byte string).
  */
-#include "demangle.h"
+#include "demangle_lex.h"
 
 void lg_demangle_lex_add_sub(parser_t *p, const desc_t *d)
 {

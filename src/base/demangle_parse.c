@@ -6,11 +6,11 @@
  * source names and substitutions are demangle_lex.c's.
  *
  * Callers: demangle.c's entry points, on the caller's thread. The parser keeps all state in the
- * caller's parser_t (demangle.h), on the stack; it works on a NUL-terminated string with a
+ * caller's parser_t (demangle_lex.h), on the stack; it works on a NUL-terminated string with a
  * position that never passes the terminator and bounds its recursion, so any byte string is safe
  * input. Tested by tests/unit/test_demangle.c and tests/fuzz/fuzz_demangle.c.
  */
-#include "demangle.h"
+#include "demangle_lex.h"
 
 static void type(parser_t *p, desc_t *d);
 

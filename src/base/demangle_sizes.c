@@ -7,7 +7,7 @@
  * tests/unit/test_demangle.c (parameter sizes of nvcc-compiled PyTorch-shaped declarations) and
  * tests/unit/test_wheels.c (the sizes real wheels' kernels record).
  */
-#include "demangle.h"
+#include "demangle_lex.h"
 
 /* Sizes of the by-value structs PyTorch passes to its watched kernels (pytorch-kernels.md §6). */
 long lg_demangle_sizes_class(const desc_t *d)

@@ -1,14 +1,15 @@
-/* demangle.h: what the demangler's files share (demangle.c: the entry points; demangle_parse.c:
- * the grammar's productions; demangle_lex.c: numbers, names and the substitution table;
- * demangle_sizes.c: the byte sizes of types): the parser's state, what it knows of one type or
- * name, and the cursor primitives every production uses. Kept out of base.h because nothing
- * outside the demangler sees a parser; the library's callers use base.h's demangle.c section.
+/* demangle_lex.h: the demangler's lowest layer, with demangle_lex.c: the parser's state, what it
+ * knows of one type or name, the cursor primitives, and the tokens (numbers, names, the
+ * substitution table). demangle_parse.c's grammar and demangle_sizes.c's type sizes stand on it,
+ * and demangle.c's entry points on the grammar: one above the other, no file reaching up. Kept
+ * out of base.h because nothing outside the demangler sees a parser; the library's callers use
+ * base.h's demangle.c section.
  *
  * Included only by demangle*.c; tested through them (tests/unit/test_demangle.c,
  * tests/fuzz/fuzz_demangle.c).
  */
-#ifndef LG_DEMANGLE_H
-#define LG_DEMANGLE_H
+#ifndef LG_DEMANGLE_LEX_H
+#define LG_DEMANGLE_LEX_H
 
 #include <string.h>
 
