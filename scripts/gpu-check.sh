@@ -27,7 +27,7 @@
 #
 # On an Arm host (GH200, GB200/GB300, DGX Spark: `LG_DEBS_ARCH=arm64 scripts/fetch-debs.sh` on
 # an x86_64 machine brings its glib packages) every part runs natively as on x86_64, and confirms
-# what qemu-user cannot (tests/qemu/, README "Limits"): the validator's sm_90/sm_100/sm_103/sm_121
+# what qemu-user cannot (tests/qemu/, docs/limits.md): the validator's sm_90/sm_100/sm_103/sm_121
 # SASS on those GPUs, the verdict ring read under Arm's weaker memory ordering, CUPTI on the
 # aarch64 driver, gdb's calls for `attach` (gpu-path), aarch64 torch's kernels against the specs.
 #

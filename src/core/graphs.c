@@ -14,7 +14,7 @@
  *
  * The graph's id in events is its capture id, unique in the process. An exec instantiated
  * before the library armed is unknown here (`graph_unchecked`, said once by the hook); graphs
- * built node by node are not seen at all (README). Checks captured into a graph whose own execs
+ * built node by node are not seen at all (docs/graphs-and-compile.md). Checks captured into a graph whose own execs
  * never replay it (a child graph node, a conditional body, a clone's source) sanitize but
  * cannot report: said once (`graph_checks_unreported`) when such a graph is destroyed without
  * an exec, or when an exec without checks replays while a checked graph has none yet. A second

@@ -30,7 +30,7 @@
  * preloaded library is not hooked twice. Not covered: function pointers the program copied
  * out of a GOT before arming, objects loaded by a dlopen reached through dlsym("dlopen") or
  * from libc itself. In a process holding two CUDA runtimes, each slot gets the copy of the hooks
- * of the runtime it calls (arm_got.c); one it cannot tell is left alone (README: Limits).
+ * of the runtime it calls (arm_got.c); one it cannot tell is left alone (docs/limits.md).
  *
  * Before arming, labelguard_enable refuses a process whose CUDA context is already dead (a
  * sticky error, e.g. 710 after a device-side assert: nothing can be checked or recovered

@@ -37,7 +37,7 @@
  * reach that instance, not the first), and tests/torch-fake/test_profiler.sh (torch.profiler
  * after enable(), real torch on the same double). That a real CUPTI 13.2 on an
  * r610+ driver grants the second subscriber, and that Kineto then records kernels, only a GPU
- * run shows (README, Limits).
+ * run shows (docs/limits.md).
  */
 #include <cupti.h>
 #include <dlfcn.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cases.py: real PyTorch training loops with a bad label at a known step, run on the runtime
 test double (build/torch-python) and judged against what a GPU would do and what labelguard
-promises (README "What you see", DESIGN.md section 4).
+promises (docs/guide.md "Reading a report", DESIGN.md section 4).
 
   build/torch-python tests/torch-fake/cases.py --mode plain|raise|mask|async --out DIR [--only A,B]
 

@@ -25,7 +25,7 @@ capture) is exercised by calling the op itself on the double's CUDA tensors.
           bad label reported as nll_loss_forward (torch.compile) (test_compiled.sh reads the stderr
           `at` line: the step function in this file).
   off     LABELGUARD_COMPILED=off: no check op in the code, one unchecked_loss_kernel warning.
-  perf    the cost of the op per call (CPU and the double's CUDA), for the README.
+  perf    the cost of the op per call (CPU and the double's CUDA), for docs/testing.md.
 Prints "ok: ..." per check and "FAIL: ..." on a failure (exit 1).
 """
 import glob

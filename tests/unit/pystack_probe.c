@@ -7,7 +7,7 @@
  * frames as "file|line|function".
  *
  * lg_probe_time_capture measures what a reported launch pays for its Python stack (the figure
- * in the README's overhead table): python3 -c 'import ctypes; l = ctypes.CDLL("build/tests/
+ * in docs/testing.md's overhead rows): python3 -c 'import ctypes; l = ctypes.CDLL("build/tests/
  * pystack_probe.so"); l.lg_probe_time_capture.restype = ctypes.c_double;
  * print(l.lg_probe_time_capture(20000))'. lg_probe_record / lg_probe_resolve: the launch-site
  * record of an async launch, resolved later; lg_probe_time_record its cost.

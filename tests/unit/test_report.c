@@ -166,7 +166,7 @@ static void set_cause(lg_violation_t *v)
     lg_cause_explain(v->cause, &v->target, &v->verdict, v->cause_text, sizeof v->cause_text);
 }
 
-/* The example of the README: 64 labels 1..10 except some 0..9, 10 classes, three labels equal 10. */
+/* The example of docs/guide.md "Reading a report": 64 labels 1..10 except some 0..9, 10 classes, three labels equal 10. */
 static void make_violation(lg_violation_t *v)
 {
     memset(v, 0, sizeof(*v));
