@@ -5,8 +5,11 @@
  * its verdict would be a second violation and, under raise, a second error: possibly inside
  * the next step, after the user's `except` already skipped this batch.
  *
- * So each reported violation is remembered by what identifies the labels it read: the
- * tensor's address, its element count, the bad count and the first bad (position, value).
+ * So each reported violation is remembered by what identifies the bad labels it read: their
+ * count, the bound, the bad count, the range of values and the first bad (position, value). Not
+ * the tensor's address: a backward may read a copy of the forward's labels (a C++ program that
+ * uploads them per kernel, a saved tensor made contiguous), and the same bad values at the same
+ * positions are the same batch.
  * A later violation of the other direction (forward after backward: verdicts of different
  * threads may be read in either order) with the same key is the same bad batch: it is not
  * reported again, raises nothing, and is counted (suppressed_duplicates in the summary). A
@@ -26,8 +29,7 @@
 #define REMEMBERED 16
 
 typedef struct {
-    uint64_t data;
-    int64_t count, bad_count, index, value;
+    int64_t count, n_classes, bad_count, index, value, min, max;
     int direction;
     bool paired;
 } pair_key_t;
@@ -40,8 +42,10 @@ static _Atomic uint64_t suppressed;
 static void key_of(const lg_spec_t *spec, const lg_target_t *t, const lg_verdict_t *v, pair_key_t *k)
 {
     memset(k, 0, sizeof *k);
-    k->data = t->data;
     k->count = t->count;
+    k->n_classes = t->n_classes;
+    k->min = v->min;
+    k->max = v->max;
     k->bad_count = v->bad_count;
     k->index = v->n_samples > 0 ? v->samples[0].index : -1;
     k->value = v->n_samples > 0 ? v->samples[0].value : v->min;
@@ -51,7 +55,7 @@ static void key_of(const lg_spec_t *spec, const lg_target_t *t, const lg_verdict
 bool lg_pairs_duplicate(const lg_spec_t *spec, const lg_target_t *t, const lg_verdict_t *v)
 {
     /* A _assert_async flag or a kernel without a spec has no direction and no labels. */
-    if (!spec || spec->assert_flag || !t->data)
+    if (!spec || spec->assert_flag || v->bad_count <= 0)
         return false;
     pair_key_t k;
     key_of(spec, t, v, &k);
@@ -59,8 +63,9 @@ bool lg_pairs_duplicate(const lg_spec_t *spec, const lg_target_t *t, const lg_ve
     pthread_mutex_lock(&lock);
     for (int i = 0; i < n_keys && !dup; i++) {
         pair_key_t *o = &keys[i];
-        if (o->paired || o->direction == k.direction || o->data != k.data || o->count != k.count ||
-            o->bad_count != k.bad_count || o->index != k.index || o->value != k.value)
+        if (o->paired || o->direction == k.direction || o->count != k.count || o->n_classes != k.n_classes ||
+            o->bad_count != k.bad_count || o->index != k.index || o->value != k.value || o->min != k.min ||
+            o->max != k.max)
             continue;
         o->paired = dup = true;
     }

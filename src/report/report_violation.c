@@ -33,6 +33,22 @@ static const char *dtype_name(lg_dtype_t d)
     }
 }
 
+/* A forward's labels are read again by its backward: what happens to that launch, which is
+ * not reported again (core/pairs.c). NULL for a backward, a range or a _assert_async check. */
+static const char *backward_fate(const lg_violation_t *v)
+{
+    if (!v->spec || v->spec->direction != LG_DIR_FORWARD || v->spec->assert_flag || v->spec->range || !v->outcome)
+        return NULL;
+    if (!strcmp(v->outcome, "masked"))
+        return "masked too if it reads these labels; not reported again";
+    if (!strcmp(v->outcome, "blocked") || !strcmp(v->outcome, "held"))
+        return "not launched by a step this error ends; if launched, masked where a copy can be made, not reported "
+               "again";
+    if (!strcmp(v->outcome, "launched"))
+        return "runs on these labels as they are; not reported again";
+    return NULL;
+}
+
 /* native_stack, python_stack and python_stack_thread. A frame whose code object went before
  * its recorded launch site was read has no file or line to give: said, not guessed. */
 static void stacks_json(lg_json_t *j, char (*native)[256], int n_native, const lg_py_stack_t *py)
@@ -186,6 +202,9 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
     lg_json_string(j, "outcome", v->outcome ? v->outcome : "launched");
     if (v->note[0])
         lg_json_string(j, "note", v->note);
+    const char *bw = backward_fate(v);
+    if (bw)
+        lg_json_string(j, "backward", bw);
 
     stacks_json(j, native, n_native, &v->python);
     if (v->late) {

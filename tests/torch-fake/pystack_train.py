@@ -1,9 +1,10 @@
 """pystack_train.py: the body of tests/torch-fake/test_pystack_torch.sh, run inside the Debian root
 (tests/pyroot/install.sh) by CPython 3.14 or 3.15 with torch 2.15 (CUDA 13) on the runtime test
 double and labelguard preloaded, LABELGUARD_ACTION=mask. A few training steps of a small
-classifier; one step has a label equal to n_classes. Both launches of that step are checked:
-the NLL forward, launched by this thread, and its backward, launched by autograd's engine thread
-(a C++ thread with no Python frames). Prints one "ok: ..." or "FAIL: ..." line per check, and
+classifier; one step has a label equal to n_classes. The NLL forward, launched by this thread,
+names the loss line; its backward, launched by autograd's engine thread with the same labels, is
+masked too and not reported again (the engine thread's fallback to the main thread's stack is
+tested by tests/e2e/test_pystack.sh in the same root, "native thread -> main"). Prints one "ok: ..." or "FAIL: ..." line per check, and
 exits 1 when any failed.
     python3.1X pystack_train.py OUT     OUT: the LABELGUARD_LOG directory
 """
@@ -64,7 +65,9 @@ for f in sorted(glob.glob(os.path.join(out, "*.jsonl"))):
 viol = [e for e in ev if e["event"] == "violation"]
 fwd = [v for v in viol if v["direction"] == "forward"]
 bwd = [v for v in viol if v["direction"] == "backward"]
-check("one forward and one backward violation", len(fwd) == 1 and len(bwd) == 1,
+# One bad batch, one report: the backward reads the forward's labels, runs masked too and is
+# not reported again (core/pairs.c; the summary's count, written at exit, is the driver's check).
+check("one forward violation, no second one for its backward", len(fwd) == 1 and not bwd,
       [(v["kernel"], v["direction"]) for v in viol])
 
 
@@ -78,11 +81,4 @@ if fwd:
           mine == [(me, "<module>", line_of("MARK_MODULE")), (me, "train", line_of("MARK_STEP")),
                    (me, "train_step", line_of("MARK_LOSS"))]
           and fwd[0].get("python_stack_thread") == "launching", (frames, fwd[0].get("python_stack_thread")))
-if bwd:
-    # torch's own frames (torch/_tensor.py's backward, autograd's run_backward) lie between the
-    # script's and the engine's wait: the script's train_step must be there, at the backward call.
-    frames = [(f["file"], f["function"], f["line"]) for f in bwd[0]["python_stack"]]
-    check("backward (autograd's thread): the main thread's stack names train_step at the backward call",
-          (me, "train_step", line_of("MARK_BACKWARD")) in frames and (me, "train", line_of("MARK_STEP")) in frames
-          and bwd[0].get("python_stack_thread") == "main", (frames, bwd[0].get("python_stack_thread")))
 sys.exit(1 if fails else 0)

@@ -1,6 +1,6 @@
 /* test_pairs.c: unit tests of src/core/pairs.c, one report per bad batch: a forward and its
- * backward that read the same labels (address, size, bad count, first bad position and value)
- * pair once, in either order; anything that differs, or a third one, is a violation of its own.
+ * backward that read the same bad labels (size, bound, bad count, value range, first bad position
+ * and value; at the same address or in a copy) pair once, in either order; anything that differs, or a third one, is a violation of its own.
  * Run: build/tests/unit/test_pairs (or LG_TESTS=test_pairs bash tests/run.sh).
  */
 #include "core/core.h"
@@ -15,7 +15,10 @@ static void labels(lg_target_t *t, lg_verdict_t *v, uint64_t data, int64_t index
     memset(t, 0, sizeof *t);
     t->data = data;
     t->count = 64;
+    t->n_classes = 10;
     lg_scan_clear(v);
+    v->min = value < 0 ? value : 0;
+    v->max = value < 0 ? 9 : value;
     v->bad_count = 1;
     v->n_samples = 1;
     v->samples[0].index = index;
@@ -32,6 +35,18 @@ static void test_pair_once(void)
     g_assert_true(lg_pairs_duplicate(&bwd, &t, &v));  /* its backward: the same batch */
     g_assert_false(lg_pairs_duplicate(&bwd, &t, &v)); /* a second backward pairs with nothing */
     g_assert_cmpuint(lg_pairs_suppressed(), ==, before + 1);
+}
+
+/* A backward that reads a copy of the forward's labels (another address): the same bad values
+ * at the same positions are the same batch. */
+static void test_copy(void)
+{
+    lg_target_t t, t2;
+    lg_verdict_t v, v2;
+    labels(&t, &v, 0x4000, 2, 12);
+    g_assert_false(lg_pairs_duplicate(&fwd, &t, &v));
+    labels(&t2, &v2, 0x9000, 2, 12);
+    g_assert_true(lg_pairs_duplicate(&bwd, &t2, &v2));
 }
 
 static void test_either_order(void)
@@ -51,7 +66,8 @@ static void test_differs(void)
     g_assert_false(lg_pairs_duplicate(&fwd, &t, &v));
     labels(&t2, &v2, 0x3000, 8, 10); /* another position */
     g_assert_false(lg_pairs_duplicate(&bwd, &t2, &v2));
-    labels(&t2, &v2, 0x3800, 7, 10); /* another tensor */
+    labels(&t2, &v2, 0x3000, 7, 10); /* another bound */
+    t2.n_classes = 12;
     g_assert_false(lg_pairs_duplicate(&bwd, &t2, &v2));
     labels(&t2, &v2, 0x3000, 7, 11); /* another value */
     g_assert_false(lg_pairs_duplicate(&bwd, &t2, &v2));
@@ -70,6 +86,7 @@ int main(int argc, char **argv)
     bwd.direction = LG_DIR_BACKWARD;
     g_test_add_func("/pairs/once", test_pair_once);
     g_test_add_func("/pairs/either_order", test_either_order);
+    g_test_add_func("/pairs/copy", test_copy);
     g_test_add_func("/pairs/differs", test_differs);
     return g_test_run();
 }
