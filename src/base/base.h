@@ -368,9 +368,6 @@ typedef struct lg_site lg_site_t;
 /* caller: the return address into the code that called the launch API (NULL: unknown).
  * NULL when neither backtrace is wanted or out of memory. */
 LG_HIDDEN lg_site_t *lg_site_new(const void *caller);
-/* The same with the whole native stack unwound (microseconds): for a launch whose op only the
- * native frames name (torch._assert_async's kernel). */
-LG_HIDDEN lg_site_t *lg_site_new_unwound(const void *caller);
 LG_HIDDEN lg_site_t *lg_site_hold(lg_site_t *s); /* NULL-safe; returns s */
 LG_HIDDEN void lg_site_drop(lg_site_t *s);       /* NULL-safe */
 /* The launch's stacks as the violation record holds them. */

@@ -7,9 +7,9 @@
  *
  * Why no unwound native frames: the static libunwind takes 2 to 7 µs for a few frames (it
  * searches each module's unwind tables per step), against a budget of half a microsecond per
- * watched launch; the caller's return address names the op's launch site at no cost. The one
- * exception is torch._assert_async's kernel (lg_site_new_unwound): it is launched by many ops
- * (index_put_, multinomial, ...), and only the native frames say which one asserted.
+ * watched launch; the caller's return address names the op's launch site at no cost. (For
+ * torch._assert_async, launched by many ops, the op is named from the message the op passes in
+ * the launch, kept with the check, where the native frames are not unwound.)
  *
  * Called by launch.c (async and captured checks: lg_site_new, then held by each pending check
  * and by graphs.c's captured check, shared by its replays) and act.c (lg_site_resolve). Tested
@@ -26,34 +26,25 @@
 struct lg_site {
     int refs; /* atomic: held by pending checks of several threads */
     const void *caller;
-    lg_native_stack_t *native; /* lg_site_new_unwound's: the whole native stack */
     lg_py_site_t py;
 };
 
-static lg_site_t *site_new(const void *caller, bool unwound)
+lg_site_t *lg_site_new(const void *caller)
 {
     if (!lg_cfg.backtrace_python && !lg_cfg.backtrace_native)
         return NULL;
     /* Not calloc: only the frames the walk writes are read. */
-    lg_site_t *s = malloc(sizeof *s + (unwound ? sizeof(lg_native_stack_t) : 0));
+    lg_site_t *s = malloc(sizeof *s);
     if (!s)
         return NULL;
     s->refs = 1;
     s->caller = lg_cfg.backtrace_native ? caller : NULL;
-    s->native = NULL;
-    if (unwound && lg_cfg.backtrace_native) {
-        s->native = (lg_native_stack_t *)(s + 1);
-        lg_stack_capture(s->native);
-    }
     s->py.n = 0;
     s->py.from_main_thread = false;
     if (lg_cfg.backtrace_python)
         lg_pystack_record(&s->py);
     return s;
 }
-
-lg_site_t *lg_site_new(const void *caller) { return site_new(caller, false); }
-lg_site_t *lg_site_new_unwound(const void *caller) { return site_new(caller, true); }
 
 lg_site_t *lg_site_hold(lg_site_t *s)
 {
@@ -71,9 +62,7 @@ void lg_site_drop(lg_site_t *s)
 void lg_site_resolve(const lg_site_t *s, lg_native_stack_t *native, lg_py_stack_t *py)
 {
     native->n = 0;
-    if (s->native)
-        *native = *s->native;
-    else if (s->caller) {
+    if (s->caller) {
         /* A return address: slot 0 left empty so that lg_stack_symbolize looks up the call
          * before it, as for every frame past the first. */
         native->ips[0] = NULL;

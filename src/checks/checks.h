@@ -159,9 +159,11 @@ LG_HIDDEN int lg_validate_defer(const lg_runtime_t *rt, void *stream, const lg_v
 /* A torch._assert_async condition (e, at device address ptr) read without waiting: copied into
  * the calling thread's pinned slot on `stream` and judged by a host function there, before the
  * assert kernel runs; its verdict is queued as an async check (as_is: nothing stands in for a
- * condition) for `cookie`, launched at `site`. 0, or -1 with why (the caller reads it in sync). */
+ * condition) for `cookie`, launched at `site` with the op's message `msg` ("" or NULL: none).
+ * 0, or -1 with why (the caller reads it in sync). */
 LG_HIDDEN int lg_validate_defer_flag(const lg_runtime_t *rt, void *stream, uint64_t ptr, const lg_assert_elem_t *e,
-                                     struct lg_kernel_info *cookie, lg_site_t *site, char *why, size_t why_len);
+                                     struct lg_kernel_info *cookie, lg_site_t *site, const char *msg, char *why,
+                                     size_t why_len);
 /* n bytes at ptr into out through the calling thread's pinned slot on `stream` and one wait:
  * no staging, no pointer query. 0; -1 the copy or the wait failed; 1 no pinned slot (the caller
  * reads it another way). */
@@ -263,6 +265,7 @@ typedef struct lg_pending {
     uint64_t owner;    /* the thread that added it (lg_verdicts_add sets it); 0: exited */
     bool as_is;        /* the launch read its own labels, not a sanitized copy */
     lg_site_t *site;   /* where the launch was made (held; NULL: not recorded) */
+    char *msg;         /* a torch._assert_async launch's message (owned; NULL: none) */
     const volatile unsigned long long *latest; /* &ring->latest (lg_verdicts_add sets it) */
     lg_verdict_t verdict;
 } lg_pending_t;
@@ -275,6 +278,7 @@ typedef struct lg_async_report {
     uint64_t graph_id, replay, exec;
     bool as_is; /* the launch read its own labels (lg_pending_t.as_is) */
     lg_site_t *site; /* the pending check's, handed over: the collector drops it */
+    char *msg;       /* the pending check's, handed over: the collector frees it */
 } lg_async_report_t;
 /* Queues p (malloc'd; the queue frees it), owned by the calling thread. 0, or -1 when out of
  * memory. A graph replay's p (graph_id set): the run its next replay overwrites is read first,

@@ -196,7 +196,8 @@ static void publish_flag(void *user)
 }
 
 int lg_validate_defer_flag(const lg_runtime_t *rt, void *stream, uint64_t ptr, const lg_assert_elem_t *e,
-                           struct lg_kernel_info *cookie, lg_site_t *site, char *why, size_t why_len)
+                           struct lg_kernel_info *cookie, lg_site_t *site, const char *msg, char *why,
+                           size_t why_len)
 {
     if (!rt || !rt->launch_host_func || !rt->memcpy_async || e->bytes > FLAG_SLOT) {
         snprintf(why, why_len, "the CUDA runtime lacks cudaLaunchHostFunc or cudaMemcpyAsync");
@@ -250,8 +251,10 @@ int lg_validate_defer_flag(const lg_runtime_t *rt, void *stream, uint64_t ptr, c
     p->stream = stream;
     p->as_is = true; /* the assert kernel reads the condition itself: nothing stands in for it */
     p->site = lg_site_hold(site);
+    p->msg = msg && msg[0] ? strdup(msg) : NULL; /* without it the op is unnamed, not wrong */
     if (lg_verdicts_add(p) != 0) {
         lg_site_drop(p->site);
+        free(p->msg);
         free(p); /* the run still publishes; nobody collects it */
         snprintf(why, why_len, "out of memory");
         return -1;

@@ -263,6 +263,7 @@ static int pending_poll(const lg_pending_t *p, lg_async_report_t *r)
     r->exec = p->exec;
     r->as_is = p->as_is;
     r->site = NULL;
+    r->msg = NULL;
     if (!p->ring) {
         r->verdict = p->verdict;
         return 1;
@@ -300,7 +301,9 @@ bool lg_verdicts_collect(lg_async_report_t *r, lg_collect_t scope, void *stream)
             continue;
         found = true;
         r->site = p->site; /* handed over */
+        r->msg = p->msg;
         p->site = NULL;
+        p->msg = NULL;
         if (p->owner == me && me) {
             lg_verdicts_mine--;
             free(p);

@@ -217,7 +217,7 @@ static void ids_facts(const lg_act_input_t *in, const lg_py_stack_t *py, lg_ids_
 /* A torch._assert_async condition that is false: the op that asserted, from the native stack
  * (symbolized here, so that the error PyTorch raises names it too), and what its check means.
  * Only the condition was read: the text claims nothing about the values behind it. */
-static void assert_cause(lg_violation_t *v)
+static void assert_cause(lg_violation_t *v, const char *msg)
 {
     char (*lines)[256] = v->native.n > 0 ? malloc(sizeof(char[LG_MAX_FRAMES][256])) : NULL;
     int n = lines ? lg_stack_symbolize(&v->native, lines, LG_MAX_FRAMES) : 0;
@@ -229,6 +229,11 @@ static void assert_cause(lg_violation_t *v)
                  "%s checks on the device that its indices are in range for their dimensions, and that check "
                  "is false: an index is out of range (only the check was read, not the indices)",
                  v->op);
+    else if (strcmp(v->op, "torch._assert_async") == 0 && msg[0])
+        snprintf(v->cause_text, sizeof v->cause_text,
+                 "a torch._assert_async condition is false (zero), with the message \"%.150s\"; only the condition "
+                 "was read",
+                 msg);
     else if (strcmp(v->op, "torch._assert_async") == 0)
         snprintf(v->cause_text, sizeof v->cause_text,
                  "the condition given to torch._assert_async is false (zero); only the condition was read");
@@ -279,7 +284,13 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
      * spec is NULL only when the kernel's image was unloaded before its async verdict came. */
     v->indexed = LG_INDEXED_VOCAB;
     if (info->spec && info->spec->assert_flag) {
-        assert_cause(v);
+        /* The op's message: from the launch, or kept with a late verdict (launch.c). */
+        char msg[LG_ASSERT_MSG] = "";
+        if (in->args)
+            lg_asserts_message(info->spec, in->args, msg, sizeof msg);
+        else if (in->assert_msg)
+            snprintf(msg, sizeof msg, "%s", in->assert_msg);
+        assert_cause(v, msg);
     } else if (lg_scan_is_float(in->target->dtype)) {
         v->cause = lg_cause_classify_range(in->target, in->verdict);
         lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);

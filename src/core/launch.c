@@ -85,6 +85,7 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
             report_lost(&r);
         if (r.verdict.checked < 0 || r.verdict.bad_count == 0) {
             lg_site_drop(r.site);
+            free(r.msg);
             continue;
         }
         lg_act_input_t in = {.when = r.as_is ? LG_ACT_AFTER_AS_IS : LG_ACT_AFTER,
@@ -97,11 +98,13 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
                              .replay = r.replay,
                              .exec = r.exec,
                              .site = r.site,
+                             .assert_msg = r.msg,
                              .found = scope == LG_COLLECT_MINE   ? "at a later CUDA call of the launching thread"
                                       : scope == LG_COLLECT_EXIT ? "at exit"
                                                                  : "at the next sync"};
         lg_act(rt, &in, NULL);
         lg_site_drop(r.site);
+        free(r.msg);
     }
     lg_runtime_restore_error(rt, saved);
     lg_in_library--;
@@ -308,8 +311,11 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
     } else {
         lg_in_library++;
         if (lg_cfg.mode == LG_MODE_ASYNC) {
-            lg_site_t *site = lg_site_new_unwound(l->caller);
-            rc = lg_validate_defer_flag(rt, l->stream, (uint64_t)ptr, &e, info, site, why, sizeof why);
+            /* The op's message names it in the report, as the native frames do in sync mode. */
+            char msg[LG_ASSERT_MSG];
+            lg_asserts_message(info->spec, l->args, msg, sizeof msg);
+            lg_site_t *site = lg_site_new(l->caller);
+            rc = lg_validate_defer_flag(rt, l->stream, (uint64_t)ptr, &e, info, site, msg, why, sizeof why);
             lg_site_drop(site);
             if (rc == 0) {
                 lg_in_library--;

@@ -143,3 +143,13 @@ void lg_asserts_op(char (*native)[256], int n_native, char *out, size_t len)
         snprintf(out, len, "%s", name); /* outer frames come later: the last one is the user's op */
     }
 }
+
+void lg_asserts_message(const lg_spec_t *spec, void **args, char *out, size_t len)
+{
+    out[0] = '\0';
+    if (!spec || !args || spec->n_params < 2 || spec->param_sizes[1] != LG_ASSERT_MSG || !args[1] || len == 0)
+        return;
+    size_t n = len < LG_ASSERT_MSG ? len : LG_ASSERT_MSG;
+    memcpy(out, args[1], n - 1); /* NUL-terminated by the op; cut here in any case */
+    out[n - 1] = '\0';
+}

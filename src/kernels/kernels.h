@@ -277,6 +277,10 @@ LG_HIDDEN void lg_asserts_verdict(const lg_assert_elem_t *e, uint64_t ptr, const
 /* The op whose assert it is, from symbolized native frames (innermost first): the outermost
  * at::_ops::<op> that is not _assert_async itself, else "torch._assert_async". */
 LG_HIDDEN void lg_asserts_op(char (*native)[256], int n_native, char *out, size_t len);
+/* The message an op passes to torch._assert_async's kernel (its Msg parameter, char[256] by
+ * value) into out (LG_ASSERT_MSG bytes); "" when the launch has none. */
+#define LG_ASSERT_MSG 256
+LG_HIDDEN void lg_asserts_message(const lg_spec_t *spec, void **args, char *out, size_t len);
 /* ---------------------------------------------------------------- names.c */
 
 /* handle/stub -> mangled name, recorded at registration; lock-free reads. A registered name
