@@ -434,6 +434,11 @@ def main():
     for m in ("none", "sync", "async"):
         print("%-52s %14s %10s" % ("    %s: wall / CPU us per launch" % {"none": "without", "sync": "sync mode", "async": "async mode"}[m],
                                    "%s / %s" % (g(ti, "us_per_launch_" + m, "%.1f"), g(ti, "cpu_us_per_launch_" + m, "%.1f")), "info"))
+    ts2 = tr.get("sampling", {}) if isinstance(tr.get("sampling"), dict) else {}
+    print("%-52s %14s %10s" % ("  200-step multinomial loop, async double (%s us ops)" % ts2.get("kernel_us", "?"), "", ""))
+    for m in ("none", "sync", "async"):
+        print("%-52s %14s %10s" % ("    %s: wall / CPU us per step" % {"none": "without", "sync": "sync mode", "async": "async mode"}[m],
+                                   "%s / %s" % (g(ts2, "us_per_launch_" + m, "%.1f"), g(ts2, "cpu_us_per_launch_" + m, "%.1f")), "info"))
     for k in errors:
         print("%s: %s" % (k, out[k]["error"]))
     print("written: %s" % os.path.join(build, "bench.json"))

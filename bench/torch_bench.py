@@ -26,6 +26,9 @@ LD_PRELOAD=BUILD/liblabelguard.so, interleaved so that a loaded machine slows bo
             loop) on the asynchronous double (FAKECUDA_ASYNC_US=INDEX_KERNEL_US per kernel):
             without the library, with it in sync and in async mode; the sync check waits for
             the stream at each launch, the async one never does
+  sampling  the same for a 200-step torch.multinomial loop (one token from 8 x 1000
+            probabilities): its torch._assert_async condition is read with a wait per step in
+            sync mode, copied out on the stream and judged later in async mode
 Wall figures are medians of interleaved runs; CPU time (user + system of the process) is
 given beside them because other jobs on a shared machine blur it least.
 Figures are reported, never asserted. The worker side is this file run as `--worker KIND`.
@@ -70,6 +73,21 @@ def index_loop(torch, iters):
     return (time.perf_counter() - t) / (2 * iters), (time.process_time() - c) / (2 * iters)
 
 
+def sampling_loop(torch, steps):
+    """Seconds (wall, CPU) per step of a sampling loop: torch.multinomial of one token from 8
+    rows of 1000 probabilities, which checks them with torch._assert_async; nothing synchronizes
+    until the end, as in a generation loop that keeps its tokens on the GPU."""
+    probs = torch.softmax(torch.randn(8, 1000), 1).cuda()
+    for _ in range(10):
+        torch.multinomial(probs, 1)
+    torch.cuda.synchronize()
+    t, c = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        torch.multinomial(probs, 1)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) / steps, (time.process_time() - c) / steps
+
+
 def worker(kind, steps):
     enable_s = enable_timed() if kind == "enable_before" else None
     t0 = time.perf_counter()
@@ -84,6 +102,8 @@ def worker(kind, steps):
         out["enable_s"] = enable_s
     if kind == "index":
         out["s_per_launch"], out["cpu_s_per_launch"] = index_loop(torch, steps)
+    if kind == "sampling":
+        out["s_per_launch"], out["cpu_s_per_launch"] = sampling_loop(torch, steps)
     if kind == "steps":
         w = torch.nn.Parameter(torch.ones(10, device="cuda"))
         opt = torch.optim.SGD([w], lr=0.1)
@@ -272,12 +292,13 @@ def measure(build, quick):
                         "cpu_ratio": med[True]["cpu_ms_per_step"] / med[False]["cpu_ms_per_step"]}
         res["enable"] = enable_cost(build, reps, d)
         res["index"] = index_cost(build, reps, 200 if quick else 1000, d)
+        res["sampling"] = index_cost(build, reps, 200, d, kind="sampling")
     return res
 
 
-def index_cost(build, reps, iters, d):
-    """Per index launch on the asynchronous double: no library, sync mode, async mode (medians
-    of interleaved runs)."""
+def index_cost(build, reps, iters, d, kind="index"):
+    """Per index launch (kind "sampling": per torch.multinomial step) on the asynchronous double:
+    no library, sync mode, async mode (medians of interleaved runs)."""
     modes = {"none": None, "sync": "sync", "async": "async"}
     runs = {m: [] for m in modes}
     for i in range(reps):
@@ -285,7 +306,7 @@ def index_cost(build, reps, iters, d):
             env = {"FAKECUDA_ASYNC_US": str(INDEX_KERNEL_US)}
             if modes[m]:
                 env["LABELGUARD_MODE"] = modes[m]
-            runs[m].append(run(build, "index", modes[m] is not None, os.path.join(d, "i%d%s" % (i, m)), iters,
+            runs[m].append(run(build, kind, modes[m] is not None, os.path.join(d, "%s%d%s" % (kind, i, m)), iters,
                                extra_env=env))
     out = {"kernel_us": INDEX_KERNEL_US, "iters": iters, "runs": reps}
     for m in modes:
@@ -319,7 +340,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--worker", choices=("startup", "kernels", "steps", "index", "enable_after", "enable_before"))
+    ap.add_argument("--worker", choices=("startup", "kernels", "steps", "index", "sampling", "enable_after",
+                                         "enable_before"))
     ap.add_argument("--steps", type=int, default=0)
     a = ap.parse_args()
     if a.worker:
