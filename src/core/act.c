@@ -303,6 +303,7 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
                      in->target->has_ignore_index ? "padding_idx is not a valid row, so no id can replace a bad one"
                      : spec->ignore_index.param >= 0
                          ? "the op was built without a padding_idx (padding_idx=None), so no id can replace a bad one"
+                     : spec->no_mask[0] ? spec->no_mask
                      : strcmp(spec->family, "index_add") == 0
                          ? "this kernel has no padding_idx to put in place of a bad id (index_add_ and "
                            "index_reduce_ have none)"
