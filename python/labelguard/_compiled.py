@@ -163,6 +163,21 @@ def _register_op():
     return _state["op"]
 
 
+def _index_module():
+    """labelguard/_compiled_index.py (the index ops), loaded by its path beside this file: the
+    bootstrap loads this one that way too, where the labelguard package may not import."""
+    mod = sys.modules.get("labelguard._compiled_index")
+    if mod is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "labelguard._compiled_index", os.path.join(os.path.dirname(os.path.abspath(__file__)), "_compiled_index.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["labelguard._compiled_index"] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
 def _aot_compiling():
     """Inside AOTInductor's compile (torch._inductor.aot_compile, torch._export.aot_compile):
     the package it writes is loaded elsewhere, where no labelguard::check_target exists."""
@@ -202,145 +217,6 @@ def _wrap(name, orig, op):
     return decomposition
 
 
-# ---- index ops: labelguard::check_index in front of the ops Inductor lowers into its own kernels
-#
-# Inductor lowers embedding, x[idx], gather, the scatters... into kernels of its own, whose
-# indirect loads carry an assert of Inductor's (tl.device_assert, TORCH_CHECK in C++) that says
-# neither the id nor where it is, and that lets some ids eager rejects through (an embedding id
-# of -2, an index_add index of -1). So each such op gets an entry in Inductor's decomposition
-# table: the op's ids go through labelguard::check_index (kind: LABELGUARD_INDEX_* of
-# include/labelguard.h; the library knows each op's eager rule for negative ids), then the op
-# itself is traced on the checked copy (the entry answers NotImplemented to its own call) or,
-# where Inductor decomposes it (index_add, index_select, embedding_dense_backward), the
-# decomposition runs on it. The ops that the decomposition itself emits (index_add's
-# index_put, index_select's index) are not checked again: the outer op's rule is eager's.
-
-def _dim_bound(self, dim):
-    """The size of dimension `dim` of self (a SymInt under dynamic=True); 1 for a 0-dim tensor."""
-    if self.dim() == 0:
-        return 1
-    return self.shape[dim % self.dim()]
-
-
-def _ids_on_dim(b):
-    return [("index", _dim_bound(b["self"], b["dim"]), -1)]
-
-
-def _tensor_indices(b):
-    """x[idx] and index_put: one check per integer index tensor, against the dimension it indexes
-    (a None skips one dimension, a bool or uint8 mask as many as it has: masks become integer
-    indices that cannot be out of range)."""
-    import torch
-
-    out, d = [], 0
-    for k, idx in enumerate(b["indices"]):
-        if idx is None:
-            d += 1
-        elif idx.dtype in (torch.bool, torch.uint8):
-            d += idx.dim()
-        else:
-            out.append((("indices", k), b["self"].shape[d], -1))
-            d += 1
-    return out
-
-
-# aten op -> (overloads, LABELGUARD_INDEX_* kind, the ids to check: [(argument, bound, padding_idx)])
-_INDEX = {
-    "embedding": (("default",), 16, lambda b: [("indices", b["weight"].shape[0], b.get("padding_idx", -1))]),
-    "embedding_dense_backward": (("default",), 17, lambda b: [("indices", b["num_weights"], b["padding_idx"])]),
-    "index": (("Tensor",), 18, _tensor_indices),
-    "index_put": (("default",), 19, _tensor_indices),
-    "gather": (("default",), 20, _ids_on_dim),
-    "index_select": (("default",), 21, _ids_on_dim),
-    "index_add": (("default",), 22, _ids_on_dim),
-    "index_copy": (("default",), 23, _ids_on_dim),
-    "index_fill": (("int_Scalar", "int_Tensor"), 24, _ids_on_dim),
-    "scatter": (("src", "value", "reduce", "value_reduce"), 25, _ids_on_dim),
-    "scatter_add": (("default",), 26, _ids_on_dim),
-    "scatter_reduce": (("two",), 27, _ids_on_dim),
-    "take": (("default",), 28, lambda b: [("index", b["self"].numel(), -1)]),
-}
-# Kinds whose eager op wraps negative ids: a check of one kind does not stand in for the other's.
-_NEGATIVE_OK = {18, 19, 24, 28}
-_tls = threading.local()
-
-
-def _site():
-    """The model's line behind the node being traced, from its stack_trace (innermost frame):
-    "file:line in fn: code"; "" when the tracer keeps no stack."""
-    try:
-        from torch.fx.traceback import get_current_meta
-        trace = (get_current_meta() or {}).get("stack_trace") or ""
-    except Exception:
-        return ""
-    lines = [l for l in trace.splitlines() if l.strip()]
-    for i in range(len(lines) - 1, -1, -1):
-        l = lines[i].strip()
-        if l.startswith('File "'):
-            try:
-                path, rest = l[6:].split('", line ', 1)
-                line, fn = rest.split(", in ", 1)
-            except ValueError:
-                return l
-            code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].strip().startswith('File "') else ""
-            return "%s:%s in %s%s" % (path, line.strip(), fn.strip(), ": " + code if code else "")
-    return ""
-
-
-def _wrap_index(name, orig, op):
-    """The decomposition-table entry of aten.<name>.<overload> (see _INDEX)."""
-    overloads, kind, ids = _INDEX[name]
-    names = [a.name for a in op._schema.arguments]
-    lib = _library()
-
-    def through(args, kwargs):
-        if orig is not None:
-            return orig(*args, **kwargs)
-        return NotImplemented  # traced as the op itself
-
-    def decomposition(*args, **kwargs):
-        if getattr(_tls, "depth", 0) or _aot_compiling():
-            return through(args, kwargs)
-        if not _state["on"]:
-            lib.labelguard_compiled(name.encode())
-            return through(args, kwargs)
-        bound = dict(zip(names, args))
-        bound.update(kwargs)
-        for a in op._schema.arguments:
-            if a.name not in bound and a.has_default_value():
-                bound[a.name] = a.default_value
-        site = _site()
-        args, kwargs = list(args), dict(kwargs)
-        check_op = _register_op() and _state["index_op"]
-        for where, size, padding in ids(bound):
-            arg, k = where if isinstance(where, tuple) else (where, None)
-            value = bound[arg]
-            ids_tensor = value if k is None else value[k]
-            checked = check_op(ids_tensor, size, padding if padding is not None else -1, kind, site)
-            if k is not None:
-                value = list(value)
-                value[k] = checked
-                checked = value
-            bound[arg] = checked
-            pos = names.index(arg)
-            if pos < len(args):
-                args[pos] = checked
-            else:
-                kwargs[arg] = checked
-        _tls.depth = getattr(_tls, "depth", 0) + 1
-        try:
-            r = through(tuple(args), kwargs)
-            if r is NotImplemented:  # the op on the checked ids (its own entry answers NotImplemented)
-                r = op(*args, **kwargs)
-        finally:
-            _tls.depth -= 1
-        return r
-
-    decomposition.labelguard_wrapped = orig if orig is not None else op
-    decomposition.__name__ = "labelguard_checked_" + name
-    return decomposition
-
-
 # A backward loss's check -> the forward loss's check of the same target.
 FORWARD_OF = {1: 0, 3: 2}
 
@@ -371,28 +247,6 @@ def _merge_checks(graph):
         n.replace_all_uses_with(f)
         graph.erase_node(n)
         order = {m: i for i, m in enumerate(graph.nodes)}
-
-
-def _merge_index_checks(graph):
-    """One check_index per distinct ids tensor in a post-grad graph: a later check of the same
-    node against the same bound and padding_idx, under the same rule for negative ids, reads the
-    first one's output instead (an embedding's backward check goes into its forward's, which the
-    partitioner put in the forward graph, as for the losses)."""
-    op = _state.get("index_op")
-    if op is None:
-        return
-    kept = {}
-    for n in list(graph.nodes):
-        if n.op != "call_function" or n.target is not op or len(n.args) != 5 or n.kwargs:
-            continue
-        key = (n.args[0], n.args[1], n.args[2], n.args[3] in _NEGATIVE_OK)
-        try:
-            first = kept.setdefault(key, n)
-        except TypeError:  # an argument that does not hash
-            continue
-        if first is not n:
-            n.replace_all_uses_with(first)
-            graph.erase_node(n)
 
 
 def _hoist_checks(graph):
@@ -434,7 +288,7 @@ def _cache_pass(inductor_config):
         def __call__(self, graph):
             if _state["op"] is not None:
                 _merge_checks(graph)
-                _merge_index_checks(graph)
+                _index_module().merge_checks(graph, sys.modules[__name__])
             _hoist_checks(graph)
             if user is not None:
                 user(graph)
@@ -466,15 +320,7 @@ def _patch(module):
             if orig is None or getattr(orig, "labelguard_wrapped", None) is not None:
                 continue  # not decomposed: ATen's kernel runs, and the launch hooks check it
             table[op] = _wrap(name, orig, op)
-        for name, (overloads, _, _) in _INDEX.items():
-            for overload in overloads:
-                op = getattr(getattr(aten, name), overload, None)
-                if op is None:
-                    continue
-                orig = table.get(op)
-                if orig is not None and getattr(orig, "labelguard_wrapped", None) is not None:
-                    continue
-                table[op] = _wrap_index(name, orig, op)
+        _index_module().patch(table, sys.modules[__name__])
         cached = getattr(module, "fast_random_decomps", None)
         if cached is not None and hasattr(cached, "cache_clear"):
             cached.cache_clear()
