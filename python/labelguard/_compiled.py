@@ -210,7 +210,8 @@ def _wrap(name, orig, op):
             args = args[:pos] + (checked,) + args[pos + 1:]
         else:
             kwargs = dict(kwargs, target=checked)
-        return orig(*args, **kwargs)
+        with _index_module().nested():  # its gather / scatter read the checked target
+            return orig(*args, **kwargs)
 
     decomposition.labelguard_wrapped = orig
     decomposition.__name__ = "labelguard_checked_" + name

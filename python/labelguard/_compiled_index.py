@@ -73,6 +73,31 @@ _NEGATIVE_OK = {18, 19, 24, 28}
 _tls = threading.local()
 
 
+class nested:
+    """Within it, the index ops traced are not checked: they come from a decomposition whose own
+    op was checked by its rule (a loss's gather and scatter, with its target checked by
+    check_target; index_add's index_put)."""
+
+    def __enter__(self):
+        _tls.depth = getattr(_tls, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _tls.depth -= 1
+
+
+def _inside_decomposition():
+    """True when the op being traced comes from another op's decomposition (the proxy mode
+    counts the decompositions it is in; ours is one): its ids are computed by that op (an
+    upsample's, a pooling backward's) or already checked with the outer op's rule."""
+    try:
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        mode = get_proxy_mode()
+    except Exception:
+        return False
+    return mode is not None and getattr(mode, "decomp_layers", 0) > 1
+
+
 def _site():
     """The model's line behind the node being traced, from its stack_trace (innermost frame):
     "file:line in fn: code"; "" when the tracer keeps no stack."""
@@ -108,7 +133,7 @@ def _wrap(name, orig, op, core):
         return NotImplemented  # traced as the op itself
 
     def decomposition(*args, **kwargs):
-        if getattr(_tls, "depth", 0) or core._aot_compiling():
+        if getattr(_tls, "depth", 0) or _inside_decomposition() or core._aot_compiling():
             return through(args, kwargs)
         if not _state["on"]:
             lib.labelguard_compiled(name.encode())
@@ -136,13 +161,10 @@ def _wrap(name, orig, op, core):
                 args[pos] = checked
             else:
                 kwargs[arg] = checked
-        _tls.depth = getattr(_tls, "depth", 0) + 1
-        try:
+        with nested():
             r = through(tuple(args), kwargs)
             if r is NotImplemented:  # the op on the checked ids (its own entry answers NotImplemented)
                 r = op(*args, **kwargs)
-        finally:
-            _tls.depth -= 1
         return r
 
     decomposition.labelguard_wrapped = orig if orig is not None else op
