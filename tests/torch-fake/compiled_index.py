@@ -10,14 +10,17 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
 (model_line, from the FX node) and the user's line (the call below, in python_stack).
 
   families   embedding (an nn.Module, id = vocabulary size: vocab_too_small), x[idx] (dynamic=True:
-             the bound is a SymInt), gather, index_select, index_add, scatter_add, index_put,
+             the bound is a SymInt), gather, index_select, index_add, scatter, scatter_add,
+             scatter_reduce, index_put,
              index_copy, take; index_fill and x[idx] accept -size as eager does
   silent     the ids compiled code accepts without labelguard (an embedding id of -2 on 2.10, an
-             index_add index of -1) are reported
+             index_add index of -1) are reported; the op on the double's CUDA memory keeps
+             eager's negative-id rule per kind
   step       a compiled training step: one check of the ids in its two graphs (the embedding
              backward's merged into the forward's), eager's gradients, a bad id reported once
   mask       LABELGUARD_ACTION=mask: an embedding with padding_idx gives eager's output with the bad
-             id replaced by padding_idx; gather has no such id: raised, the event's note says why
+             id replaced by padding_idx (also the op on CUDA memory, and each replay of a captured
+             graph); gather has no such id: raised, the event's note says why
   plain      without labelguard: compiles the cached graph (TORCHINDUCTOR_CACHE_DIR) and shows
              Inductor's own assert; cached then runs the same graph guarded from that cache
   cached     under labelguard, after plain: the graph from the cache still reports
@@ -118,6 +121,14 @@ def scatter_add_fn(x, idx, src):
     return torch.scatter_add(x, 1, idx, src)
 
 
+def scatter_fn(x, idx):
+    return torch.scatter(x, 1, idx, 0.5)
+
+
+def scatter_reduce_fn(x, idx, src):
+    return x.scatter_reduce(1, idx, src, "amax")
+
+
 def index_put_fn(x, idx, v):
     y = x.clone()
     y[idx] = v
@@ -157,6 +168,12 @@ if mode == "families":
     case("scatter_add", scatter_add_fn, (x, torch.tensor([[0, 49]] * 6), torch.ones(6, 2)),
          (x, torch.tensor([[0, 50]] * 6), torch.ones(6, 2)), "scatter_add", 50, 50, "node_id_out_of_range",
          "return torch.scatter_add(x, 1, idx, src)")
+    case("scatter", scatter_fn, (x, torch.tensor([[3], [49], [0], [1], [2], [5]])),
+         (x, torch.tensor([[3], [-1], [0], [1], [2], [5]])), "scatter", -1, 50, "negative_id",
+         "return torch.scatter(x, 1, idx, 0.5)")
+    case("scatter_reduce", scatter_reduce_fn, (x, torch.tensor([[0, 49]] * 6), torch.ones(6, 2)),
+         (x, torch.tensor([[0, 51]] * 6), torch.ones(6, 2)), "scatter_reduce", 51, 50, "node_id_out_of_range",
+         "return x.scatter_reduce(1, idx, src, \"amax\")")
     case("index_put", index_put_fn, (x, torch.tensor([0, -6]), torch.zeros(50)), (x, torch.tensor([0, -7]), torch.zeros(50)),
          "index_put", -7, 6, "negative_id", "y[idx] = v")
     case("index_copy", index_copy_fn, (x, torch.tensor([2]), torch.ones(1, 50)), (x, torch.tensor([-1]), torch.ones(1, 50)),
@@ -173,6 +190,18 @@ elif mode == "silent":
     case("index_add -1", index_add_fn, (x, torch.tensor([1, 5]), torch.ones(2, 50)),
          (x, torch.tensor([1, -1]), torch.ones(2, 50)), "index_add", -1, 6, "negative_id",
          "return torch.index_add(x, 0, idx, src)")
+    # The op on the double's CUDA memory (the host backend reads it): eager's negative-id rule
+    # per kind, a raise that leaves no CUDA error pending.
+    op = torch.ops.labelguard.check_index
+    try:
+        op(torch.tensor([1, -2, 3]).cuda(), 50, -1, 16, "")
+        ok(False, "CUDA: an embedding id of -2 raises")
+    except RuntimeError as e:
+        ok("embedding (torch.compile)" in str(e) and "= -2" in str(e), "CUDA: an embedding id of -2 raises", str(e))
+    ids = torch.tensor([0, -6, 5]).cuda()
+    out = op(ids, 6, -1, 18, "")
+    torch.cuda.synchronize()
+    ok(torch.equal(out.cpu(), ids.cpu()), "CUDA: x[idx] takes -size as eager does, no CUDA error left pending")
 elif mode == "step":
     from torch._inductor.utils import run_and_get_code
 
@@ -214,6 +243,29 @@ elif mode == "mask":
         ev = violations()
         ok(len(ev) == 1 and ev[0]["outcome"] == "masked", "mask: one violation, masked",
            str([(e["kernel"], e["outcome"]) for e in ev]))
+    # CUDA: the op's output is the masked copy; in a captured graph every replay masks.
+    op = torch.ops.labelguard.check_index
+    badc = torch.tensor([1, 50, 3]).cuda()
+    outc = op(badc, 50, 0, 16, "")
+    ok(torch.equal(outc.cpu(), torch.tensor([1, 0, 3])) and badc[1].item() == 50,
+       "CUDA: the op returns the masked copy, the caller's ids unchanged")
+    static = torch.tensor([1, 2, 3]).cuda()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            res = op(static, 50, 0, 16, "")
+    torch.cuda.synchronize()
+    n0 = len(violations())
+    static.copy_(badc)
+    graph.replay()
+    torch.cuda.synchronize()
+    ok(torch.equal(res.cpu(), torch.tensor([1, 0, 3])), "graph replay: the op's output is masked")
+    torch.empty(1, device="cuda").zero_()  # a hook point: the replay's verdict is collected
+    torch.cuda.synchronize()
+    vg = violations()[n0:]
+    ok(len(vg) == 1 and vg[0].get("graph", {}).get("replay") == 1 and vg[0]["outcome"] == "masked",
+       "graph replay: one masked violation with its replay number", str(vg)[:300])
     before = len(violations())
     g = torch.compile(gather_fn)
     g(x, torch.tensor([[0]] * 6))
