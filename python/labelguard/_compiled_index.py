@@ -19,7 +19,7 @@ embedding_bag is not covered: Inductor falls back to ATen's kernel for it (make_
 the launch hooks see it on the GPU.
 
 Loaded by _compiled.py (by path, like it); the check op and its body live there. Tested by
-tests/torch-fake/test_compiled_index.sh.
+tests/torch-fake/test_compiled_index.sh, test_compiled_index_more.sh and test_compiled_index_210.sh.
 """
 import threading
 

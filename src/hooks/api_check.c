@@ -98,7 +98,9 @@ const char *lg_api_check_way(void)
         return "off: torch.compile'd losses run as Inductor made them, unchecked (LABELGUARD_COMPILED=off)";
     if (atomic_load(&python_armed) || lg_pyboot_expected())
         return "check_op: a torch.compile'd NLL/cross-entropy calls labelguard::check_target on its target before "
-               "Inductor's fused kernel (no B x C log-probabilities kept)";
+               "Inductor's fused kernel (no B x C log-probabilities kept), and embedding, x[idx], gather, index_select, "
+               "index_add/copy/fill, the scatters and take call labelguard::check_index on their ids before "
+               "Inductor's kernels";
     switch (lg_pyboot_state()) {
     case LG_PYBOOT_NOT_PYTHON:
         return "none: not a Python interpreter (torch.compile'd losses are checked from Python)";

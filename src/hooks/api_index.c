@@ -13,7 +13,7 @@
  * index_fill and take accept [-size, 0); the others reject them, whatever Inductor does).
  *
  * Called by api_check.c on the thread that runs the compiled graph; the tables are built once
- * (pthread_once), read-only after. Tested by tests/torch-fake/test_compiled_index.sh.
+ * (pthread_once), read-only after. Tested by tests/torch-fake/test_compiled_index*.sh (real torch on the double).
  */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -24,6 +24,7 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
   plain      without labelguard: compiles the cached graph (TORCHINDUCTOR_CACHE_DIR) and shows
              Inductor's own assert; cached then runs the same graph guarded from that cache
   cached     under labelguard, after plain: the graph from the cache still reports
+  perf       (by hand) the check's cost in a compiled step with GPT-2's batch of ids
 Prints "ok: ..." per check, "FAIL: ..." on a failure (exit 1).
 """
 import glob
@@ -289,6 +290,48 @@ elif mode in ("plain", "cached"):
         else:
             case("embedding from the cache", m, (torch.tensor([[1, 2, 3]]),), (bad,), "embedding", 50, 50,
                  "vocab_too_small", "h = self.tok_embeddings(tokens)")
+elif mode == "perf":
+    # The check's cost in a compiled step whose ids are a GPT-2 batch (8 x 1024 tokens, vocabulary
+    # 50257), a small model after the embedding so that the check is not lost in a big one: the
+    # same step compiled with the check and without it (labelguard's switch, as under
+    # LABELGUARD_COMPILED=off), timed interleaved in this process; medians.
+    import statistics
+    import time
+
+    core = sys.modules["labelguard._compiled"]
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = torch.nn.Embedding(50257, 64)
+            self.head = torch.nn.Linear(64, 64)
+
+        def forward(self, tokens):
+            return self.head(self.wte(tokens)).square().mean()
+
+    m = Step()
+    tokens = torch.randint(0, 50257, (8, 1024))
+
+    def compiled(on):
+        core._state["on"] = on
+        torch._dynamo.reset()
+        f = torch.compile(Step.forward)
+        step = lambda: f(m, tokens).backward()
+        step()
+        step()
+        return step
+
+    unchecked, checked = compiled(False), compiled(True)
+    times = {True: [], False: []}
+    for i in range(40):
+        for on, step in ((False, unchecked), (True, checked)):
+            t0 = time.perf_counter()
+            step()
+            times[on].append(time.perf_counter() - t0)
+    a, b = statistics.median(times[False]), statistics.median(times[True])
+    print("perf: compiled step, 8 x 1024 ids, vocabulary 50257: %.2f ms unchecked, %.2f ms checked, ratio %.3f"
+          % (a * 1e3, b * 1e3, b / a))
+    ok(not violations(), "perf: no violation")
 else:
     print("FAIL: unknown mode " + mode)
     sys.exit(2)
