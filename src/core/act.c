@@ -257,6 +257,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->outcome = "launched";
     v->note[0] = '\0';
     v->op[0] = '\0';
+    v->model_line = in->site && in->site[0] ? in->site : NULL;
     v->native.n = 0;
     if (lg_cfg.backtrace_native)
         lg_stack_capture(&v->native);

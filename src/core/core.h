@@ -123,6 +123,7 @@ typedef struct lg_act_input {
     const lg_verdict_t *verdict;
     uint64_t graph_id, replay, exec; /* a graph replay's (graphs.c); 0 otherwise */
     bool copy_made; /* mask: the caller made the masked copy itself (api_check.c, host labels) */
+    const char *site; /* a torch.compile'd op's model line (api_check.c), for the report; NULL: none */
 } lg_act_input_t;
 /* Reports the violation and carries out LABELGUARD_ACTION; d (NULL for LG_ACT_AFTER) gets
  * what the hook must do. May not return (abort) or return after a hold. */

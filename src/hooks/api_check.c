@@ -20,7 +20,8 @@
  * A CPU tensor (on_host) is scanned on the host, and a mask on it is made here.
  * The index ops Inductor lowers into its own kernels (embedding, x[idx], gather, the scatters...:
  * labelguard::check_index) come the same way, with their made-up kernels from api_index.c; the
- * model's line that called the op (c->site) goes into a report made during the check.
+ * model's line that called the op (c->site) goes into the report of a verdict made here (one read
+ * later, in async mode or at a graph replay, has none).
  *
  * Called from Python (ctypes) on the thread that runs the compiled graph, with the GIL held;
  * it starts the library like a hook does. Tested by tests/torch-fake/test_compiled.sh (real
@@ -202,7 +203,8 @@ static int check_host(const lg_runtime_t *rt, const labelguard_target_check_t *c
         int64_t value = 0;
         bool rewrite = false;
         lg_act_input_t in = {
-            .when = LG_ACT_BEFORE, .info = info, .stream = NULL, .args = args, .target = t, .verdict = v};
+            .when = LG_ACT_BEFORE, .info = info, .stream = NULL, .args = args, .target = t, .verdict = v,
+            .site = c->site};
         bool maskable = info->spec->ids ? lg_act_mask_id(t, &value) && !info->spec->no_mask[0]
                                         : lg_act_mask_value(t, &value, &rewrite) && !rewrite;
         if (lg_cfg.action == LG_ACTION_MASK && maskable) {
@@ -286,7 +288,8 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
         return copy_out(rt, c, (uint64_t)(uintptr_t)c->target) == 0 ? 0
                                                                     : say(msg, cap, "the labels could not be copied out");
     }
-    lg_act_input_t in = {.when = LG_ACT_BEFORE, .info = info, .stream = c->stream, .args = args, .target = t, .verdict = v};
+    lg_act_input_t in = {
+        .when = LG_ACT_BEFORE, .info = info, .stream = c->stream, .args = args, .target = t, .verdict = v, .site = c->site};
     int prev = lg_runtime_pending, prev_sync = lg_runtime_pending_sync;
     lg_decision_t d = {.kind = LG_VERDICT_RUN};
     lg_act(rt, &in, &d);
@@ -355,9 +358,7 @@ int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_
     if (info->spec->direction == LG_DIR_BACKWARD)
         lg_opaque_disarm();
     int saved = lg_runtime_save_error(rt);
-    lg_report_set_site(c->site); /* the model's line, in a report made on this thread now */
     int rc = c->on_host ? check_host(rt, c, info, &t, args, msg, cap) : check_device(rt, c, info, &t, args, msg, cap);
-    lg_report_set_site(NULL);
     lg_runtime_restore_error(rt, saved);
     return rc;
 }

@@ -133,6 +133,7 @@ typedef struct lg_violation {
     lg_indexed_t indexed; /* ids: what they index (act.c), for the bound's unit */
     char cause_text[256];
     char op[64]; /* a torch._assert_async condition: the op that asserted (asserts.c), else "" */
+    const char *model_line; /* a torch.compile'd op: the model's line that called it (FX node), or NULL */
     lg_native_stack_t native;
     lg_py_stack_t python;
 } lg_violation_t;
@@ -189,10 +190,6 @@ LG_HIDDEN int lg_report_copy_out(char *buf, size_t cap, const char *text, size_t
 /* The violation event: one JSONL line and, unless quiet, its block on stderr. Thread-safe.
  * `sync_to_disk`: fsync before returning (blocking actions). */
 LG_HIDDEN void lg_report_violation(const lg_violation_t *v, bool sync_to_disk);
-/* The model's line behind the check this thread runs now (a torch.compile'd op: "file:line in
- * fn: code", from the FX node), for the violations it reports until set to NULL: the event's
- * `model_line` and a line of the stderr block. The string must outlive that. */
-LG_HIDDEN void lg_report_set_site(const char *site);
 /* The log text for the raise path: one line naming kernel, label, index, n_classes, ignore. */
 LG_HIDDEN void lg_report_violation_message(const lg_violation_t *v, char *out, size_t out_len);
 /* The last violation event's JSON text exactly as logged (no newline) into buf, NUL-terminated

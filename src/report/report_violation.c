@@ -1,7 +1,7 @@
 /* report_violation.c: the violation event, as one JSON line (the bad labels, their samples,
  * the cause, the action taken, the native and Python stacks), its stderr block (text.c), and
  * the copy of the last violation line for labelguard_last_violation(); a torch.compile'd op's
- * check adds the model's line (lg_report_set_site).
+ * check adds the model's line (model_line).
  *
  * Who calls it: act.c (lg_report_violation, lg_report_violation_message on the raise path),
  * opaque.c, and lg.c's public API (lg_report_violation_last), on whatever thread hit the event.
@@ -202,15 +202,9 @@ int lg_report_violation_last(char *buf, size_t cap)
     return r;
 }
 
-/* Set around one compiled op's check (api_check.c): only that thread's reports made meanwhile
- * carry it; a verdict delivered later (async mode, a replay) has no model line. */
-static __thread const char *site;
-
-void lg_report_set_site(const char *s) { site = s && s[0] ? s : NULL; }
-
 /* The stderr block with "  model line: ..." before its `at` line (the user's line that called
  * the compiled code), or at its end. */
-static size_t add_site(char *text, size_t n, size_t cap)
+static size_t add_site(char *text, size_t n, size_t cap, const char *site)
 {
     char line[600], safe[512];
     int len = snprintf(line, sizeof line, "  model line: %s\n", lg_text_safe(site, safe, sizeof safe));
@@ -235,15 +229,15 @@ void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
     lg_json_t j;
     lg_report_line(&j, "violation");
     build_violation_json(&j, v, native, n_native);
-    if (site)
-        lg_json_string(&j, "model_line", site);
+    if (v->model_line)
+        lg_json_string(&j, "model_line", v->model_line);
     lg_report_emit(&j, sync_to_disk);
     keep_last(j.buf, j.len);
     if (!lg_cfg.quiet) {
         static char text[TEXT_CAP];
         size_t n = lg_text_violation(text, sizeof(text), v, native, n_native, lg_log_path());
-        if (site)
-            n = add_site(text, n, sizeof(text));
+        if (v->model_line)
+            n = add_site(text, n, sizeof(text), v->model_line);
         lg_log_stderr(text, n);
     }
     lg_report_unlock();

@@ -445,19 +445,19 @@ static void test_user_frame_compiled(void)
     g_assert_cmpint(lg_text_user_frame(&py), ==, 4);
 }
 
-/* A torch.compile'd op's check (api_check.c) sets the model's line around its report: the event
- * has model_line, the stderr block a "model line:" right above its `at` line; a report after
- * the check has neither. */
+/* A torch.compile'd op's violation carries the model's line (api_check.c, through act.c): the
+ * event has model_line, the stderr block a "model line:" right above its `at` line; a violation
+ * without one has neither. */
 static void test_model_line(void)
 {
     char *dir = fresh("model_line");
     lg_violation_t v;
     make_violation(&v);
-    lg_report_set_site("/srv/job/model.py:12 in forward: h = self.tok_embeddings(tokens)");
+    v.model_line = "/srv/job/model.py:12 in forward: h = self.tok_embeddings(tokens)";
     capture_begin();
     lg_report_violation(&v, true);
     char *err = capture_end();
-    lg_report_set_site(NULL);
+    v.model_line = NULL;
     g_test_message("stderr:\n%s", err);
     const char *model = strstr(err, "\n  model line: /srv/job/model.py:12 in forward: h = self.tok_embeddings(tokens)\n");
     g_assert_nonnull(model);
