@@ -22,6 +22,11 @@ RuntimeError with labelguard's usual text from the op. It costs one pass over th
 copy of B labels per loss; the other way, falling back to ATen's NLL kernels, would make Inductor
 keep the B x C log-probabilities, gigabytes for a large vocabulary.
 
+The index ops that Inductor lowers into its own kernels (embedding, x[idx], gather, the
+scatters...) get the same treatment from _compiled_index.py: labelguard::check_index on their
+ids, whose body (check_index below) is this file's check with the model's line (FX stack_trace)
+for the report; the post-grad pass below keeps one check per ids tensor there too.
+
 LABELGUARD_COMPILED=off (read by the library, src/base/config.c): the decompositions stay as they
 are, and the first traced loss gets one unchecked_loss_kernel warning.
 
