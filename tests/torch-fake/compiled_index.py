@@ -17,7 +17,8 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
              index_add index of -1) are reported; the op on the double's CUDA memory keeps
              eager's negative-id rule per kind
   step       a compiled training step: one check of the ids in its two graphs (the embedding
-             backward's merged into the forward's), eager's gradients, a bad id reported once
+             backward's merged into the forward's), eager's gradients, a bad id reported once;
+             two gathers of the same ids: one check
   mask       LABELGUARD_ACTION=mask: an embedding with padding_idx gives eager's output with the bad
              id replaced by padding_idx (also the op on CUDA memory, and each replay of a captured
              graph); gather has no such id: raised, the event's note says why
@@ -224,6 +225,12 @@ elif mode == "step":
        "%d graphs, %d checks" % (len(codes), calls))
     ok(torch.allclose(m.tok_embeddings.weight.grad, ref.tok_embeddings.weight.grad),
        "step: the compiled step's gradients equal eager's")
+    # The same ids read by two ops under one rule: one check.
+    twice = torch.compile(lambda x, idx: torch.gather(x, 1, idx) + torch.gather(x * 2, 1, idx))
+    idx = torch.tensor([[0], [49], [3], [1], [2], [5]])
+    _, codes = run_and_get_code(lambda: twice(x, idx))
+    n = "\n".join(codes).count("labelguard.check_index.default(")
+    ok(n == 1, "step: two gathers of the same ids, one check", "%d checks" % n)
     before = len(violations())
     msg, _ = call_bad(lambda t: train(f, t), (torch.tensor([[1, 50, 3]]),))
     ev = violations()[before:]
