@@ -202,8 +202,8 @@ int lg_report_violation_last(char *buf, size_t cap)
     return r;
 }
 
-/* The stderr block with "  model line: ..." before its `at` line (the user's line that called
- * the compiled code), or at its end. */
+/* The stderr block (NUL-terminated, n bytes) with "  model line: ..." inserted above its `at`
+ * line (the Python frame), or at its end; unchanged when it would not fit in cap. */
 static size_t add_site(char *text, size_t n, size_t cap, const char *site)
 {
     char line[600], safe[512];
