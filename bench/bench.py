@@ -35,6 +35,10 @@ LD_PRELOAD=BUILD/liblabelguard.so:
               on the CUDA 12 wheel too), the library's registered_kernels from its start event,
               the instructions it adds to registering torch 2.15's kernels (callgrind,
               BUILD/bench/register_loop), and ms per step of a small training loop; with/without ratios.
+  compiled_index  a torch.compile'd training step whose ids are GPT-2's batch (8 x 1024 tokens,
+              vocabulary 50257; a small model after the embedding), with and without labelguard's
+              check_index, compiled and timed interleaved in one process under `labelguard run`
+              (tests/torch-fake/compiled_index.py perf; CPU graphs); goal ratio <= 1.03.
 Prints a table and writes BUILD/bench.json. Figures are reported, never asserted: the exit
 status is 0 when every measurement could be taken, 1 otherwise.
 """
@@ -311,6 +315,21 @@ def launch_site(build, quick):
     return {"python": sys.version.split()[0], "frames": 20, "ns_per_site": site, "ns_python_record": rec}
 
 
+def compiled_index(build, quick):
+    """The check of a compiled step's ids: compiled_index.py perf prints both medians."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, LABELGUARD_QUIET="1", TORCHINDUCTOR_CACHE_DIR=os.path.join(d, "inductor"))
+        argv = [os.path.join(root, "scripts", "labelguard"), "run", "--log", os.path.join(d, "log"), "--",
+                os.path.join(build, "torch-python"), os.path.join(root, "tests", "torch-fake", "compiled_index.py"), "perf"]
+        p = subprocess.run(argv, env=env, cwd=root, capture_output=True, text=True, timeout=900)
+    m = re.search(r"perf: .*: ([0-9.]+) ms unchecked, ([0-9.]+) ms checked, ratio ([0-9.]+)", p.stdout)
+    if p.returncode != 0 or not m:
+        raise RuntimeError("compiled_index.py perf failed: %s" % (p.stdout + p.stderr)[-300:])
+    return {"ids": "8 x 1024", "vocabulary": 50257, "ms_per_step_unchecked": float(m.group(1)),
+            "ms_per_step_checked": float(m.group(2)), "ratio": float(m.group(3))}
+
+
 def exceptions(build, quick):
     """C++ throw/catch per iteration, with / without the library: an unwinder of ours that
     exported _Unwind_* would take over the host's exceptions. Timed inside the process."""
@@ -348,7 +367,8 @@ def main():
                           ("startup", startup, None), ("host_validate", host_validate, None),
                           ("host_scan", host_scan, None), ("bce_call", bce_call, None),
                           ("logprob_check", logprob_check, None), ("launch_site", launch_site, None),
-                          ("exceptions", exceptions, None), ("torch", torch_real, None)):
+                          ("exceptions", exceptions, None), ("torch", torch_real, None),
+                          ("compiled_index", compiled_index, None)):
         if need and not shutil.which(need):
             out[key] = {"error": "%s not installed (Debian package %s)" % (need, need)}
             errors.append(key)
@@ -439,6 +459,10 @@ def main():
     for m in ("none", "sync", "async"):
         print("%-52s %14s %10s" % ("    %s: wall / CPU us per step" % {"none": "without", "sync": "sync mode", "async": "async mode"}[m],
                                    "%s / %s" % (g(ts2, "us_per_launch_" + m, "%.1f"), g(ts2, "cpu_us_per_launch_" + m, "%.1f")), "info"))
+    ci = out["compiled_index"]
+    print("%-52s %14s %10s" % ("  compiled step, GPT-2's ids: with/without ratio", g(ci, "ratio", "%.3f"), "<= 1.03"))
+    print("%-52s %14s %10s" % ("    ms per step without / with", "%s / %s" % (g(ci, "ms_per_step_unchecked", "%.2f"),
+                                                                        g(ci, "ms_per_step_checked", "%.2f")), ""))
     for k in errors:
         print("%s: %s" % (k, out[k]["error"]))
     print("written: %s" % os.path.join(build, "bench.json"))

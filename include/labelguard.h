@@ -130,6 +130,24 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
 #define LABELGUARD_LOSS_NLL_BACKWARD  1
 #define LABELGUARD_LOSS_NLL2D_FORWARD 2
 #define LABELGUARD_LOSS_NLL2D_BACKWARD 3
+/* Index ops that Inductor lowers into its own kernels (labelguard::check_index): `loss` names
+ * the op, n_classes is the size of the dimension the ids index (the vocabulary of an
+ * embedding), ignore_index the embedding's padding_idx (-1: none; other ops have none). An id
+ * is good in [0, n_classes), or in [-n_classes, n_classes) where the eager op wraps negative
+ * ids (x[idx], index_put, index_fill, take). */
+#define LABELGUARD_INDEX_EMBEDDING 16
+#define LABELGUARD_INDEX_EMBEDDING_BACKWARD 17
+#define LABELGUARD_INDEX_INDEX 18
+#define LABELGUARD_INDEX_INDEX_PUT 19
+#define LABELGUARD_INDEX_GATHER 20
+#define LABELGUARD_INDEX_INDEX_SELECT 21
+#define LABELGUARD_INDEX_INDEX_ADD 22
+#define LABELGUARD_INDEX_INDEX_COPY 23
+#define LABELGUARD_INDEX_INDEX_FILL 24
+#define LABELGUARD_INDEX_SCATTER 25
+#define LABELGUARD_INDEX_SCATTER_ADD 26
+#define LABELGUARD_INDEX_SCATTER_REDUCE 27
+#define LABELGUARD_INDEX_TAKE 28
 
 typedef struct labelguard_target_check {
     const void *target;   /* the labels, contiguous: device memory, or host memory when on_host */
@@ -142,7 +160,9 @@ typedef struct labelguard_target_check {
     int64_t ignore_index;
     void *stream;         /* cudaStream_t the loss runs on (NULL: the legacy default stream) */
     int on_host;          /* 1: a CPU tensor, checked on the host without CUDA */
-    int loss;             /* LABELGUARD_LOSS_* */
+    int loss;             /* LABELGUARD_LOSS_* or LABELGUARD_INDEX_* */
+    const char *site;     /* the model's line that called the op ("file:line in fn: code", from the
+                           * FX node's stack_trace), shown in the report; NULL or "": none */
 } labelguard_target_check_t;
 
 /* Checks c->target and writes into c->out what the loss is to read. Returns

@@ -22,6 +22,11 @@ RuntimeError with labelguard's usual text from the op. It costs one pass over th
 copy of B labels per loss; the other way, falling back to ATen's NLL kernels, would make Inductor
 keep the B x C log-probabilities, gigabytes for a large vocabulary.
 
+The index ops that Inductor lowers into its own kernels (embedding, x[idx], gather, the
+scatters...) get the same treatment from _compiled_index.py: labelguard::check_index on their
+ids, whose body (check_index below) is this file's check with the model's line (FX stack_trace)
+for the report; the post-grad pass below keeps one check per ids tensor there too.
+
 LABELGUARD_COMPILED=off (read by the library, src/base/config.c): the decompositions stay as they
 are, and the first traced loss gets one unchecked_loss_kernel warning.
 
@@ -84,12 +89,13 @@ def _struct():
         _fields_ = [("target", ctypes.c_void_p), ("out", ctypes.c_void_p), ("count", ctypes.c_int64),
                     ("sizes", ctypes.c_int64 * 3), ("ndim", ctypes.c_int), ("dtype", ctypes.c_int),
                     ("n_classes", ctypes.c_int64), ("ignore_index", ctypes.c_int64), ("stream", ctypes.c_void_p),
-                    ("on_host", ctypes.c_int), ("loss", ctypes.c_int)]
+                    ("on_host", ctypes.c_int), ("loss", ctypes.c_int), ("site", ctypes.c_char_p)]
     return Check
 
 
-def check(target, n_classes, ignore_index, loss):
-    """The op's body: the checked copy of `target` (see labelguard_check_target)."""
+def check(target, n_classes, ignore_index, loss, site=""):
+    """The ops' body: the checked copy of `target` (see labelguard_check_target); site: the
+    model's line, for the report and the raised error."""
     import ctypes
     import torch
 
@@ -110,6 +116,8 @@ def check(target, n_classes, ignore_index, loss):
     if t.dim() > 3:
         c.ndim = 0
     c.dtype, c.n_classes, c.ignore_index, c.loss = dtypes[t.dtype], int(n_classes), int(ignore_index), int(loss)
+    site_bytes = site.encode("utf-8", "replace") if site else None
+    c.site = site_bytes
     msg = ctypes.create_string_buffer(2048)
     if t.is_cuda:
         with torch.cuda.device(t.device):
@@ -119,8 +127,14 @@ def check(target, n_classes, ignore_index, loss):
         c.stream, c.on_host = None, 1
         rc = lib.labelguard_check_target(ctypes.byref(c), msg, 2048)
     if rc == -1:
-        raise RuntimeError(msg.value.decode("utf-8", "replace").replace(NOT_A_CUDA_FAULT, "", 1))
+        text = msg.value.decode("utf-8", "replace").replace(NOT_A_CUDA_FAULT, "", 1)
+        raise RuntimeError(text + ("\nlabelguard: model line: " + site if site else ""))
     return out
+
+
+def check_index(index, bound, padding_idx, kind, site):
+    """labelguard::check_index's body: the ids of an index op, checked (see _INDEX)."""
+    return check(index, bound, padding_idx, kind, site)
 
 
 def _register_op():
@@ -140,9 +154,33 @@ def _register_op():
         return torch.empty_like(target, memory_format=torch.contiguous_format)
 
     torch.library.register_fake("labelguard::check_target", fake, lib=lib)
+    lib.define("check_index(Tensor index, SymInt bound, SymInt padding_idx, int kind, str site) -> Tensor")
+    lib.impl("check_index", check_index, "CPU")
+    lib.impl("check_index", check_index, "CUDA")
+
+    def fake_index(index, bound, padding_idx, kind, site):
+        return torch.empty_like(index, memory_format=torch.contiguous_format)
+
+    torch.library.register_fake("labelguard::check_index", fake_index, lib=lib)
     _state["library"] = lib  # the registration lives as long as this object
+    _state["index_op"] = torch.ops.labelguard.check_index.default
     _state["op"] = torch.ops.labelguard.check_target.default
     return _state["op"]
+
+
+def _index_module():
+    """labelguard/_compiled_index.py (the index ops), loaded by its path beside this file: the
+    bootstrap loads this one that way too, where the labelguard package may not import."""
+    mod = sys.modules.get("labelguard._compiled_index")
+    if mod is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "labelguard._compiled_index", os.path.join(os.path.dirname(os.path.abspath(__file__)), "_compiled_index.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["labelguard._compiled_index"] = mod
+        spec.loader.exec_module(mod)
+    return mod
 
 
 def _aot_compiling():
@@ -177,7 +215,8 @@ def _wrap(name, orig, op):
             args = args[:pos] + (checked,) + args[pos + 1:]
         else:
             kwargs = dict(kwargs, target=checked)
-        return orig(*args, **kwargs)
+        with _index_module().nested():  # its gather / scatter read the checked target
+            return orig(*args, **kwargs)
 
     decomposition.labelguard_wrapped = orig
     decomposition.__name__ = "labelguard_checked_" + name
@@ -228,7 +267,7 @@ def _hoist_checks(graph):
     order = {n: i for i, n in enumerate(nodes)}
     placeholders = [n for n in nodes if n.op == "placeholder"]
     for n in nodes:
-        if n.op != "call_function" or n.target is not op:
+        if n.op != "call_function" or (n.target is not op and n.target is not _state.get("index_op")):
             continue
         deps = list(n.all_input_nodes) + placeholders[-1:]
         anchor = max(deps, key=lambda d: order[d])
@@ -255,6 +294,7 @@ def _cache_pass(inductor_config):
         def __call__(self, graph):
             if _state["op"] is not None:
                 _merge_checks(graph)
+                _index_module().merge_checks(graph, sys.modules[__name__])
             _hoist_checks(graph)
             if user is not None:
                 user(graph)
@@ -263,7 +303,9 @@ def _cache_pass(inductor_config):
             inner = user.uuid() if user is not None and hasattr(user, "uuid") else None
             if user is not None and inner is None:
                 return None  # the user's pass is uncacheable: so is the graph
-            return ("labelguard-check-op-3", "on" if _state["on"] else "off", inner)
+            # -4: the index ops' checks too; an entry of a release that checked losses only is
+            # not one of these
+            return ("labelguard-check-op-4", "on" if _state["on"] else "off", inner)
 
     inductor_config.post_grad_custom_post_pass = LabelguardCachePass()
 
@@ -284,6 +326,7 @@ def _patch(module):
             if orig is None or getattr(orig, "labelguard_wrapped", None) is not None:
                 continue  # not decomposed: ATen's kernel runs, and the launch hooks check it
             table[op] = _wrap(name, orig, op)
+        _index_module().patch(table, sys.modules[__name__])
         cached = getattr(module, "fast_random_decomps", None)
         if cached is not None and hasattr(cached, "cache_clear"):
             cached.cache_clear()

@@ -99,6 +99,7 @@ void lg_opaque_arm(const lg_violation_t *v)
         pthread_setspecific(snapshot_key, snap);
     }
     memcpy(snap, v, sizeof *snap);
+    snap->model_line = NULL; /* the caller's string, gone by the time a gather reports the copy */
     armed = snap;
     armed_at = launches_so_far();
 }

@@ -269,6 +269,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->op[0] = '\0';
     /* A late verdict's stacks of this moment say where it was read; the launch's own come from
      * its recorded site (none recorded: only where it was read is known). */
+    v->model_line = in->model_line && in->model_line[0] ? in->model_line : NULL;
     v->late = in->when >= LG_ACT_AFTER;
     v->found = in->found ? in->found : "later";
     v->native.n = v->read_native.n = 0;
@@ -325,6 +326,7 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
                      in->target->has_ignore_index ? "padding_idx is not a valid row, so no id can replace a bad one"
                      : spec->ignore_index.param >= 0
                          ? "the op was built without a padding_idx (padding_idx=None), so no id can replace a bad one"
+                     : spec->no_mask[0] ? spec->no_mask
                      : strcmp(spec->family, "index_add") == 0
                          ? "this kernel has no padding_idx to put in place of a bad id (index_add_ and "
                            "index_reduce_ have none)"

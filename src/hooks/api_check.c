@@ -18,6 +18,10 @@
  * never the target). raise and hold block as for a launch, but the error is handed back to the
  * caller (the op raises it in Python) instead of being left pending for a CUDA call.
  * A CPU tensor (on_host) is scanned on the host, and a mask on it is made here.
+ * The index ops Inductor lowers into its own kernels (embedding, x[idx], gather, the scatters...:
+ * labelguard::check_index) come the same way, with their made-up kernels from api_index.c; the
+ * model's line that called the op (c->site) goes into the report of a verdict made here (one read
+ * later, in async mode or at a graph replay, has none).
  *
  * Called from Python (ctypes) on the thread that runs the compiled graph, with the GIL held;
  * it starts the library like a hook does. Tested by tests/torch-fake/test_compiled.sh (real
@@ -95,7 +99,9 @@ const char *lg_api_check_way(void)
         return "off: torch.compile'd losses run as Inductor made them, unchecked (LABELGUARD_COMPILED=off)";
     if (atomic_load(&python_armed) || lg_pyboot_expected())
         return "check_op: a torch.compile'd NLL/cross-entropy calls labelguard::check_target on its target before "
-               "Inductor's fused kernel (no B x C log-probabilities kept)";
+               "Inductor's fused kernel (no B x C log-probabilities kept), and embedding, x[idx], gather, index_select, "
+               "index_add/copy/fill, the scatters and take call labelguard::check_index on their ids before "
+               "Inductor's kernels";
     switch (lg_pyboot_state()) {
     case LG_PYBOOT_NOT_PYTHON:
         return "none: not a Python interpreter (torch.compile'd losses are checked from Python)";
@@ -153,7 +159,7 @@ static int unchecked(const lg_runtime_t *rt, const labelguard_target_check_t *c,
                      const char *what, int bit, const char *why, char *msg, size_t cap)
 {
     char detail[900];
-    snprintf(detail, sizeof detail, "%s: %s; the compiled loss runs unchecked", info->mangled, why);
+    snprintf(detail, sizeof detail, "%s: %s; the compiled op runs unchecked", info->mangled, why);
     if (!(atomic_fetch_or(&info->warned, (unsigned char)bit) & bit))
         lg_report_warning(what, detail);
     copy_out(rt, c, (uint64_t)(uintptr_t)c->target);
@@ -197,8 +203,11 @@ static int check_host(const lg_runtime_t *rt, const labelguard_target_check_t *c
         int64_t value = 0;
         bool rewrite = false;
         lg_act_input_t in = {
-            .when = LG_ACT_BEFORE, .info = info, .stream = NULL, .args = args, .target = t, .verdict = v};
-        if (lg_cfg.action == LG_ACTION_MASK && lg_act_mask_value(t, &value, &rewrite) && !rewrite) {
+            .when = LG_ACT_BEFORE, .info = info, .stream = NULL, .args = args, .target = t, .verdict = v,
+            .model_line = c->site};
+        bool maskable = info->spec->ids ? lg_act_mask_id(t, &value) && !info->spec->no_mask[0]
+                                        : lg_act_mask_value(t, &value, &rewrite) && !rewrite;
+        if (lg_cfg.action == LG_ACTION_MASK && maskable) {
             /* The host copy is the op's own output: the caller's tensor is never written. */
             memmove(c->out, c->target, (size_t)c->count * lg_scan_elem_size(t->dtype));
             lg_target_t o = *t;
@@ -232,7 +241,9 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
     if (status > 0 || (lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG)) {
         int64_t value = 0;
         bool rewrite = false;
-        if (lg_act_mask_value(t, &value, &rewrite) && !rewrite) {
+        bool maskable = info->spec->ids ? lg_act_mask_id(t, &value) && !info->spec->no_mask[0]
+                                        : lg_act_mask_value(t, &value, &rewrite) && !rewrite;
+        if (maskable) {
             uint64_t copy = 0;
             lg_in_library++;
             lg_site_t *site = lg_site_new(NULL);
@@ -245,7 +256,8 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
                 return copy_out(rt, c, copy) == 0 ? 0 : say(msg, cap, "the checked labels could not be copied out");
             }
         } else if (!why[0]) {
-            snprintf(why, sizeof why, "no free label value to sanitize with");
+            snprintf(why, sizeof why, "%s",
+                     info->spec->ids ? "no padding_idx to sanitize ids with" : "no free label value to sanitize with");
         }
         if (status > 0) {
             lg_counters_count_check(false);
@@ -278,7 +290,8 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
         return copy_out(rt, c, (uint64_t)(uintptr_t)c->target) == 0 ? 0
                                                                     : say(msg, cap, "the labels could not be copied out");
     }
-    lg_act_input_t in = {.when = LG_ACT_BEFORE, .info = info, .stream = c->stream, .args = args, .target = t, .verdict = v};
+    lg_act_input_t in = {
+        .when = LG_ACT_BEFORE, .info = info, .stream = c->stream, .args = args, .target = t, .verdict = v, .model_line = c->site};
     int prev = lg_runtime_pending, prev_sync = lg_runtime_pending_sync;
     lg_decision_t d = {.kind = LG_VERDICT_RUN};
     lg_act(rt, &in, &d);
@@ -290,13 +303,15 @@ int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_
 {
     if (msg && cap)
         msg[0] = '\0';
-    if (!c || c->loss < 0 || c->loss >= N_LOSSES || c->dtype < LG_DTYPE_INT64 || c->dtype > LG_DTYPE_INT32 ||
+    lg_kernel_info_t *info = c ? lg_api_index_info(c->loss) : NULL;
+    if (!c || (!info && (c->loss < 0 || c->loss >= N_LOSSES)) || c->dtype < LG_DTYPE_INT64 || c->dtype > LG_DTYPE_INT32 ||
         c->count < 0 || (c->count > 0 && (!c->target || !c->out)) || c->ndim < 0 || c->ndim > LG_MAX_TARGET_DIMS)
         return say(msg, cap, "labelguard_check_target: bad arguments (loss, dtype, count, buffers or ndim)");
     if (!lg_start_ensure())
         return say(msg, cap, "labelguard_check_target: called before labelguard's constructor ran");
     pthread_once(&tables_once, build_tables);
-    lg_kernel_info_t *info = &infos[c->loss];
+    if (!info)
+        info = &infos[c->loss];
     const lg_runtime_t *rt = lg_runtime_get();
     if (c->count == 0)
         return 0;
@@ -309,6 +324,11 @@ int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_
     t.n_classes = c->n_classes;
     t.ignore_index = c->ignore_index;
     t.has_ignore_index = 1;
+    if (info->spec->ids) {
+        /* ids: padding_idx (only an embedding's, -1 none) is no exemption, only mask's stand-in */
+        t.has_ignore_index = c->ignore_index >= 0 && c->ignore_index < c->n_classes;
+        t.allow_negative = info->spec->allow_negative_always;
+    }
     int64_t product = 1;
     for (int d = 0; d < c->ndim; d++)
         product *= c->sizes[d] > 0 ? c->sizes[d] : 0;

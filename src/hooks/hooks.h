@@ -38,6 +38,11 @@ LG_HIDDEN bool lg_pyboot_expected(void);
 /* The start event's `compiled` line: how torch.compile'd losses are checked (or that they are
  * not, LABELGUARD_COMPILED=off). */
 LG_HIDDEN const char *lg_api_check_way(void);
+/* ---------------------------------------------------------------- api_index.c */
+
+/* The made-up kernel of index op `kind` (LABELGUARD_INDEX_*, include/labelguard.h): its spec
+ * (family, direction, eager negative-id rule, why mask cannot run it); NULL for another kind. */
+LG_HIDDEN lg_kernel_info_t *lg_api_index_info(int kind);
 /* ---------------------------------------------------------------- preload.c */
 
 /* The interposed entry points (for late arming by GOT patching, arm.c): name, our function,

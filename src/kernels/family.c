@@ -26,6 +26,7 @@ static const struct {
     {"index", false, LG_FAMILY_TENSOR_INDEX},
     {"take", false, LG_FAMILY_TENSOR_INDEX},
     {"embedding_bag", false, LG_FAMILY_VOCAB},
+    {"embedding", false, LG_FAMILY_VOCAB}, /* torch.compile's check of aten.embedding (api_index.c) */
 };
 
 unsigned lg_family_flags(const char *family)

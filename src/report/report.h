@@ -133,6 +133,7 @@ typedef struct lg_violation {
     lg_indexed_t indexed; /* ids: what they index (act.c), for the bound's unit */
     char cause_text[256];
     char op[64]; /* a torch._assert_async condition: the op that asserted (asserts.c), else "" */
+    const char *model_line; /* a torch.compile'd op: the model's line that called it (FX node), or NULL */
     lg_native_stack_t native; /* the launch's: read at it, or recorded there (a late verdict's site) */
     lg_py_stack_t python;
     /* A verdict read after its launch (async, graph replay): where it was read, and how. */

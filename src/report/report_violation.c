@@ -1,6 +1,7 @@
 /* report_violation.c: the violation event, as one JSON line (the bad labels, their samples,
  * the cause, the action taken, the native and Python stacks), its stderr block (text.c), and
- * the copy of the last violation line for labelguard_last_violation().
+ * the copy of the last violation line for labelguard_last_violation(); a torch.compile'd op's
+ * check adds the model's line (model_line).
  *
  * Who calls it: act.c (lg_report_violation, lg_report_violation_message on the raise path),
  * opaque.c, and lg.c's public API (lg_report_violation_last), on whatever thread hit the event.
@@ -244,6 +245,21 @@ int lg_report_violation_last(char *buf, size_t cap)
     return r;
 }
 
+/* The stderr block (NUL-terminated, n bytes) with "  model line: ..." inserted above its `at`
+ * line (the Python frame), or at its end; unchanged when it would not fit in cap. */
+static size_t add_site(char *text, size_t n, size_t cap, const char *site)
+{
+    char line[600], safe[512];
+    int len = snprintf(line, sizeof line, "  model line: %s\n", lg_text_safe(site, safe, sizeof safe));
+    if (len <= 0 || (size_t)len >= sizeof line || n + (size_t)len >= cap)
+        return n;
+    char *at = strstr(text, "\n  at ");
+    size_t pos = at ? (size_t)(at - text) + 1 : n;
+    memmove(text + pos + len, text + pos, n - pos + 1);
+    memcpy(text + pos, line, (size_t)len);
+    return n + (size_t)len;
+}
+
 void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
 {
     /* Symbolization takes the loader's lock and may allocate: done before ours. */
@@ -258,11 +274,15 @@ void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
     lg_json_t j;
     lg_report_line(&j, "violation");
     build_violation_json(&j, v, native, n_native, read_native, n_read);
+    if (v->model_line)
+        lg_json_string(&j, "model_line", v->model_line);
     lg_report_emit(&j, sync_to_disk);
     keep_last(j.buf, j.len);
     if (!lg_cfg.quiet) {
         static char text[TEXT_CAP];
         size_t n = lg_text_violation(text, sizeof(text), v, native, n_native, lg_log_path());
+        if (v->model_line)
+            n = add_site(text, n, sizeof(text), v->model_line);
         lg_log_stderr(text, n);
     }
     lg_report_unlock();

@@ -20,6 +20,9 @@ static void test_flags(void)
     g_assert_cmpuint(lg_family_flags("index_select") & LG_FAMILY_VOCAB, ==, 0);
     g_assert_cmpuint(lg_family_flags("gather") & LG_FAMILY_VOCAB, ==, 0);
     g_assert_cmpuint(lg_family_flags("embedding_bagx"), ==, 0);
+    /* torch.compile's check of aten.embedding (api_index.c): a vocabulary, whatever the stack */
+    g_assert_cmpuint(lg_family_flags("embedding"), ==, LG_FAMILY_VOCAB);
+    g_assert_cmpuint(lg_family_flags("embeddingx"), ==, 0);
     const char *writers[] = {"scatter", "scatter_add", "scatter_reduce", "index_put", "index_fill", "index_copy",
                              "put", "index_add"};
     for (size_t i = 0; i < G_N_ELEMENTS(writers); i++)

@@ -465,6 +465,43 @@ static void test_user_frame_compiled(void)
     g_assert_cmpint(lg_text_user_frame(&py), ==, 4);
 }
 
+/* A torch.compile'd op's violation carries the model's line (api_check.c, through act.c): the
+ * event has model_line, the stderr block a "model line:" right above its `at` line; a violation
+ * without one has neither. */
+static void test_model_line(void)
+{
+    char *dir = fresh("model_line");
+    lg_violation_t v;
+    make_violation(&v);
+    v.model_line = "/srv/job/model.py:12 in forward: h = self.tok_embeddings(tokens)";
+    capture_begin();
+    lg_report_violation(&v, true);
+    char *err = capture_end();
+    v.model_line = NULL;
+    g_test_message("stderr:\n%s", err);
+    const char *model = strstr(err, "\n  model line: /srv/job/model.py:12 in forward: h = self.tok_embeddings(tokens)\n");
+    g_assert_nonnull(model);
+    g_assert_true(strncmp(strchr(model + 1, '\n'), "\n  at train.py:42 in train_step", 31) == 0);
+    capture_begin();
+    lg_report_violation(&v, true);
+    char *after = capture_end();
+    g_assert_null(strstr(after, "model line"));
+
+    char *host = expected_host();
+    char *path = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)getpid());
+    GPtrArray *lines = read_log(path);
+    g_assert_cmpuint(lines->len, ==, 2);
+    g_assert_cmpstr(str_at(lines->pdata[0], "model_line"), ==,
+                    "/srv/job/model.py:12 in forward: h = self.tok_embeddings(tokens)");
+    g_assert_null(jc_get(lines->pdata[1], "model_line"));
+    g_ptr_array_unref(lines);
+    g_free(path);
+    g_free(host);
+    g_free(after);
+    g_free(err);
+    g_free(dir);
+}
+
 static void check_rank_file(const char *env_setup[], const char *suffix, long long rank, long long local_rank)
 {
     char *dir = fresh("rank");
@@ -994,6 +1031,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/user_frame_compiled", test_user_frame_compiled);
     g_test_add_func("/report/range_launched", test_range_launched);
     g_test_add_func("/report/range_late_message", test_range_late_message);
+    g_test_add_func("/report/model_line", test_model_line);
     g_test_add_func("/report/rank_naming", test_rank_naming);
     g_test_add_func("/report/start_and_summary", test_start_and_summary);
     g_test_add_func("/report/warnings", test_warnings);

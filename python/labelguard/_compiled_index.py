@@ -1,0 +1,210 @@
+"""labelguard/_compiled_index.py: labelguard::check_index in front of the index ops that
+torch.compile lowers into Inductor's own kernels.
+
+Inductor lowers embedding, x[idx], gather, the scatters... into kernels of its own, whose
+indirect loads carry an assert of Inductor's (tl.device_assert, TORCH_CHECK in C++) that says
+neither the id nor where it is, and that lets some ids eager rejects through (an embedding id
+of -2 on torch 2.10, an index_add index of -1). So each such op gets an entry in Inductor's
+decomposition table (patch): the op's ids go through labelguard::check_index (kind:
+LABELGUARD_INDEX_* of include/labelguard.h; the library knows each op's eager rule for negative
+ids, src/hooks/api_index.c), with the bound as the tracer has it (a SymInt under dynamic=True)
+and the model's line from the FX node's stack_trace; then the op itself is traced on the
+checked copy (its entry answers NotImplemented to its own call) or, where Inductor decomposes it
+(index_add, index_select, embedding_dense_backward), the decomposition runs on it. The ops that
+a decomposition emits (index_add's index_put, index_select's index) are not checked again: the
+outer op's rule is eager's. merge_checks, from _compiled.py's post-grad pass, keeps one check
+per ids tensor in a graph.
+
+embedding_bag is not covered: Inductor falls back to ATen's kernel for it (make_fallback), so
+the launch hooks see it on the GPU.
+
+Loaded by _compiled.py (by path, like it); the check op and its body live there. Tested by
+tests/torch-fake/test_compiled_index.sh, test_compiled_index_more.sh and test_compiled_index_210.sh.
+"""
+import threading
+
+def _dim_bound(self, dim):
+    """The size of dimension `dim` of self (a SymInt under dynamic=True); 1 for a 0-dim tensor."""
+    if self.dim() == 0:
+        return 1
+    return self.shape[dim % self.dim()]
+
+
+def _ids_on_dim(b):
+    return [("index", _dim_bound(b["self"], b["dim"]), -1)]
+
+
+def _tensor_indices(b):
+    """x[idx] and index_put: one check per integer index tensor, against the dimension it indexes
+    (a None skips one dimension, a bool or uint8 mask as many as it has: masks become integer
+    indices that cannot be out of range)."""
+    import torch
+
+    out, d = [], 0
+    for k, idx in enumerate(b["indices"]):
+        if idx is None:
+            d += 1
+        elif idx.dtype in (torch.bool, torch.uint8):
+            d += idx.dim()
+        else:
+            out.append((("indices", k), b["self"].shape[d], -1))
+            d += 1
+    return out
+
+
+# aten op -> (overloads, LABELGUARD_INDEX_* kind, the ids to check: [(argument, bound, padding_idx)])
+_INDEX = {
+    "embedding": (("default",), 16, lambda b: [("indices", b["weight"].shape[0], b.get("padding_idx", -1))]),
+    "embedding_dense_backward": (("default",), 17, lambda b: [("indices", b["num_weights"], b["padding_idx"])]),
+    "index": (("Tensor",), 18, _tensor_indices),
+    "index_put": (("default",), 19, _tensor_indices),
+    "gather": (("default",), 20, _ids_on_dim),
+    "index_select": (("default",), 21, _ids_on_dim),
+    "index_add": (("default",), 22, _ids_on_dim),
+    "index_copy": (("default",), 23, _ids_on_dim),
+    "index_fill": (("int_Scalar", "int_Tensor"), 24, _ids_on_dim),
+    "scatter": (("src", "value", "reduce", "value_reduce"), 25, _ids_on_dim),
+    "scatter_add": (("default",), 26, _ids_on_dim),
+    "scatter_reduce": (("two",), 27, _ids_on_dim),
+    "take": (("default",), 28, lambda b: [("index", b["self"].numel(), -1)]),
+}
+# Kinds whose eager op wraps negative ids: a check of one kind does not stand in for the other's.
+_NEGATIVE_OK = {18, 19, 24, 28}
+_tls = threading.local()
+
+
+class nested:
+    """Within it, the index ops traced are not checked: they come from a decomposition whose own
+    op was checked by its rule (a loss's gather and scatter, with its target checked by
+    check_target; index_add's index_put)."""
+
+    def __enter__(self):
+        _tls.depth = getattr(_tls, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _tls.depth -= 1
+
+
+def _inside_decomposition():
+    """True when the op being traced comes from another op's decomposition (the proxy mode
+    counts the decompositions it is in; ours is one): its ids are computed by that op (an
+    upsample's, a pooling backward's) or already checked with the outer op's rule."""
+    try:
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        mode = get_proxy_mode()
+    except Exception:
+        return False
+    return mode is not None and getattr(mode, "decomp_layers", 0) > 1
+
+
+def _site():
+    """The model's line behind the node being traced, from its stack_trace (innermost frame):
+    "file:line in fn: code"; "" when the tracer keeps no stack."""
+    try:
+        from torch.fx.traceback import get_current_meta
+        trace = (get_current_meta() or {}).get("stack_trace") or ""
+    except Exception:
+        return ""
+    lines = [l for l in trace.splitlines() if l.strip()]
+    for i in range(len(lines) - 1, -1, -1):
+        l = lines[i].strip()
+        if l.startswith('File "'):
+            try:
+                path, rest = l[6:].split('", line ', 1)
+                line, fn = rest.split(", in ", 1)
+            except ValueError:
+                return l
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].strip().startswith('File "') else ""
+            return "%s:%s in %s%s" % (path, line.strip(), fn.strip(), ": " + code if code else "")
+    return ""
+
+
+def _wrap(name, orig, op, core):
+    """The decomposition-table entry of aten.<name>.<overload> (see _INDEX); core: _compiled."""
+    overloads, kind, ids = _INDEX[name]
+    names = [a.name for a in op._schema.arguments]
+    lib = core._library()
+    _state = core._state
+
+    def through(args, kwargs):
+        if orig is not None:
+            return orig(*args, **kwargs)
+        return NotImplemented  # traced as the op itself
+
+    def decomposition(*args, **kwargs):
+        if getattr(_tls, "depth", 0) or _inside_decomposition() or core._aot_compiling():
+            return through(args, kwargs)
+        if not _state["on"]:
+            lib.labelguard_compiled(name.encode())
+            return through(args, kwargs)
+        bound = dict(zip(names, args))
+        bound.update(kwargs)
+        for a in op._schema.arguments:
+            if a.name not in bound and a.has_default_value():
+                bound[a.name] = a.default_value
+        site = _site()
+        args, kwargs = list(args), dict(kwargs)
+        check_op = core._register_op() and _state["index_op"]
+        for where, size, padding in ids(bound):
+            arg, k = where if isinstance(where, tuple) else (where, None)
+            value = bound[arg]
+            ids_tensor = value if k is None else value[k]
+            checked = check_op(ids_tensor, size, padding if padding is not None else -1, kind, site)
+            if k is not None:
+                value = list(value)
+                value[k] = checked
+                checked = value
+            bound[arg] = checked
+            pos = names.index(arg)
+            if pos < len(args):
+                args[pos] = checked
+            else:
+                kwargs[arg] = checked
+        with nested():
+            r = through(tuple(args), kwargs)
+            if r is NotImplemented:  # the op on the checked ids (its own entry answers NotImplemented)
+                r = op(*args, **kwargs)
+        return r
+
+    decomposition.labelguard_wrapped = orig if orig is not None else op
+    decomposition.__name__ = "labelguard_checked_" + name
+    return decomposition
+
+
+def merge_checks(graph, core):
+    """One check_index per distinct ids tensor in a post-grad graph: a later check of the same
+    node against the same bound and padding_idx, under the same rule for negative ids, reads the
+    first one's output instead (an embedding's backward check goes into its forward's, which the
+    partitioner put in the forward graph, as for the losses)."""
+    op = core._state.get("index_op")
+    if op is None:
+        return
+    kept = {}
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not op or len(n.args) != 5 or n.kwargs:
+            continue
+        key = (n.args[0], n.args[1], n.args[2], n.args[3] in _NEGATIVE_OK)
+        try:
+            first = kept.setdefault(key, n)
+        except TypeError:  # an argument that does not hash
+            continue
+        if first is not n:
+            n.replace_all_uses_with(first)
+            graph.erase_node(n)
+
+
+def patch(table, core):
+    """Puts the entries of _INDEX into Inductor's decomposition table (core: _compiled)."""
+    import torch
+
+    aten = torch.ops.aten
+    for name, (overloads, _, _) in _INDEX.items():
+        for overload in overloads:
+            op = getattr(getattr(aten, name), overload, None)
+            if op is None:
+                continue
+            orig = table.get(op)
+            if orig is not None and getattr(orig, "labelguard_wrapped", None) is not None:
+                continue
+            table[op] = _wrap(name, orig, op, core)

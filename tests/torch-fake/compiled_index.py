@@ -1,0 +1,348 @@
+"""compiled_index.py: torch.compile'd index ops under labelguard (labelguard::check_index,
+python/labelguard/_compiled_index.py), real torch on the test double; run by
+tests/torch-fake/test_compiled_index.sh under `labelguard run`, one mode per process.
+
+The graphs are CPU graphs (Inductor's C++ backend: its kernels carry the same index asserts as
+its Triton ones). For each op family one tiny function is compiled once, then called with good
+ids (the clean twin: equal to the uncompiled function) and with one bad id: labelguard's
+RuntimeError comes instead of Inductor's own `index out of bounds` check, and the violation event
+names the op as `<op> (torch.compile)`, with its position, value, bound, cause, the model's line
+(model_line, from the FX node) and the user's line (the call below, in python_stack).
+
+  families   embedding (an nn.Module, id = vocabulary size: vocab_too_small), x[idx] (dynamic=True:
+             the bound is a SymInt), gather, index_select, index_add, scatter, scatter_add,
+             scatter_reduce, index_put,
+             index_copy, take; index_fill and x[idx] accept -size as eager does
+  silent     the ids compiled code accepts without labelguard (an embedding id of -2 on 2.10, an
+             index_add index of -1) are reported; the op on the double's CUDA memory keeps
+             eager's negative-id rule per kind
+  step       a compiled training step: one check of the ids in its two graphs (the embedding
+             backward's merged into the forward's), eager's gradients, a bad id reported once;
+             two gathers of the same ids: one check
+  mask       LABELGUARD_ACTION=mask: an embedding with padding_idx gives eager's output with the bad
+             id replaced by padding_idx (also the op on CUDA memory, and each replay of a captured
+             graph); gather has no such id: raised, the event's note says why
+  plain      without labelguard: compiles the cached graph (TORCHINDUCTOR_CACHE_DIR) and shows
+             Inductor's own assert; cached then runs the same graph guarded from that cache
+  cached     under labelguard, after plain: the graph from the cache still reports
+  perf       (by hand) the check's cost in a compiled step with GPT-2's batch of ids
+Prints "ok: ..." per check, "FAIL: ..." on a failure (exit 1).
+"""
+import glob
+import json
+import os
+import sys
+
+import torch
+
+failures = []
+
+
+def ok(cond, what, detail=""):
+    if cond:
+        print("ok: " + what)
+    else:
+        failures.append(what)
+        print("FAIL: %s %s" % (what, detail))
+
+
+def violations():
+    out = []
+    for path in glob.glob(os.path.join(os.environ.get("LABELGUARD_LOG", "/nonexistent"), "*.jsonl")):
+        with open(path) as f:
+            out += [json.loads(line) for line in f if line.strip()]
+    return [e for e in out if e["event"] == "violation"]
+
+
+def call_bad(f, args):
+    """The user's line: the call of the compiled function. Returns (error text, this line)."""
+    line = sys._getframe().f_lineno + 2
+    try:
+        f(*args)
+    except RuntimeError as e:
+        return str(e), line
+    return None, line
+
+
+def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False):
+    """fn compiled; good: its clean twin's arguments, bad: one bad id at value; model: the text of
+    the model's line that the report must show."""
+    f = torch.compile(fn, dynamic=dynamic)
+    want = fn(*good)
+    got = f(*good)
+    ok(torch.equal(got, want), "%s: the clean twin equals the uncompiled output" % name)
+    before = len(violations())
+    msg, line = call_bad(f, bad)
+    ok(msg is not None and msg.startswith("labelguard:") and "index out of bounds" not in msg,
+       "%s: labelguard's error, before Inductor's own check" % name, repr(msg)[:300])
+    ev = violations()[before:]
+    ok(len(ev) == 1, "%s: one violation event" % name, str(len(ev)))
+    if not ev:
+        return
+    e = ev[0]
+    t = e["target"]
+    sample = (e.get("bad", {}).get("samples") or [{}])[0]
+    ok(e["kernel"] == kernel + " (torch.compile)", "%s: kernel %s (torch.compile)" % (name, kernel), e["kernel"])
+    ok(sample.get("value") == value and t.get("n_classes") == bound,
+       "%s: value %d, bound %d" % (name, value, bound), json.dumps(t)[:300])
+    ok(e["cause"] == cause, "%s: cause %s" % (name, cause), e["cause"])
+    ok(model in e.get("model_line", "") and "compiled_index.py" in e.get("model_line", ""),
+       "%s: the model's line" % name, e.get("model_line"))
+    user = [fr for fr in e.get("python_stack", []) if fr["file"].endswith("compiled_index.py") and fr["line"] == line]
+    ok(bool(user), "%s: the user's line in the Python stack" % name)
+    ok("model line: " in msg and model in msg, "%s: the raised error names the model's line" % name)
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self, vocab=50, padding_idx=None):
+        super().__init__()
+        self.tok_embeddings = torch.nn.Embedding(vocab, 8, padding_idx=padding_idx)
+
+    def forward(self, tokens):
+        h = self.tok_embeddings(tokens)
+        return h * 2
+
+
+def gather_fn(x, idx):
+    return torch.gather(x, 1, idx) + 1
+
+
+def index_fn(x, idx):
+    return x[idx] * 3
+
+
+def index_select_fn(x, idx):
+    return torch.index_select(x, 0, idx) + 1
+
+
+def index_add_fn(x, idx, src):
+    return torch.index_add(x, 0, idx, src)
+
+
+def scatter_add_fn(x, idx, src):
+    return torch.scatter_add(x, 1, idx, src)
+
+
+def scatter_fn(x, idx):
+    return torch.scatter(x, 1, idx, 0.5)
+
+
+def scatter_reduce_fn(x, idx, src):
+    return x.scatter_reduce(1, idx, src, "amax")
+
+
+def index_put_fn(x, idx, v):
+    y = x.clone()
+    y[idx] = v
+    return y
+
+
+def index_copy_fn(x, idx, src):
+    return torch.index_copy(x, 0, idx, src)
+
+
+def index_fill_fn(x, idx):
+    return torch.index_fill(x, 0, idx, 7.0)
+
+
+def take_fn(x, idx):
+    return torch.take(x, idx) * 2
+
+
+mode = sys.argv[1]
+torch.manual_seed(0)
+x = torch.randn(6, 50)
+if mode == "families":
+    with torch.no_grad():
+        m = Tiny()
+        case("embedding", m, (torch.tensor([[1, 2, 49]]),), (torch.tensor([[1, 50, 3]]),), "embedding", 50, 50,
+             "vocab_too_small", "h = self.tok_embeddings(tokens)")
+    case("x[idx] dynamic", index_fn, (x, torch.tensor([0, 5, -6])), (x, torch.tensor([0, 6])), "index", 6, 6,
+         "index_out_of_range", "return x[idx] * 3", dynamic=True)
+    case("gather", gather_fn, (x, torch.tensor([[0], [49], [3], [1], [2], [5]])),
+         (x, torch.tensor([[0], [50], [3], [1], [2], [5]])), "gather", 50, 50, "index_out_of_range",
+         "return torch.gather(x, 1, idx) + 1")
+    case("index_select", index_select_fn, (x, torch.tensor([5, 0])), (x, torch.tensor([6, 0])), "index_select", 6, 6,
+         "index_out_of_range", "return torch.index_select(x, 0, idx) + 1")
+    case("index_add", index_add_fn, (x, torch.tensor([1, 5]), torch.ones(2, 50)),
+         (x, torch.tensor([1, 6]), torch.ones(2, 50)), "index_add", 6, 6, "node_id_out_of_range",
+         "return torch.index_add(x, 0, idx, src)")
+    case("scatter_add", scatter_add_fn, (x, torch.tensor([[0, 49]] * 6), torch.ones(6, 2)),
+         (x, torch.tensor([[0, 50]] * 6), torch.ones(6, 2)), "scatter_add", 50, 50, "node_id_out_of_range",
+         "return torch.scatter_add(x, 1, idx, src)")
+    case("scatter", scatter_fn, (x, torch.tensor([[3], [49], [0], [1], [2], [5]])),
+         (x, torch.tensor([[3], [-1], [0], [1], [2], [5]])), "scatter", -1, 50, "negative_id",
+         "return torch.scatter(x, 1, idx, 0.5)")
+    case("scatter_reduce", scatter_reduce_fn, (x, torch.tensor([[0, 49]] * 6), torch.ones(6, 2)),
+         (x, torch.tensor([[0, 51]] * 6), torch.ones(6, 2)), "scatter_reduce", 51, 50, "node_id_out_of_range",
+         "return x.scatter_reduce(1, idx, src, \"amax\")")
+    case("index_put", index_put_fn, (x, torch.tensor([0, -6]), torch.zeros(50)), (x, torch.tensor([0, -7]), torch.zeros(50)),
+         "index_put", -7, 6, "negative_id", "y[idx] = v")
+    case("index_copy", index_copy_fn, (x, torch.tensor([2]), torch.ones(1, 50)), (x, torch.tensor([-1]), torch.ones(1, 50)),
+         "index_copy", -1, 6, "negative_id", "return torch.index_copy(x, 0, idx, src)")
+    case("index_fill", index_fill_fn, (x, torch.tensor([-6, 1])), (x, torch.tensor([6, 1])), "index_fill", 6, 6,
+         "index_out_of_range", "return torch.index_fill(x, 0, idx, 7.0)")
+    case("take", take_fn, (x, torch.tensor([0, 299, -300])), (x, torch.tensor([0, 300])), "take", 300, 300,
+         "index_out_of_range", "return torch.take(x, idx) * 2")
+elif mode == "silent":
+    with torch.no_grad():
+        m = Tiny()
+        case("embedding -2", m, (torch.tensor([[1, 2, 3]]),), (torch.tensor([[1, -2, 3]]),), "embedding", -2, 50,
+             "negative_id", "h = self.tok_embeddings(tokens)")
+    case("index_add -1", index_add_fn, (x, torch.tensor([1, 5]), torch.ones(2, 50)),
+         (x, torch.tensor([1, -1]), torch.ones(2, 50)), "index_add", -1, 6, "negative_id",
+         "return torch.index_add(x, 0, idx, src)")
+    # The op on the double's CUDA memory (the host backend reads it): eager's negative-id rule
+    # per kind, a raise that leaves no CUDA error pending.
+    op = torch.ops.labelguard.check_index
+    try:
+        op(torch.tensor([1, -2, 3]).cuda(), 50, -1, 16, "")
+        ok(False, "CUDA: an embedding id of -2 raises")
+    except RuntimeError as e:
+        ok("embedding (torch.compile)" in str(e) and "= -2" in str(e), "CUDA: an embedding id of -2 raises", str(e))
+    ids = torch.tensor([0, -6, 5]).cuda()
+    out = op(ids, 6, -1, 18, "")
+    torch.cuda.synchronize()
+    ok(torch.equal(out.cpu(), ids.cpu()), "CUDA: x[idx] takes -size as eager does, no CUDA error left pending")
+elif mode == "step":
+    from torch._inductor.utils import run_and_get_code
+
+    m = Tiny()
+    ref = Tiny()
+    ref.load_state_dict(m.state_dict())
+    f = torch.compile(m)
+    good = torch.tensor([[1, 2, 49]])
+
+    def train(model, tokens):
+        model(tokens).pow(2).sum().backward()
+
+    _, codes = run_and_get_code(lambda: train(f, good))
+    train(ref, good)
+    code = "\n".join(codes)
+    calls = code.count("labelguard.check_index.default(")
+    ok(len(codes) >= 2 and calls == 1,
+       "step: one check of the ids in forward and backward together (the backward's merged)",
+       "%d graphs, %d checks" % (len(codes), calls))
+    ok(torch.allclose(m.tok_embeddings.weight.grad, ref.tok_embeddings.weight.grad),
+       "step: the compiled step's gradients equal eager's")
+    # The same ids read by two ops under one rule: one check.
+    twice = torch.compile(lambda x, idx: torch.gather(x, 1, idx) + torch.gather(x * 2, 1, idx))
+    idx = torch.tensor([[0], [49], [3], [1], [2], [5]])
+    _, codes = run_and_get_code(lambda: twice(x, idx))
+    n = "\n".join(codes).count("labelguard.check_index.default(")
+    ok(n == 1, "step: two gathers of the same ids, one check", "%d checks" % n)
+    before = len(violations())
+    msg, _ = call_bad(lambda t: train(f, t), (torch.tensor([[1, 50, 3]]),))
+    ev = violations()[before:]
+    ok(msg is not None and len(ev) == 1 and ev[0]["kernel"] == "embedding (torch.compile)"
+       and ev[0]["direction"] == "forward" and "h = self.tok_embeddings(tokens)" in ev[0].get("model_line", ""),
+       "step: a bad id reported once, by the forward's check, with the model's line",
+       str([(e["kernel"], e["direction"]) for e in ev]))
+elif mode == "mask":
+    with torch.no_grad():
+        m = Tiny(padding_idx=0)
+        f = torch.compile(m)
+        good = torch.tensor([[1, 2, 3]])
+        ok(torch.equal(f(good), m(good)), "mask: the clean twin equals the uncompiled output")
+        bad = torch.tensor([[1, 50, 3]])
+        got = f(bad)
+        ok(torch.equal(got, m(torch.tensor([[1, 0, 3]]))) and bad[0, 1].item() == 50,
+           "mask: the bad id reads padding_idx's row, as eager's mask; the caller's ids unchanged")
+        ev = violations()
+        ok(len(ev) == 1 and ev[0]["outcome"] == "masked", "mask: one violation, masked",
+           str([(e["kernel"], e["outcome"]) for e in ev]))
+    # CUDA: the op's output is the masked copy; in a captured graph every replay masks.
+    op = torch.ops.labelguard.check_index
+    badc = torch.tensor([1, 50, 3]).cuda()
+    outc = op(badc, 50, 0, 16, "")
+    ok(torch.equal(outc.cpu(), torch.tensor([1, 0, 3])) and badc[1].item() == 50,
+       "CUDA: the op returns the masked copy, the caller's ids unchanged")
+    static = torch.tensor([1, 2, 3]).cuda()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            res = op(static, 50, 0, 16, "")
+    torch.cuda.synchronize()
+    n0 = len(violations())
+    static.copy_(badc)
+    graph.replay()
+    torch.cuda.synchronize()
+    ok(torch.equal(res.cpu(), torch.tensor([1, 0, 3])), "graph replay: the op's output is masked")
+    torch.empty(1, device="cuda").zero_()  # a hook point: the replay's verdict is collected
+    torch.cuda.synchronize()
+    vg = violations()[n0:]
+    ok(len(vg) == 1 and vg[0].get("graph", {}).get("replay") == 1 and vg[0]["outcome"] == "masked",
+       "graph replay: one masked violation with its replay number", str(vg)[:300])
+    before = len(violations())
+    g = torch.compile(gather_fn)
+    g(x, torch.tensor([[0]] * 6))
+    msg, _ = call_bad(g, (x, torch.tensor([[50]] * 6)))
+    ev = violations()[before:]
+    ok(msg is not None and msg.startswith("labelguard:"), "mask: gather has no stand-in id: raised", repr(msg)[:200])
+    ok(len(ev) == 1 and "gather has no index that leaves its result unchanged" in ev[0].get("note", ""),
+       "mask: the event's note says why gather cannot be masked", str([e.get("note") for e in ev]))
+elif mode in ("plain", "cached"):
+    with torch.no_grad():
+        m = Tiny()
+        f = torch.compile(m)
+        bad = torch.tensor([[1, 50, 3]])
+        if mode == "plain":
+            f(torch.tensor([[1, 2, 3]]))
+            msg, _ = call_bad(f, (bad,))
+            ok(msg is not None and "index out of bounds" in msg, "plain: Inductor's own assert, no labelguard",
+               repr(msg)[:200])
+            files = glob.glob(os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "**", "*.py"), recursive=True)
+            ok(bool(files), "plain: the graph went into the Inductor cache")
+        else:
+            case("embedding from the cache", m, (torch.tensor([[1, 2, 3]]),), (bad,), "embedding", 50, 50,
+                 "vocab_too_small", "h = self.tok_embeddings(tokens)")
+elif mode == "perf":
+    # The check's cost in a compiled step whose ids are a GPT-2 batch (8 x 1024 tokens, vocabulary
+    # 50257), a small model after the embedding so that the check is not lost in a big one: the
+    # same step compiled with the check and without it (labelguard's switch, as under
+    # LABELGUARD_COMPILED=off), timed interleaved in this process; medians.
+    import statistics
+    import time
+
+    core = sys.modules["labelguard._compiled"]
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = torch.nn.Embedding(50257, 64)
+            self.head = torch.nn.Linear(64, 64)
+
+        def forward(self, tokens):
+            return self.head(self.wte(tokens)).square().mean()
+
+    m = Step()
+    tokens = torch.randint(0, 50257, (8, 1024))
+
+    def compiled(on):
+        core._state["on"] = on
+        torch._dynamo.reset()
+        f = torch.compile(Step.forward)
+        step = lambda: f(m, tokens).backward()
+        step()
+        step()
+        return step
+
+    unchecked, checked = compiled(False), compiled(True)
+    times = {True: [], False: []}
+    for i in range(40):
+        for on, step in ((False, unchecked), (True, checked)):
+            t0 = time.perf_counter()
+            step()
+            times[on].append(time.perf_counter() - t0)
+    a, b = statistics.median(times[False]), statistics.median(times[True])
+    # The ratio: the median of each adjacent pair's, steadier than the medians' under a load
+    # that changes during the run.
+    ratio = statistics.median(c / u for u, c in zip(times[False], times[True]))
+    print("perf: compiled step, 8 x 1024 ids, vocabulary 50257: %.2f ms unchecked, %.2f ms checked, ratio %.3f"
+          % (a * 1e3, b * 1e3, ratio))
+    ok(not violations(), "perf: no violation")
+else:
+    print("FAIL: unknown mode " + mode)
+    sys.exit(2)
+sys.exit(1 if failures else 0)
