@@ -324,8 +324,10 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
     if (lg_scan_is_float(in->target->dtype)) {
         /* Any value put in place of a bad probability still adds its own loss and gradient:
          * unlike a label's ignore_index, no probability leaves the loss unchanged. */
-        snprintf(why, why_len, "binary_cross_entropy has no ignore value for a probability: any value put in "
-                               "place of a bad one would still add its loss and gradient");
+        snprintf(why, why_len, "%s",
+                 spec && spec->no_mask[0] ? spec->no_mask /* the spec says why (multinomial) */
+                                          : "binary_cross_entropy has no ignore value for a probability: any value "
+                                            "put in place of a bad one would still add its loss and gradient");
         return false;
     }
     if (!lg_act_mask_value(in->target, value, rewrite)) {

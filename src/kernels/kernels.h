@@ -49,6 +49,8 @@ typedef struct lg_spec {
     int dtype_template_arg;    /* which one, 1-based; 0: the last */
     bool ids;                  /* target_kind=ids: embedding/index ids, n_classes is the row count */
     bool range;                /* target_kind=range: float values checked against [0, 1] (BCE) */
+    bool probs;                /* target_kind=probs (range too): torch.multinomial's rows of weights,
+                                * count_field rows of n_classes each (lg_scan.h's LG_SCAN_RULE_PROBS) */
     bool assert_flag;          /* target_kind=assert: torch._assert_async's one-element condition (asserts.c) */
     lg_field_t allow_negative; /* ids: nonzero when the kernel wraps negative ids; param -1: never */
     lg_field_t weight;         /* class-weight pointer (mask safety); param -1: none */

@@ -240,14 +240,15 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
     if (s->count_kind == LG_COUNT_ACCESSOR && s->target_ndim == 0)
         return lg_spec_value_bad(c, "count", "count=accessor needs target_accessor");
 
-    static const char *const kinds2[] = {"labels", "ids", "range", "assert", NULL};
+    static const char *const kinds2[] = {"labels", "ids", "range", "assert", "probs", NULL};
     if (g_key_file_has_key(c->kf, c->group, "target_kind", NULL)) {
-        k = lg_spec_value_choice(c, "target_kind", kinds2, "labels, ids, range or assert");
+        k = lg_spec_value_choice(c, "target_kind", kinds2, "labels, ids, range, assert or probs");
         if (k < 0)
             return -1;
         s->ids = k == 1;
-        s->range = k == 2;
+        s->range = k == 2 || k == 4; /* probs: a range target with its own rule */
         s->assert_flag = k == 3;
+        s->probs = k == 4;
     }
     if (s->assert_flag) {
         /* torch._assert_async's condition: one element whose type the kernel's name gives
@@ -270,6 +271,15 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
                                      : "a float dtype needs target_kind=range");
     if (s->assert_flag) {
         /* checked above */
+    } else if (s->probs) {
+        /* rows of weights: count_field the rows, n_classes the weights in each; nothing ignored */
+        if (s->count_kind != LG_COUNT_PARAM || s->target_ndim)
+            return lg_spec_value_bad(c, "count", "target_kind=probs reads count_field rows of a plain pointer: count=param");
+        if (lg_spec_value_field(c, s, "n_classes", &s->n_classes, false, &rc))
+            return -1;
+        s->ignore_index.param = -1;
+        if (g_key_file_has_key(c->kf, c->group, "ignore_index", NULL))
+            return lg_spec_value_bad(c, "ignore_index", "target_kind=probs has no ignore_index");
     } else if (s->range) {
         /* a probability has no class count and no ignore value: [0, 1] is the whole rule */
         s->n_classes.param = s->ignore_index.param = -1;

@@ -53,6 +53,9 @@ typedef enum {
     LG_CAUSE_NAN_INPUT,            /* BCE probabilities that are NaN: the training diverged */
     LG_CAUSE_NUM_CLASSES_TOO_SMALL, /* ids of a class dimension (F.one_hot): a label >= num_classes */
     LG_CAUSE_INDEX_OUT_OF_RANGE,    /* ids of a plain dimension (index_select(1), gather, x[idx]) */
+    LG_CAUSE_FP16_OVERFLOW,         /* multinomial weights NaN or infinite: half-precision logits overflowed */
+    LG_CAUSE_ALL_MASKED,            /* a multinomial row of zeros: top-k/top-p or a mask removed every token */
+    LG_CAUSE_NEGATIVE_PROBS,        /* negative multinomial weights: logits given where probabilities go */
     LG_CAUSE_OTHER
 } lg_cause_t;
 
@@ -106,7 +109,8 @@ LG_HIDDEN void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg
 
 /* Range targets (BCE's probabilities, target_kind=range): no_sigmoid when a bad value is a
  * number outside [0, 1], nan_input when every sampled bad value is NaN; other for BCE's
- * target operand; and the sentence. */
+ * target operand; and the sentence. torch.multinomial's weights (rule LG_SCAN_RULE_PROBS):
+ * fp16_overflow (a NaN or an infinity), else negative_probs, else all_masked (a row of zeros). */
 LG_HIDDEN lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v);
 /* The fix for a bad BCE target (operand 1 of a range kernel, cause other). */
 LG_HIDDEN const char *lg_cause_range_target_fix(void);
