@@ -212,13 +212,19 @@ static void ids_facts(const lg_act_input_t *in, const lg_py_stack_t *py, lg_ids_
 /* A torch._assert_async condition that is false: the op that asserted, from the native stack
  * (symbolized here, so that the error PyTorch raises names it too), and what its check means.
  * Only the condition was read: the text claims nothing about the values behind it. */
-static void assert_cause(lg_violation_t *v)
+static void assert_cause(lg_violation_t *v, void **args)
 {
     char (*lines)[256] = v->native.n > 0 ? malloc(sizeof(char[LG_MAX_FRAMES][256])) : NULL;
     int n = lines ? lg_stack_symbolize(&v->native, lines, LG_MAX_FRAMES) : 0;
     lg_asserts_op(lines, n, v->op, sizeof v->op);
     free(lines);
     v->cause = LG_CAUSE_OTHER;
+    /* an op whose message asserts.c knows (torch.multinomial) has its own cause and sentence */
+    const char *known = lg_asserts_meaning(v->spec, args, v->op, sizeof v->op, v->cause_text, sizeof v->cause_text);
+    if (known) {
+        v->cause = lg_cause_by_name(known);
+        return;
+    }
     if (strstr(v->op, "index_put"))
         snprintf(v->cause_text, sizeof v->cause_text,
                  "%s checks on the device that its indices are in range for their dimensions, and that check "
@@ -268,7 +274,7 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
      * spec is NULL only when the kernel's image was unloaded before its async verdict came. */
     v->indexed = LG_INDEXED_VOCAB;
     if (info->spec && info->spec->assert_flag) {
-        assert_cause(v);
+        assert_cause(v, in->args);
     } else if (lg_scan_is_float(in->target->dtype)) {
         v->cause = lg_cause_classify_range(in->target, in->verdict);
         lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);

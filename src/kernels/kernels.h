@@ -279,6 +279,11 @@ LG_HIDDEN void lg_asserts_verdict(const lg_assert_elem_t *e, uint64_t ptr, const
 /* The op whose assert it is, from symbolized native frames (innermost first): the outermost
  * at::_ops::<op> that is not _assert_async itself, else "torch._assert_async". */
 LG_HIDDEN void lg_asserts_op(char (*native)[256], int n_native, char *out, size_t len);
+/* When the launch's message (its Msg parameter) is one an op known to labelguard passes
+ * (torch.multinomial's two): that op into op, the sentence into out, and the likely cause's name
+ * (report/cause.c's) returned; else NULL, nothing written. args may be NULL. */
+LG_HIDDEN const char *lg_asserts_meaning(const lg_spec_t *spec, void **args, char *op, size_t op_len, char *out,
+                                         size_t len);
 /* ---------------------------------------------------------------- names.c */
 
 /* handle/stub -> mangled name, recorded at registration; lock-free reads. A registered name

@@ -75,6 +75,14 @@ static const char *const fixes[] = {
 
 const char *lg_cause_name(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ? names[c] : "other"; }
 
+lg_cause_t lg_cause_by_name(const char *name)
+{
+    for (unsigned c = 0; name && c < LG_CAUSE_OTHER; c++)
+        if (strcmp(names[c], name) == 0)
+            return (lg_cause_t)c;
+    return LG_CAUSE_OTHER;
+}
+
 const char *lg_cause_range_target_fix(void)
 {
     return "binary_cross_entropy's target must hold probabilities in [0, 1], never NaN: check how the targets are "

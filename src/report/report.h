@@ -101,6 +101,8 @@ LG_HIDDEN lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t 
 LG_HIDDEN const char *lg_cause_name(lg_cause_t c);
 /* The fix alone, a few words ("subtract 1"), for the one-line raise message. */
 LG_HIDDEN const char *lg_cause_fix(lg_cause_t c);
+/* The cause of a name (lg_cause_name's inverse); LG_CAUSE_OTHER for an unknown one. */
+LG_HIDDEN lg_cause_t lg_cause_by_name(const char *name);
 /* One sentence: what the values look like and the fix. Writes into out. */
 LG_HIDDEN void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len);
 /* The sentence for ids (target_kind=ids): the two id causes, or "other" in words about ids. */
