@@ -68,8 +68,7 @@ static const char *const fixes[] = {
     [LG_CAUSE_FP16_OVERFLOW] = "compute the softmax in float32 (logits.float().softmax(-1)) or use bf16",
     [LG_CAUSE_ALL_MASKED] = "keep at least one token per row after top-k/top-p or masking (top-k >= 1; top-p: "
                             "always keep the top token)",
-    [LG_CAUSE_NEGATIVE_PROBS] = "pass probabilities (softmax of the logits) to torch.multinomial, or sample with "
-                                "torch.distributions.Categorical(logits=...)",
+    [LG_CAUSE_NEGATIVE_PROBS] = "pass softmax(logits) to torch.multinomial, or use Categorical(logits=...)",
     [LG_CAUSE_OTHER] = "check the label mapping and num_classes",
 };
 

@@ -40,7 +40,8 @@ static void reset_warnings(void)
 #define RANGE_SPECS 20 /* BCE's probability input: 2 kernels x 4 dtypes x 2 data-array types, 4 closures */
 #define MARGIN_SPECS 6 /* MultiMarginLoss forward and backward, 3 margin sizes each */
 #define ASSERT_SPECS 1 /* torch._assert_async's condition */
-#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS)
+#define PROBS_SPECS 8  /* torch.multinomial: renormRowsL1 and the sampling kernel, 4 dtypes each */
+#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS + PROBS_SPECS)
 
 static void test_builtin(void)
 {
