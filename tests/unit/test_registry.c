@@ -50,7 +50,7 @@ static void test_builtin(void)
     g_assert_cmpint(n_warnings, ==, 0);
     g_assert_cmpint(n, ==, BUILTIN_SPECS);
     g_assert_cmpint(lg_registry_count(), ==, BUILTIN_SPECS);
-    int families[4] = {0, 0, 0, 0}, assert_specs = 0;
+    int families[4] = {0, 0, 0, 0}, assert_specs = 0, probs_specs = 0;
     for (int i = 0; i < n; i++) {
         const lg_spec_t *s = lg_registry_get(i);
         g_assert_nonnull(s);
@@ -58,6 +58,16 @@ static void test_builtin(void)
         g_assert_cmpint(s->target.param, <, s->n_params);
         g_assert_cmpint(s->param_sizes[s->target.param], >=, s->target.offset + 8);
         g_assert_true(g_str_has_prefix(s->source, "builtin:"));
+        if (s->probs) { /* torch.multinomial's rows: count_field rows of n_classes weights */
+            g_assert_true(s->range);
+            g_assert_cmpstr(s->family, ==, "multinomial");
+            g_assert_cmpint(s->n_classes.param, >=, 0);
+            g_assert_cmpint(s->ignore_index.param, ==, -1);
+            g_assert_cmpint(s->count_kind, ==, LG_COUNT_PARAM);
+            g_assert_cmpstr(s->no_mask, !=, "");
+            probs_specs++;
+            continue;
+        }
         if (s->range) { /* BCE's probabilities: [0, 1], no class count */
             g_assert_cmpstr(s->family, ==, "binary_cross_entropy");
             g_assert_cmpint(s->n_classes.param, ==, -1);
@@ -89,6 +99,7 @@ static void test_builtin(void)
      * scatter, scatter_fill x2, x[idx], index_put_, index_fill x2, index_copy_, take x3, put x3 */
     g_assert_cmpint(families[3], ==, RANGE_SPECS);
     g_assert_cmpint(assert_specs, ==, ASSERT_SPECS);
+    g_assert_cmpint(probs_specs, ==, PROBS_SPECS);
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
