@@ -229,7 +229,7 @@ static const bad_case_t bad_cases[] = {
     {"duplicate key", "[k]\n" GOOD_BODY "family=again\n", 0, "t.conf:12: [k] family: key given twice (first at line 3)"},
     {"duplicate group", "[k]\n" GOOD_BODY "[k]\n" GOOD_BODY, 0, "t.conf:12: [k]: duplicate kernel spec (first defined at line 1)"},
     {"conflicting kernels", "[k]\n" GOOD_BODY "[k2]\n" GOOD_BODY, 0, "t.conf:13: [k2] match: conflicts with [k]"},
-    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids, range or assert"},
+    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids, range, assert or probs"},
     {"assert with a fixed dtype", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=int64\n"
                                   "count=one\ntarget_kind=assert\n", 0, "[k] dtype: target_kind=assert takes dtype=from_template"},
     {"assert with a count", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=from_template\n"
