@@ -62,7 +62,8 @@ typedef struct lg_spec {
     lg_field_t map_nelem, blocks_per_sample; /* LG_COUNT_GRID_MAP */
 
     lg_field_t n_classes;
-    lg_field_t ignore_index; /* param -1: the kernel has no ignore_index */
+    lg_field_t n_classes_times; /* width 0: none; else the bound is n_classes times this field */
+    lg_field_t ignore_index;    /* param -1: the kernel has no ignore_index */
     bool truncate_to_int32;
     char no_mask[192]; /* ids: why mask must not run this kernel on a copy ("" when it may) */
     char source[256]; /* "builtin" or file:line, for messages */

@@ -29,7 +29,7 @@ static const char *const known_keys[] = {
     "target_kind",     "allow_negative", "weight",
     "size_average",    "input",          "no_mask",
     "target_calc",     "targets",        "layout_check",
-    NULL,
+    "n_classes_times", NULL,
 };
 
 /* from_functor:MARK:N[:int64|int32]: MARK a mangled-name piece ending in the functor's 'I'. */
@@ -79,7 +79,7 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
                 "unknown key (known: versions, match, family, direction, params, target, target_accessor, "
                 "dtype, count, count_field, map_nelem, blocks_per_sample, n_classes, ignore_index, "
                 "truncate_to_int32, target_kind, allow_negative, weight, size_average, input, no_mask, target_calc, "
-                "targets, layout_check)");
+                "targets, layout_check, n_classes_times)");
             g_strfreev(keys);
             return -1;
         }
@@ -291,7 +291,13 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
             return -1;
         if (lg_spec_value_field(c, s, "ignore_index", &s->ignore_index, true, &rc))
             return -1;
+        /* a bound that is the product of two fields (max_unpool2d: outputHeight * outputWidth) */
+        if (g_key_file_has_key(c->kf, c->group, "n_classes_times", NULL) &&
+            lg_spec_value_field(c, s, "n_classes_times", &s->n_classes_times, false, &rc))
+            return -1;
     }
+    if (g_key_file_has_key(c->kf, c->group, "n_classes_times", NULL) && s->n_classes_times.width == 0)
+        return lg_spec_value_bad(c, "n_classes_times", "only with target_kind=labels or ids");
     s->allow_negative.param = s->weight.param = s->size_average.param = s->input.param = -1;
     if (g_key_file_has_key(c->kf, c->group, "allow_negative", NULL)) {
         if (!s->ids)
