@@ -85,6 +85,7 @@ static const kcase_t cases[] = {
 /* MultiMarginLoss forward and backward (class-index targets, no ignore_index), test_margin_specs. */
 #define N_MARGIN_SPECS 6
 #define N_ASSERT_SPECS 1 /* _assert_async_cuda_kernel: decoded by asserts.c (test_asserts.c) */
+#define N_UNPOOL_SPECS 1 /* max_unpooling2d_forward_kernel (test_unpool_bound) */
 #define N_PROBS_SPECS 8  /* torch.multinomial: renormRowsL1, the sampling kernel; 4 dtypes each (test_probs_key) */
 #define N_RANGE_SPECS 20 /* 8 + 8 for the at::detail::Array releases + 4 strided closures */
 
@@ -136,7 +137,7 @@ static const lg_spec_t *spec_named(const char *name)
 
 static void test_every_builtin(void)
 {
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -395,7 +396,7 @@ static void test_ids_builtins(void)
         {"indexSelectLargeIndex:index64", "416,416,416,4,4,8,8,8", "_Z21indexSelectLargeIndexIflmLin1ELin1ELin1ELb1EEvv",
          "_Z21indexSelectLargeIndexIfimLin1ELin1ELin1ELb1EEvv", -1, 8, 7, -1, false},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (int i = 0; i < N_NAMED_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -501,7 +502,7 @@ static void test_named_index(void)
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEElmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_",
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEEimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_", 8, 7},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -651,7 +652,7 @@ static void test_range_builtins(void)
          "unrolled_elementwise_kernel:binary_cross_entropy:bfloat16", "4,1,24,1,1,1,1", LG_DTYPE_BFLOAT16},
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
-                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS);
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("kernel %s", k[i].spec);
         char why[512] = "";
@@ -839,6 +840,40 @@ static void test_probs_key(void)
     g_assert_cmpint(t.count, ==, 12);
     g_assert_cmpint(t.n_classes, ==, 6);
     g_assert_cmpuint(t.data, ==, ptr);
+}
+
+/* n_classes_times: the bound is the product of two fields (max_unpool2d's outputHeight *
+ * outputWidth), on the built-in spec with the 2.15 kernel's name; a product past the absurd count
+ * is refused; the key needs labels or ids. */
+static void test_unpool_bound(void)
+{
+    char why[256] = "", err[512];
+    lg_registry_init_with(NULL, NULL);
+    const char *name = "_ZN2at6native30max_unpooling2d_forward_kernelIfEEvlPKT_PKllllllPS2_";
+    const lg_spec_t *s = lg_registry_find(name, NULL, -1, why, sizeof why);
+    g_assert_nonnull(s);
+    g_assert_cmpstr(s->family, ==, "max_unpool2d");
+    g_assert_true(s->ids && s->truncate_to_int32);
+    int64_t v[9] = {8, 0x1000, 0x2000, 2, 2, 2, 4, 5, 0x3000};
+    void *args[9];
+    for (int i = 0; i < 9; i++)
+        args[i] = &v[i];
+    unsigned grid[3] = {1, 1, 1};
+    lg_target_t t;
+    g_assert_cmpint(lg_decode(s, LG_DTYPE_INT64, args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.count, ==, 8);
+    g_assert_cmpint(t.n_classes, ==, 20);
+    g_assert_cmpuint(t.data, ==, 0x2000);
+    g_assert_false(t.has_ignore_index);
+    v[6] = v[7] = INT64_C(1) << 30;
+    g_assert_cmpint(lg_decode(s, LG_DTYPE_INT64, args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "not plausible"));
+    lg_spec_t sp;
+    const char *range = "[k]\nmatch=x;St5arrayIPcLm3EE\nfamily=f\ndirection=forward\ntarget_kind=range\nparams=4,1,24\n"
+                        "layout_check=match_types\ntarget=2,8\ndtype=float32\ncount=param\ncount_field=0,0,4\n"
+                        "n_classes_times=0,0,4\n";
+    g_assert_cmpint(lg_spec_parse(range, strlen(range), "t", &sp, 1, err, sizeof err), ==, -1);
+    g_assert_nonnull(strstr(err, "only with target_kind=labels or ids"));
 }
 
 /* targets=N, the constant form: range kernels only, N operand pointers inside the parameter,
@@ -1139,7 +1174,7 @@ static void test_margin_specs(void)
         {"MultiMarginLoss_backward_kernel:margin8", "8,8,8,8,8,4,4,1,8,1", 3, 5, 6},
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
-                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS);
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(m); i++) {
         g_test_message("spec %s", m[i].spec);
         const lg_spec_t *s = spec_named(m[i].spec);
@@ -1179,6 +1214,7 @@ int main(int argc, char **argv)
     g_test_add_func("/decode/range-kernels", test_range_builtins);
     g_test_add_func("/decode/range-key", test_range_key);
     g_test_add_func("/decode/probs-key", test_probs_key);
+    g_test_add_func("/decode/unpool-bound", test_unpool_bound);
     g_test_add_func("/decode/range-operands-key", test_range_operands_key);
     g_test_add_func("/decode/range-closure", test_range_closure);
     g_test_add_func("/decode/closure-index64", test_closure_index64);
