@@ -82,6 +82,9 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   (negative_probs); clean calls run and the context lives on. On the double only
                   the with-replacement call and the clean one are judged (it computes no
                   reductions nor divisions: tests/torch-fake/test_sampling.sh)
+  unpool          F.max_unpool2d with an index one past its 4 x 4 output plane: blocked before
+                  max_unpooling2d_forward_kernel asserts (ids[6] = 16, bound 16); valid indices
+                  then run and the context lives on (also on the double)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
   embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
@@ -644,6 +647,16 @@ def child_sampling(torch, F):
     _emit(rep=rep, one=one, cat=cat, good=ok, torch=torch.__version__)
 
 
+def child_unpool(torch, F):
+    x = torch.arange(8, dtype=torch.float32).view(1, 2, 2, 2).cuda()
+    good = torch.tensor([[[[0, 3], [9, 15]], [[1, 2], [14, 5]]]])
+    bad = good.clone()
+    bad[0, 1, 1, 0] = 16
+    b = _try(lambda: (F.max_unpool2d(x, bad.cuda(), 2), torch.cuda.synchronize())[-1])
+    g = _try(lambda: F.max_unpool2d(x, good.cuda(), 2).sum().item())
+    _emit(bad=b, good=g, torch=torch.__version__)
+
+
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
     "index_cost": child_index_cost, "bce_cost": child_bce_cost, "bce_graph": child_bce_graph, "profiler": child_profiler, "async_exit": child_async_exit,
@@ -655,6 +668,7 @@ CHILDREN = {
     "threads_mask": child_threads_mask, "graph_into": child_graph_into,
     "embedding_step": child_embedding_step,
     "index_put_acc": child_index_put_acc, "assert_async": child_assert_async, "sampling": child_sampling,
+    "unpool": child_unpool,
 }
 
 
@@ -1034,6 +1048,23 @@ def case_sampling(ctx):
     return "PASS", detail
 
 
+def case_unpool(ctx):
+    rc, obs, ev, err = spawn(ctx, "unpool", "unpool", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = [v for v in of(ev, "violation") if v.get("kernel") == "max_unpooling2d_forward_kernel"]
+    bad, good = obs["bad"], obs["good"]
+    detail = "torch %s: raised=%s, %d violations; then %s" % (obs.get("torch"), bad.get("raised"), len(viol),
+                                                              good.get("value"))
+    if not (bad.get("raised") and "ids[6] = 16" in bad.get("text", "") and "device-side assert" not in bad.get("text", "")):
+        return "FAIL", detail + "; bad=%s" % bad
+    if len(viol) != 1 or viol[0].get("target", {}).get("bound") != 16 or viol[0].get("outcome") != "blocked":
+        return "FAIL", detail + "; violations %s" % [(v.get("target"), v.get("outcome")) for v in viol]
+    if good.get("raised"):
+        return "FAIL", detail + "; good=%s" % good
+    return "PASS", detail
+
+
 def case_capture_logits(ctx):
     rc, obs, ev, err = spawn(ctx, "capture_logits", "capture_logits", {"LABELGUARD_ACTION": "raise"})
     if obs is None:
@@ -1355,7 +1386,8 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("graph_into", case_graph_into),
          ("compiled", case_compiled), ("embedding_async", case_embedding_async),
          ("embedding_graph", case_embedding_graph), ("index_put_acc", case_index_put_acc),
-         ("assert_async", case_assert_async), ("sampling", case_sampling)]
+         ("assert_async", case_assert_async), ("sampling", case_sampling),
+         ("unpool", case_unpool)]
 
 
 def main():
