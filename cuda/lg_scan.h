@@ -3,6 +3,8 @@
  * (tests/unit/test_scan.c) prove the same lines the GPU runs. Range targets (BCE's float
  * probabilities, valid in [0, 1], NaN bad) share the same scan; their values travel as raw
  * bits; the per-element rules (lg_scan_range_*) compare those bits, never a converted double.
+ * torch.multinomial's weights (rule LG_SCAN_RULE_PROBS: finite, not negative, no row of zeros)
+ * are judged by row, on the host only (lg_scan_probs_rows); the GPU backend hands them over.
  *
  * Plain C99 plus __host__ __device__ markers; no glib, no libc beyond stdint, so nvcc and
  * gcc both compile it. Included by C and CUDA translation units.
