@@ -408,7 +408,7 @@ static void explain_probs(lg_cause_t c, const lg_target_t *t, const lg_verdict_t
     int64_t at = -1; /* the first sample that shows the cause */
     for (int i = 0; i < v->n_samples && at < 0; i++) {
         int64_t raw = v->samples[i].value;
-        if (c == LG_CAUSE_FP16_OVERFLOW ? probs_nonfinite(t->dtype, raw)
+        if (c == LG_CAUSE_FP16_OVERFLOW    ? probs_nonfinite(t->dtype, raw)
             : c == LG_CAUSE_NEGATIVE_PROBS ? probs_negative(t->dtype, raw)
                                            : !probs_nonfinite(t->dtype, raw) && !probs_negative(t->dtype, raw))
             at = v->samples[i].index;
@@ -417,8 +417,7 @@ static void explain_probs(lg_cause_t c, const lg_target_t *t, const lg_verdict_t
     if (at >= 0)
         snprintf(row, sizeof row, " (row %" PRId64 " of %" PRId64 ")", at / cols, rows);
     if (c == LG_CAUSE_FP16_OVERFLOW)
-        snprintf(out, out_len,
-                 "torch.multinomial's probabilities hold NaN or inf%s: %s; %s", row,
+        snprintf(out, out_len, "torch.multinomial's probabilities hold NaN or inf%s: %s; %s", row,
                  t->dtype == LG_DTYPE_FLOAT16 ? "half-precision logits overflowed (fp16 ends at 65504)"
                                               : "the logits overflowed before the softmax (an fp16 model or autocast)",
                  lg_cause_fix(c));
