@@ -374,9 +374,12 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
         snprintf(out, out_len,
                  "labelguard: bad probabilities for sampling, not a CUDA fault (ignore the cudaErrorNotPermitted and "
                  "CUDA_LAUNCH_BLOCKING hints below): %s: %s (valid: finite, >= 0, each row's sum > 0; %" PRId64
-                 " bad); launch blocked, the CUDA context is intact; likely cause: %s: %s; details in %s",
-                 v->short_name[0] ? v->short_name : "kernel", what, vd->bad_count, lg_cause_name(cause),
-                 lg_cause_fix(cause), path0);
+                 " bad); %s; likely cause: %s: %s; details in %s",
+                 v->short_name[0] ? v->short_name : "kernel", what, vd->bad_count,
+                 v->outcome && !strcmp(v->outcome, "launched")
+                     ? "the launch ran on them (its verdict was read after it: async mode or a graph replay)"
+                     : "launch blocked, the CUDA context is intact",
+                 lg_cause_name(cause), lg_cause_fix(cause), path0);
         return;
     }
     if (range(v)) {

@@ -147,8 +147,8 @@ elif MODE == "log":
 elif MODE == "async":
     _, exc = run(lambda: sample(probs(torch.bfloat16, "negative")))
     V = events(OUT)
-    check("async: raised at the call or the next synchronisation, by labelguard",
-          exc is not None and "labelguard" in str(exc), exc)
+    check("async: raised at the call or the next synchronisation, by labelguard, saying the launch ran",
+          exc is not None and "labelguard" in str(exc) and "the launch ran on them" in str(exc), exc)
     ren = [v for v in V if v["kernel"] == "renormRowsL1"]
     check("async: renormRowsL1 reported, outcome launched, the note says the verdict is late",
           len(ren) == 1 and ren[0]["outcome"] == "launched" and "verdict late" in ren[0].get("note", "")
