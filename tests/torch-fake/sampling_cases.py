@@ -20,8 +20,8 @@ reductions the double does not run, so a bad one is driven here through the same
 message multinomial passes and a false condition copied from the CPU: the report names the op
 multinomial and the sampling cause. scripts/gpu-check.sh runs the real call on a GPU.
 """
-import math
 import os
+import subprocess
 import sys
 
 import torch
@@ -140,6 +140,14 @@ elif MODE == "log":
         check("log: outcome launched", v["outcome"] == "launched", v["outcome"])
         check("log: float16 inf: the cause text says half-precision logits overflowed",
               "half-precision" in v["cause_text"], v["cause_text"])
+    # `labelguard report` on the log: positions as probs[row, column], the rows and the rule
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("LABELGUARD_")}
+    env["PYTHONPATH"] = os.path.join(root, "python")
+    r = subprocess.run([sys.executable, "-m", "labelguard", "report", OUT], capture_output=True, text=True, env=env)
+    check("log: labelguard report names probs[1, 5] = inf, 4 rows of 8 and the rule",
+          "probs[1, 5] = inf" in r.stdout and "4 rows of 8" in r.stdout and "each row's sum > 0" in r.stdout,
+          r.stdout[-600:] + r.stderr[-300:])
     smp = [v for v in V if v["kernel"] == "sampleMultinomialWithReplacement"]
     check("log: the sampling kernel's buffer is reported too (the same value, launched)",
           len(smp) == 1 and smp[0]["outcome"] == "launched" and smp[0]["cause"] == "fp16_overflow"
