@@ -3,6 +3,8 @@
  * (tests/unit/test_scan.c) prove the same lines the GPU runs. Range targets (BCE's float
  * probabilities, valid in [0, 1], NaN bad) share the same scan; their values travel as raw
  * bits; the per-element rules (lg_scan_range_*) compare those bits, never a converted double.
+ * torch.multinomial's weights (rule LG_SCAN_RULE_PROBS: finite, not negative, no row of zeros)
+ * are judged by row, on the host only (lg_scan_probs_rows); the GPU backend hands them over.
  *
  * Plain C99 plus __host__ __device__ markers; no glib, no libc beyond stdint, so nvcc and
  * gcc both compile it. Included by C and CUDA translation units.
@@ -108,6 +110,19 @@ LG_HD int lg_scan_range_bad(lg_dtype_t d, int64_t raw)
     return !(b <= lg_scan_range_one(d) || b == sign);
 }
 
+/* What a range target's values must be (lg_target_t.rule). UNIT: BCE's probabilities, each in
+ * [0, 1]. PROBS: torch.multinomial's weights, rows of n_classes each: every weight finite and not
+ * negative (-0 is zero), and every row with a weight above 0; values above 1 are fine (the kernel
+ * normalizes each row). The host backend alone judges PROBS (the row rule needs whole rows). */
+enum { LG_SCAN_RULE_UNIT = 0, LG_SCAN_RULE_PROBS = 1 };
+
+/* A multinomial weight the sampling kernels reject: NaN, an infinity, or below 0. */
+LG_HD int lg_scan_probs_bad(lg_dtype_t d, int64_t raw)
+{
+    uint64_t sign = lg_scan_range_sign(d), b = (uint64_t)raw & (sign | (sign - 1)), mag = b & (sign - 1);
+    return mag >= lg_scan_range_inf(d) || ((b & sign) && mag != 0);
+}
+
 /* A number's order as a signed integer: the magnitude, negated under the sign bit, so -0 and +0
  * are equal as they are as floats. Meaningless for NaN (callers test lg_scan_range_nan first). */
 LG_HD int64_t lg_scan_range_key(lg_dtype_t d, int64_t raw)
@@ -140,7 +155,9 @@ typedef struct lg_target {
     int index_is_offset;   /* samples carry the element offset from data, not the logical index: a
                             * view decoded from a TensorIterator's OffsetCalculator (decode.c) */
     int operand;           /* range kernels: which operand was read (0 BCE's input, 1 its target) */
-    int reserved;          /* explicit padding: the layout nvcc sees, 8-byte multiple */
+    int rule;              /* range kernels: LG_SCAN_RULE_UNIT (BCE: [0, 1]) or LG_SCAN_RULE_PROBS
+                            * (torch.multinomial: rows of n_classes weights); keeps the layout an
+                            * 8-byte multiple, as nvcc sees it */
 } lg_target_t;
 
 typedef struct lg_sample {
@@ -213,7 +230,7 @@ LG_HD int lg_scan_is_ignored(const lg_target_t *t, int64_t v)
 LG_HD int lg_scan_is_bad(const lg_target_t *t, int64_t v)
 {
     if (lg_scan_is_float(t->dtype))
-        return lg_scan_range_bad(t->dtype, v);
+        return lg_scan_range_bad(t->dtype, v); /* PROBS targets take lg_scan_probs_rows instead */
     int64_t e = lg_scan_effective(t, v);
     int64_t lo = t->allow_negative ? -t->n_classes : 0;
     return e < lo || e >= t->n_classes;
@@ -433,6 +450,43 @@ static inline void lg_scan_range_contiguous(const lg_target_t *t, const void *ba
         }
     }
 }
+/* The multinomial rule over rows of n_classes weights (t->count / n_classes rows): each bad
+ * weight is an offender, and so is a row whose weights are all zero (its sum is 0: the sampling
+ * kernel's `cumdist[size - 1] > 0` fails); such a row's sample is its first element (index
+ * r * n_classes, value 0), so samples stay in index order. bad_count counts both. Host only. */
+static inline void lg_scan_probs_rows(const lg_target_t *t, const void *base, int max_samples, lg_verdict_t *v)
+{
+    int64_t cols = t->n_classes > 0 ? t->n_classes : t->count, abs_mask = (int64_t)(lg_scan_range_sign(t->dtype) - 1);
+    for (int64_t r = 0; cols > 0 && r * cols < t->count; r++) {
+        int row_zero = 1, row_bad = 0;
+        for (int64_t c = 0; c < cols && r * cols + c < t->count; c++) {
+            int64_t i = r * cols + c, val = lg_scan_load(t, base, i);
+            if (v->checked == 0 || lg_scan_extends(t, val, v->min, 0))
+                v->min = val;
+            if (v->checked == 0 || lg_scan_extends(t, val, v->max, 1))
+                v->max = val;
+            v->checked++;
+            row_zero &= (val & abs_mask) == 0;
+            if (lg_scan_probs_bad(t->dtype, val)) {
+                row_bad = 1;
+                if (v->n_samples < max_samples) {
+                    v->samples[v->n_samples].index = lg_scan_sample_index(t, i);
+                    v->samples[v->n_samples].value = val;
+                    v->n_samples++;
+                }
+                v->bad_count++;
+            }
+        }
+        if (row_zero && !row_bad) {
+            if (v->n_samples < max_samples) {
+                v->samples[v->n_samples].index = lg_scan_sample_index(t, r * cols);
+                v->samples[v->n_samples].value = lg_scan_load(t, base, r * cols);
+                v->n_samples++;
+            }
+            v->bad_count++;
+        }
+    }
+}
 #endif
 
 /* Host scan over a host-resident copy. `base` points at element 0. Fills v completely.
@@ -443,6 +497,10 @@ LG_HD void lg_scan_host(const lg_target_t *t, const void *base, int max_samples,
     if (max_samples > LG_MAX_SAMPLES)
         max_samples = LG_MAX_SAMPLES;
 #ifndef __CUDACC__
+    if (t->rule == LG_SCAN_RULE_PROBS) {
+        lg_scan_probs_rows(t, base, max_samples, v);
+        return;
+    }
     if (lg_scan_is_float(t->dtype) && !t->has_ignore_index && t->count > 0 && t->ndim <= 1 && t->strides[0] == 1) {
         lg_scan_range_contiguous(t, base, max_samples, v);
         return;

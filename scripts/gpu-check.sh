@@ -19,7 +19,9 @@
 #              enable before CUDA (backend gpu; a fork child), attach to a
 #              busy loop, torch.profiler after enable, torch.compile,
 #              capture-to-graph losses against eager (torch.cond bodies;
-#              graph_into) (see that file's docstring)
+#              graph_into), torch.multinomial's probabilities (sampling),
+#              max_unpool2d indices (unpool)
+#              (see that file's docstring)
 #   scenarios  real PyTorch training loops x actions                       tests/torch/run_scenarios.py
 #   test-gpu   validator vs CPU scan, e2e programs on the real runtime,    tests/gpu/run.sh
 #              live kernel names + cudaFuncGetParamInfo sizes vs specs

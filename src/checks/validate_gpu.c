@@ -109,6 +109,12 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
                            char *why, size_t why_len)
 {
     *use_host = false;
+    if (tin->rule == LG_SCAN_RULE_PROBS) {
+        /* torch.multinomial's row rule (a row of zeros) needs whole rows: the host backend's */
+        snprintf(why, why_len, "multinomial weights are judged by row, on the host backend");
+        *use_host = true;
+        return -1;
+    }
     lg_target_t t;
     lg_scan_normalize(tin, &t);
     if (samples > LG_MAX_SAMPLES)

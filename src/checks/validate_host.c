@@ -234,13 +234,17 @@ static int chunked_scan(const lg_runtime_t *rt, const lg_target_t *t, void *stre
     int kind;
     if (fetch_ready(rt, t, stream, &kind, why, why_len) != 0)
         return -1;
+    size_t es = lg_scan_elem_size(t->dtype);
+    int64_t n = t->count, chunk = (int64_t)(LG_VALIDATE_HOST_STAGE_BYTES / es);
+    if (t->rule == LG_SCAN_RULE_PROBS) /* whole rows per chunk: the row rule reads a row at once */
+        chunk = t->n_classes > 0 && t->n_classes <= chunk ? chunk - chunk % t->n_classes : 0;
+    if (chunk <= 0)
+        return 1;
     stage_t *st = stage_take(rt);
     if (!st)
         return 1;
     if (samples > LG_MAX_SAMPLES)
         samples = LG_MAX_SAMPLES;
-    size_t es = lg_scan_elem_size(t->dtype);
-    int64_t n = t->count, chunk = (int64_t)(LG_VALIDATE_HOST_STAGE_BYTES / es);
     const char *src = (const char *)(uintptr_t)t->data;
     lg_scan_clear(v);
     int cur = 0;

@@ -224,6 +224,12 @@ static void assert_cause(lg_violation_t *v, const char *msg)
     lg_asserts_op(lines, n, v->op, sizeof v->op);
     free(lines);
     v->cause = LG_CAUSE_OTHER;
+    /* an op whose message asserts.c knows (torch.multinomial) has its own cause and sentence */
+    const char *known = lg_asserts_meaning(msg, v->op, sizeof v->op, v->cause_text, sizeof v->cause_text);
+    if (known) {
+        v->cause = lg_cause_by_name(known);
+        return;
+    }
     if (strstr(v->op, "index_put"))
         snprintf(v->cause_text, sizeof v->cause_text,
                  "%s checks on the device that its indices are in range for their dimensions, and that check "
@@ -348,8 +354,10 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
     if (lg_scan_is_float(in->target->dtype)) {
         /* Any value put in place of a bad probability still adds its own loss and gradient:
          * unlike a label's ignore_index, no probability leaves the loss unchanged. */
-        snprintf(why, why_len, "binary_cross_entropy has no ignore value for a probability: any value put in "
-                               "place of a bad one would still add its loss and gradient");
+        snprintf(why, why_len, "%s",
+                 spec && spec->no_mask[0] ? spec->no_mask /* the spec says why (multinomial) */
+                                          : "binary_cross_entropy has no ignore value for a probability: any value "
+                                            "put in place of a bad one would still add its loss and gradient");
         return false;
     }
     if (!lg_act_mask_value(in->target, value, rewrite)) {

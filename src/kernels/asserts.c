@@ -131,6 +131,36 @@ static bool frame_op(const char *line, char *out, size_t len)
     return true;
 }
 
+/* The ops whose torch._assert_async message labelguard knows, by the message the op passes (the
+ * kernel's Msg, read from the launch): which op, the likely cause (report/cause.c's names) and
+ * what the check means. torch.multinomial (aten/src/ATen/native/Distributions.cpp) checks its
+ * probabilities this way for one sample or without replacement; only the condition was read, so
+ * the first message cannot tell NaN/inf from a negative value: the text names both. */
+static const struct {
+    const char *msg, *op, *cause, *text;
+} meanings[] = {
+    {"probability tensor contains either `inf`, `nan` or element < 0", "multinomial", "fp16_overflow",
+     "torch.multinomial's probabilities hold NaN, inf or a value < 0 (only its check was read). NaN/inf: fp16 logits "
+     "overflowed: compute the softmax in float32 or use bf16; < 0: logits passed where probabilities go"},
+    {"invalid multinomial distribution (sum of probabilities <= 0)", "multinomial", "all_masked",
+     "a row of torch.multinomial's probabilities sums to 0 (only its check was read): top-k/top-p or a mask removed "
+     "every token; keep at least one token per row"},
+};
+
+const char *lg_asserts_meaning(const char *msg, char *op, size_t op_len, char *out, size_t len)
+{
+    if (!msg || !msg[0])
+        return NULL;
+    for (size_t i = 0; i < sizeof meanings / sizeof meanings[0]; i++) {
+        if (strcmp(msg, meanings[i].msg) != 0)
+            continue;
+        snprintf(op, op_len, "%s", meanings[i].op);
+        snprintf(out, len, "%s", meanings[i].text);
+        return meanings[i].cause;
+    }
+    return NULL;
+}
+
 void lg_asserts_op(char (*native)[256], int n_native, char *out, size_t len)
 {
     snprintf(out, len, "torch._assert_async");

@@ -323,6 +323,21 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
         return -1;
     }
 
+    if (spec->probs) {
+        /* torch.multinomial's weights: `count` rows of n_classes, contiguous (the op's own copy) */
+        int64_t cols;
+        if (field_value(spec, args, &spec->n_classes, &cols, "n_classes", why, why_len))
+            return -1;
+        if (cols <= 0 || (count && cols > LG_DECODE_ABSURD_COUNT / count)) {
+            snprintf(why, why_len, "[%s]: %lld rows of %lld weights: not plausible", spec->name, (long long)count,
+                     (long long)cols);
+            return -1;
+        }
+        out->count = out->sizes[0] = count * cols;
+        out->n_classes = cols;
+        out->rule = LG_SCAN_RULE_PROBS;
+        return 0;
+    }
     if (spec->range) {
         /* BCE's probabilities: the bound is [0, 1], no class count, nothing ignored */
         out->n_classes = 0;
@@ -336,6 +351,16 @@ int lg_decode_nth(const lg_spec_t *spec, lg_dtype_t dtype, void **args, const un
     nk.offset += 8 * k;
     if (field_value(spec, args, &nk, &nc, "n_classes", why, why_len))
         return -1;
+    if (spec->n_classes_times.width != 0) {
+        int64_t f;
+        if (field_value(spec, args, &spec->n_classes_times, &f, "n_classes_times", why, why_len))
+            return -1;
+        if (nc < 0 || f < 0 || (f && nc > LG_DECODE_ABSURD_COUNT / f)) {
+            snprintf(why, why_len, "[%s]: bound %lld x %lld: not plausible", spec->name, (long long)nc, (long long)f);
+            return -1;
+        }
+        nc *= f;
+    }
     out->n_classes = nc;
 
     /* ignore_index */

@@ -25,6 +25,7 @@ static const struct {
     {"put", false, LG_FAMILY_WRITES_AT_IDS | LG_FAMILY_TENSOR_INDEX},
     {"index", false, LG_FAMILY_TENSOR_INDEX},
     {"take", false, LG_FAMILY_TENSOR_INDEX},
+    {"max_unpool2d", false, LG_FAMILY_WRITES_AT_IDS | LG_FAMILY_TENSOR_INDEX},
     {"embedding_bag", false, LG_FAMILY_VOCAB},
     {"embedding", false, LG_FAMILY_VOCAB}, /* torch.compile's check of aten.embedding (api_index.c) */
 };

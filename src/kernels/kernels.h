@@ -49,6 +49,8 @@ typedef struct lg_spec {
     int dtype_template_arg;    /* which one, 1-based; 0: the last */
     bool ids;                  /* target_kind=ids: embedding/index ids, n_classes is the row count */
     bool range;                /* target_kind=range: float values checked against [0, 1] (BCE) */
+    bool probs;                /* target_kind=probs (range too): torch.multinomial's rows of weights,
+                                * count_field rows of n_classes each (lg_scan.h's LG_SCAN_RULE_PROBS) */
     bool assert_flag;          /* target_kind=assert: torch._assert_async's one-element condition (asserts.c) */
     lg_field_t allow_negative; /* ids: nonzero when the kernel wraps negative ids; param -1: never */
     lg_field_t weight;         /* class-weight pointer (mask safety); param -1: none */
@@ -60,7 +62,8 @@ typedef struct lg_spec {
     lg_field_t map_nelem, blocks_per_sample; /* LG_COUNT_GRID_MAP */
 
     lg_field_t n_classes;
-    lg_field_t ignore_index; /* param -1: the kernel has no ignore_index */
+    lg_field_t n_classes_times; /* width 0: none; else the bound is n_classes times this field */
+    lg_field_t ignore_index;    /* param -1: the kernel has no ignore_index */
     bool truncate_to_int32;
     char no_mask[192]; /* ids: why mask must not run this kernel on a copy ("" when it may) */
     char source[256]; /* "builtin" or file:line, for messages */
@@ -281,6 +284,10 @@ LG_HIDDEN void lg_asserts_op(char (*native)[256], int n_native, char *out, size_
  * value) into out (LG_ASSERT_MSG bytes); "" when the launch has none. */
 #define LG_ASSERT_MSG 256
 LG_HIDDEN void lg_asserts_message(const lg_spec_t *spec, void **args, char *out, size_t len);
+/* When msg (lg_asserts_message's) is one an op known to labelguard passes (torch.multinomial's
+ * two): that op into op, the sentence into out, and the likely cause's name (report/cause.c's)
+ * returned; else NULL, nothing written. */
+LG_HIDDEN const char *lg_asserts_meaning(const char *msg, char *op, size_t op_len, char *out, size_t len);
 /* ---------------------------------------------------------------- names.c */
 
 /* handle/stub -> mangled name, recorded at registration; lock-free reads. A registered name

@@ -29,7 +29,7 @@ static const char *const known_keys[] = {
     "target_kind",     "allow_negative", "weight",
     "size_average",    "input",          "no_mask",
     "target_calc",     "targets",        "layout_check",
-    NULL,
+    "n_classes_times", NULL,
 };
 
 /* from_functor:MARK:N[:int64|int32]: MARK a mangled-name piece ending in the functor's 'I'. */
@@ -79,7 +79,7 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
                 "unknown key (known: versions, match, family, direction, params, target, target_accessor, "
                 "dtype, count, count_field, map_nelem, blocks_per_sample, n_classes, ignore_index, "
                 "truncate_to_int32, target_kind, allow_negative, weight, size_average, input, no_mask, target_calc, "
-                "targets, layout_check)");
+                "targets, layout_check, n_classes_times)");
             g_strfreev(keys);
             return -1;
         }
@@ -240,14 +240,15 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
     if (s->count_kind == LG_COUNT_ACCESSOR && s->target_ndim == 0)
         return lg_spec_value_bad(c, "count", "count=accessor needs target_accessor");
 
-    static const char *const kinds2[] = {"labels", "ids", "range", "assert", NULL};
+    static const char *const kinds2[] = {"labels", "ids", "range", "assert", "probs", NULL};
     if (g_key_file_has_key(c->kf, c->group, "target_kind", NULL)) {
-        k = lg_spec_value_choice(c, "target_kind", kinds2, "labels, ids, range or assert");
+        k = lg_spec_value_choice(c, "target_kind", kinds2, "labels, ids, range, assert or probs");
         if (k < 0)
             return -1;
         s->ids = k == 1;
-        s->range = k == 2;
+        s->range = k == 2 || k == 4; /* probs: a range target with its own rule */
         s->assert_flag = k == 3;
+        s->probs = k == 4;
     }
     if (s->assert_flag) {
         /* torch._assert_async's condition: one element whose type the kernel's name gives
@@ -270,6 +271,15 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
                                      : "a float dtype needs target_kind=range");
     if (s->assert_flag) {
         /* checked above */
+    } else if (s->probs) {
+        /* rows of weights: count_field the rows, n_classes the weights in each; nothing ignored */
+        if (s->count_kind != LG_COUNT_PARAM || s->target_ndim)
+            return lg_spec_value_bad(c, "count", "target_kind=probs reads count_field rows of a plain pointer: count=param");
+        if (lg_spec_value_field(c, s, "n_classes", &s->n_classes, false, &rc))
+            return -1;
+        s->ignore_index.param = -1;
+        if (g_key_file_has_key(c->kf, c->group, "ignore_index", NULL))
+            return lg_spec_value_bad(c, "ignore_index", "target_kind=probs has no ignore_index");
     } else if (s->range) {
         /* a probability has no class count and no ignore value: [0, 1] is the whole rule */
         s->n_classes.param = s->ignore_index.param = -1;
@@ -281,7 +291,13 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
             return -1;
         if (lg_spec_value_field(c, s, "ignore_index", &s->ignore_index, true, &rc))
             return -1;
+        /* a bound that is the product of two fields (max_unpool2d: outputHeight * outputWidth) */
+        if (g_key_file_has_key(c->kf, c->group, "n_classes_times", NULL) &&
+            lg_spec_value_field(c, s, "n_classes_times", &s->n_classes_times, false, &rc))
+            return -1;
     }
+    if (g_key_file_has_key(c->kf, c->group, "n_classes_times", NULL) && s->n_classes_times.width == 0)
+        return lg_spec_value_bad(c, "n_classes_times", "only with target_kind=labels or ids");
     s->allow_negative.param = s->weight.param = s->size_average.param = s->input.param = -1;
     if (g_key_file_has_key(c->kf, c->group, "allow_negative", NULL)) {
         if (!s->ids)

@@ -135,12 +135,15 @@ int lg_spec_closure_parse(const lg_spec_value_ctx_t *c, lg_spec_t *s)
         if (k == 0 && s->calc.param < 0)
             return lg_spec_value_bad(c, "layout_check", "offset_calc needs target_calc");
         /* match_types: the match names the types of the parameters that are not sized from
-         * the signature (TensorIterator's std::array<char*, N> data array), so a kernel it
-         * matches has the spec's layout; for capture-less lambdas of range kernels */
-        if (k == 1 && (!s->range || (!strstr(s->match, "St5arrayIPcLm") && !strstr(s->match, "6detail5ArrayIPcLi"))))
+         * the signature (TensorIterator's std::array<char*, N> data array; the sampling kernel's
+         * PhiloxCudaState), so a kernel it matches has the spec's layout; for capture-less
+         * lambdas of range kernels and torch.multinomial's kernels */
+        bool typed = strstr(s->match, "St5arrayIPcLm") || strstr(s->match, "6detail5ArrayIPcLi") ||
+                     strstr(s->match, "15PhiloxCudaState");
+        if (k == 1 && (!s->range || !typed))
             return lg_spec_value_bad(c, "layout_check",
                                      "match_types needs target_kind=range and the data array "
-                                     "(St5arrayIPcLm... or 6detail5ArrayIPcLi...) in match");
+                                     "(St5arrayIPcLm... or 6detail5ArrayIPcLi...) or 15PhiloxCudaState in match");
         s->unsized_ok = true;
     }
     return 0;

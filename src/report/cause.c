@@ -11,7 +11,9 @@
  *
  * BCE's probability input (target_kind=range, float values valid in [0, 1]) has two: values
  * outside [0, 1] are logits given to BCELoss without a sigmoid; NaN means the model's output
- * diverged before the loss.
+ * diverged before the loss. torch.multinomial's weights (target_kind=probs) have three, the
+ * classic failures of sampling in text generation: NaN or inf from half-precision logits that
+ * overflowed, a row masked to all zeros by top-k/top-p, and logits given where probabilities go.
  *
  * Called by act.c, once per violation, on the reporting thread; pure functions, no state,
  * no lock.
@@ -42,6 +44,9 @@ static const char *const names[] = {
     [LG_CAUSE_NAN_INPUT] = "nan_input",
     [LG_CAUSE_NUM_CLASSES_TOO_SMALL] = "num_classes_too_small",
     [LG_CAUSE_INDEX_OUT_OF_RANGE] = "index_out_of_range",
+    [LG_CAUSE_FP16_OVERFLOW] = "fp16_overflow",
+    [LG_CAUSE_ALL_MASKED] = "all_masked",
+    [LG_CAUSE_NEGATIVE_PROBS] = "negative_probs",
     [LG_CAUSE_OTHER] = "other",
 };
 
@@ -60,10 +65,22 @@ static const char *const fixes[] = {
     [LG_CAUSE_NUM_CLASSES_TOO_SMALL] = "give num_classes the number of classes the labels use (labels must be < "
                                        "num_classes)",
     [LG_CAUSE_INDEX_OUT_OF_RANGE] = "build the indices from the size of the dimension they index",
+    [LG_CAUSE_FP16_OVERFLOW] = "compute the softmax in float32 (logits.float().softmax(-1)) or use bf16",
+    [LG_CAUSE_ALL_MASKED] = "keep at least one token per row after top-k/top-p or masking (top-k >= 1; top-p: "
+                            "always keep the top token)",
+    [LG_CAUSE_NEGATIVE_PROBS] = "pass softmax(logits) to torch.multinomial, or use Categorical(logits=...)",
     [LG_CAUSE_OTHER] = "check the label mapping and num_classes",
 };
 
 const char *lg_cause_name(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ? names[c] : "other"; }
+
+lg_cause_t lg_cause_by_name(const char *name)
+{
+    for (unsigned c = 0; name && c < LG_CAUSE_OTHER; c++)
+        if (strcmp(names[c], name) == 0)
+            return (lg_cause_t)c;
+    return LG_CAUSE_OTHER;
+}
 
 const char *lg_cause_range_target_fix(void)
 {
@@ -354,8 +371,72 @@ void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg_verdict_t
              t->allow_negative ? -n : (int64_t)0, n, v->min, v->max);
 }
 
+/* A multinomial weight's bits: NaN or infinite, negative (not -0). */
+static bool probs_nonfinite(lg_dtype_t d, int64_t raw)
+{
+    return ((uint64_t)raw & (lg_scan_range_sign(d) - 1)) >= lg_scan_range_inf(d);
+}
+
+static bool probs_negative(lg_dtype_t d, int64_t raw)
+{
+    return ((uint64_t)raw & lg_scan_range_sign(d)) && ((uint64_t)raw & (lg_scan_range_sign(d) - 1));
+}
+
+static lg_cause_t classify_probs(const lg_target_t *t, const lg_verdict_t *v)
+{
+    lg_dtype_t d = t->dtype;
+    if (v->n_samples <= 0) /* samples off: min and max cover the numbers (NaN's bits when all are NaN) */
+        return probs_nonfinite(d, v->min) || probs_nonfinite(d, v->max) ? LG_CAUSE_FP16_OVERFLOW
+               : probs_negative(d, v->min)                              ? LG_CAUSE_NEGATIVE_PROBS
+                                                                        : LG_CAUSE_ALL_MASKED;
+    bool negative = false;
+    for (int i = 0; i < v->n_samples; i++) {
+        if (probs_nonfinite(d, v->samples[i].value))
+            return LG_CAUSE_FP16_OVERFLOW;
+        negative |= probs_negative(d, v->samples[i].value);
+    }
+    return negative ? LG_CAUSE_NEGATIVE_PROBS : LG_CAUSE_ALL_MASKED;
+}
+
+/* The sentence for torch.multinomial's weights: which row and what it holds, and the fix. */
+static void explain_probs(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)
+{
+    int64_t cols = t->n_classes > 0 ? t->n_classes : 1, rows = t->count / cols;
+    bool single = t->dtype != LG_DTYPE_FLOAT64;
+    char lo[40];
+    lg_json_format_float(lo, sizeof lo, lg_scan_float(t->dtype, v->min), single);
+    int64_t at = -1; /* the first sample that shows the cause */
+    for (int i = 0; i < v->n_samples && at < 0; i++) {
+        int64_t raw = v->samples[i].value;
+        if (c == LG_CAUSE_FP16_OVERFLOW    ? probs_nonfinite(t->dtype, raw)
+            : c == LG_CAUSE_NEGATIVE_PROBS ? probs_negative(t->dtype, raw)
+                                           : !probs_nonfinite(t->dtype, raw) && !probs_negative(t->dtype, raw))
+            at = v->samples[i].index;
+    }
+    char row[64] = "";
+    if (at >= 0)
+        snprintf(row, sizeof row, " (row %" PRId64 " of %" PRId64 ")", at / cols, rows);
+    if (c == LG_CAUSE_FP16_OVERFLOW)
+        snprintf(out, out_len, "torch.multinomial's probabilities hold NaN or inf%s: %s; %s", row,
+                 t->dtype == LG_DTYPE_FLOAT16 ? "half-precision logits overflowed (fp16 ends at 65504)"
+                                              : "the logits overflowed before the softmax (an fp16 model or autocast)",
+                 lg_cause_fix(c));
+    else if (c == LG_CAUSE_NEGATIVE_PROBS)
+        snprintf(out, out_len,
+                 "torch.multinomial takes probabilities (weights >= 0), these reach %s%s: logits were passed where "
+                 "probabilities were expected; %s",
+                 lo, row, lg_cause_fix(c));
+    else
+        snprintf(out, out_len,
+                 "all %" PRId64 " probabilities of a row are 0%s, nothing to sample: top-k/top-p or a mask removed "
+                 "every token; %s",
+                 cols, row, lg_cause_fix(c));
+}
+
 lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v)
 {
+    if (t->rule == LG_SCAN_RULE_PROBS)
+        return classify_probs(t, v);
     if (t->operand == 1) /* BCE's target: no model output, neither cause applies */
         return LG_CAUSE_OTHER;
     if (v->n_samples <= 0) /* samples off: min and max cover the numbers only */
@@ -371,6 +452,10 @@ lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v)
 
 void lg_cause_explain_range(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len)
 {
+    if (t->rule == LG_SCAN_RULE_PROBS) {
+        explain_probs(c, t, v, out, out_len);
+        return;
+    }
     bool single = t->dtype != LG_DTYPE_FLOAT64;
     char lo[40], hi[40];
     lg_json_format_float(lo, sizeof lo, lg_scan_float(t->dtype, v->min), single);

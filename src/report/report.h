@@ -53,6 +53,9 @@ typedef enum {
     LG_CAUSE_NAN_INPUT,            /* BCE probabilities that are NaN: the training diverged */
     LG_CAUSE_NUM_CLASSES_TOO_SMALL, /* ids of a class dimension (F.one_hot): a label >= num_classes */
     LG_CAUSE_INDEX_OUT_OF_RANGE,    /* ids of a plain dimension (index_select(1), gather, x[idx]) */
+    LG_CAUSE_FP16_OVERFLOW,         /* multinomial weights NaN or infinite: half-precision logits overflowed */
+    LG_CAUSE_ALL_MASKED,            /* a multinomial row of zeros: top-k/top-p or a mask removed every token */
+    LG_CAUSE_NEGATIVE_PROBS,        /* negative multinomial weights: logits given where probabilities go */
     LG_CAUSE_OTHER
 } lg_cause_t;
 
@@ -98,6 +101,8 @@ LG_HIDDEN lg_cause_t lg_cause_classify(const lg_target_t *t, const lg_verdict_t 
 LG_HIDDEN const char *lg_cause_name(lg_cause_t c);
 /* The fix alone, a few words ("subtract 1"), for the one-line raise message. */
 LG_HIDDEN const char *lg_cause_fix(lg_cause_t c);
+/* The cause of a name (lg_cause_name's inverse); LG_CAUSE_OTHER for an unknown one. */
+LG_HIDDEN lg_cause_t lg_cause_by_name(const char *name);
 /* One sentence: what the values look like and the fix. Writes into out. */
 LG_HIDDEN void lg_cause_explain(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out, size_t out_len);
 /* The sentence for ids (target_kind=ids): the two id causes, or "other" in words about ids. */
@@ -106,7 +111,8 @@ LG_HIDDEN void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg
 
 /* Range targets (BCE's probabilities, target_kind=range): no_sigmoid when a bad value is a
  * number outside [0, 1], nan_input when every sampled bad value is NaN; other for BCE's
- * target operand; and the sentence. */
+ * target operand; and the sentence. torch.multinomial's weights (rule LG_SCAN_RULE_PROBS):
+ * fp16_overflow (a NaN or an infinity), else negative_probs, else all_masked (a row of zeros). */
 LG_HIDDEN lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v);
 /* The fix for a bad BCE target (operand 1 of a range kernel, cause other). */
 LG_HIDDEN const char *lg_cause_range_target_fix(void);

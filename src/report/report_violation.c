@@ -117,6 +117,18 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
         char addr[24];
         snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
         lg_json_string(j, "data", addr);
+    } else if (range && t->rule == LG_SCAN_RULE_PROBS) {
+        /* torch.multinomial's weights: rows x categories, row-major (samples index it; a row of
+         * zeros is its first element, value 0); valid: finite, >= 0, each row's sum > 0 */
+        lg_json_string(j, "kind", "probs");
+        lg_json_begin_array(j, "shape");
+        lg_json_int(j, NULL, t->n_classes > 0 ? t->count / t->n_classes : 0);
+        lg_json_int(j, NULL, t->n_classes);
+        lg_json_end_array(j);
+        char addr[24];
+        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)t->data);
+        lg_json_string(j, "data", addr); /* the op's contiguous copy of the probabilities */
+        lg_json_string(j, "operand", "probs");
     } else if (range) {
         /* BCE's probabilities: the bound is the interval itself */
         lg_json_string(j, "kind", "range");

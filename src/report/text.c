@@ -72,6 +72,19 @@ static const char *flag_type(const lg_violation_t *v)
 }
 /* A range target (BCE's probabilities): float values, valid in [0, 1]. */
 static bool range(const lg_violation_t *v) { return lg_scan_is_float(v->target.dtype); }
+/* torch.multinomial's weights: rows of n_classes, each finite, >= 0, and summing above 0. */
+static bool probs(const lg_violation_t *v) { return range(v) && v->target.rule == LG_SCAN_RULE_PROBS; }
+/* A multinomial weight's position, probs[row, column]; a zero stands for its whole row (a row
+ * of zeros, lg_scan_probs_rows), probs[row, :]. */
+static const char *probs_index(const lg_target_t *t, const lg_sample_t *s, char *buf, size_t len)
+{
+    int64_t cols = t->n_classes > 0 ? t->n_classes : 1;
+    if (!((uint64_t)s->value & (lg_scan_range_sign(t->dtype) - 1)))
+        snprintf(buf, len, "probs[%" PRId64 ", :]", s->index / cols);
+    else
+        snprintf(buf, len, "probs[%" PRId64 ", %" PRId64 "]", s->index / cols, s->index % cols);
+    return buf;
+}
 /* Which operand of a range kernel the values are: BCE's input (0) or its target (1). */
 static const char *operand(const lg_violation_t *v) { return v->target.operand == 1 ? "target" : "input"; }
 static const char *fmt_value(const lg_target_t *t, int64_t raw, char *buf, size_t len)
@@ -244,7 +257,10 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
                 snprintf(idx, sizeof(idx), "ids[%" PRId64 "]", vd->samples[i].index);
             if (range(v)) {
                 char num[40];
-                snprintf(idx, sizeof(idx), "%s[%" PRId64 "]", operand(v), vd->samples[i].index);
+                if (probs(v))
+                    probs_index(t, &vd->samples[i], idx, sizeof idx);
+                else
+                    snprintf(idx, sizeof(idx), "%s[%" PRId64 "]", operand(v), vd->samples[i].index);
                 snprintf(cell, sizeof(cell), "%s = %s", idx, fmt_value(t, vd->samples[i].value, num, sizeof num));
             } else
                 snprintf(cell, sizeof(cell), "%s = %" PRId64, idx, vd->samples[i].value);
@@ -262,6 +278,12 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
     }
     if (flag(v)) {
         /* said above */
+    } else if (probs(v)) {
+        char lo[40], hi[40];
+        APPEND("  %" PRId64 " bad of %" PRId64 " (%" PRId64 " rows of %" PRId64 "; valid: finite, >= 0, each row's sum > 0)",
+               vd->bad_count, t->count, t->n_classes > 0 ? t->count / t->n_classes : 0, t->n_classes);
+        if (vd->checked > 0)
+            APPEND("  min %s, max %s", fmt_value(t, vd->min, lo, sizeof lo), fmt_value(t, vd->max, hi, sizeof hi));
     } else if (range(v)) {
         char lo[40], hi[40];
         APPEND("  %" PRId64 " of %" PRId64 " values outside [0, 1] or NaN", vd->bad_count, t->count);
@@ -372,6 +394,24 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
                            "without waiting; LABELGUARD_MODE=sync blocks it): the CUDA context is lost"
                          : "launch blocked, the CUDA context is intact",
                  v->cause_text, path0);
+        return;
+    }
+    if (probs(v)) {
+        char what[160], num[40], at[64];
+        if (vd->n_samples > 0)
+            snprintf(what, sizeof what, "bad probability %s = %s", probs_index(t, &vd->samples[0], at, sizeof at),
+                     fmt_value(t, vd->samples[0].value, num, sizeof num));
+        else
+            snprintf(what, sizeof what, "bad probabilities");
+        snprintf(out, out_len,
+                 "labelguard: bad probabilities for sampling, not a CUDA fault (ignore the cudaErrorNotPermitted and "
+                 "CUDA_LAUNCH_BLOCKING hints below): %s: %s (valid: finite, >= 0, each row's sum > 0; %" PRId64
+                 " bad); %s; likely cause: %s: %s; details in %s",
+                 v->short_name[0] ? v->short_name : "kernel", what, vd->bad_count,
+                 v->outcome && !strcmp(v->outcome, "launched")
+                     ? "the launch ran on them (its verdict was read after it: async mode or a graph replay)"
+                     : "launch blocked, the CUDA context is intact",
+                 lg_cause_name(cause), lg_cause_fix(cause), path0);
         return;
     }
     if (range(v)) {

@@ -75,6 +75,16 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   assert_async    torch._assert_async(cond) with a false condition made on the CPU: blocked
                   before its kernel asserts, named torch._assert_async, from the user's line; a
                   true one runs, and the context lives on (also on the double)
+  sampling        torch.multinomial in float16 with a NaN: with replacement and 4 samples blocked
+                  before renormRowsL1 (cause fp16_overflow, probs[1, 3]); one sample through
+                  torch._assert_async (computed on the GPU), named multinomial with the sampling
+                  cause; Categorical(probs).sample((4,)) with a row of negatives blocked
+                  (negative_probs); clean calls run and the context lives on. On the double only
+                  the with-replacement call and the clean one are judged (it computes no
+                  reductions nor divisions: tests/torch-fake/test_sampling.sh)
+  unpool          F.max_unpool2d with an index one past its 4 x 4 output plane: blocked before
+                  max_unpooling2d_forward_kernel asserts (ids[6] = 16, bound 16); valid indices
+                  then run and the context lives on (also on the double)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
   embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
@@ -621,6 +631,32 @@ def child_assert_async(torch, F):
     _emit(bad=bad, good=good, torch=torch.__version__)
 
 
+def child_sampling(torch, F):
+    p = torch.softmax(torch.arange(32, dtype=torch.float32).view(4, 8) / 7.0, -1)
+    nan = p.clone()
+    nan[1, 3] = float("nan")
+    neg = p.clone()
+    neg[2] = -neg[2]
+    nan, neg, good = nan.half().cuda(), neg.cuda(), p.half().cuda()  # made on the CPU, copied
+    rep = _try(lambda: (torch.multinomial(nan, 4, replacement=True), torch.cuda.synchronize())[-1])
+    one = _try(lambda: (torch.multinomial(nan, 1), torch.cuda.synchronize())[-1])
+    cat = _try(lambda: (torch.distributions.Categorical(probs=neg, validate_args=False).sample((4,)),
+                        torch.cuda.synchronize())[-1])
+    ok = _try(lambda: (torch.multinomial(good, 4, replacement=True).cpu().shape[1],
+                       torch.multinomial(good, 1).cpu().shape[1]))
+    _emit(rep=rep, one=one, cat=cat, good=ok, torch=torch.__version__)
+
+
+def child_unpool(torch, F):
+    x = torch.arange(8, dtype=torch.float32).view(1, 2, 2, 2).cuda()
+    good = torch.tensor([[[[0, 3], [9, 15]], [[1, 2], [14, 5]]]])
+    bad = good.clone()
+    bad[0, 1, 1, 0] = 16
+    b = _try(lambda: (F.max_unpool2d(x, bad.cuda(), 2), torch.cuda.synchronize())[-1])
+    g = _try(lambda: F.max_unpool2d(x, good.cuda(), 2).sum().item())
+    _emit(bad=b, good=g, torch=torch.__version__)
+
+
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
     "index_cost": child_index_cost, "bce_cost": child_bce_cost, "bce_graph": child_bce_graph, "profiler": child_profiler, "async_exit": child_async_exit,
@@ -631,7 +667,8 @@ CHILDREN = {
     "profiler_enable": child_profiler_enable,
     "threads_mask": child_threads_mask, "graph_into": child_graph_into,
     "embedding_step": child_embedding_step,
-    "index_put_acc": child_index_put_acc, "assert_async": child_assert_async,
+    "index_put_acc": child_index_put_acc, "assert_async": child_assert_async, "sampling": child_sampling,
+    "unpool": child_unpool,
 }
 
 
@@ -982,6 +1019,52 @@ def case_assert_async(ctx):
     return "PASS", detail
 
 
+def case_sampling(ctx):
+    rc, obs, ev, err = spawn(ctx, "sampling", "sampling", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = of(ev, "violation")
+    rep, one, cat, good = obs["rep"], obs["one"], obs["cat"], obs["good"]
+    ren = [v for v in viol if v.get("kernel") == "renormRowsL1"]
+    detail = "torch %s: with replacement raised=%s, one sample raised=%s, Categorical raised=%s; %d violations" % (
+        obs.get("torch"), rep.get("raised"), one.get("raised"), cat.get("raised"), len(viol))
+    text = rep.get("text", "")
+    if not (rep.get("raised") and "labelguard" in text and "probs[1, 3] = nan" in text and "fp16_overflow" in text
+            and "device-side assert triggered" not in text):
+        return "FAIL", detail + "; with replacement: %s" % rep
+    if not ren or ren[0].get("cause") != "fp16_overflow" or ren[0].get("target", {}).get("dtype") != "float16":
+        return "FAIL", detail + "; renormRowsL1 events %s" % [(v.get("cause"), v.get("target")) for v in ren]
+    if good.get("raised") or good.get("value") != [4, 1]:
+        return "FAIL", detail + "; clean calls: %s" % good
+    if ctx.fake:  # the one-sample condition and Categorical's normalization are computed by kernels the double skips
+        return "PASS", detail + " (one sample and Categorical judged on a GPU only)"
+    if not (one.get("raised") and "multinomial" in one.get("text", "") and "device-side assert" not in one.get("text", "")):
+        return "FAIL", detail + "; one sample: %s" % one
+    asserted = [v for v in viol if v.get("family") == "assert_async"]
+    if not asserted or asserted[0].get("op") != "multinomial" or asserted[0].get("cause") != "fp16_overflow":
+        return "FAIL", detail + "; one sample events %s" % [(v.get("op"), v.get("cause")) for v in asserted]
+    if not (cat.get("raised") and "negative_probs" in cat.get("text", "")):
+        return "FAIL", detail + "; Categorical: %s" % cat
+    return "PASS", detail
+
+
+def case_unpool(ctx):
+    rc, obs, ev, err = spawn(ctx, "unpool", "unpool", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = [v for v in of(ev, "violation") if v.get("kernel") == "max_unpooling2d_forward_kernel"]
+    bad, good = obs["bad"], obs["good"]
+    detail = "torch %s: raised=%s, %d violations; then %s" % (obs.get("torch"), bad.get("raised"), len(viol),
+                                                              good.get("value"))
+    if not (bad.get("raised") and "ids[6] = 16" in bad.get("text", "") and "device-side assert" not in bad.get("text", "")):
+        return "FAIL", detail + "; bad=%s" % bad
+    if len(viol) != 1 or viol[0].get("target", {}).get("bound") != 16 or viol[0].get("outcome") != "blocked":
+        return "FAIL", detail + "; violations %s" % [(v.get("target"), v.get("outcome")) for v in viol]
+    if good.get("raised"):
+        return "FAIL", detail + "; good=%s" % good
+    return "PASS", detail
+
+
 def case_capture_logits(ctx):
     rc, obs, ev, err = spawn(ctx, "capture_logits", "capture_logits", {"LABELGUARD_ACTION": "raise"})
     if obs is None:
@@ -1303,7 +1386,8 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("graph_into", case_graph_into),
          ("compiled", case_compiled), ("embedding_async", case_embedding_async),
          ("embedding_graph", case_embedding_graph), ("index_put_acc", case_index_put_acc),
-         ("assert_async", case_assert_async)]
+         ("assert_async", case_assert_async), ("sampling", case_sampling),
+         ("unpool", case_unpool)]
 
 
 def main():

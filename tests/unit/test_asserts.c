@@ -133,6 +133,53 @@ static void test_op(void)
     op_of(bad, G_N_ELEMENTS(bad), "torch._assert_async");
 }
 
+/* torch.multinomial's two messages (the launch's Msg, as lg_asserts_message reads it) name the op
+ * and the sampling cause; any other message, a missing argument or another layout leave the
+ * caller's op and text alone. */
+static void test_meaning(void)
+{
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), >, 0);
+    const size_t sizes[2] = {8, 256};
+    char why[512] = "";
+    const lg_spec_t *s = lg_registry_find(instances[0].mangled, sizes, 2, why, sizeof why);
+    g_assert_nonnull(s);
+    struct {
+        const char *msg, *cause, *words;
+    } k[] = {
+        {"probability tensor contains either `inf`, `nan` or element < 0", "fp16_overflow", "float32"},
+        {"invalid multinomial distribution (sum of probabilities <= 0)", "all_masked", "top-k"},
+        {"probability tensor contains either", NULL, NULL}, /* a prefix is not the message */
+        {"index out of bounds", NULL, NULL},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
+        char msg[256] = {0}, op[64] = "index_put_", text[256] = "unchanged";
+        g_strlcpy(msg, k[i].msg, sizeof msg);
+        uint64_t cond = 0x1000;
+        void *args[2] = {&cond, msg};
+        char read[LG_ASSERT_MSG];
+        lg_asserts_message(s, args, read, sizeof read); /* what the launch (or a late verdict) keeps */
+        g_assert_cmpstr(read, ==, k[i].msg);
+        const char *cause = lg_asserts_meaning(read, op, sizeof op, text, sizeof text);
+        if (!k[i].cause) {
+            g_assert_null(cause);
+            g_assert_cmpstr(op, ==, "index_put_");
+            g_assert_cmpstr(text, ==, "unchanged");
+            continue;
+        }
+        g_assert_cmpstr(cause, ==, k[i].cause);
+        g_assert_cmpstr(op, ==, "multinomial");
+        g_assert_nonnull(strstr(text, "torch.multinomial"));
+        g_assert_nonnull(strstr(text, k[i].words));
+    }
+    char op[64] = "x", text[256] = "y", read[LG_ASSERT_MSG] = "z";
+    lg_asserts_message(s, NULL, read, sizeof read); /* no arguments: no message */
+    g_assert_cmpstr(read, ==, "");
+    lg_asserts_message(NULL, NULL, read, sizeof read);
+    g_assert_cmpstr(read, ==, "");
+    g_assert_null(lg_asserts_meaning(read, op, sizeof op, text, sizeof text));
+    g_assert_null(lg_asserts_meaning(NULL, op, sizeof op, text, sizeof text));
+}
+
 static void test_spec(void)
 {
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), >, 0);
@@ -166,5 +213,6 @@ int main(int argc, char **argv)
     g_test_add_func("/asserts/zero", test_zero);
     g_test_add_func("/asserts/op", test_op);
     g_test_add_func("/asserts/spec", test_spec);
+    g_test_add_func("/asserts/meaning", test_meaning);
     return g_test_run();
 }

@@ -206,6 +206,72 @@ static int64_t f32_bits(float x)
     return (int64_t)u;
 }
 
+/* torch.multinomial's weights (rule LG_SCAN_RULE_PROBS): a NaN or an inf is fp16_overflow (also
+ * beside negatives), else a negative is negative_probs, else a row of zeros is all_masked; each
+ * sentence names its row (the sample's index over the row length) and the fix; samples off, min
+ * and max decide the same; the names round-trip through lg_cause_by_name. */
+static void test_probs_causes(void)
+{
+    lg_target_t t;
+    memset(&t, 0, sizeof t);
+    t.dtype = LG_DTYPE_FLOAT16;
+    t.count = 32;
+    t.n_classes = 8;
+    t.rule = LG_SCAN_RULE_PROBS;
+    lg_verdict_t v;
+    memset(&v, 0, sizeof v);
+    v.bad_count = v.n_samples = 2;
+    v.checked = 32;
+    v.samples[0] = (lg_sample_t){10, 0xB800};  /* -0.5 in row 1 */
+    v.samples[1] = (lg_sample_t){19, 0x7C00};  /* inf in row 2 */
+    v.min = 0xB800;
+    v.max = 0x7C00;
+    char text[512];
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_FP16_OVERFLOW);
+    lg_cause_explain_range(LG_CAUSE_FP16_OVERFLOW, &t, &v, text, sizeof text);
+    g_test_message("%s", text);
+    g_assert_nonnull(strstr(text, "row 2 of 4"));
+    g_assert_nonnull(strstr(text, "half-precision"));
+    g_assert_nonnull(strstr(text, "float32"));
+    g_assert_cmpint(strlen(text), <, 256); /* lg_violation_t.cause_text */
+    v.bad_count = v.n_samples = 1;
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_NEGATIVE_PROBS);
+    lg_cause_explain_range(LG_CAUSE_NEGATIVE_PROBS, &t, &v, text, sizeof text);
+    g_assert_nonnull(strstr(text, "-0.5"));
+    g_assert_nonnull(strstr(text, "row 1 of 4"));
+    g_assert_nonnull(strstr(text, "softmax"));
+    g_assert_cmpint(strlen(text), <, 256);
+    v.samples[0] = (lg_sample_t){24, 0}; /* a row of zeros: its first element */
+    v.min = 0;
+    v.max = 0x3C00;
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_ALL_MASKED);
+    lg_cause_explain_range(LG_CAUSE_ALL_MASKED, &t, &v, text, sizeof text);
+    g_assert_nonnull(strstr(text, "row 3 of 4"));
+    g_assert_nonnull(strstr(text, "top-k"));
+    g_assert_cmpint(strlen(text), <, 256);
+    /* samples off */
+    v.n_samples = 0;
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_ALL_MASKED);
+    v.min = 0xB800;
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_NEGATIVE_PROBS);
+    v.max = 0x7E00; /* NaN's bits: every value NaN */
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_FP16_OVERFLOW);
+    /* other dtypes: the text says the logits overflowed upstream */
+    t.dtype = LG_DTYPE_FLOAT32;
+    v.n_samples = 1;
+    v.samples[0] = (lg_sample_t){3, f32_bits(__builtin_nanf(""))};
+    g_assert_cmpint(lg_cause_classify_range(&t, &v), ==, LG_CAUSE_FP16_OVERFLOW);
+    lg_cause_explain_range(LG_CAUSE_FP16_OVERFLOW, &t, &v, text, sizeof text);
+    g_assert_nonnull(strstr(text, "row 0 of 4"));
+    g_assert_null(strstr(text, "half-precision"));
+    const lg_cause_t c[] = {LG_CAUSE_FP16_OVERFLOW, LG_CAUSE_ALL_MASKED, LG_CAUSE_NEGATIVE_PROBS, LG_CAUSE_ONE_BASED};
+    for (size_t i = 0; i < G_N_ELEMENTS(c); i++)
+        g_assert_cmpint(lg_cause_by_name(lg_cause_name(c[i])), ==, c[i]);
+    g_assert_cmpstr(lg_cause_name(LG_CAUSE_ALL_MASKED), ==, "all_masked");
+    g_assert_cmpint(lg_cause_by_name("no_such_cause"), ==, LG_CAUSE_OTHER);
+    g_assert_cmpint(lg_cause_by_name(NULL), ==, LG_CAUSE_OTHER);
+}
+
 static void test_bce_causes(void)
 {
     lg_target_t t;
@@ -353,6 +419,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cause/degenerate", test_degenerate);
     g_test_add_func("/cause/node_id_out_of_range", test_node_id_out_of_range);
     g_test_add_func("/cause/bce", test_bce_causes);
+    g_test_add_func("/cause/probs", test_probs_causes);
     g_test_add_func("/cause/indexed", test_indexed);
     return g_test_run();
 }

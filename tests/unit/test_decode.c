@@ -85,6 +85,8 @@ static const kcase_t cases[] = {
 /* MultiMarginLoss forward and backward (class-index targets, no ignore_index), test_margin_specs. */
 #define N_MARGIN_SPECS 6
 #define N_ASSERT_SPECS 1 /* _assert_async_cuda_kernel: decoded by asserts.c (test_asserts.c) */
+#define N_UNPOOL_SPECS 1 /* max_unpooling2d_forward_kernel (test_unpool_bound) */
+#define N_PROBS_SPECS 8  /* torch.multinomial: renormRowsL1, the sampling kernel; 4 dtypes each (test_probs_key) */
 #define N_RANGE_SPECS 20 /* 8 + 8 for the at::detail::Array releases + 4 strided closures */
 
 typedef struct built {
@@ -135,7 +137,7 @@ static const lg_spec_t *spec_named(const char *name)
 
 static void test_every_builtin(void)
 {
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -394,7 +396,7 @@ static void test_ids_builtins(void)
         {"indexSelectLargeIndex:index64", "416,416,416,4,4,8,8,8", "_Z21indexSelectLargeIndexIflmLin1ELin1ELin1ELb1EEvv",
          "_Z21indexSelectLargeIndexIfimLin1ELin1ELin1ELb1EEvv", -1, 8, 7, -1, false},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (int i = 0; i < N_NAMED_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -500,7 +502,7 @@ static void test_named_index(void)
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEElmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_",
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEEimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_", 8, 7},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -650,7 +652,7 @@ static void test_range_builtins(void)
          "unrolled_elementwise_kernel:binary_cross_entropy:bfloat16", "4,1,24,1,1,1,1", LG_DTYPE_BFLOAT16},
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
-                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS);
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("kernel %s", k[i].spec);
         char why[512] = "";
@@ -747,6 +749,131 @@ static void test_range_key(void)
         g_test_message("err: %s", err);
         g_assert_nonnull(strstr(err, bad[i][1]));
     }
+}
+
+/* target_kind=probs (torch.multinomial's renormRowsL1 / sampling kernel): count_field rows of
+ * n_classes weights, decoded as one contiguous run of rows x n_classes with the probs rule;
+ * no ignore_index, count=param only; a row length of 0 is refused at the launch; match_types
+ * takes the sampling kernel's PhiloxCudaState. */
+static void test_probs_key(void)
+{
+    lg_spec_t sp;
+    char err[512], why[256] = "";
+    const char *ok = "[k]\nmatch=12renormRowsL1IfEE\nfamily=multinomial\ndirection=forward\ntarget_kind=probs\n"
+                     "params=8,8,8\ntarget=0\ndtype=float32\ncount=param\ncount_field=1,0,8\nn_classes=2,0,8\n"
+                     "no_mask=why not\n";
+    g_assert_cmpint(lg_spec_parse(ok, strlen(ok), "t", &sp, 1, err, sizeof err), ==, 1);
+    g_assert_true(sp.range && sp.probs);
+    g_assert_cmpstr(sp.no_mask, ==, "why not");
+    float w[15] = {0};
+    uint64_t ptr = (uint64_t)(uintptr_t)w;
+    int64_t rows = 3, cols = 5;
+    void *args[3] = {&ptr, &rows, &cols};
+    unsigned grid[3] = {1, 1, 1};
+    lg_target_t t;
+    g_assert_cmpint(lg_decode(&sp, LG_DTYPE_FLOAT32, args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.count, ==, 15);
+    g_assert_cmpint(t.n_classes, ==, 5);
+    g_assert_cmpint(t.ndim, ==, 1);
+    g_assert_cmpint(t.strides[0], ==, 1);
+    g_assert_cmpint(t.rule, ==, LG_SCAN_RULE_PROBS);
+    cols = 0;
+    g_assert_cmpint(lg_decode(&sp, LG_DTYPE_FLOAT32, args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "not plausible"));
+    const char *philox = "[k]\nmatch=32sampleMultinomialWithReplacementIfEEvNS_15PhiloxCudaState\nfamily=multinomial\n"
+                         "direction=forward\ntarget_kind=probs\nparams=32,4,8,8,4,8,8\nlayout_check=match_types\n"
+                         "target=6\ndtype=float32\ncount=param\ncount_field=3,0,8\nn_classes=4,0,4\n";
+    g_assert_cmpint(lg_spec_parse(philox, strlen(philox), "t", &sp, 1, err, sizeof err), ==, 1);
+    g_assert_true(sp.probs && sp.unsized_ok);
+    const char *bad[][2] = {
+        {"[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=probs\nparams=8,8,8\ntarget=0\ndtype=float32\n"
+         "count=one\nn_classes=2,0,8\n",
+         "target_kind=probs reads count_field rows"},
+        {"[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=probs\nparams=8,8,8\ntarget=0\ndtype=float32\n"
+         "count=param\ncount_field=1,0,8\nn_classes=2,0,8\nignore_index=1,0,8\n",
+         "target_kind=probs has no ignore_index"},
+        {"[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=probs\nparams=8,8,8\ntarget=0\ndtype=float32\n"
+         "count=param\ncount_field=1,0,8\n",
+         "n_classes"},
+        {"[k]\nmatch=x\nfamily=f\ndirection=forward\ntarget_kind=probs\nparams=8,8,8\ntarget=0\ndtype=int64\n"
+         "count=param\ncount_field=1,0,8\nn_classes=2,0,8\n",
+         "needs a float dtype"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_assert_cmpint(lg_spec_parse(bad[i][0], strlen(bad[i][0]), "t", &sp, 1, err, sizeof err), ==, -1);
+        g_test_message("err: %s", err);
+        g_assert_nonnull(strstr(err, bad[i][1]));
+    }
+    /* the built-in specs on the kernels of 2.15.0+cu132 (tests/wheels/asserts/), with the
+     * sizes its cubins declare and without any (the double) */
+    lg_registry_init_with(NULL, NULL);
+    const struct {
+        const char *mangled, *spec;
+        size_t sizes[7];
+        int n;
+        lg_dtype_t dt;
+    } k[] = {
+        {"_ZN2at6native59_GLOBAL__N__d0eb2d0f_20_MultinomialKernel_cu_e5d96c45_5647112renormRowsL1IN3c104HalfEEEvPT_ll",
+         "renormRowsL1:float16", {8, 8, 8}, 3, LG_DTYPE_FLOAT16},
+        {"_ZN2at6native59_GLOBAL__N__d0eb2d0f_20_MultinomialKernel_cu_e5d96c45_5647112renormRowsL1IfEEvPT_ll",
+         "renormRowsL1:float32", {8, 8, 8}, 3, LG_DTYPE_FLOAT32},
+        {"_ZN2at6native59_GLOBAL__N__d0eb2d0f_20_MultinomialKernel_cu_e5d96c45_5647132sampleMultinomialWithReplacementIN3c1"
+         "08BFloat16EEEvNS_15PhiloxCudaStateEiPlliPKT_S9_",
+         "sampleMultinomialWithReplacement:bfloat16", {32, 4, 8, 8, 4, 8, 8}, 7, LG_DTYPE_BFLOAT16},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
+        const lg_spec_t *s = lg_registry_find(k[i].mangled, k[i].sizes, k[i].n, why, sizeof why);
+        g_assert_nonnull(s);
+        g_assert_cmpstr(s->name, ==, k[i].spec);
+        g_assert_true(s == lg_registry_find(k[i].mangled, NULL, -1, why, sizeof why));
+        g_assert_cmpint(s->dtype, ==, k[i].dt);
+        g_assert_cmpstr(s->family, ==, "multinomial");
+    }
+    /* the sampling kernel: normDist at param 6, distributions (int64) at 3, categories (int) at 4 */
+    const lg_spec_t *smp = spec_named("sampleMultinomialWithReplacement:float32");
+    unsigned char philox_state[32] = {0};
+    int32_t total = 4, categories = 6;
+    int64_t dists = 2;
+    uint64_t dest = 0x1000, prefix = 0x2000;
+    void *sargs[7] = {philox_state, &total, &dest, &dists, &categories, &prefix, &ptr};
+    g_assert_cmpint(lg_decode(smp, LG_DTYPE_FLOAT32, sargs, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.count, ==, 12);
+    g_assert_cmpint(t.n_classes, ==, 6);
+    g_assert_cmpuint(t.data, ==, ptr);
+}
+
+/* n_classes_times: the bound is the product of two fields (max_unpool2d's outputHeight *
+ * outputWidth), on the built-in spec with the 2.15 kernel's name; a product past the absurd count
+ * is refused; the key needs labels or ids. */
+static void test_unpool_bound(void)
+{
+    char why[256] = "", err[512];
+    lg_registry_init_with(NULL, NULL);
+    const char *name = "_ZN2at6native30max_unpooling2d_forward_kernelIfEEvlPKT_PKllllllPS2_";
+    const lg_spec_t *s = lg_registry_find(name, NULL, -1, why, sizeof why);
+    g_assert_nonnull(s);
+    g_assert_cmpstr(s->family, ==, "max_unpool2d");
+    g_assert_true(s->ids && s->truncate_to_int32);
+    int64_t v[9] = {8, 0x1000, 0x2000, 2, 2, 2, 4, 5, 0x3000};
+    void *args[9];
+    for (int i = 0; i < 9; i++)
+        args[i] = &v[i];
+    unsigned grid[3] = {1, 1, 1};
+    lg_target_t t;
+    g_assert_cmpint(lg_decode(s, LG_DTYPE_INT64, args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.count, ==, 8);
+    g_assert_cmpint(t.n_classes, ==, 20);
+    g_assert_cmpuint(t.data, ==, 0x2000);
+    g_assert_false(t.has_ignore_index);
+    v[6] = v[7] = INT64_C(1) << 30;
+    g_assert_cmpint(lg_decode(s, LG_DTYPE_INT64, args, grid, &t, why, sizeof why), ==, -1);
+    g_assert_nonnull(strstr(why, "not plausible"));
+    lg_spec_t sp;
+    const char *range = "[k]\nmatch=x;St5arrayIPcLm3EE\nfamily=f\ndirection=forward\ntarget_kind=range\nparams=4,1,24\n"
+                        "layout_check=match_types\ntarget=2,8\ndtype=float32\ncount=param\ncount_field=0,0,4\n"
+                        "n_classes_times=0,0,4\n";
+    g_assert_cmpint(lg_spec_parse(range, strlen(range), "t", &sp, 1, err, sizeof err), ==, -1);
+    g_assert_nonnull(strstr(err, "only with target_kind=labels or ids"));
 }
 
 /* targets=N, the constant form: range kernels only, N operand pointers inside the parameter,
@@ -1047,7 +1174,7 @@ static void test_margin_specs(void)
         {"MultiMarginLoss_backward_kernel:margin8", "8,8,8,8,8,4,4,1,8,1", 3, 5, 6},
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
-                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS);
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(m); i++) {
         g_test_message("spec %s", m[i].spec);
         const lg_spec_t *s = spec_named(m[i].spec);
@@ -1086,6 +1213,8 @@ int main(int argc, char **argv)
     g_test_add_func("/decode/closure-kernels", test_closure_builtins);
     g_test_add_func("/decode/range-kernels", test_range_builtins);
     g_test_add_func("/decode/range-key", test_range_key);
+    g_test_add_func("/decode/probs-key", test_probs_key);
+    g_test_add_func("/decode/unpool-bound", test_unpool_bound);
     g_test_add_func("/decode/range-operands-key", test_range_operands_key);
     g_test_add_func("/decode/range-closure", test_range_closure);
     g_test_add_func("/decode/closure-index64", test_closure_index64);

@@ -925,6 +925,26 @@ static lg_target_t probs32(void)
 /* A range target (BCE's probabilities) goes to the GPU backend's range kernel for its dtype,
  * never to the host backend (this test has no runtime: the host backend would fail), and its
  * verdict comes back through the stream's ring as a label verdict does. */
+/* torch.multinomial's weights (rule LG_SCAN_RULE_PROBS) are judged by row: the GPU backend
+ * launches nothing for them and hands the check to the host backend, with the reason. */
+static void test_probs_to_host(void)
+{
+    fresh_driver();
+    lg_target_t t = probs32();
+    t.rule = LG_SCAN_RULE_PROBS;
+    t.n_classes = 8;
+    lg_gpu_run_t run;
+    char why[512] = "";
+    bool use_host = false;
+    kernel_launches = 0;
+    g_assert_cmpint(lg_validate_gpu_launch(NULL, &t, (void *)0x7000, 64, 4, false, 0, false, &run, &use_host, why,
+                                           sizeof why),
+                    ==, -1);
+    g_assert_true(use_host);
+    g_assert_cmpint(kernel_launches, ==, 0);
+    g_assert_nonnull(strstr(why, "by row"));
+}
+
 static void test_range_on_gpu(void)
 {
     fresh_driver();
@@ -1207,6 +1227,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu_driver/captured_scratch_waits", test_captured_scratch_waits);
     g_test_add_func("/gpu_driver/captured_into_graph", test_captured_into_graph);
     g_test_add_func("/gpu_driver/range_on_gpu", test_range_on_gpu);
+    g_test_add_func("/gpu_driver/probs_to_host", test_probs_to_host);
     g_test_add_func("/gpu_driver/range_captured_launch", test_range_captured_launch);
     g_test_add_func("/gpu_driver/range_async_launch", test_range_async_launch);
     return g_test_run();

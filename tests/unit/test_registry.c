@@ -40,7 +40,10 @@ static void reset_warnings(void)
 #define RANGE_SPECS 20 /* BCE's probability input: 2 kernels x 4 dtypes x 2 data-array types, 4 closures */
 #define MARGIN_SPECS 6 /* MultiMarginLoss forward and backward, 3 margin sizes each */
 #define ASSERT_SPECS 1 /* torch._assert_async's condition */
-#define BUILTIN_SPECS (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS)
+#define PROBS_SPECS 8  /* torch.multinomial: renormRowsL1 and the sampling kernel, 4 dtypes each */
+#define UNPOOL_SPECS 1 /* max_unpooling2d_forward_kernel: ids against outputHeight * outputWidth */
+#define BUILTIN_SPECS \
+    (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS + PROBS_SPECS + UNPOOL_SPECS)
 
 static void test_builtin(void)
 {
@@ -49,7 +52,7 @@ static void test_builtin(void)
     g_assert_cmpint(n_warnings, ==, 0);
     g_assert_cmpint(n, ==, BUILTIN_SPECS);
     g_assert_cmpint(lg_registry_count(), ==, BUILTIN_SPECS);
-    int families[4] = {0, 0, 0, 0}, assert_specs = 0;
+    int families[4] = {0, 0, 0, 0}, assert_specs = 0, probs_specs = 0;
     for (int i = 0; i < n; i++) {
         const lg_spec_t *s = lg_registry_get(i);
         g_assert_nonnull(s);
@@ -57,6 +60,16 @@ static void test_builtin(void)
         g_assert_cmpint(s->target.param, <, s->n_params);
         g_assert_cmpint(s->param_sizes[s->target.param], >=, s->target.offset + 8);
         g_assert_true(g_str_has_prefix(s->source, "builtin:"));
+        if (s->probs) { /* torch.multinomial's rows: count_field rows of n_classes weights */
+            g_assert_true(s->range);
+            g_assert_cmpstr(s->family, ==, "multinomial");
+            g_assert_cmpint(s->n_classes.param, >=, 0);
+            g_assert_cmpint(s->ignore_index.param, ==, -1);
+            g_assert_cmpint(s->count_kind, ==, LG_COUNT_PARAM);
+            g_assert_cmpstr(s->no_mask, !=, "");
+            probs_specs++;
+            continue;
+        }
         if (s->range) { /* BCE's probabilities: [0, 1], no class count */
             g_assert_cmpstr(s->family, ==, "binary_cross_entropy");
             g_assert_cmpint(s->n_classes.param, ==, -1);
@@ -76,18 +89,19 @@ static void test_builtin(void)
         g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0 || strcmp(s->family, "gather") == 0 ||
                       strcmp(s->family, "scatter") == 0 || g_str_has_prefix(s->family, "index") ||
                       strcmp(s->family, "take") == 0 || strcmp(s->family, "put") == 0 ||
-                      strcmp(s->family, "embedding_bag") == 0);
+                      strcmp(s->family, "embedding_bag") == 0 || strcmp(s->family, "max_unpool2d") == 0);
         for (int j = 0; j < i; j++)
             g_assert_cmpstr(lg_registry_get(j)->name, !=, s->name);
     }
     g_assert_cmpint(families[0], ==, 6 + 6 + 6 + MARGIN_SPECS); /* Loss.cu >=1.13, 1.10-1.12, ClassNLLCriterion;
                                                                   * MultiMarginLoss.cu */
     g_assert_cmpint(families[1], ==, 5 + 4);     /* NLLLoss2d.cu (+ int64 index_t backward), SpatialClassNLLCriterion */
-    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + NAMED_INDEX_SPECS + 4 + 11);
+    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + NAMED_INDEX_SPECS + 4 + 11 + UNPOOL_SPECS);
     /* vectorized gather, indexSelect small, large (u32, u64); the named ones; closures: gather,
      * scatter, scatter_fill x2, x[idx], index_put_, index_fill x2, index_copy_, take x3, put x3 */
     g_assert_cmpint(families[3], ==, RANGE_SPECS);
     g_assert_cmpint(assert_specs, ==, ASSERT_SPECS);
+    g_assert_cmpint(probs_specs, ==, PROBS_SPECS);
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
@@ -217,7 +231,7 @@ static const bad_case_t bad_cases[] = {
     {"duplicate key", "[k]\n" GOOD_BODY "family=again\n", 0, "t.conf:12: [k] family: key given twice (first at line 3)"},
     {"duplicate group", "[k]\n" GOOD_BODY "[k]\n" GOOD_BODY, 0, "t.conf:12: [k]: duplicate kernel spec (first defined at line 1)"},
     {"conflicting kernels", "[k]\n" GOOD_BODY "[k2]\n" GOOD_BODY, 0, "t.conf:13: [k2] match: conflicts with [k]"},
-    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids, range or assert"},
+    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids, range, assert or probs"},
     {"assert with a fixed dtype", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=int64\n"
                                   "count=one\ntarget_kind=assert\n", 0, "[k] dtype: target_kind=assert takes dtype=from_template"},
     {"assert with a count", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=from_template\n"

@@ -694,6 +694,72 @@ static void test_host_chunked(void)
     g_rand_free(r);
 }
 
+/* torch.multinomial's weights (rule LG_SCAN_RULE_PROBS): in every float dtype, rows of 4:
+ * weights above 1, zeros beside a positive one and -0 pass; a row of zeros (+0 and -0), a NaN,
+ * an infinity and a negative weight (a negative subnormal too) are bad, each once, in index
+ * order, a zero row at its first element. Then through the host backend's chunked copy, with a
+ * row that straddles the chunk boundary ([0, 1, 1]): the chunks hold whole rows, so its zero
+ * is not taken for a row of zeros. */
+static void test_probs_rows(void)
+{
+    init_host_backend();
+    /* 0.5 2 0 1 | 0 -0 0 0 | 1 NaN 1 1 | inf 1 1 1 | -0.1 1 1 1 | -0 1 0 0 | 1 1 1 -subnormal */
+    static const uint16_t half[] = {0x3800, 0x4000, 0, 0x3C00, 0, 0x8000, 0, 0, 0x3C00, 0x7E00, 0x3C00, 0x3C00,
+                                    0x7C00, 0x3C00, 0x3C00, 0x3C00, 0xAE66, 0x3C00, 0x3C00, 0x3C00, 0x8000, 0x3C00,
+                                    0, 0, 0x3C00, 0x3C00, 0x3C00, 0x8001};
+    static const uint16_t bf16[] = {0x3F00, 0x4000, 0, 0x3F80, 0, 0x8000, 0, 0, 0x3F80, 0x7FC0, 0x3F80, 0x3F80,
+                                    0x7F80, 0x3F80, 0x3F80, 0x3F80, 0xBDCD, 0x3F80, 0x3F80, 0x3F80, 0x8000, 0x3F80,
+                                    0, 0, 0x3F80, 0x3F80, 0x3F80, 0x8001};
+    const float f32[] = {0.5f, 2, 0, 1, 0, -0.0f, 0, 0, 1, __builtin_nanf(""), 1, 1, __builtin_inff(), 1, 1, 1,
+                         -0.1f, 1, 1, 1, -0.0f, 1, 0, 0, 1, 1, 1, -0x1p-149f};
+    const double f64[] = {0.5, 2, 0, 1, 0, -0.0, 0, 0, 1, __builtin_nan(""), 1, 1, __builtin_inf(), 1, 1, 1,
+                          -0.1, 1, 1, 1, -0.0, 1, 0, 0, 1, 1, 1, -0x1p-1074};
+    const struct {
+        lg_dtype_t d;
+        const void *host;
+    } k[] = {{LG_DTYPE_FLOAT16, half}, {LG_DTYPE_BFLOAT16, bf16}, {LG_DTYPE_FLOAT32, f32}, {LG_DTYPE_FLOAT64, f64}};
+    const int64_t want[] = {4, 9, 12, 16, 27};
+    for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
+        g_test_message("dtype %d", (int)k[i].d);
+        lg_target_t t = flat(k[i].d, 28, 4, 0, false);
+        t.rule = LG_SCAN_RULE_PROBS;
+        lg_verdict_t *v = g_new0(lg_verdict_t, 1);
+        lg_scan_host(&t, k[i].host, 16, v);
+        g_assert_cmpint(v->bad_count, ==, (int64_t)G_N_ELEMENTS(want));
+        g_assert_cmpint(v->checked, ==, 28);
+        g_assert_cmpint(v->n_samples, ==, (int)G_N_ELEMENTS(want));
+        for (size_t j = 0; j < G_N_ELEMENTS(want); j++)
+            g_assert_cmpint(v->samples[j].index, ==, want[j]);
+        g_assert_cmpint(v->samples[0].value, ==, 0); /* the zero row's first element: +0 */
+        g_assert_true(lg_scan_range_nan(k[i].d, v->samples[1].value));
+        g_assert_cmpfloat(lg_scan_float(k[i].d, v->max), ==, __builtin_inf());
+        g_assert_cmpfloat(lg_scan_float(k[i].d, v->min), <, -0.09);
+        g_free(v);
+    }
+    /* the host backend's chunks: 3-weight rows, all 1.0 but one [0, 1, 1] across the boundary */
+    size_t esz = 4;
+    int64_t chunk = (int64_t)(LG_VALIDATE_HOST_STAGE_BYTES / esz), cols = 3, n = 3 * (chunk / 3 + 1000);
+    float *host = g_new(float, n);
+    for (int64_t i = 0; i < n; i++)
+        host[i] = 1.0f;
+    int64_t straddle = chunk - 1; /* element chunk-1 starts a row (chunk = 3 * 87381 + 1) */
+    g_assert_cmpint(straddle % cols, ==, 0);
+    host[straddle] = 0.0f;
+    host[n - 3] = host[n - 2] = host[n - 1] = 0.0f; /* and a true zero row, last */
+    void *dev = dev_copy_of(host, (size_t)n * esz);
+    lg_target_t t = flat(LG_DTYPE_FLOAT32, n, cols, 0, false);
+    t.rule = LG_SCAN_RULE_PROBS;
+    t.data = (uint64_t)(uintptr_t)dev;
+    lg_verdict_t *v = g_new0(lg_verdict_t, 1);
+    char why[256] = "";
+    g_assert_cmpint(lg_validate_sync(&t, (void *)0x1234, 16, v, why, sizeof why), ==, 0);
+    g_assert_cmpint(v->bad_count, ==, 1);
+    g_assert_cmpint(v->n_samples, ==, 1);
+    g_assert_cmpint(v->samples[0].index, ==, n - 3);
+    g_free(v);
+    g_free(host);
+}
+
 /* A runtime whose stream 0x7700 captures (id 77, begun under the hooks) and that takes host
  * functions (counted): what validate_node.c needs to capture a host node. */
 static int host_funcs;
@@ -890,6 +956,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/scan/random", test_random);
+    g_test_add_func("/scan/probs-rows", test_probs_rows);
     g_test_add_func("/scan/allow_negative", test_allow_negative);
     g_test_add_func("/scan/empty", test_empty);
     g_test_add_func("/scan/all_ignored", test_all_ignored);

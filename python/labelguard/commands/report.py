@@ -179,6 +179,7 @@ class Problem:
             "ids": tgt.get("kind") == "ids",
             "range": tgt.get("range") if tgt.get("kind") == "range" else None,
             "operand": tgt.get("operand") if tgt.get("kind") == "range" else None,  # BCE: input or target
+            "probs": tgt.get("shape") if tgt.get("kind") == "probs" else None,  # torch.multinomial: [rows, categories]
             "range_min": (ex.get("bad") or {}).get("min") if isinstance(ex.get("bad"), dict) else None,
             "range_max": (ex.get("bad") or {}).get("max") if isinstance(ex.get("bad"), dict) else None,
             "events": self.events,
@@ -309,7 +310,11 @@ def print_text(r, out):
                                  (" (%s)" % "/".join(p["directions"])) if p["directions"] else "",
                                  p["cause"]))
         w("    fix:        %s\n" % p["fix"])
-        if p.get("range"):  # BCE's probabilities: float values, valid in [0, 1]
+        if p.get("probs"):  # torch.multinomial's weights: rows x categories, finite, >= 0, no row of zeros
+            w("    values:     %s bad in %s; first launch's span %s..%s, %s rows of %s, valid: finite, >= 0, each "
+              "row's sum > 0%s\n" % (p["bad_labels"], plural(p["events"], "launch"), p["range_min"], p["range_max"],
+                                     p["probs"][0], p["probs"][1], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
+        elif p.get("range"):  # BCE's probabilities: float values, valid in [0, 1]
             w("    values:     %s bad %s in %s; first launch's span %s..%s, valid [0, 1]%s\n" % (
                 p["bad_labels"], "targets" if p.get("operand") == "target" else "probabilities",
                 plural(p["events"], "launch"), p["range_min"], p["range_max"],
@@ -323,7 +328,13 @@ def print_text(r, out):
                 p["bad_labels"], plural(p["events"], "launch"), p["min"], p["max"], p["n_classes"],
                 p["ignore_index"], (", dtype %s" % p["dtype"]) if p["dtype"] else ""))
         samples = p["first_event"]["samples"][:4]
-        if samples:
+        if samples and p.get("probs"):  # probs[row, column]; a row of zeros is shown as probs[row, :]
+            cols = max(int(p["probs"][1] or 1), 1)
+            w("    first:      %s\n" % ", ".join(
+                "probs[%d, %s] = %s" % (s.get("index", 0) // cols, ":" if s.get("value") == 0 else s.get("index", 0) % cols,
+                                        s.get("value"))
+                for s in samples if isinstance(s, dict) and isinstance(s.get("index"), int)))
+        elif samples:
             w("    first:      %s\n" % ", ".join("%s[%s] = %s" % ("ids" if p.get("ids") else (p.get("operand") or "input") if p.get("range") else "target",
                                                                   s.get("index"),
                                                                   s.get("value"))
