@@ -19,6 +19,8 @@ condition those paths compute (self.max() < inf & self.min() >= 0, then the row 
 reductions the double does not run, so a bad one is driven here through the same kernel with the
 message multinomial passes and a false condition copied from the CPU: the report names the op
 multinomial and the sampling cause. scripts/gpu-check.sh runs the real call on a GPU.
+CASE one_async (with async): the same condition read without a wait: the kernel asserts, and the
+late verdict names multinomial (its message travels with the check) and the calling line.
 """
 import os
 import subprocess
@@ -90,7 +92,21 @@ def judge(dt, kind, exc, V, blocked=True):
     return v
 
 
-if CASE == "one":
+if CASE == "one_async":
+    # Async mode reads the condition without waiting: the kernel asserts as it would have (the
+    # double's context dies), and the verdict, read at the next sync, still names multinomial,
+    # from the message kept with the check, and the line that called it.
+    msg = "probability tensor contains either `inf`, `nan` or element < 0"
+    _, exc = run(lambda: (torch._assert_async(torch.tensor(False).cuda(), msg), torch.cuda.synchronize()))  # MARK_ONE
+    V = new_events(OUT)
+    check("one_async: the sync raises (the kernel asserted: async mode does not block it)", exc is not None, exc)
+    me = os.path.abspath(__file__)
+    line = next(i + 1 for i, l in enumerate(open(me).read().splitlines()) if l.rstrip().endswith("# MARK_ONE"))
+    check("one_async: one event, op multinomial, cause fp16_overflow, read at a later call, launched at the call's line",
+          len(V) == 1 and V[0]["op"] == "multinomial" and V[0]["cause"] == "fp16_overflow"
+          and isinstance(V[0].get("verdict_read_at"), dict) and V[0]["outcome"] == "launched"
+          and any(os.path.abspath(f["file"] or "") == me and f["line"] == line for f in V[0]["python_stack"]), V)
+elif CASE == "one":
     for dt, dtype in DTYPES.items():
         out, exc = run(lambda: sample(probs(dtype), 1))
         check("one %s: torch.multinomial(probs, 1) runs unreported" % dt, exc is None and new_events(OUT) == [], exc)
