@@ -69,7 +69,7 @@ LG_HIDDEN const char *lg_config_mode_name(lg_mode_t m);
 LG_HIDDEN const char *lg_config_hooks_name(lg_hooks_t h);
 
 /* The process-wide configuration, filled once by the constructor (lg.c). */
-extern LG_HIDDEN lg_config_t lg_cfg;
+extern LG_HIDDEN lg_config_t lg_config_values;
 /* ---------------------------------------------------------------- runtime.c */
 
 /* The runtime functions the core calls, resolved from the process's own libcudart (never by
@@ -192,7 +192,7 @@ LG_HIDDEN void lg_runtime_atfork_parent(void);
 LG_HIDDEN void lg_runtime_atfork_child(void);
 /* Thread-local re-entry guard, set around our own CUDA calls, logging and unwinding: a hook
  * that finds it set passes straight through. */
-extern LG_HIDDEN LG_TLS int lg_in_library;
+extern LG_HIDDEN LG_TLS int lg_runtime_in_library;
 /* ---------------------------------------------------------------- forkpoint.c */
 /* The critical sections a fork waits for, as lg_forkpoint names them. */
 enum {

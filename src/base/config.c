@@ -1,7 +1,7 @@
 /* config.c: parses and validates the LABELGUARD_* environment variables (DESIGN.md §3).
  *
  * Called once by the constructor in lg.c, before anything else, on the loading thread; the
- * result lives in the global lg_cfg and is read-only afterwards. labelguard_config_check()
+ * result lives in the global lg_config_values and is read-only afterwards. labelguard_config_check()
  * (the Python API's check of one value before the library loads, any thread) judges one
  * variable through the same parser, so its verdict and message are the constructor's.
  * Tested by tests/unit/test_config.c through lg_config_parse with a table in place of getenv,
@@ -18,7 +18,7 @@
 
 #include "base/base.h"
 
-lg_config_t lg_cfg = {
+lg_config_t lg_config_values = {
     .action = LG_ACTION_RAISE,
     .mode = LG_MODE_SYNC,
     .hooks = LG_HOOKS_AUTO,

@@ -41,7 +41,7 @@
 
 #include "base/base.h"
 
-LG_TLS int lg_in_library;
+LG_TLS int lg_runtime_in_library;
 LG_TLS int lg_runtime_pending;
 LG_TLS int lg_runtime_pending_sync;
 LG_TLS int lg_runtime_message_live;

@@ -31,17 +31,17 @@ struct lg_site {
 
 lg_site_t *lg_site_new(const void *caller)
 {
-    if (!lg_cfg.backtrace_python && !lg_cfg.backtrace_native)
+    if (!lg_config_values.backtrace_python && !lg_config_values.backtrace_native)
         return NULL;
     /* Not calloc: only the frames the walk writes are read. */
     lg_site_t *s = malloc(sizeof *s);
     if (!s)
         return NULL;
     s->refs = 1;
-    s->caller = lg_cfg.backtrace_native ? caller : NULL;
+    s->caller = lg_config_values.backtrace_native ? caller : NULL;
     s->py.n = 0;
     s->py.from_main_thread = false;
-    if (lg_cfg.backtrace_python)
+    if (lg_config_values.backtrace_python)
         lg_pystack_record(&s->py);
     return s;
 }

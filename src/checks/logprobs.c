@@ -40,7 +40,7 @@ void lg_logprobs_after_fork(void) { lg_seen_after_fork(&sites); }
 static void call_site(char *site, size_t len)
 {
     site[0] = 0;
-    if (!lg_cfg.backtrace_python)
+    if (!lg_config_values.backtrace_python)
         return;
     lg_py_stack_t *py = malloc(sizeof *py);
     if (!py)
@@ -56,7 +56,7 @@ static void call_site(char *site, size_t len)
 void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info, const lg_target_t *t)
 {
     const lg_spec_t *s = info->spec;
-    if (!lg_cfg.logprob_check || lg_cfg.mode != LG_MODE_SYNC || s->input.param < 0 || s->direction != LG_DIR_FORWARD)
+    if (!lg_config_values.logprob_check || lg_config_values.mode != LG_MODE_SYNC || s->input.param < 0 || s->direction != LG_DIR_FORWARD)
         return;
     if (!rt || !rt->memcpy_async || !rt->stream_synchronize || t->n_classes <= 0 || t->count <= 0)
         return;
@@ -71,7 +71,7 @@ void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_ke
     void *buf = malloc((size_t)n * esz);
     if (!buf)
         return;
-    lg_in_library++;
+    lg_runtime_in_library++;
     int saved = lg_runtime_save_error(rt);
     /* A copy into pageable memory and a stream wait are "unsafe" calls while another thread
      * captures in global mode: in relaxed mode they leave that capture valid. */
@@ -82,7 +82,7 @@ void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_ke
         rc = rt->stream_synchronize(l->stream);
     lg_runtime_restore_capture(rt, mode);
     lg_runtime_restore_error(rt, saved);
-    lg_in_library--;
+    lg_runtime_in_library--;
     int64_t above = 0;
     double max = 0;
     for (int64_t i = 0; rc == 0 && i < n; i++) {

@@ -137,10 +137,10 @@ void lg_opaque_gather(const lg_runtime_t *rt, const lg_launch_t *l, const lg_ker
              "weight[target] with the original labels%s",
              block ? "; this gather would trip its device-side assert" : " (this launch cannot be skipped)");
     v->native.n = 0;
-    if (lg_cfg.backtrace_native)
+    if (lg_config_values.backtrace_native)
         lg_stack_capture(&v->native);
     v->python.n = 0;
-    if (lg_cfg.backtrace_python)
+    if (lg_config_values.backtrace_python)
         lg_pystack_capture(&v->python);
     lg_report_violation(v, !block);
     if (!block)

@@ -97,7 +97,7 @@ static void make_room(scratch_t *s, CUstream stream)
     if (lg_verdicts_keep(s->ring, next, false) == 0)
         return;
     lg_validate_scratch_unlock();
-    (void)lg_drv.stream_synchronize(stream);
+    (void)lg_validate_module_drv.stream_synchronize(stream);
     lg_validate_scratch_lock();
     lg_verdicts_keep(s->ring, next, true);
 }
@@ -123,14 +123,14 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
         samples = 0;
 
     CUcontext ctx = NULL;
-    if (lg_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
+    if (lg_validate_module_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
         /* The runtime makes its context current lazily, at a thread's first runtime call. */
         if (rt && rt->pointer_attributes) {
             _Alignas(16) char a[256]; /* a struct cudaPointerAttributes, and room to spare */
             if (rt->pointer_attributes(a, (const void *)(uintptr_t)t.data) != 0 && rt->get_last_error)
                 rt->get_last_error();
         }
-        if (lg_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
+        if (lg_validate_module_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
             snprintf(why, why_len, "no current CUDA context on this thread");
             *use_host = true;
             return -1;
@@ -140,7 +140,7 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     /* The labels must be memory the device can read, and the whole span inside one
      * allocation: otherwise our kernel would fault and take the context down with it. */
     unsigned int mtype = 0;
-    CUresult r = lg_drv.pointer_get_attribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)t.data);
+    CUresult r = lg_validate_module_drv.pointer_get_attribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)t.data);
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "labels at 0x%llx are not CUDA memory (%s): the loss kernel cannot read them",
                  (unsigned long long)t.data, lg_validate_module_error(r));
@@ -151,9 +151,9 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     int ordinal = -1;
     CUdevice here = -1;
     if (mtype == CU_MEMORYTYPE_DEVICE &&
-        lg_drv.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)t.data) ==
+        lg_validate_module_drv.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)t.data) ==
             CUDA_SUCCESS &&
-        lg_drv.ctx_get_device(&here) == CUDA_SUCCESS && ordinal >= 0 && ordinal != (int)here) {
+        lg_validate_module_drv.ctx_get_device(&here) == CUDA_SUCCESS && ordinal >= 0 && ordinal != (int)here) {
         snprintf(why, why_len, "the labels are on device %d and the current context on device %d", ordinal, (int)here);
         *use_host = true;
         return -1;
@@ -161,9 +161,9 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     size_t bytes = (size_t)span * lg_scan_elem_size(t.dtype);
     CUdeviceptr start = 0;
     size_t range = 0;
-    if (lg_drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)t.data) ==
+    if (lg_validate_module_drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)t.data) ==
             CUDA_SUCCESS &&
-        lg_drv.pointer_get_attribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
+        lg_validate_module_drv.pointer_get_attribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
         range > 0 && (t.data < start || t.data - start + bytes > range)) {
         snprintf(why, why_len,
                  "the labels (%zu bytes at 0x%llx) run past the end of their allocation (%zu bytes at 0x%llx)", bytes,
@@ -172,7 +172,7 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     }
 
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    r = lg_drv.stream_is_capturing(stream, &cap);
+    r = lg_validate_module_drv.stream_is_capturing(stream, &cap);
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "cuStreamIsCapturing failed: %s", lg_validate_module_error(r));
         return -1;
@@ -229,7 +229,7 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     p.tiles_per_block = (ntiles + grid - 1) / grid;
     grid = (ntiles + p.tiles_per_block - 1) / p.tiles_per_block;
     void *params[] = {&p};
-    r = lg_drv.launch_kernel(m->fn[kernel_index(&t, copy)], (unsigned)grid, 1, 1, LG_SCAN_THREADS, 1, 1, 0, stream,
+    r = lg_validate_module_drv.launch_kernel(m->fn[kernel_index(&t, copy)], (unsigned)grid, 1, 1, LG_SCAN_THREADS, 1, 1, 0, stream,
                              params, NULL);
     if (r != CUDA_SUCCESS) {
         lg_validate_scratch_unlock();
@@ -253,10 +253,10 @@ int lg_validate_gpu_launch(const lg_runtime_t *rt, const lg_target_t *tin, void 
                            char *why, size_t why_len)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    lg_drv.exchange_capture_mode(&mode);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
     int rc = gpu_launch_body(rt, tin, (CUstream)stream, span, samples, want_copy, replacement, allow_capture, out,
                              use_host, why, why_len);
-    lg_drv.exchange_capture_mode(&mode);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
     return rc;
 }
 
@@ -295,9 +295,9 @@ static bool decide(int r)
 int lg_validate_gpu_wait(void *stream, char *why, size_t why_len)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    lg_drv.exchange_capture_mode(&mode);
-    CUresult r = lg_drv.stream_synchronize((CUstream)stream);
-    lg_drv.exchange_capture_mode(&mode);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
+    CUresult r = lg_validate_module_drv.stream_synchronize((CUstream)stream);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
     if (r == CUDA_SUCCESS)
         return 0;
     snprintf(why, why_len, "waiting for the validator failed: %s", lg_validate_module_error(r));

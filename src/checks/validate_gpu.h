@@ -14,7 +14,7 @@
 
 /* The driver entry points we use, by their ABI names (cuda.h maps the API names to _v2),
  * resolved from runtime.c's libcuda handle. */
-typedef struct lg_drv {
+typedef struct lg_validate_module_drv {
     CUresult (*init)(unsigned);
     CUresult (*get_error_string)(CUresult, const char **);
     CUresult (*device_get_count)(int *);
@@ -46,8 +46,8 @@ typedef struct lg_drv {
     CUresult (*graph_kernel_node_get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2 *);
     CUresult (*graph_exec_kernel_node_set_params)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2 *);
     CUresult (*func_get_param_info)(CUfunction, size_t, size_t *, size_t *); /* CUDA 12.4+ */
-} lg_drv_t;
-extern LG_HIDDEN lg_drv_t lg_drv;
+} lg_validate_module_drv_t;
+extern LG_HIDDEN lg_validate_module_drv_t lg_validate_module_drv;
 
 /* One loaded module per context. */
 typedef struct lg_module {
@@ -68,7 +68,7 @@ LG_HIDDEN int lg_validate_module_init(void);
  * load, no driver or device), -1 while the process has no context yet (ask again later). */
 LG_HIDDEN int lg_validate_module_decide(void);
 /* lg_validate_gpu_init once the driver table is filled: the decision alone (the fake driver of
- * tests/unit/test_gpu_driver.c fills lg_drv itself). Takes the backend's lock. */
+ * tests/unit/test_gpu_driver.c fills lg_validate_module_drv itself). Takes the backend's lock. */
 LG_HIDDEN bool lg_validate_gpu_init_loaded(void);
 /* The module of context ctx, loaded on first use; NULL with why. */
 LG_HIDDEN lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len);

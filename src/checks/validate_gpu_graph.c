@@ -30,7 +30,7 @@ static int find_validator_node(CUgraph graph, const lg_module_t *m, const scratc
                                CUDA_KERNEL_NODE_PARAMS_v2 *kp, lg_scan_params_t *p, char *why, size_t why_len)
 {
     size_t count = 0;
-    CUresult r = lg_drv.graph_get_nodes(graph, NULL, &count);
+    CUresult r = lg_validate_module_drv.graph_get_nodes(graph, NULL, &count);
     if (r == CUDA_SUCCESS && count > LG_REBIND_MAX_NODES) {
         snprintf(why, why_len, "the graph has %zu nodes, more than the %d searched for the check's", count,
                  LG_REBIND_MAX_NODES);
@@ -42,7 +42,7 @@ static int find_validator_node(CUgraph graph, const lg_module_t *m, const scratc
         return -1;
     }
     if (r == CUDA_SUCCESS && count)
-        r = lg_drv.graph_get_nodes(graph, all, &count);
+        r = lg_validate_module_drv.graph_get_nodes(graph, all, &count);
     if (r != CUDA_SUCCESS) {
         free(all);
         snprintf(why, why_len, "listing the graph's nodes failed: %s", lg_validate_module_error(r));
@@ -53,8 +53,8 @@ static int find_validator_node(CUgraph graph, const lg_module_t *m, const scratc
         CUgraphNodeType type;
         CUDA_KERNEL_NODE_PARAMS_v2 k;
         memset(&k, 0, sizeof k);
-        if (lg_drv.graph_node_get_type(all[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
-            lg_drv.graph_kernel_node_get_params(all[i], &k) != CUDA_SUCCESS || !k.kernelParams || !k.kernelParams[0])
+        if (lg_validate_module_drv.graph_node_get_type(all[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+            lg_validate_module_drv.graph_kernel_node_get_params(all[i], &k) != CUDA_SUCCESS || !k.kernelParams || !k.kernelParams[0])
             continue;
         bool ours = false;
         for (size_t f = 0; f < sizeof m->fn / sizeof m->fn[0] && !ours; f++)
@@ -88,9 +88,9 @@ static bool has_target_param(CUfunction f, const lg_spec_t *spec)
     size_t off = 0, size = 0;
     if (param < 0)
         return false;
-    if (!lg_drv.func_get_param_info || !f)
+    if (!lg_validate_module_drv.func_get_param_info || !f)
         return true;
-    CUresult r = lg_drv.func_get_param_info(f, (size_t)param, &off, &size);
+    CUresult r = lg_validate_module_drv.func_get_param_info(f, (size_t)param, &off, &size);
     return r != CUDA_SUCCESS ? r == CUDA_ERROR_NOT_SUPPORTED : size == (size_t)spec->param_sizes[param];
 }
 
@@ -102,7 +102,7 @@ static int find_loss_node(CUgraphNode validator, const lg_spec_t *spec, uint64_t
 {
     CUgraphNode deps[8];
     size_t nd = sizeof deps / sizeof *deps;
-    CUresult r = lg_drv.graph_node_get_dependent_nodes(validator, deps, &nd);
+    CUresult r = lg_validate_module_drv.graph_node_get_dependent_nodes(validator, deps, &nd);
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "asking what follows the validator node failed: %s", lg_validate_module_error(r));
         return -1;
@@ -113,8 +113,8 @@ static int find_loss_node(CUgraphNode validator, const lg_spec_t *spec, uint64_t
         CUDA_KERNEL_NODE_PARAMS_v2 k;
         memset(&k, 0, sizeof k);
         uint64_t at = 0;
-        if (deps[i] && lg_drv.graph_node_get_type(deps[i], &type) == CUDA_SUCCESS &&
-            type == CU_GRAPH_NODE_TYPE_KERNEL && lg_drv.graph_kernel_node_get_params(deps[i], &k) == CUDA_SUCCESS &&
+        if (deps[i] && lg_validate_module_drv.graph_node_get_type(deps[i], &type) == CUDA_SUCCESS &&
+            type == CU_GRAPH_NODE_TYPE_KERNEL && lg_validate_module_drv.graph_kernel_node_get_params(deps[i], &k) == CUDA_SUCCESS &&
             has_target_param(k.func, spec) && lg_validate_loss_target(spec, k.kernelParams, &at) == 0 && at == reads &&
             found++ == 0) {
             *node = deps[i];
@@ -133,13 +133,13 @@ static int find_loss_node(CUgraphNode validator, const lg_spec_t *spec, uint64_t
 static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg_spec_t *spec, uint64_t reads,
                          const struct lg_scan_ring **own, char *why, size_t why_len)
 {
-    if (!lg_drv.graph_get_nodes || !lg_drv.graph_node_get_type || !lg_drv.graph_node_get_dependent_nodes ||
-        !lg_drv.graph_kernel_node_get_params || !lg_drv.graph_exec_kernel_node_set_params) {
+    if (!lg_validate_module_drv.graph_get_nodes || !lg_validate_module_drv.graph_node_get_type || !lg_validate_module_drv.graph_node_get_dependent_nodes ||
+        !lg_validate_module_drv.graph_kernel_node_get_params || !lg_validate_module_drv.graph_exec_kernel_node_set_params) {
         snprintf(why, why_len, "the CUDA driver lacks the graph node calls (cuGraphExecKernelNodeSetParams)");
         return -1;
     }
     CUcontext ctx = NULL;
-    if (lg_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx != s->ctx) {
+    if (lg_validate_module_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx != s->ctx) {
         snprintf(why, why_len, "the exec is made in another CUDA context than the one the check was captured in");
         return -1;
     }
@@ -176,7 +176,7 @@ static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg
     CUDA_KERNEL_NODE_PARAMS_v2 v2 = vkp;
     v2.kernelParams = vargs;
     v2.extra = NULL;
-    CUresult r = lg_drv.graph_exec_kernel_node_set_params(exec, vnode, &v2);
+    CUresult r = lg_validate_module_drv.graph_exec_kernel_node_set_params(exec, vnode, &v2);
     if (r == CUDA_SUCCESS && reads) {
         void *largs[LG_MAX_PARAMS];
         unsigned char value[LG_RETARGET_MAX];
@@ -186,10 +186,10 @@ static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg
         } else {
             l2.kernelParams = largs;
             l2.extra = NULL;
-            r = lg_drv.graph_exec_kernel_node_set_params(exec, lnode, &l2);
+            r = lg_validate_module_drv.graph_exec_kernel_node_set_params(exec, lnode, &l2);
         }
         if (r != CUDA_SUCCESS) /* the exec goes back to the graph's scratch, as it was instantiated */
-            (void)lg_drv.graph_exec_kernel_node_set_params(exec, vnode, &vkp);
+            (void)lg_validate_module_drv.graph_exec_kernel_node_set_params(exec, vnode, &vkp);
     }
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "pointing the exec's validator at scratch of its own failed: %s",
@@ -224,9 +224,9 @@ int lg_validate_gpu_graph_rebind(void *exec, void *graph, const struct lg_scan_r
     int rc = 1;
     if (s) {
         CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-        lg_drv.exchange_capture_mode(&mode);
+        lg_validate_module_drv.exchange_capture_mode(&mode);
         rc = rebind_locked((CUgraphExec)exec, (CUgraph)graph, s, spec, reads, own, why, why_len);
-        lg_drv.exchange_capture_mode(&mode);
+        lg_validate_module_drv.exchange_capture_mode(&mode);
     }
     lg_validate_scratch_unlock();
     return rc;

@@ -37,14 +37,14 @@ static const char *const kernel_names[LG_KERNEL_COUNT] = {
     LG_KERNEL_F32_VEC, LG_KERNEL_F32_GEN, LG_KERNEL_F16_VEC, LG_KERNEL_F16_GEN, LG_KERNEL_F64_VEC, LG_KERNEL_F64_GEN,
 };
 
-lg_drv_t lg_drv;
+lg_validate_module_drv_t lg_validate_module_drv;
 static lg_module_t modules[16];
 static int n_modules;
 
 const char *lg_validate_module_error(CUresult r)
 {
     const char *s = NULL;
-    if (lg_drv.get_error_string && lg_drv.get_error_string(r, &s) == CUDA_SUCCESS && s)
+    if (lg_validate_module_drv.get_error_string && lg_validate_module_drv.get_error_string(r, &s) == CUDA_SUCCESS && s)
         return s;
     return "unknown driver error";
 }
@@ -56,8 +56,8 @@ static bool load_driver(void)
         return false;
 #define SYM(field, name, required)                \
     do {                                          \
-        *(void **)&lg_drv.field = dlsym(h, name); \
-        if ((required) && !lg_drv.field)          \
+        *(void **)&lg_validate_module_drv.field = dlsym(h, name); \
+        if ((required) && !lg_validate_module_drv.field)          \
             return false;                         \
     } while (0)
     SYM(init, "cuInit", 1);
@@ -86,10 +86,10 @@ static bool load_driver(void)
     SYM(graph_node_get_type, "cuGraphNodeGetType", 0);
     SYM(graph_node_get_dependent_nodes, "cuGraphNodeGetDependentNodes", 0);
     SYM(graph_kernel_node_get_params, "cuGraphKernelNodeGetParams_v2", 0);
-    if (!lg_drv.graph_kernel_node_get_params)
+    if (!lg_validate_module_drv.graph_kernel_node_get_params)
         SYM(graph_kernel_node_get_params, "cuGraphKernelNodeGetParams", 0);
     SYM(graph_exec_kernel_node_set_params, "cuGraphExecKernelNodeSetParams_v2", 0);
-    if (!lg_drv.graph_exec_kernel_node_set_params)
+    if (!lg_validate_module_drv.graph_exec_kernel_node_set_params)
         SYM(graph_exec_kernel_node_set_params, "cuGraphExecKernelNodeSetParams", 0);
 #undef SYM
     return true;
@@ -107,10 +107,10 @@ static bool refused_image(CUresult r)
 static void describe_image(const char *which, CUfunction f)
 {
     int bin = 0, ptx = 0;
-    if (lg_drv.func_get_attribute) {
-        if (lg_drv.func_get_attribute(&bin, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f) != CUDA_SUCCESS)
+    if (lg_validate_module_drv.func_get_attribute) {
+        if (lg_validate_module_drv.func_get_attribute(&bin, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f) != CUDA_SUCCESS)
             bin = 0;
-        if (lg_drv.func_get_attribute(&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, f) != CUDA_SUCCESS)
+        if (lg_validate_module_drv.func_get_attribute(&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, f) != CUDA_SUCCESS)
             ptx = 0;
     }
     if (bin > 0)
@@ -122,7 +122,7 @@ static void describe_image(const char *which, CUfunction f)
 static unsigned long long ctx_id_of(CUcontext ctx)
 {
     unsigned long long id = 0;
-    if (lg_drv.ctx_get_id && lg_drv.ctx_get_id(ctx, &id) != CUDA_SUCCESS)
+    if (lg_validate_module_drv.ctx_get_id && lg_validate_module_drv.ctx_get_id(ctx, &id) != CUDA_SUCCESS)
         id = 0;
     return id;
 }
@@ -155,11 +155,11 @@ lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
     m->state = -1;
     CUmodule mod;
     const char *which = "fatbin";
-    CUresult r = lg_drv.module_load_data(&mod, lg_validator_fatbin);
+    CUresult r = lg_validate_module_drv.module_load_data(&mod, lg_validator_fatbin);
     if (refused_image(r)) {
         /* A driver that cannot use the fatbin's SASS (or takes it for invalid) may still JIT
          * the PTX, declared at a low ISA for old drivers. */
-        CUresult r2 = lg_drv.module_load_data(&mod, lg_validator_ptx);
+        CUresult r2 = lg_validate_module_drv.module_load_data(&mod, lg_validator_ptx);
         if (r2 == CUDA_SUCCESS) {
             which = "ptx";
             r = r2;
@@ -174,7 +174,7 @@ lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
         return NULL;
     }
     for (int k = 0; k < LG_KERNEL_COUNT; k++) {
-        r = lg_drv.module_get_function(&m->fn[k], mod, kernel_names[k]);
+        r = lg_validate_module_drv.module_get_function(&m->fn[k], mod, kernel_names[k]);
         if (r != CUDA_SUCCESS) {
             snprintf(why, why_len, "validator kernel %s not found: %s", kernel_names[k], lg_validate_module_error(r));
             return NULL;
@@ -182,11 +182,11 @@ lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
     }
     CUdevice dev;
     int sms = 0;
-    if (lg_drv.ctx_get_device(&dev) != CUDA_SUCCESS ||
-        lg_drv.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
+    if (lg_validate_module_drv.ctx_get_device(&dev) != CUDA_SUCCESS ||
+        lg_validate_module_drv.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
         sms = 16;
     m->max_grid = sms * 4;
-    r = lg_drv.stream_create(&m->init_stream, CU_STREAM_NON_BLOCKING);
+    r = lg_validate_module_drv.stream_create(&m->init_stream, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "cuStreamCreate failed: %s", lg_validate_module_error(r));
         return NULL;
@@ -206,7 +206,7 @@ void lg_validate_module_forget(void) { n_modules = 0; }
 int lg_validate_module_decide(void)
 {
     CUcontext ctx = NULL;
-    if (lg_drv.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx) {
+    if (lg_validate_module_drv.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx) {
         char why[256];
         return lg_validate_module_for(ctx, why, sizeof why) ? 1 : 0;
     }
@@ -215,12 +215,12 @@ int lg_validate_module_decide(void)
      * process has none. cuInit here is never the process's first: the backend is decided at
      * the first hook, inside the application's own CUDA call. */
     int n = 0;
-    if (lg_drv.init(0) != CUDA_SUCCESS || lg_drv.device_get_count(&n) != CUDA_SUCCESS)
+    if (lg_validate_module_drv.init(0) != CUDA_SUCCESS || lg_validate_module_drv.device_get_count(&n) != CUDA_SUCCESS)
         return 0;
     for (int d = 0; d < n; d++) {
         unsigned flags;
         int active = 0;
-        if (lg_drv.primary_ctx_get_state((CUdevice)d, &flags, &active) == CUDA_SUCCESS && active)
+        if (lg_validate_module_drv.primary_ctx_get_state((CUdevice)d, &flags, &active) == CUDA_SUCCESS && active)
             return 1;
     }
     return n > 0 ? -1 : 0;

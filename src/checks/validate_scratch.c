@@ -73,9 +73,9 @@ static int n_scratches, cap_scratches;
 static CUresult alloc_dev(CUdeviceptr *p, size_t n)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    lg_drv.exchange_capture_mode(&mode);
-    CUresult r = lg_drv.mem_alloc(p, n);
-    lg_drv.exchange_capture_mode(&mode);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
+    CUresult r = lg_validate_module_drv.mem_alloc(p, n);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
     return r;
 }
 
@@ -94,20 +94,20 @@ static int scratch_init(scratch_t *s, lg_module_t *m, int samples, char *why, si
         (r = alloc_dev(&s->cand_count, (size_t)m->max_grid * sizeof(int))) != CUDA_SUCCESS)
         goto fail;
     s->cand_samples = cap;
-    lg_drv.exchange_capture_mode(&mode);
-    r = lg_drv.mem_host_alloc((void **)&s->ring, sizeof(lg_scan_ring_t),
+    lg_validate_module_drv.exchange_capture_mode(&mode);
+    r = lg_validate_module_drv.mem_host_alloc((void **)&s->ring, sizeof(lg_scan_ring_t),
                               CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (r == CUDA_SUCCESS) {
         memset(s->ring, 0, sizeof *s->ring);
-        r = lg_drv.mem_host_get_device_pointer(&s->ring_dev, s->ring, 0);
+        r = lg_validate_module_drv.mem_host_get_device_pointer(&s->ring_dev, s->ring, 0);
     }
     /* Our own non-blocking stream: neither ordered after the application's work nor part of
      * any capture; the copy's source lives on our stack, hence the wait. */
     if (r == CUDA_SUCCESS)
-        r = lg_drv.memcpy_htod_async(s->state, &init, sizeof init, m->init_stream);
+        r = lg_validate_module_drv.memcpy_htod_async(s->state, &init, sizeof init, m->init_stream);
     if (r == CUDA_SUCCESS)
-        r = lg_drv.stream_synchronize(m->init_stream);
-    lg_drv.exchange_capture_mode(&mode);
+        r = lg_validate_module_drv.stream_synchronize(m->init_stream);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
     if (r != CUDA_SUCCESS)
         goto fail;
     return 0;
@@ -239,9 +239,9 @@ int lg_validate_scratch_grow_copy(scratch_t *s, size_t bytes, char *why, size_t 
         /* No device memory left: mapped pinned host memory, which the validator writes and the
          * loss kernel reads over the bus. Slower, but mask still masks; failing here would
          * block the launch instead, which under DDP hangs the other ranks. */
-        CUresult rh = lg_drv.mem_host_alloc(&pinned, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+        CUresult rh = lg_validate_module_drv.mem_host_alloc(&pinned, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
         if (rh == CUDA_SUCCESS)
-            rh = lg_drv.mem_host_get_device_pointer(&c, pinned, 0); /* DEVICEMAP: not refused */
+            rh = lg_validate_module_drv.mem_host_get_device_pointer(&c, pinned, 0); /* DEVICEMAP: not refused */
         if (rh != CUDA_SUCCESS) {
             allocation_failed();
             snprintf(why, why_len,
@@ -267,18 +267,18 @@ void lg_validate_scratch_preallocate(void)
 {
     CUcontext ctx = NULL;
     char why[256];
-    if (lg_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx)
+    if (lg_validate_module_drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx)
         return;
     lg_module_t *m = lg_validate_module_for(ctx, why, sizeof why);
     if (!m)
         return;
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    lg_drv.exchange_capture_mode(&mode);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
     /* One sample per block: the first check grows the candidate area to LABELGUARD_SAMPLES. */
     scratch_t *s = scratch_for(m, NULL, false, 1, 0, why, sizeof why);
     if (s && s->copy_bytes < PREALLOC_COPY)
         (void)lg_validate_scratch_grow_copy(s, PREALLOC_COPY, why, sizeof why);
-    lg_drv.exchange_capture_mode(&mode);
+    lg_validate_module_drv.exchange_capture_mode(&mode);
 }
 
 scratch_t *lg_validate_scratch_for(lg_module_t *m, CUstream stream, bool captured, int samples, size_t copy_bytes,

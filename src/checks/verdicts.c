@@ -149,13 +149,13 @@ static void wait_stream(void *stream)
     unsigned long long id = 0;
     if (!rt || !rt->stream_synchronize || lg_runtime_capture_status(rt, stream, &id) != 0)
         return;
-    lg_in_library++;
+    lg_runtime_in_library++;
     int saved = lg_runtime_save_error(rt);
     int mode = lg_runtime_relax_capture(rt);
     (void)rt->stream_synchronize(stream);
     lg_runtime_restore_capture(rt, mode);
     lg_runtime_restore_error(rt, saved);
-    lg_in_library--;
+    lg_runtime_in_library--;
 }
 
 /* A graph replay was queued as run p->seq of its check's ring, and the hook enqueues the next

@@ -263,13 +263,13 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->replay = in->replay;
     v->exec = in->exec;
     if (rt && rt->get_device) {
-        lg_in_library++;
+        lg_runtime_in_library++;
         rt->get_device(&v->device);
-        lg_in_library--;
+        lg_runtime_in_library--;
     }
     v->target = *in->target;
     memcpy(&v->verdict, in->verdict, sizeof *in->verdict);
-    v->action = lg_cfg.action;
+    v->action = lg_config_values.action;
     v->outcome = "launched";
     v->note[0] = '\0';
     v->op[0] = '\0';
@@ -283,9 +283,9 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
     v->python.from_main_thread = v->read_python.from_main_thread = false;
     if (in->site)
         lg_site_resolve(in->site, &v->native, &v->python);
-    if (lg_cfg.backtrace_native)
+    if (lg_config_values.backtrace_native)
         lg_stack_capture(v->late ? &v->read_native : &v->native);
-    if (lg_cfg.backtrace_python)
+    if (lg_config_values.backtrace_python)
         lg_pystack_capture(v->late ? &v->read_python : &v->python);
     /* The cause after the stacks: what ids index is read off the call site as well as the launch.
      * spec is NULL only when the kernel's image was unloaded before its async verdict came. */
@@ -346,9 +346,9 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
             return false;
         }
         *rewrite = false;
-        lg_in_library++;
+        lg_runtime_in_library++;
         uint64_t copy = lg_validate_masked_copy(in->target, in->stream, *value, why, why_len);
-        lg_in_library--;
+        lg_runtime_in_library--;
         return lg_act_run_on_copy(spec, in->args, copy, false, *value, d) == 0;
     }
     if (lg_scan_is_float(in->target->dtype)) {
@@ -366,9 +366,9 @@ static bool make_mask(const lg_act_input_t *in, lg_decision_t *d, bool *rewrite,
                                               : "this kernel has no ignore_index");
         return false;
     }
-    lg_in_library++;
+    lg_runtime_in_library++;
     uint64_t copy = lg_validate_masked_copy(in->target, in->stream, *value, why, why_len);
-    lg_in_library--;
+    lg_runtime_in_library--;
     return lg_act_run_on_copy(in->info->spec, in->args, copy, *rewrite, *value, d) == 0;
 }
 
@@ -404,7 +404,7 @@ static void range_late_note(lg_violation_t *v, const lg_act_input_t *in, const l
  * made, and is acted on as a violation of its own where none can (false). */
 static bool act_duplicate(const lg_act_input_t *in, lg_decision_t *d)
 {
-    if (in->when >= LG_ACT_AFTER || lg_cfg.action == LG_ACTION_LOG)
+    if (in->when >= LG_ACT_AFTER || lg_config_values.action == LG_ACTION_LOG)
         return true; /* it ran already (on the copy, or as is), or runs as it would have */
     bool rewrite = false;
     int64_t value = 0;
@@ -420,13 +420,13 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
     atomic_fetch_add(&violations, 1);
     fill_violation(rt, v, in);
 
-    lg_act_plan_t p = lg_act_policy(lg_cfg.action, in->when, LG_MASK_UNTRIED);
+    lg_act_plan_t p = lg_act_policy(lg_config_values.action, in->when, LG_MASK_UNTRIED);
     char why[256] = "";
     if (p.try_mask) {
         bool rewrite = false;
         int64_t value = 0;
         bool ok = in->copy_made || make_mask(in, d, &rewrite, &value, why, sizeof why);
-        p = lg_act_policy(lg_cfg.action, in->when, ok ? LG_MASK_DONE : LG_MASK_FAILED);
+        p = lg_act_policy(lg_config_values.action, in->when, ok ? LG_MASK_DONE : LG_MASK_FAILED);
         if (ok && rewrite && !p.note)
             snprintf(v->note, sizeof v->note,
                      "uint8 target: bad labels set to %lld and ignore_index rewritten to match", (long long)value);

@@ -27,12 +27,12 @@ static const char *resolve_name(const lg_runtime_t *rt, const lg_launch_t *l, lg
         return info->mangled;
     const char *name = NULL;
     if (rt && rt->func_get_name) {
-        lg_in_library++;
+        lg_runtime_in_library++;
         int saved = lg_runtime_save_error(rt);
         if (rt->func_get_name(&name, l->func) != 0)
             name = NULL;
         lg_runtime_restore_error(rt, saved);
-        lg_in_library--;
+        lg_runtime_in_library--;
     }
     return name;
 }
@@ -43,7 +43,7 @@ static int runtime_param_sizes(const lg_runtime_t *rt, const void *func, size_t 
     if (!rt || !rt->func_get_param_info)
         return -1;
     int n = 0;
-    lg_in_library++;
+    lg_runtime_in_library++;
     int saved = lg_runtime_save_error(rt);
     for (; n < cap; n++) {
         size_t off = 0, sz = 0;
@@ -52,7 +52,7 @@ static int runtime_param_sizes(const lg_runtime_t *rt, const void *func, size_t 
         sizes[n] = sz;
     }
     lg_runtime_restore_error(rt, saved);
-    lg_in_library--;
+    lg_runtime_in_library--;
     return n > 0 ? n : -1;
 }
 
@@ -80,7 +80,7 @@ static const lg_spec_t *find_spec(const lg_runtime_t *rt, const lg_launch_t *l, 
     const lg_spec_t *spec = lg_registry_find(mangled, n >= 0 ? sizes : NULL, n, why, sizeof why);
     if (spec) {
         *state = LG_KSTATE_WATCHED;
-        if (lg_cfg.debug_kernels)
+        if (lg_config_values.debug_kernels)
             debug_kernel(mangled, spec, sizes, n > 0 ? n : 0);
         return spec;
     }

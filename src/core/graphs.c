@@ -297,7 +297,7 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
     const lg_runtime_t *rt = lg_runtime_get();
     char why[256] = "";
     int kept = 0;
-    lg_in_library++;
+    lg_runtime_in_library++;
     /* The application's pending error stays its own; what a failed call of ours leaves goes. */
     int saved = lg_runtime_save_error(rt);
     for (int i = 0; i < n; i++) {
@@ -310,7 +310,7 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
             snprintf(why, sizeof why, "%s", own[i].shared ? w : "the check has no verdict ring");
     }
     lg_runtime_restore_error(rt, saved);
-    lg_in_library--;
+    lg_runtime_in_library--;
     pthread_mutex_lock(&lock);
     mapping_t *m = find(execs, n_execs, exec);
     if (m && m->capture_id == id && !m->own && kept > 0) {

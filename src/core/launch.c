@@ -41,9 +41,9 @@ static void report_lost(const lg_async_report_t *r)
                  (unsigned long long)r->graph_id);
     else
         snprintf(what, sizeof what, "an async check on stream %p", r->stream);
-    bool raise = lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD;
+    bool raise = lg_config_values.action == LG_ACTION_RAISE || lg_config_values.action == LG_ACTION_HOLD;
     const char *then = ending                             ? ""
-                       : lg_cfg.action == LG_ACTION_ABORT ? "; the process aborts"
+                       : lg_config_values.action == LG_ACTION_ABORT ? "; the process aborts"
                        : raise                            ? "; raised as the next CUDA error"
                                                           : "";
     char detail[900];
@@ -67,7 +67,7 @@ static void report_lost(const lg_async_report_t *r)
                  "unchecked, not known bad; details in %s",
                  name, what, lg_report_log_path()[0] ? lg_report_log_path() : "the log");
         lg_runtime_set_pending_error(LG_RAISE_ERROR, msg, true);
-    } else if (lg_cfg.action == LG_ACTION_ABORT) {
+    } else if (lg_config_values.action == LG_ACTION_ABORT) {
         lg_counters_t c;
         lg_act_counters(&c);
         lg_report_summary(&c);
@@ -78,7 +78,7 @@ static void report_lost(const lg_async_report_t *r)
 void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
 {
     lg_async_report_t r;
-    lg_in_library++;
+    lg_runtime_in_library++;
     int saved = lg_runtime_save_error(rt);
     while (lg_verdicts_collect(&r, scope, stream)) {
         if (LG_UNLIKELY(r.verdict.checked < 0))
@@ -107,7 +107,7 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
         free(r.msg);
     }
     lg_runtime_restore_error(rt, saved);
-    lg_in_library--;
+    lg_runtime_in_library--;
 }
 
 /* ------------------------------------------------------------------ the stages */
@@ -203,12 +203,12 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
     }
     if (have_value) {
         uint64_t copy = 0;
-        lg_in_library++;
+        lg_runtime_in_library++;
         /* Recorded here, on the launching thread: the verdict is read at a later call. */
         lg_site_t *site = lg_site_new(l->caller);
-        int rc = lg_validate_async(t, l->stream, value, lg_cfg.samples, info, capture, site, &copy, why, sizeof why);
+        int rc = lg_validate_async(t, l->stream, value, lg_config_values.samples, info, capture, site, &copy, why, sizeof why);
         lg_site_drop(site);
-        lg_in_library--;
+        lg_runtime_in_library--;
         report_fallback();
         if (rc == 0 && (report_only || (capture && !capture->sanitize))) {
             lg_counters_count_validated();
@@ -261,9 +261,9 @@ static void validate_sync(const lg_runtime_t *rt, const lg_launch_t *l, lg_kerne
         return;
     }
     char why[512] = "";
-    lg_in_library++;
-    int rc = lg_validate_sync(t, l->stream, lg_cfg.samples, verdict, why, sizeof why);
-    lg_in_library--;
+    lg_runtime_in_library++;
+    int rc = lg_validate_sync(t, l->stream, lg_config_values.samples, verdict, why, sizeof why);
+    lg_runtime_in_library--;
     report_fallback();
     if (rc != 0)
         warn_unchecked("validate_failed", LG_WARNED_VALIDATE, info, "labels not checked: %s", why);
@@ -309,8 +309,8 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
     } else if (lg_decode_field(info->spec, l->args, &info->spec->target, &ptr) != 0 || ptr == 0) {
         snprintf(why, sizeof why, "the condition's pointer cannot be read from the launch");
     } else {
-        lg_in_library++;
-        if (lg_cfg.mode == LG_MODE_ASYNC) {
+        lg_runtime_in_library++;
+        if (lg_config_values.mode == LG_MODE_ASYNC) {
             /* The op's message names it in the report, as the native frames do in sync mode. */
             char msg[LG_ASSERT_MSG];
             lg_asserts_message(info->spec, l->args, msg, sizeof msg);
@@ -318,7 +318,7 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
             rc = lg_validate_defer_flag(rt, l->stream, (uint64_t)ptr, &e, info, site, msg, why, sizeof why);
             lg_site_drop(site);
             if (rc == 0) {
-                lg_in_library--;
+                lg_runtime_in_library--;
                 lg_counters_count_validated();
                 free(verdict);
                 return;
@@ -330,7 +330,7 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
             rc = lg_validate_read_bytes(rt, (uint64_t)ptr, (size_t)e.bytes, l->stream, bytes, why, sizeof why);
         else if (rc != 0)
             snprintf(why, sizeof why, "the condition's copy failed");
-        lg_in_library--;
+        lg_runtime_in_library--;
         if (rc == 0)
             lg_asserts_verdict(&e, (uint64_t)ptr, bytes, &t, verdict);
     }
@@ -379,7 +379,7 @@ static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_in
     }
     if (t.count == 0)
         return;
-    lg_capture_t cap = {.sanitize = lg_cfg.action != LG_ACTION_LOG};
+    lg_capture_t cap = {.sanitize = lg_config_values.action != LG_ACTION_LOG};
     int status = lg_runtime_capture_status(rt, l->stream, &cap.id);
     if (status < 0) {
         /* Without the stream's capture state no call of ours on it is safe: on the legacy
@@ -404,7 +404,7 @@ static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_in
     }
     /* A sanitized copy replaces index tensor 0's pointer only (decode.c's rewrite); a range
      * kernel's operands get no copy, so each is checked asynchronously. */
-    if ((k == 0 || info->spec->range) && lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
+    if ((k == 0 || info->spec->range) && lg_config_values.mode == LG_MODE_ASYNC && lg_config_values.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
         return;
     if (info->spec->input.param >= 0)
         lg_logprobs_check(rt, l, info, &t);

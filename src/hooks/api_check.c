@@ -95,7 +95,7 @@ static _Atomic bool python_armed;
  * Inductor is imported), or it is not and nothing checks compiled losses. */
 const char *lg_api_check_way(void)
 {
-    if (!lg_cfg.compiled)
+    if (!lg_config_values.compiled)
         return "off: torch.compile'd losses run as Inductor made them, unchecked (LABELGUARD_COMPILED=off)";
     if (atomic_load(&python_armed) || lg_pyboot_expected())
         return "check_op: a torch.compile'd NLL/cross-entropy calls labelguard::check_target on its target before "
@@ -119,7 +119,7 @@ int labelguard_compiled(const char *traced)
 {
     if (!traced)
         atomic_store(&python_armed, true);
-    if (!lg_cfg.compiled && traced && lg_start_ensure()) {
+    if (!lg_config_values.compiled && traced && lg_start_ensure()) {
         char detail[512];
         char safe[128];
         snprintf(detail, sizeof detail,
@@ -128,7 +128,7 @@ int labelguard_compiled(const char *traced)
                  lg_text_safe(traced, safe, sizeof safe));
         lg_report_warning_once("unchecked_loss_kernel", detail);
     }
-    return lg_cfg.compiled ? 1 : 0;
+    return lg_config_values.compiled ? 1 : 0;
 }
 
 static int say(char *msg, size_t cap, const char *text)
@@ -148,9 +148,9 @@ static int copy_out(const lg_runtime_t *rt, const labelguard_target_check_t *c, 
     }
     if (!rt->memcpy_async)
         return -1;
-    lg_in_library++;
+    lg_runtime_in_library++;
     int rc = rt->memcpy_async(c->out, (const void *)(uintptr_t)src, bytes, KIND_DEFAULT, c->stream);
-    lg_in_library--;
+    lg_runtime_in_library--;
     return rc == 0 ? 0 : -1;
 }
 
@@ -194,7 +194,7 @@ static int check_host(const lg_runtime_t *rt, const labelguard_target_check_t *c
     lg_verdict_t *v = malloc(sizeof *v);
     if (!v)
         return unchecked(rt, c, info, "validate_failed", LG_WARNED_VALIDATE, "out of memory for a verdict", msg, cap);
-    lg_scan_host(t, c->target, lg_cfg.samples, v);
+    lg_scan_host(t, c->target, lg_config_values.samples, v);
     lg_counters_count_check(true);
     int rc = 0;
     if (v->bad_count == 0) {
@@ -207,7 +207,7 @@ static int check_host(const lg_runtime_t *rt, const labelguard_target_check_t *c
             .model_line = c->site};
         bool maskable = info->spec->ids ? lg_act_mask_id(t, &value) && !info->spec->no_mask[0]
                                         : lg_act_mask_value(t, &value, &rewrite) && !rewrite;
-        if (lg_cfg.action == LG_ACTION_MASK && maskable) {
+        if (lg_config_values.action == LG_ACTION_MASK && maskable) {
             /* The host copy is the op's own output: the caller's tensor is never written. */
             memmove(c->out, c->target, (size_t)c->count * lg_scan_elem_size(t->dtype));
             lg_target_t o = *t;
@@ -231,26 +231,26 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
                         const lg_target_t *t, void **args, char *msg, size_t cap)
 {
     char why[512] = "";
-    lg_capture_t capture = {.sanitize = lg_cfg.action != LG_ACTION_LOG};
+    lg_capture_t capture = {.sanitize = lg_config_values.action != LG_ACTION_LOG};
     int status = lg_runtime_capture_status(rt, c->stream, &capture.id);
     if (status < 0) {
         lg_counters_count_check(false);
         return unchecked(rt, c, info, "capture_unchecked", LG_WARNED_CAPTURE,
                          "the legacy stream while another stream captures a CUDA graph", msg, cap);
     }
-    if (status > 0 || (lg_cfg.mode == LG_MODE_ASYNC && lg_cfg.action != LG_ACTION_LOG)) {
+    if (status > 0 || (lg_config_values.mode == LG_MODE_ASYNC && lg_config_values.action != LG_ACTION_LOG)) {
         int64_t value = 0;
         bool rewrite = false;
         bool maskable = info->spec->ids ? lg_act_mask_id(t, &value) && !info->spec->no_mask[0]
                                         : lg_act_mask_value(t, &value, &rewrite) && !rewrite;
         if (maskable) {
             uint64_t copy = 0;
-            lg_in_library++;
+            lg_runtime_in_library++;
             lg_site_t *site = lg_site_new(NULL);
-            int rc = lg_validate_async(t, c->stream, value, lg_cfg.samples, info, status > 0 ? &capture : NULL, site,
+            int rc = lg_validate_async(t, c->stream, value, lg_config_values.samples, info, status > 0 ? &capture : NULL, site,
                                        &copy, why, sizeof why);
             lg_site_drop(site);
-            lg_in_library--;
+            lg_runtime_in_library--;
             if (rc == 0) {
                 lg_counters_count_check(true);
                 return copy_out(rt, c, copy) == 0 ? 0 : say(msg, cap, "the checked labels could not be copied out");
@@ -274,9 +274,9 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
         lg_counters_count_check(false);
         return unchecked(rt, c, info, "validate_failed", LG_WARNED_VALIDATE, "out of memory for a verdict", msg, cap);
     }
-    lg_in_library++;
-    int rc = lg_validate_sync(t, c->stream, lg_cfg.samples, v, why, sizeof why);
-    lg_in_library--;
+    lg_runtime_in_library++;
+    int rc = lg_validate_sync(t, c->stream, lg_config_values.samples, v, why, sizeof why);
+    lg_runtime_in_library--;
     if (rc != 0) {
         free(v);
         lg_counters_count_check(false);

@@ -71,11 +71,11 @@
  * slot gets the copy of the runtime it calls, so a CUDA 12 library's launches stay in
  * libcudart.so.12 next to a CUDA 13 torch. Their C names are local to our object, so these
  * addresses are our own definitions. */
-#define LG_DECLARE_COPY(name, ret, params, args) ret lg_v12_##name params; ret lg_v11_##name params;
+#define LG_DECLARE_COPY(name, ret, params, args) ret lg_preload_v12_##name params; ret lg_preload_v11_##name params;
 LG_HOOKS(LG_DECLARE_COPY)
 #undef LG_DECLARE_COPY
-#define LG_COPY_12(name, ret, params, args) {#name, (void *)lg_v12_##name, &lg_preload_bind_12.real[LG_IDX_##name]},
-#define LG_COPY_11(name, ret, params, args) {#name, (void *)lg_v11_##name, &lg_preload_bind_11.real[LG_IDX_##name]},
+#define LG_COPY_12(name, ret, params, args) {#name, (void *)lg_preload_v12_##name, &lg_preload_bind_12.real[LG_IDX_##name]},
+#define LG_COPY_11(name, ret, params, args) {#name, (void *)lg_preload_v11_##name, &lg_preload_bind_11.real[LG_IDX_##name]},
 static const lg_hook_t copies_12[] = {LG_HOOKS(LG_COPY_12)};
 static const lg_hook_t copies_11[] = {LG_HOOKS(LG_COPY_11)};
 
@@ -134,11 +134,11 @@ static bool context_dead(char *why, size_t cap)
         int (*peek)(void) = (int (*)(void))dlsym(h, "cudaPeekAtLastError");
         const char *(*name)(int) = (const char *(*)(int))dlsym(h, "cudaGetErrorName");
         const char *(*text)(int) = (const char *(*)(int))dlsym(h, "cudaGetErrorString");
-        lg_in_library++;
+        lg_runtime_in_library++;
         int e = peek ? peek() : 0;
         char what[256];
         snprintf(what, sizeof what, "%s %d: %s", name ? name(e) : "error", e, text ? text(e) : "");
-        lg_in_library--;
+        lg_runtime_in_library--;
         dlclose(h);
         if (sticky(e)) {
             if (why && cap)
@@ -264,7 +264,7 @@ static int enable_locked(char *why, size_t cap, int *objects, bool debugger)
         /* A context without a shared libcudart: a static runtime (or a driver-API program).
          * CUPTI is the only layer that sees its launches, and no hook will ever start the
          * library: start it here, on the application's thread, its context made. */
-        if (lg_cfg.hooks != LG_HOOKS_INTERPOSE)
+        if (lg_config_values.hooks != LG_HOOKS_INTERPOSE)
             (void)lg_start_ensure(); /* CUPTI stays off before our constructor: said just below */
         if (!lg_cupti_active()) {
             if (why && cap)
@@ -347,7 +347,7 @@ LG_EXPORT int labelguard_arm(void)
         snprintf(why, sizeof why, "another thread is arming this process right now ---> HINT: attach again");
     }
     lg_arm_got_requests(); /* dlopens that finished while we held the lock (trylock: never waits) */
-    if (!lg_cfg.quiet) {
+    if (!lg_config_values.quiet) {
         char line[700];
         int len = armed_n >= 0 ? snprintf(line, sizeof line, "labelguard: armed %d launch entries in %d objects\n",
                                           armed_n, objects)

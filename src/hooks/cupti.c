@@ -219,7 +219,7 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     else if (runtime_depth > 0)
         return; /* the runtime launch around it was handled */
     /* The interposition layer is handling this launch, or it is our own (validator) launch. */
-    if (lg_preload_in_launch || lg_in_library)
+    if (lg_preload_in_launch || lg_runtime_in_library)
         return;
     /* read_launch dereferences functionParams, and for the CUDA 13 __cudaLaunchKernel ids the
      * headers define no params struct at all: a CUPTI that passes none must not crash the
@@ -266,7 +266,7 @@ void lg_cupti_report_status(void)
 {
     if (!unavailable_detail[0])
         return;
-    if (lg_cfg.hooks == LG_HOOKS_CUPTI)
+    if (lg_config_values.hooks == LG_HOOKS_CUPTI)
         lg_report_warning_once("cupti_unavailable", unavailable_detail);
     else
         lg_report_note_once("cupti_unavailable", unavailable_detail);
@@ -276,7 +276,7 @@ static void unavailable(const char *reason)
 {
     char *detail = unavailable_detail;
     const size_t detail_size = sizeof unavailable_detail;
-    if (lg_cfg.hooks == LG_HOOKS_CUPTI)
+    if (lg_config_values.hooks == LG_HOOKS_CUPTI)
         snprintf(detail, detail_size,
                  "%.1800s; LABELGUARD_HOOKS=cupti leaves no hook layer: launches "
                  "are not checked. HINT: use LABELGUARD_HOOKS=auto",
@@ -381,9 +381,9 @@ static void start(void)
 void lg_cupti_start(void)
 {
     /* CUPTI's own calls must not be taken for the application's. */
-    lg_in_library++;
+    lg_runtime_in_library++;
     pthread_once(&start_once, start);
-    lg_in_library--;
+    lg_runtime_in_library--;
 }
 
 bool lg_cupti_active(void) { return __atomic_load_n(&active, __ATOMIC_ACQUIRE); }

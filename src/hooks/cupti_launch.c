@@ -114,10 +114,10 @@ bool lg_cupti_launch_read(int dom_, uint32_t cbid, const void *data, void *name_
          * Asked once per handle (the per-handle cache then has it). */
         if (!l->mangled && func_get_name && !lg_names_info(l->func)) {
             const char *name = NULL;
-            lg_in_library++;
+            lg_runtime_in_library++;
             if (func_get_name(&name, (CUfunction)l->func) == CUDA_SUCCESS)
                 l->mangled = name;
-            lg_in_library--;
+            lg_runtime_in_library--;
         }
     }
     /* The null stream of a _ptsz entry point is the per-thread stream: the validator must run

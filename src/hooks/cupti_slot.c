@@ -77,7 +77,7 @@ void lg_cupti_slot_after_fork(void) { pthread_mutex_init(&slot_lock, NULL); }
 
 bool lg_cupti_slot_wanted(bool interposable, char *why, size_t why_len)
 {
-    switch (lg_cfg.hooks) {
+    switch (lg_config_values.hooks) {
     case LG_HOOKS_INTERPOSE: snprintf(why, why_len, "LABELGUARD_HOOKS=interpose: CUPTI not used"); return false;
     case LG_HOOKS_CUPTI: snprintf(why, why_len, "LABELGUARD_HOOKS=cupti: CUPTI only"); return true;
     default: break;
@@ -201,9 +201,9 @@ static bool release(const char *entry)
     if (s && unsubscribe) {
         if (stop_callback)
             stop_callback();
-        lg_in_library++;
+        lg_runtime_in_library++;
         released = unsubscribe(s) == CUPTI_SUCCESS;
-        lg_in_library--;
+        lg_runtime_in_library--;
         if (released)
             held = NULL;
     }
@@ -214,7 +214,7 @@ static bool release(const char *entry)
                  "another CUPTI client (a profiler: torch.profiler, Nsight) called %s and CUPTI has one "
                  "subscriber slot: labelguard gave its CUPTI subscription up so that the profiler works. %s",
                  entry,
-                 lg_cfg.hooks == LG_HOOKS_CUPTI
+                 lg_config_values.hooks == LG_HOOKS_CUPTI
                      ? "LABELGUARD_HOOKS=cupti leaves no hook layer: launches are no longer checked"
                      : "Launches interposition sees are still checked; those only CUPTI saw (static "
                        "runtime, driver-API launches) are not");

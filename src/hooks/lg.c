@@ -68,7 +68,7 @@ __attribute__((constructor)) static void lg_constructor(int argc, char **argv, c
         (void)!write(2, err, n + 1 < sizeof err ? n + 1 : sizeof err);
         _exit(2);
     }
-    lg_cfg = cfg;
+    lg_config_values = cfg;
     /* A Python interpreter preloaded by hand gets the torch.compile bootstrap `labelguard run`
      * would have given it (pyboot.c: before main, environment only). */
     lg_pyboot_constructor(argc, argv);
@@ -209,14 +209,14 @@ static void describe_environment(const lg_runtime_t *rt, bool interposed, const 
 
 static void start(void)
 {
-    lg_in_library++;
+    lg_runtime_in_library++;
     const lg_runtime_t *rt = lg_runtime_get();
     /* The first hook of the process may come with an error of the application pending. */
     int saved = lg_runtime_save_error(rt);
     lg_registry_ensure(lg_report_warning);
     lg_validate_init(rt);
     /* Interposition is a layer only where there is a shared runtime to interpose. */
-    bool interposed = lg_cfg.hooks != LG_HOOKS_CUPTI && lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL;
+    bool interposed = lg_config_values.hooks != LG_HOOKS_CUPTI && lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL;
     char why[256];
     if (lg_cupti_slot_wanted(lg_runtime_resolve("cudaLaunchKernel", NULL) != NULL, why, sizeof why))
         lg_cupti_start();
@@ -225,13 +225,13 @@ static void start(void)
     lg_report_start();
     lg_cupti_report_status();
     lg_arm_after_start();
-    if (lg_cfg.action == LG_ACTION_RAISE || lg_cfg.action == LG_ACTION_HOLD) {
+    if (lg_config_values.action == LG_ACTION_RAISE || lg_config_values.action == LG_ACTION_HOLD) {
         /* Said once at start too, in the log: the choice of action matters before anything is bad. */
         char ddp[512];
-        if (lg_text_distributed(lg_cfg.action == LG_ACTION_HOLD ? "held" : "blocked", ddp, sizeof ddp)[0])
+        if (lg_text_distributed(lg_config_values.action == LG_ACTION_HOLD ? "held" : "blocked", ddp, sizeof ddp)[0])
             lg_report_note_once("distributed_action", ddp);
     }
-    lg_in_library--;
+    lg_runtime_in_library--;
 }
 
 /* At exit the last async checks are still outstanding when the job ends without a final sync
@@ -245,13 +245,13 @@ static void lg_at_exit(void)
 {
     if (!lg_start_done())
         return;
-    lg_in_library++;
+    lg_runtime_in_library++;
     if (lg_verdicts_outstanding()) {
         lg_verdicts_wait_published(EXIT_WAIT_NS);
         lg_launch_poll(lg_runtime_get(), LG_COLLECT_EXIT, NULL);
     }
     lg_verdicts_close();
-    lg_in_library--;
+    lg_runtime_in_library--;
 }
 
 /* The summary. A library unloaded without its atexit handler having run (a failed dlopen's
@@ -260,14 +260,14 @@ __attribute__((destructor)) static void lg_destructor(void)
 {
     if (!lg_start_done())
         return;
-    lg_in_library++;
+    lg_runtime_in_library++;
     lg_verdicts_close();
     if (lg_verdicts_pending() || lg_verdicts_orphaned())
         lg_launch_poll(lg_runtime_get(), LG_COLLECT_SYNC_ALL, NULL);
     lg_counters_t c;
     lg_act_counters(&c);
     lg_report_summary(&c);
-    lg_in_library--;
+    lg_runtime_in_library--;
 }
 
 /* ------------------------------------------------------------------ public API */

@@ -33,7 +33,7 @@
 LG_TLS int lg_preload_in_launch;
 
 /* Late arming (arm.c) patches GOT slots by name with the default copy. */
-#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)lg_v13_##name, &lg_preload_bind_13.real[LG_IDX_##name]},
+#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)lg_preload_v13_##name, &lg_preload_bind_13.real[LG_IDX_##name]},
 static const lg_hook_t hook_table[] = {LG_HOOKS(HOOK_ENTRY)};
 
 const lg_hook_t *lg_preload_hooks(int *count)
@@ -92,7 +92,7 @@ BODY void body___cudaRegisterFunction(lg_preload_binding_t *b, void **fh, const 
  * this before our destructor. */
 BODY void body___cudaUnregisterFatBinary(lg_preload_binding_t *b, void **fh)
 {
-    if (LG_UNLIKELY(lg_verdicts_pending() || lg_verdicts_orphaned()) && !lg_in_library)
+    if (LG_UNLIKELY(lg_verdicts_pending() || lg_verdicts_orphaned()) && !lg_runtime_in_library)
         lg_launch_poll(lg_preload_runtime(b), LG_COLLECT_SYNC_ALL, NULL);
     lg_names_drop_module(fh);
     __cudaUnregisterFatBinary_fn real = REAL(b, __cudaUnregisterFatBinary);
@@ -144,9 +144,9 @@ static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const vo
     d->kind = LG_VERDICT_RUN;
     /* The thread's next launch after our error was read: our text is no longer current. While
      * the error is still this thread's last error, the text stays with it. */
-    if (!lg_in_library && !lg_runtime_pending)
+    if (!lg_runtime_in_library && !lg_runtime_pending)
         lg_runtime_forget_message();
-    *marked = started && !lg_in_library && lg_cfg.hooks != LG_HOOKS_CUPTI;
+    *marked = started && !lg_runtime_in_library && lg_config_values.hooks != LG_HOOKS_CUPTI;
     if (LG_UNLIKELY(!*marked))
         return a;
     lg_preload_in_launch++;

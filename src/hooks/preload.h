@@ -145,25 +145,25 @@ static inline const lg_runtime_t *lg_preload_runtime(const lg_preload_binding_t 
  * outstanding but the oldest not yet published: a few more reads, no lock (lg_verdicts_due). */
 static inline void lg_preload_hook_point(lg_preload_binding_t *b)
 {
-    if (LG_UNLIKELY(lg_verdicts_due()) && !lg_in_library && lg_start_ensure())
+    if (LG_UNLIKELY(lg_verdicts_due()) && !lg_runtime_in_library && lg_start_ensure())
         lg_launch_poll(lg_preload_runtime(b), LG_COLLECT_MINE, NULL);
 }
 
 /* The default copies' C names, which late arming (arm.c) patches into GOT slots by name. */
-#define LG_DECLARE_V13(name, ret, params, args) ret lg_v13_##name params;
+#define LG_DECLARE_V13(name, ret, params, args) ret lg_preload_v13_##name params;
 LG_HOOKS(LG_DECLARE_V13)
 #undef LG_DECLARE_V13
 
 /* Each entry point's body takes its binding (B) first; LG_DEFINE_VERSIONS emits the exported
  * definitions, one call each: NAME@@libcudart.so.13 (the default, also what an unversioned
- * reference binds to), NAME@libcudart.so.12 and NAME@libcudart.so.11.0. The lg_v* names
+ * reference binds to), NAME@libcudart.so.12 and NAME@libcudart.so.11.0. The lg_preload_v* names
  * themselves are local (src/exports.map). */
 #define BODY static inline __attribute__((always_inline))
 #define LG_SYMVER_13(name) LG_EXPORT __attribute__((symver(#name "@@libcudart.so.13")))
 #define LG_SYMVER_12(name) LG_EXPORT __attribute__((symver(#name "@libcudart.so.12")))
 #define LG_SYMVER_11(name) LG_EXPORT __attribute__((symver(#name "@libcudart.so.11.0")))
 #define LG_DEFINE_VERSION(v, name, ret, params, args)  \
-    LG_SYMVER_##v(name) ret lg_v##v##_##name params    \
+    LG_SYMVER_##v(name) ret lg_preload_v##v##_##name params    \
     {                                                  \
         lg_preload_binding_t *const B = &lg_preload_bind_##v; \
         return body_##name args;                       \

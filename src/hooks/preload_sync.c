@@ -33,7 +33,7 @@ static inline bool sync_due(void) { return (lg_verdicts_mine | lg_runtime_pendin
 static __attribute__((noinline)) cudaError_t after_sync(lg_preload_binding_t *b, cudaError_t e, lg_collect_t scope,
                                                         void *stream)
 {
-    if (lg_in_library)
+    if (lg_runtime_in_library)
         return e;
     if ((lg_verdicts_pending() || lg_verdicts_orphaned()) && lg_start_ensure())
         lg_launch_poll(lg_preload_runtime(b), scope, stream);
@@ -110,10 +110,10 @@ static inline cudaError_t graph_launch(lg_preload_binding_t *b, cudaGraphLaunch_
     /* An earlier replay's verdict read here says raise: this call returns it, as CUDA returns
      * an asynchronous error at the next call, and does not replay (a failed call does nothing).
      * Returned here, our text is still current when the application reads it. */
-    if (LG_UNLIKELY(lg_runtime_pending_sync) && !lg_in_library)
+    if (LG_UNLIKELY(lg_runtime_pending_sync) && !lg_runtime_in_library)
         return (cudaError_t)lg_runtime_deliver_async(cudaSuccess);
     cudaError_t e = real(x, s);
-    if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_in_library && lg_start_ensure()) {
+    if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_runtime_in_library && lg_start_ensure()) {
         if (lg_graphs_launched(x, (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s))
             lg_report_warning_once("graph_unchecked",
                                    "a CUDA graph instantiated before labelguard armed is replayed: its loss launches "
@@ -141,7 +141,7 @@ static inline cudaError_t begin_capture(lg_preload_binding_t *b, cudaStreamBegin
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
     cudaError_t e = real(s, m);
-    if (e == cudaSuccess && !lg_in_library) {
+    if (e == cudaSuccess && !lg_runtime_in_library) {
         unsigned long long id = 0;
         if (lg_runtime_capture_status(lg_preload_runtime(b), (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s,
                                       &id) > 0)
@@ -174,7 +174,7 @@ static inline cudaError_t begin_capture_to_graph(lg_preload_binding_t *b, cudaSt
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
     cudaError_t e = real(s, g, d, ed, n, m);
-    if (e == cudaSuccess && g && !lg_in_library) {
+    if (e == cudaSuccess && g && !lg_runtime_in_library) {
         unsigned long long id = 0;
         void *st = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
         if (lg_runtime_capture_status(lg_preload_runtime(b), st, &id) > 0 && id) {
@@ -229,9 +229,9 @@ static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapt
     if (LG_UNLIKELY(!real))
         return cudaErrorInitializationError;
     unsigned long long id = 0;
-    bool track = lg_graphs_capturing() && !lg_in_library;
-    bool begun = lg_captures_open() && !lg_in_library;
-    bool into = lg_graphs_into_any() && !lg_in_library;
+    bool track = lg_graphs_capturing() && !lg_runtime_in_library;
+    bool begun = lg_captures_open() && !lg_runtime_in_library;
+    bool into = lg_graphs_into_any() && !lg_runtime_in_library;
     void *st = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
     const void *capturing = NULL;
     if (LG_UNLIKELY(track || begun || into))
@@ -247,7 +247,7 @@ static inline cudaError_t end_capture(lg_preload_binding_t *b, cudaStreamEndCapt
         lg_graphs_end_into(id, target ? target : capturing, e == cudaSuccess);
     else if (LG_UNLIKELY(track) && id)
         lg_graphs_end_capture(id, graph);
-    else if (LG_UNLIKELY(graph && graph != target && lg_graphs_mapped()) && !lg_in_library)
+    else if (LG_UNLIKELY(graph && graph != target && lg_graphs_mapped()) && !lg_runtime_in_library)
         lg_graphs_end_capture(0, graph);
     return e;
 }
@@ -264,7 +264,7 @@ BODY cudaError_t body_cudaStreamEndCapture_ptsz(lg_preload_binding_t *b, cudaStr
 
 static inline cudaError_t instantiated(cudaError_t e, cudaGraphExec_t *x, cudaGraph_t g)
 {
-    if (e == cudaSuccess && x && !lg_in_library)
+    if (e == cudaSuccess && x && !lg_runtime_in_library)
         lg_graphs_instantiated(*x, g);
     return e;
 }
@@ -290,7 +290,7 @@ BODY cudaError_t body_cudaGraphInstantiateWithParams(lg_preload_binding_t *b, cu
 BODY cudaError_t body_cudaGraphExecDestroy(lg_preload_binding_t *b, cudaGraphExec_t x)
 {
     cudaError_t e = REAL_OR_INIT(b, cudaGraphExecDestroy, (x));
-    if (e == cudaSuccess && !lg_in_library)
+    if (e == cudaSuccess && !lg_runtime_in_library)
         lg_graphs_exec_destroyed(x);
     return e;
 }
@@ -301,9 +301,9 @@ BODY cudaError_t body_cudaGraphExecDestroy(lg_preload_binding_t *b, cudaGraphExe
  * checked graphs: one relaxed load. */
 BODY cudaError_t body_cudaGraphDestroy(lg_preload_binding_t *b, cudaGraph_t g)
 {
-    if (LG_UNLIKELY(lg_graphs_mapped()) && g && !lg_in_library)
+    if (LG_UNLIKELY(lg_graphs_mapped()) && g && !lg_runtime_in_library)
         lg_graphs_destroyed(g);
-    if (LG_UNLIKELY(lg_graphs_into_tracked()) && g && !lg_in_library)
+    if (LG_UNLIKELY(lg_graphs_into_tracked()) && g && !lg_runtime_in_library)
         lg_graphs_into_destroyed(g);
     return REAL_OR_INIT(b, cudaGraphDestroy, (g));
 }
@@ -313,7 +313,7 @@ BODY cudaError_t body_cudaGraphDestroy(lg_preload_binding_t *b, cudaGraph_t g)
 BODY cudaError_t body_cudaGraphCreate(lg_preload_binding_t *b, cudaGraph_t *g, unsigned int f)
 {
     cudaError_t e = REAL_OR_INIT(b, cudaGraphCreate, (g, f));
-    if (e == cudaSuccess && g && !lg_in_library)
+    if (e == cudaSuccess && g && !lg_runtime_in_library)
         lg_graphs_into_made_graph(*g);
     return e;
 }

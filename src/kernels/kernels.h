@@ -105,7 +105,7 @@ typedef struct lg_spec {
 typedef void (*lg_registry_warn_fn)(const char *what, const char *detail);
 LG_HIDDEN int lg_registry_init(const char *user_files);
 LG_HIDDEN int lg_registry_init_with(const char *user_files, lg_registry_warn_fn warn);
-/* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it into lg_cfg),
+/* The registry (built-in table and LABELGUARD_KERNELS as the constructor read it into lg_config_values),
  * built once per process: by the start, or first by a coverage report (labelguard_coverage) in
  * a process that has not started, whose problems with a user file then go to `warn`. Takes
  * build_lock, which lg.c's fork handlers take around a fork (prepare, parent), so a fork never

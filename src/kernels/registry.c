@@ -174,7 +174,7 @@ void lg_registry_ensure(lg_registry_warn_fn warn)
     pthread_mutex_lock(&build_lock);
     lg_forkpoint(LG_FORKPOINT_REGISTRY);
     if (!built) {
-        lg_registry_init_with(lg_cfg.kernels[0] ? lg_cfg.kernels : NULL, warn);
+        lg_registry_init_with(lg_config_values.kernels[0] ? lg_config_values.kernels : NULL, warn);
         built = true;
     }
     pthread_mutex_unlock(&build_lock);

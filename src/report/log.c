@@ -150,7 +150,7 @@ static void fall_back(const char *why, int err)
     int n = snprintf(msg, sizeof(msg),
                      "labelguard: warning: cannot write the log in '%s' (%s: %s); events go to stderr from now on\n"
                      "  hint: set LABELGUARD_LOG to a writable directory\n",
-                     lg_cfg.log_dir, why, strerror(err));
+                     lg_config_values.log_dir, why, strerror(err));
     lg_log_stderr(msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1));
 }
 
@@ -167,11 +167,11 @@ static void ensure_open(void)
     }
     if (log_fd >= 0 || log_fallback)
         return;
-    if (!lg_cfg.log_dir[0]) {
+    if (!lg_config_values.log_dir[0]) {
         fall_back("the directory name is empty", EINVAL);
         return;
     }
-    if (mkdir_p(lg_cfg.log_dir) != 0) {
+    if (mkdir_p(lg_config_values.log_dir) != 0) {
         fall_back("creating the directory", errno);
         return;
     }
@@ -180,13 +180,13 @@ static void ensure_open(void)
     long r = lg_log_rank(false);
     if (r >= 0)
         snprintf(rank, sizeof(rank), "-rank%ld", r);
-    const char *sep = lg_cfg.log_dir[strlen(lg_cfg.log_dir) - 1] == '/' ? "" : "/";
+    const char *sep = lg_config_values.log_dir[strlen(lg_config_values.log_dir) - 1] == '/' ? "" : "/";
     int err = 0;
     for (int attempt = 1; attempt <= 100; attempt++) {
         char suffix[16] = "";
         if (attempt > 1)
             snprintf(suffix, sizeof(suffix), "-%d", attempt);
-        int n = snprintf(log_path, sizeof(log_path), "%s%s%s-%ld%s%s.jsonl", lg_cfg.log_dir, sep, host, (long)pid, rank,
+        int n = snprintf(log_path, sizeof(log_path), "%s%s%s-%ld%s%s.jsonl", lg_config_values.log_dir, sep, host, (long)pid, rank,
                          suffix);
         if (n >= (int)sizeof(log_path)) {
             err = ENAMETOOLONG;

@@ -161,18 +161,18 @@ void lg_report_set_environment(const lg_report_env_t *e)
 static void config_object(lg_json_t *j, const char *key)
 {
     lg_json_begin_object(j, key);
-    lg_json_string(j, "action", lg_config_action_name(lg_cfg.action));
-    lg_json_string(j, "mode", lg_config_mode_name(lg_cfg.mode));
-    lg_json_string(j, "hooks", lg_config_hooks_name(lg_cfg.hooks));
-    lg_json_string(j, "log", lg_cfg.log_dir);
-    lg_json_string(j, "kernels", lg_cfg.kernels[0] ? lg_cfg.kernels : NULL);
-    const char *bt = lg_cfg.backtrace_native ? (lg_cfg.backtrace_python ? "native,python" : "native")
-                                             : (lg_cfg.backtrace_python ? "python" : "none");
+    lg_json_string(j, "action", lg_config_action_name(lg_config_values.action));
+    lg_json_string(j, "mode", lg_config_mode_name(lg_config_values.mode));
+    lg_json_string(j, "hooks", lg_config_hooks_name(lg_config_values.hooks));
+    lg_json_string(j, "log", lg_config_values.log_dir);
+    lg_json_string(j, "kernels", lg_config_values.kernels[0] ? lg_config_values.kernels : NULL);
+    const char *bt = lg_config_values.backtrace_native ? (lg_config_values.backtrace_python ? "native,python" : "native")
+                                             : (lg_config_values.backtrace_python ? "python" : "none");
     lg_json_string(j, "backtrace", bt);
-    lg_json_int(j, "samples", lg_cfg.samples);
-    lg_json_bool(j, "quiet", lg_cfg.quiet);
-    lg_json_bool(j, "logprob_check", lg_cfg.logprob_check);
-    lg_json_string(j, "compiled", lg_cfg.compiled ? "on" : "off");
+    lg_json_int(j, "samples", lg_config_values.samples);
+    lg_json_bool(j, "quiet", lg_config_values.quiet);
+    lg_json_bool(j, "logprob_check", lg_config_values.logprob_check);
+    lg_json_string(j, "compiled", lg_config_values.compiled ? "on" : "off");
     lg_json_end_object(j);
 }
 
@@ -278,7 +278,7 @@ void lg_report_summary(const lg_counters_t *c)
     lg_json_uint(&j, "host_fallbacks", c->host_fallbacks);
     lg_json_uint(&j, "suppressed_duplicates", c->suppressed_duplicates);
     finish_and_emit(&j, true);
-    if (!lg_cfg.quiet && c->violations > 0) {
+    if (!lg_config_values.quiet && c->violations > 0) {
         char msg[4600];
         int n = snprintf(msg, sizeof(msg),
                          "labelguard: %" PRIu64 " launch%s with bad labels out of %" PRIu64 " watched; log: %s\n",
@@ -322,7 +322,7 @@ static void warning(const char *what, const char *kernel, const char *detail, bo
         lg_json_string(&j, "kernel", kernel);
     lg_json_string(&j, "detail", detail ? detail : "");
     finish_and_emit(&j, false);
-    if (to_stderr && !lg_cfg.quiet && seen <= WARN_REPEAT_CAP) {
+    if (to_stderr && !lg_config_values.quiet && seen <= WARN_REPEAT_CAP) {
         char msg[2048], sw[128], sd[1536];
         int n;
         lg_text_safe(what, sw, sizeof(sw));

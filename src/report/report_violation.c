@@ -193,8 +193,8 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
     int ns = vd->n_samples;
     if (ns > LG_MAX_SAMPLES)
         ns = LG_MAX_SAMPLES;
-    if (lg_cfg.samples > 0 && ns > lg_cfg.samples)
-        ns = lg_cfg.samples;
+    if (lg_config_values.samples > 0 && ns > lg_config_values.samples)
+        ns = lg_config_values.samples;
     for (int i = 0; i < ns; i++) {
         lg_json_begin_object(j, NULL);
         lg_json_int(j, "index", vd->samples[i].index);
@@ -290,7 +290,7 @@ void lg_report_violation(const lg_violation_t *v, bool sync_to_disk)
         lg_json_string(&j, "model_line", v->model_line);
     lg_report_emit(&j, sync_to_disk);
     keep_last(j.buf, j.len);
-    if (!lg_cfg.quiet) {
+    if (!lg_config_values.quiet) {
         static char text[TEXT_CAP];
         size_t n = lg_text_violation(text, sizeof(text), v, native, n_native, lg_log_path());
         if (v->model_line)

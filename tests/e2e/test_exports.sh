@@ -14,7 +14,7 @@ for h in $(grep -E '^(__)?cuda' "$LG_ROOT/tests/exports.txt"); do
     nm -D --defined-only "$lib" | awk '{print $3}' | grep -qxF "$h$v" || fail "$h$v is not defined"
   done
 done
-check "no per-version C names exported" bash -c "! nm -D --defined-only '$lib' | grep -q ' lg_v'"
+check "no per-version C names exported" bash -c "! nm -D --defined-only '$lib' | grep -q ' lg_preload_v'"
 check "no glib symbol leaks" bash -c "! nm -D --defined-only '$lib' | grep -q ' g_'"
 # libpthread.so.0 and libdl.so.2 are glibc's own: before glibc 2.34 pthread_create and dlopen
 # live there, and the library is built to load on glibc 2.17 (Makefile, GLIBC_BASELINE).

@@ -80,7 +80,7 @@ LG_EXPORT double lg_probe_time_record(int iters)
  * and the free), what each watched async launch adds for item "the launch's line". */
 LG_EXPORT double lg_probe_time_site(int iters)
 {
-    lg_cfg.backtrace_native = lg_cfg.backtrace_python = true;
+    lg_config_values.backtrace_native = lg_config_values.backtrace_python = true;
     lg_site_drop(lg_site_new((const void *)&lg_probe_time_site));
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);

@@ -182,7 +182,7 @@ static char *last_event(void)
 
 static void act(lg_action_t action, lg_act_when_t when, launch_t *l, lg_decision_t *d)
 {
-    lg_cfg.action = action;
+    lg_config_values.action = action;
     lg_runtime_pending = 0;
     if (d) {
         memset(d, 0, sizeof *d);
@@ -339,7 +339,7 @@ static void test_act_abort(void)
         if (pid == 0) {
             signal(SIGABRT, SIG_DFL);
             lg_report_after_fork_child();
-            snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", dir);
+            snprintf(lg_config_values.log_dir, sizeof lg_config_values.log_dir, "%s", dir);
             launch_t l;
             lg_decision_t d;
             make_launch(&l, true);
@@ -369,10 +369,10 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     log_dir = g_dir_make_tmp("lg-test-act-XXXXXX", NULL);
     g_assert_nonnull(log_dir);
-    lg_cfg = lg_cfg_defaults();
-    snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s/logs", log_dir);
-    lg_cfg.quiet = true;
-    lg_cfg.backtrace_native = lg_cfg.backtrace_python = false;
+    lg_config_values = lg_cfg_defaults();
+    snprintf(lg_config_values.log_dir, sizeof lg_config_values.log_dir, "%s/logs", log_dir);
+    lg_config_values.quiet = true;
+    lg_config_values.backtrace_native = lg_config_values.backtrace_python = false;
     lg_validate_init(&fake_rt);
     g_test_add_func("/act/policy_table", test_policy_table);
     g_test_add_func("/act/policy_invariants", test_policy_invariants);

@@ -1,5 +1,5 @@
 /* test_gpu_driver.c: the GPU backend's answers to a driver that says no, with the driver table
- * (lg_drv, validate_gpu.h) filled with fakes, no CUDA at all. Two refusals a real GPU gives that
+ * (lg_validate_module_drv, validate_gpu.h) filled with fakes, no CUDA at all. Two refusals a real GPU gives that
  * the runtime test double cannot show:
  *   - an old driver refuses the fatbin (CUDA_ERROR_NO_BINARY_FOR_GPU, UNSUPPORTED_PTX_VERSION,
  *     INVALID_IMAGE): the PTX image alone is loaded instead, and the image the start event
@@ -303,33 +303,33 @@ static CUresult f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 
 static void fake_driver(void)
 {
-    memset(&lg_drv, 0, sizeof lg_drv);
-    lg_drv.get_error_string = f_error_string;
-    lg_drv.ctx_get_current = f_ctx_current;
-    lg_drv.init = f_init;
-    lg_drv.device_get_count = f_device_count;
-    lg_drv.primary_ctx_get_state = f_primary_state;
-    lg_drv.ctx_get_device = f_ctx_device;
-    lg_drv.device_get_attribute = f_dev_attr;
-    lg_drv.module_load_data = f_load;
-    lg_drv.module_get_function = f_get_function;
-    lg_drv.func_get_attribute = f_func_attr;
-    lg_drv.stream_create = f_stream_create;
-    lg_drv.exchange_capture_mode = f_exchange;
-    lg_drv.stream_is_capturing = f_is_capturing;
-    lg_drv.pointer_get_attribute = f_pointer_attr;
-    lg_drv.mem_alloc = f_mem_alloc;
-    lg_drv.mem_host_alloc = f_host_alloc;
-    lg_drv.mem_host_get_device_pointer = f_host_dev_ptr;
-    lg_drv.memcpy_htod_async = f_htod;
-    lg_drv.stream_synchronize = f_sync;
-    lg_drv.launch_kernel = f_launch;
-    lg_drv.graph_get_nodes = f_get_nodes;
-    lg_drv.graph_node_get_type = f_node_type;
-    lg_drv.graph_node_get_dependent_nodes = f_dependents;
-    lg_drv.graph_kernel_node_get_params = f_kernel_params;
-    lg_drv.graph_exec_kernel_node_set_params = f_exec_set;
-    lg_drv.func_get_param_info = f_param_info;
+    memset(&lg_validate_module_drv, 0, sizeof lg_validate_module_drv);
+    lg_validate_module_drv.get_error_string = f_error_string;
+    lg_validate_module_drv.ctx_get_current = f_ctx_current;
+    lg_validate_module_drv.init = f_init;
+    lg_validate_module_drv.device_get_count = f_device_count;
+    lg_validate_module_drv.primary_ctx_get_state = f_primary_state;
+    lg_validate_module_drv.ctx_get_device = f_ctx_device;
+    lg_validate_module_drv.device_get_attribute = f_dev_attr;
+    lg_validate_module_drv.module_load_data = f_load;
+    lg_validate_module_drv.module_get_function = f_get_function;
+    lg_validate_module_drv.func_get_attribute = f_func_attr;
+    lg_validate_module_drv.stream_create = f_stream_create;
+    lg_validate_module_drv.exchange_capture_mode = f_exchange;
+    lg_validate_module_drv.stream_is_capturing = f_is_capturing;
+    lg_validate_module_drv.pointer_get_attribute = f_pointer_attr;
+    lg_validate_module_drv.mem_alloc = f_mem_alloc;
+    lg_validate_module_drv.mem_host_alloc = f_host_alloc;
+    lg_validate_module_drv.mem_host_get_device_pointer = f_host_dev_ptr;
+    lg_validate_module_drv.memcpy_htod_async = f_htod;
+    lg_validate_module_drv.stream_synchronize = f_sync;
+    lg_validate_module_drv.launch_kernel = f_launch;
+    lg_validate_module_drv.graph_get_nodes = f_get_nodes;
+    lg_validate_module_drv.graph_node_get_type = f_node_type;
+    lg_validate_module_drv.graph_node_get_dependent_nodes = f_dependents;
+    lg_validate_module_drv.graph_kernel_node_get_params = f_kernel_params;
+    lg_validate_module_drv.graph_exec_kernel_node_set_params = f_exec_set;
+    lg_validate_module_drv.func_get_param_info = f_param_info;
 }
 
 /* The fake driver, granting everything, with no module loaded yet: each test starts here. */
@@ -1080,10 +1080,10 @@ static void bce_setup(void)
     lg_validate_gpu_after_fork();
     g_assert_true(lg_validate_gpu_init_loaded());
     lg_names_record_function(bce_fatbin, &bce_stub, bce_f32);
-    lg_cfg.action = LG_ACTION_RAISE;
-    lg_cfg.samples = 16;
-    lg_cfg.logprob_check = false;
-    lg_cfg.backtrace_native = lg_cfg.backtrace_python = false;
+    lg_config_values.action = LG_ACTION_RAISE;
+    lg_config_values.samples = 16;
+    lg_config_values.logprob_check = false;
+    lg_config_values.backtrace_native = lg_config_values.backtrace_python = false;
 }
 
 /* A BCE launch captured on the GPU backend: each checked operand (input, target) becomes a
@@ -1135,7 +1135,7 @@ static void test_range_captured_launch(void)
 static void test_range_async_launch(void)
 {
     bce_setup();
-    lg_cfg.mode = LG_MODE_ASYNC;
+    lg_config_values.mode = LG_MODE_ASYNC;
     launch_publishes = true;
     kernel_launches = 0;
     lg_counters_t c0, c1;
@@ -1157,7 +1157,7 @@ static void test_range_async_launch(void)
     g_assert_nonnull(strstr(ev, "\"outcome\":\"launched\""));
     g_assert_cmpint(lg_runtime_take_error(0), ==, LG_RAISE_ERROR);
     launch_publishes = false;
-    lg_cfg.mode = LG_MODE_SYNC;
+    lg_config_values.mode = LG_MODE_SYNC;
 }
 
 /* Scratch handed back is not taken while a replay queued on it has not run (an exec destroyed
@@ -1211,8 +1211,8 @@ static void test_captured_scratch_waits(void)
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
-    lg_cfg.quiet = true;
-    snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", "/nonexistent/labelguard-unit");
+    lg_config_values.quiet = true;
+    snprintf(lg_config_values.log_dir, sizeof lg_config_values.log_dir, "%s", "/nonexistent/labelguard-unit");
     g_test_add_func("/gpu_driver/ptx_fallback", test_ptx_fallback);
     g_test_add_func("/gpu_driver/backend_undecided_until_context", test_backend_undecided_until_context);
     g_test_add_func("/gpu_driver/no_ptx_for_other_errors", test_no_ptx_for_other_errors);

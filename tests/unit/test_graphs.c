@@ -328,8 +328,8 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     log_dir = g_dir_make_tmp("lg-test-graphs-XXXXXX", NULL);
     g_assert_nonnull(log_dir);
-    lg_cfg.quiet = true;
-    snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", log_dir);
+    lg_config_values.quiet = true;
+    snprintf(lg_config_values.log_dir, sizeof lg_config_values.log_dir, "%s", log_dir);
     /* graphs.c refers to the report module weakly (the GPU tests link it without one): this
      * reference is what links it in here. */
     void (*volatile report)(const char *, const char *) = lg_report_warning_once;

@@ -2,7 +2,7 @@
  * strict parser of json_check.h, every field checked), the stderr block, file naming with and
  * without rank variables, safe creation, unwritable directories, a full disk, 16 threads and
  * fork; the public API's copy of the last violation (the logged line, byte for byte, readable
- * from any thread while others report) and the configuration object. Each test points lg_cfg.log_dir at a fresh directory and resets the module with
+ * from any thread while others report) and the configuration object. Each test points lg_config_values.log_dir at a fresh directory and resets the module with
  * lg_report_after_fork_child (its only reset).
  * Run: make build/tests/unit/test_report && build/tests/unit/test_report
  */
@@ -36,12 +36,12 @@ static void clear_rank_env(void)
 static char *fresh(const char *name)
 {
     char *dir = g_strdup_printf("%s/%s/logs", tmp_root, name);
-    snprintf(lg_cfg.log_dir, sizeof(lg_cfg.log_dir), "%s", dir);
-    lg_cfg.quiet = false;
-    lg_cfg.samples = 16;
-    lg_cfg.action = LG_ACTION_RAISE;
-    lg_cfg.backtrace_native = true;
-    lg_cfg.backtrace_python = true;
+    snprintf(lg_config_values.log_dir, sizeof(lg_config_values.log_dir), "%s", dir);
+    lg_config_values.quiet = false;
+    lg_config_values.samples = 16;
+    lg_config_values.action = LG_ACTION_RAISE;
+    lg_config_values.backtrace_native = true;
+    lg_config_values.backtrace_python = true;
     clear_rank_env();
     lg_report_after_fork_child();
     return dir;
@@ -315,7 +315,7 @@ static void test_violation_event(void)
 static void test_violation_variants(void)
 {
     char *dir = fresh("variants");
-    lg_cfg.samples = 2;
+    lg_config_values.samples = 2;
     lg_violation_t v;
     memset(&v, 0, sizeof(v));
     v.mangled = "_Z25nll_loss2d_forward_kernelIhEvv";
@@ -506,10 +506,10 @@ static void check_rank_file(const char *env_setup[], const char *suffix, long lo
 {
     char *dir = fresh("rank");
     char *sub = g_strdup_printf("%s/%d", dir, g_random_int());
-    snprintf(lg_cfg.log_dir, sizeof(lg_cfg.log_dir), "%s", sub);
+    snprintf(lg_config_values.log_dir, sizeof(lg_config_values.log_dir), "%s", sub);
     for (int i = 0; env_setup[i]; i += 2)
         setenv(env_setup[i], env_setup[i + 1], 1);
-    lg_cfg.quiet = true;
+    lg_config_values.quiet = true;
     lg_report_warning("test_rank", "detail");
     char *host = expected_host();
     char *path = g_strdup_printf("%s/%s-%d%s.jsonl", sub, host, (int)getpid(), suffix);
@@ -567,7 +567,7 @@ static void test_start_and_summary(void)
     check_common(s, "start");
     g_assert_cmpstr(str_at(s, "version"), ==, LG_VERSION);
     g_assert_cmpstr(str_at(s, "config.action"), ==, "raise");
-    g_assert_cmpstr(str_at(s, "config.mode"), ==, lg_config_mode_name(lg_cfg.mode));
+    g_assert_cmpstr(str_at(s, "config.mode"), ==, lg_config_mode_name(lg_config_values.mode));
     g_assert_cmpstr(str_at(s, "config.log"), ==, dir);
     g_assert_cmpint(int_at(s, "config.samples"), ==, 16);
     g_assert_cmpstr(str_at(s, "config.backtrace"), ==, "native,python");
@@ -626,7 +626,7 @@ static void test_warnings(void)
 static void test_quiet(void)
 {
     char *dir = fresh("quiet");
-    lg_cfg.quiet = true;
+    lg_config_values.quiet = true;
     lg_violation_t v;
     make_violation(&v);
     capture_begin();
@@ -645,7 +645,7 @@ static void test_quiet(void)
 static void check_fallback(const char *log_dir)
 {
     lg_report_after_fork_child();
-    snprintf(lg_cfg.log_dir, sizeof(lg_cfg.log_dir), "%s", log_dir);
+    snprintf(lg_config_values.log_dir, sizeof(lg_config_values.log_dir), "%s", log_dir);
     lg_violation_t v;
     make_violation(&v);
     capture_begin();
@@ -718,7 +718,7 @@ static void test_no_symlink_follow(void)
     g_assert_true(g_file_set_contents(victim, "precious\n", -1, NULL));
     char *planted = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)getpid());
     g_assert_cmpint(symlink(victim, planted), ==, 0);
-    lg_cfg.quiet = true;
+    lg_config_values.quiet = true;
     lg_report_warning("w", "d");
     char *content = NULL;
     g_assert_true(g_file_get_contents(victim, &content, NULL, NULL));
@@ -749,7 +749,7 @@ static void test_full_disk(void)
     g_assert_cmpint(pid, >=, 0);
     if (pid == 0) {
         signal(SIGXFSZ, SIG_IGN);
-        lg_cfg.quiet = true;
+        lg_config_values.quiet = true;
         close(pfd[0]);
         dup2(pfd[1], 2);
         lg_report_warning("small", "fits");
@@ -820,7 +820,7 @@ static void *thread_main(void *arg)
 static void test_threads(void)
 {
     char *dir = fresh("threads");
-    lg_cfg.quiet = true;
+    lg_config_values.quiet = true;
     pthread_t t[16];
     for (int i = 0; i < 16; i++)
         pthread_create(&t[i], NULL, thread_main, GINT_TO_POINTER(i));
@@ -850,7 +850,7 @@ static void test_threads(void)
 static void check_fork(bool call_reset)
 {
     char *dir = fresh(call_reset ? "fork_reset" : "fork_nocall");
-    lg_cfg.quiet = true;
+    lg_config_values.quiet = true;
     lg_report_warning("parent", "before fork");
     char *parent_path = g_strdup(lg_report_log_path());
     fflush(stdout);
@@ -899,7 +899,7 @@ static void test_fork(void)
 static void test_last_violation(void)
 {
     char *dir = fresh("last");
-    lg_cfg.quiet = true;
+    lg_config_values.quiet = true;
     char small[16] = "untouched";
     g_assert_cmpint(lg_report_violation_last(NULL, 0), ==, 0);
     g_assert_cmpint(lg_report_violation_last(small, sizeof small), ==, 0);
@@ -931,7 +931,7 @@ static void test_last_violation(void)
     g_free(buf);
     g_strfreev(lines);
     g_free(text);
-    lg_cfg.quiet = false;
+    lg_config_values.quiet = false;
     g_free(dir);
 }
 
@@ -955,7 +955,7 @@ static void *reporter(void *arg)
 static void test_last_violation_threads(void)
 {
     char *dir = fresh("last_threads");
-    lg_cfg.quiet = true;
+    lg_config_values.quiet = true;
     reporters_done = 0;
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
@@ -977,7 +977,7 @@ static void test_last_violation_threads(void)
     }
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
-    lg_cfg.quiet = false;
+    lg_config_values.quiet = false;
     g_free(dir);
 }
 
@@ -985,8 +985,8 @@ static void test_last_violation_threads(void)
 static void test_config_json(void)
 {
     char *dir = fresh("config");
-    lg_cfg.samples = 7;
-    lg_cfg.mode = LG_MODE_ASYNC;
+    lg_config_values.samples = 7;
+    lg_config_values.mode = LG_MODE_ASYNC;
     lg_report_start();
     GPtrArray *lines = read_log(lg_report_log_path());
     jc_value_t *cfg = jc_get(lines->pdata[0], "config");
@@ -1011,8 +1011,8 @@ static void test_config_json(void)
     jc_free(c);
     g_free(buf);
     g_ptr_array_unref(lines);
-    lg_cfg.samples = 16;
-    lg_cfg.mode = LG_MODE_SYNC;
+    lg_config_values.samples = 16;
+    lg_config_values.mode = LG_MODE_SYNC;
     g_free(dir);
 }
 

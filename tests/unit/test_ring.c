@@ -153,23 +153,23 @@ static CUresult f_htod(CUdeviceptr d, const void *s, size_t n, CUstream st)
 
 static void fake_driver(void)
 {
-    memset(&lg_drv, 0, sizeof lg_drv);
-    lg_drv.get_error_string = f_error_string;
-    lg_drv.ctx_get_current = f_ctx_current;
-    lg_drv.ctx_get_device = f_ctx_device;
-    lg_drv.device_get_attribute = f_dev_attr;
-    lg_drv.module_load_data = f_load;
-    lg_drv.module_get_function = f_get_function;
-    lg_drv.stream_create = f_stream_create;
-    lg_drv.exchange_capture_mode = f_exchange;
-    lg_drv.stream_is_capturing = f_is_capturing;
-    lg_drv.pointer_get_attribute = f_pointer_attr;
-    lg_drv.mem_alloc = f_mem_alloc;
-    lg_drv.mem_host_alloc = f_host_alloc;
-    lg_drv.mem_host_get_device_pointer = f_host_dev_ptr;
-    lg_drv.memcpy_htod_async = f_htod;
-    lg_drv.stream_synchronize = f_sync;
-    lg_drv.launch_kernel = f_launch;
+    memset(&lg_validate_module_drv, 0, sizeof lg_validate_module_drv);
+    lg_validate_module_drv.get_error_string = f_error_string;
+    lg_validate_module_drv.ctx_get_current = f_ctx_current;
+    lg_validate_module_drv.ctx_get_device = f_ctx_device;
+    lg_validate_module_drv.device_get_attribute = f_dev_attr;
+    lg_validate_module_drv.module_load_data = f_load;
+    lg_validate_module_drv.module_get_function = f_get_function;
+    lg_validate_module_drv.stream_create = f_stream_create;
+    lg_validate_module_drv.exchange_capture_mode = f_exchange;
+    lg_validate_module_drv.stream_is_capturing = f_is_capturing;
+    lg_validate_module_drv.pointer_get_attribute = f_pointer_attr;
+    lg_validate_module_drv.mem_alloc = f_mem_alloc;
+    lg_validate_module_drv.mem_host_alloc = f_host_alloc;
+    lg_validate_module_drv.mem_host_get_device_pointer = f_host_dev_ptr;
+    lg_validate_module_drv.memcpy_htod_async = f_htod;
+    lg_validate_module_drv.stream_synchronize = f_sync;
+    lg_validate_module_drv.launch_kernel = f_launch;
 }
 
 /* 64 int64 labels, 10 classes; the bad batch has 12 at index 7. */
@@ -391,7 +391,7 @@ static void lost_once(lg_action_t action, const char *name)
     uint64_t over = p->seq + LG_RING_SLOTS;
     ring.entries[over % LG_RING_SLOTS].seq = over;
     ring.latest = over;
-    lg_cfg.action = action;
+    lg_config_values.action = action;
     lg_launch_poll(&no_rt, LG_COLLECT_MINE, NULL);
     g_assert_cmpint(lg_verdicts_mine, ==, 0);
     char *lines = log_lines(name);
@@ -420,9 +420,9 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     log_dir = g_dir_make_tmp("lg-test-ring-XXXXXX", NULL);
     g_assert_nonnull(log_dir);
-    lg_cfg.quiet = true;
-    lg_cfg.samples = 16;
-    snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s", log_dir);
+    lg_config_values.quiet = true;
+    lg_config_values.samples = 16;
+    snprintf(lg_config_values.log_dir, sizeof lg_config_values.log_dir, "%s", log_dir);
     g_test_add_func("/ring/async_checks_bounded", test_async_checks_bounded);
     g_test_add_func("/ring/deferred_bounded", test_deferred_bounded);
     g_test_add_func("/ring/graph_replays_kept", test_graph_replays_kept);

@@ -11,7 +11,7 @@
 
 static void test_caller(void)
 {
-    lg_cfg.backtrace_native = lg_cfg.backtrace_python = true;
+    lg_config_values.backtrace_native = lg_config_values.backtrace_python = true;
     lg_site_t *s = lg_site_new((const void *)0x401234);
     g_assert_nonnull(s);
     lg_native_stack_t native;
@@ -26,7 +26,7 @@ static void test_caller(void)
 
 static void test_shared(void)
 {
-    lg_cfg.backtrace_native = true;
+    lg_config_values.backtrace_native = true;
     lg_site_t *s = lg_site_new(NULL);
     g_assert_true(lg_site_hold(s) == s); /* a captured check's */
     g_assert_true(lg_site_hold(s) == s); /* one replay's pending check */
@@ -43,9 +43,9 @@ static void test_shared(void)
 
 static void test_off(void)
 {
-    lg_cfg.backtrace_native = lg_cfg.backtrace_python = false;
+    lg_config_values.backtrace_native = lg_config_values.backtrace_python = false;
     g_assert_null(lg_site_new((const void *)0x401234));
-    lg_cfg.backtrace_native = lg_cfg.backtrace_python = true;
+    lg_config_values.backtrace_native = lg_config_values.backtrace_python = true;
 }
 
 int main(int argc, char **argv)

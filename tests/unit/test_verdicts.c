@@ -228,9 +228,9 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     log_dir = g_dir_make_tmp("lg-test-verdicts-XXXXXX", NULL);
     g_assert_nonnull(log_dir);
-    lg_cfg = lg_cfg_defaults();
-    snprintf(lg_cfg.log_dir, sizeof lg_cfg.log_dir, "%s/logs", log_dir);
-    lg_cfg.quiet = true;
+    lg_config_values = lg_cfg_defaults();
+    snprintf(lg_config_values.log_dir, sizeof lg_config_values.log_dir, "%s/logs", log_dir);
+    lg_config_values.quiet = true;
     lg_registry_init_with(NULL, NULL);
     lg_validate_init(&fake_rt);
     lg_names_record_function(fatbin, &stub, "_Z16optimizer_kernelPfi");

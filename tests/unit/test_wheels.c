@@ -255,7 +255,7 @@ int main(int argc, char **argv)
         /* The configuration as the library's constructor reads it (LABELGUARD_KERNELS counts):
          * labelguard_coverage builds the registry from it, problems of a user file on stderr. */
         char err[1024];
-        if (lg_config_parse(&lg_cfg, env_get, err, sizeof err) != 0) {
+        if (lg_config_parse(&lg_config_values, env_get, err, sizeof err) != 0) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }
