@@ -76,14 +76,7 @@ static void build_tables(void)
         no_field(&s->ignore_index); /* the kernel's is a constant of the compiled code: never rewritten */
         snprintf(short_names[i], sizeof short_names[i], "%s (torch.compile)", loss_names[i]);
         snprintf(mangled[i], sizeof mangled[i], "labelguard::check_target(%s)", loss_names[i]);
-        lg_kernel_info_t *k = &infos[i];
-        k->func = k;
-        k->mangled = mangled[i];
-        k->spec = s;
-        k->dtype = LG_DTYPE_INT64;
-        k->short_name = short_names[i];
-        k->image_name = LG_NAME_NONE;
-        atomic_store(&k->state, LG_KSTATE_WATCHED);
+        lg_api_index_publish(&infos[i], s, mangled[i], short_names[i]);
     }
 }
 

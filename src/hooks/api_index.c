@@ -85,15 +85,19 @@ static void build_tables(void)
                               : none;
         snprintf(short_names[i], sizeof short_names[i], "%s (torch.compile)", ops[i].op);
         snprintf(mangled[i], sizeof mangled[i], "labelguard::check_index(%s)", ops[i].op);
-        lg_kernel_info_t *k = &infos[i];
-        k->func = k;
-        k->mangled = mangled[i];
-        k->spec = s;
-        k->dtype = LG_DTYPE_INT64;
-        k->short_name = short_names[i];
-        k->image_name = LG_NAME_NONE;
-        atomic_store(&k->state, LG_KSTATE_WATCHED);
+        lg_api_index_publish(&infos[i], s, mangled[i], short_names[i]);
     }
+}
+
+void lg_api_index_publish(lg_kernel_info_t *k, const lg_spec_t *s, const char *mangled, const char *short_name)
+{
+    k->func = k;
+    k->mangled = mangled;
+    k->spec = s;
+    k->dtype = LG_DTYPE_INT64;
+    k->short_name = short_name;
+    k->image_name = LG_NAME_NONE;
+    atomic_store(&k->state, LG_KSTATE_WATCHED);
 }
 
 lg_kernel_info_t *lg_api_index_info(int kind)

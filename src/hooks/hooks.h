@@ -42,6 +42,10 @@ LG_HIDDEN const char *lg_api_check_way(void);
 
 /* The made-up kernel of index op `kind` (LABELGUARD_INDEX_*, include/labelguard.h): its spec
  * (family, direction, eager negative-id rule, why mask cannot run it); NULL for another kind. */
+/* A made-up kernel entry of the torch.compile checks (this file's and api_check.c's losses):
+ * spec, names, int64 ids, published as watched. */
+LG_HIDDEN void lg_api_index_publish(lg_kernel_info_t *k, const lg_spec_t *s, const char *mangled,
+                                    const char *short_name);
 LG_HIDDEN lg_kernel_info_t *lg_api_index_info(int kind);
 /* ---------------------------------------------------------------- preload.c */
 
