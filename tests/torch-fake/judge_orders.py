@@ -3,8 +3,9 @@
 legal orders of a bad step's errors, written by hand as a case child would record them, and
 against stories that must fail. On a lagging device which thread meets its verdict first is the
 scheduler's choice: the main thread's forward error, or autograd's backward error inside
-backward() with the forward's then at the first labels.cpu(). A real run shows one order or the
-other at random, so each is judged here by construction. Run by test_judge_orders.sh under
+backward(); either way one bad batch gives one report and one error (the other half reads the
+same labels and is not reported again). A real run shows one order or the other at random, so
+each is judged here by construction. Run by test_judge_orders.sh under
 build/torch-python (cases.py imports torch); prints ok:/FAIL: lines, exit 0 when all hold."""
 import os
 import sys
@@ -33,22 +34,29 @@ def violation(kernel, direction, outcome):
             "python_stack": [{"file": cases.__file__, "line": 1}]}
 
 
-events = [violation(cls.kernel, "forward", "blocked"), violation(cls.bwd_kernel, "backward", "masked")]
-cases.child_output = lambda d, n, k=0: "  at %s:1" % os.path.abspath(cases.__file__)
-stories = [  # (what, exception, post, passes)
+fwd_event = dict(violation(cls.kernel, "forward", "masked"),
+                 python_stack=[{"file": cases.__file__, "line": cases.loss_line(), "function": "loss_fn"}],
+                 verdict_read_at={"when": "at the next sync", "native_stack": [], "python_stack": []})
+bwd_event = violation(cls.bwd_kernel, "backward", "masked")
+cases.child_output = lambda d, n, k=0: "  launched at %s:%d in loss_fn; found at the next sync (cases.py:1)   (python)" % (
+    os.path.abspath(cases.__file__), cases.loss_line())
+stories = [  # (what, exception, post, events, passes)
     ("forward first", {"phase": "sync", "text": text(cls.kernel)},
-     {"labels_cpu": True, "cuda_op": True}, True),
-    ("backward first, the forward's error at the first labels.cpu()", {"phase": "backward", "text": text(cls.bwd_kernel)},
-     {"labels_cpu": True, "labels_cpu_first_error": text(cls.kernel), "cuda_op": True}, True),
-    ("backward first, the forward's error never delivered", {"phase": "backward", "text": text(cls.bwd_kernel)},
-     {"labels_cpu": True, "cuda_op": True}, False),
+     {"labels_cpu": True, "cuda_op": True}, [fwd_event], True),
+    ("backward first, the forward (same labels) not reported again", {"phase": "backward", "text": text(cls.bwd_kernel)},
+     {"labels_cpu": True, "cuda_op": True}, [bwd_event], True),
+    ("backward first, and the forward's error still delivered at labels.cpu()",
+     {"phase": "backward", "text": text(cls.bwd_kernel)},
+     {"labels_cpu": True, "labels_cpu_first_error": text(cls.kernel), "cuda_op": True}, [bwd_event], False),
     ("forward first, and an error still due at labels.cpu()", {"phase": "sync", "text": text(cls.kernel)},
-     {"labels_cpu": True, "labels_cpu_first_error": text(cls.kernel), "cuda_op": True}, False),
+     {"labels_cpu": True, "labels_cpu_first_error": text(cls.kernel), "cuda_op": True}, [fwd_event], False),
+    ("forward first, and the backward reported too (two reports for one batch)", {"phase": "sync", "text": text(cls.kernel)},
+     {"labels_cpu": True, "cuda_op": True}, [fwd_event, bwd_event], False),
     ("backward first, labels.cpu() fails again", {"phase": "backward", "text": text(cls.bwd_kernel)},
-     {"labels_cpu": False, "labels_cpu_first_error": text(cls.kernel), "cuda_op": True}, False),
+     {"labels_cpu": False, "cuda_op": True}, [bwd_event], False),
 ]
 bad = 0
-for what, exc, post, passes in stories:
+for what, exc, post, events, passes in stories:
     exc = dict(exc, step=cls.bad_step, type="RuntimeError", in_thread=False)
     res = {"exception": exc, "post": post, "completed": [s for s in range(cls.steps) if s != cls.bad_step],
            "bad_labels": labels}
