@@ -39,6 +39,23 @@ extern LG_HIDDEN _Atomic int lg_graphs_graphs;
 static inline bool lg_graphs_mapped(void) { return __atomic_load_n((int *)&lg_graphs_graphs, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_capturing(void) { return __atomic_load_n((int *)&lg_graphs_open, __ATOMIC_RELAXED) != 0; }
 static inline bool lg_graphs_watching(void) { return __atomic_load_n((int *)&lg_graphs_watched, __ATOMIC_RELAXED) != 0; }
+/* ---------------------------------------------------------------- graphs_own.c */
+
+/* An exec's own scratch for one check of its graph (lg_validate_rebind): the replays of that
+ * exec publish into `ring`, not into the check's (`shared`). */
+typedef struct lg_graphs_own {
+    const struct lg_scan_ring *shared, *ring;
+    uint64_t launched;
+} lg_graphs_own_t;
+/* A second exec of `graph`: each of own[0..n) (shared set, infos/reads its check's kernel and
+ * where the loss reads its target) rebound to scratch of its own by the backend that captured
+ * it; the ones that were are compacted to the front of own. Returns how many; why says why the
+ * first that could not be stays shared. Calls the runtime: never under graphs.c's lock. */
+LG_HIDDEN int lg_graphs_own_rebind(const void *exec, const void *graph, lg_graphs_own_t *own,
+                                   struct lg_kernel_info **infos, const uint64_t *reads, int n, char *why,
+                                   size_t why_len);
+/* Hands own[0..n)'s scratch back to its backend, with the runs queued on it. */
+LG_HIDDEN void lg_graphs_own_retire(const lg_graphs_own_t *own, int n);
 /* ---------------------------------------------------------------- graphs_notes.c */
 
 /* graphs.c's two warnings, each said once: a text is kept (the first of its kind) while

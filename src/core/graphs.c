@@ -21,7 +21,8 @@
  * (or later) exec of a checked graph gets scratch of its own, its copies of the check's nodes
  * rewritten at instantiate by the backend that captured them (validate.c), so overlapping
  * replays never read each other's labels; its replays are numbered from 1 and read from its
- * own ring (`graph.exec` in events). A check that cannot be rewritten stays shared, said once
+ * own ring (`graph.exec` in events; the rebinding and the retiring of that scratch are
+ * graphs_own.c's). A check that cannot be rewritten stays shared, said once
  * (`graph_exec_shares_checks`, with why).
  *
  * A capture into an existing graph (cudaStreamBeginCaptureToGraph; graphs_into.c) hands back
@@ -57,12 +58,7 @@ typedef struct check {
     lg_site_t *site;   /* where the captured launch was made: every replay's reports name it */
 } check_t;
 
-/* An exec's own scratch for one check of its graph (lg_validate_rebind): the replays of
- * that exec publish into `ring`, not into the check's. */
-typedef struct own {
-    const struct lg_scan_ring *shared, *ring;
-    uint64_t launched;
-} own_t;
+typedef lg_graphs_own_t own_t;
 
 typedef struct mapping {
     const void *key; /* a cudaGraph_t or cudaGraphExec_t */
@@ -136,8 +132,7 @@ static void drop_checks(unsigned long long id)
 /* An exec's own scratch goes back with the exec (or its handle's reuse). Caller holds `lock`. */
 static void drop_own(mapping_t *m)
 {
-    for (int i = 0; i < m->n_own; i++)
-        lg_validate_retire(m->own[i].ring, m->own[i].launched);
+    lg_graphs_own_retire(m->own, m->n_own);
     free(m->own);
     m->own = NULL;
     m->n_own = 0;
@@ -294,23 +289,8 @@ static void clear_suspects(void)
 static void give_own(const void *exec, const void *graph, unsigned long long id, own_t *own,
                      struct lg_kernel_info **infos, const uint64_t *reads, int n)
 {
-    const lg_runtime_t *rt = lg_runtime_get();
     char why[256] = "";
-    int kept = 0;
-    lg_runtime_in_library++;
-    /* The application's pending error stays its own; what a failed call of ours leaves goes. */
-    int saved = lg_runtime_save_error(rt);
-    for (int i = 0; i < n; i++) {
-        const struct lg_scan_ring *ring = NULL;
-        char w[256] = "";
-        if (own[i].shared &&
-            lg_validate_rebind((void *)exec, (void *)graph, own[i].shared, infos[i], reads[i], &ring, w, sizeof w) == 0)
-            own[kept++] = (own_t){.shared = own[i].shared, .ring = ring, .launched = lg_verdicts_ring_latest(ring)};
-        else if (!why[0])
-            snprintf(why, sizeof why, "%s", own[i].shared ? w : "the check has no verdict ring");
-    }
-    lg_runtime_restore_error(rt, saved);
-    lg_runtime_in_library--;
+    int kept = lg_graphs_own_rebind(exec, graph, own, infos, reads, n, why, sizeof why);
     pthread_mutex_lock(&lock);
     mapping_t *m = find(execs, n_execs, exec);
     if (m && m->capture_id == id && !m->own && kept > 0) {
@@ -319,8 +299,8 @@ static void give_own(const void *exec, const void *graph, unsigned long long id,
         own = NULL;
     }
     /* The exec went meanwhile (or its handle is another graph's now): nothing replays these. */
-    for (int i = 0; own && (!m || m->capture_id != id) && i < kept; i++)
-        lg_validate_retire(own[i].ring, own[i].launched);
+    if (own && (!m || m->capture_id != id))
+        lg_graphs_own_retire(own, kept);
     if (why[0])
         lg_graphs_notes_shared(id, why);
     pthread_mutex_unlock(&lock);
