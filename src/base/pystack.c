@@ -334,8 +334,8 @@ static inline __attribute__((always_inline)) bool raw_frame(read_fn rd, void *co
 {
     const lg_py_layout_t *L = &py.layout;
     void *type, *filename, *name;
-    if (!read_ptr(rd, code, L->ob_type, &type) || type != py.code_type || !read_ptr(rd, code, L->co_filename, &filename) ||
-        !read_ptr(rd, code, L->co_name, &name) ||
+    if (!read_ptr(rd, code, L->ob_type, &type) || type != py.code_type ||
+        !read_ptr(rd, code, L->co_filename, &filename) || !read_ptr(rd, code, L->co_name, &name) ||
         !rd((const char *)code + L->co_firstlineno, &f->firstlineno, sizeof(f->firstlineno)))
         return false;
     f->code = code;

@@ -56,7 +56,8 @@ static void call_site(char *site, size_t len)
 void lg_logprobs_check(const lg_runtime_t *rt, const lg_launch_t *l, const lg_kernel_info_t *info, const lg_target_t *t)
 {
     const lg_spec_t *s = info->spec;
-    if (!lg_config_values.logprob_check || lg_config_values.mode != LG_MODE_SYNC || s->input.param < 0 || s->direction != LG_DIR_FORWARD)
+    if (!lg_config_values.logprob_check || lg_config_values.mode != LG_MODE_SYNC || s->input.param < 0 ||
+        s->direction != LG_DIR_FORWARD)
         return;
     if (!rt || !rt->memcpy_async || !rt->stream_synchronize || t->n_classes <= 0 || t->count <= 0)
         return;

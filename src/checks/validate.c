@@ -202,8 +202,8 @@ uint64_t lg_validate_masked_copy(const lg_target_t *t, void *stream, int64_t rep
 }
 
 int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, int samples,
-                      struct lg_kernel_info *cookie, const lg_capture_t *capture, lg_site_t *site,
-                      uint64_t *sanitized, char *why, size_t why_len)
+                      struct lg_kernel_info *cookie, const lg_capture_t *capture, lg_site_t *site, uint64_t *sanitized,
+                      char *why, size_t why_len)
 {
     uint64_t t0 = lg_now_ns();
     int rc = -1;
@@ -246,8 +246,7 @@ int lg_validate_async(const lg_target_t *t, void *stream, int64_t replacement, i
             rc = -1;
             goto out;
         }
-        rc = capture_sink(capture->id, cookie, stream, t, c.run.ring, capture->sanitize ? copy : 0, site, why,
-                          why_len);
+        rc = capture_sink(capture->id, cookie, stream, t, c.run.ring, capture->sanitize ? copy : 0, site, why, why_len);
         if (rc == 0 && capture->sanitize)
             *sanitized = copy;
         goto out;

@@ -196,8 +196,7 @@ static void publish_flag(void *user)
 }
 
 int lg_validate_defer_flag(const lg_runtime_t *rt, void *stream, uint64_t ptr, const lg_assert_elem_t *e,
-                           struct lg_kernel_info *cookie, lg_site_t *site, const char *msg, char *why,
-                           size_t why_len)
+                           struct lg_kernel_info *cookie, lg_site_t *site, const char *msg, char *why, size_t why_len)
 {
     if (!rt || !rt->launch_host_func || !rt->memcpy_async || e->bytes > FLAG_SLOT) {
         snprintf(why, why_len, "the CUDA runtime lacks cudaLaunchHostFunc or cudaMemcpyAsync");

@@ -140,7 +140,8 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     /* The labels must be memory the device can read, and the whole span inside one
      * allocation: otherwise our kernel would fault and take the context down with it. */
     unsigned int mtype = 0;
-    CUresult r = lg_validate_module_drv.pointer_get_attribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)t.data);
+    CUresult r =
+        lg_validate_module_drv.pointer_get_attribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)t.data);
     if (r != CUDA_SUCCESS) {
         snprintf(why, why_len, "labels at 0x%llx are not CUDA memory (%s): the loss kernel cannot read them",
                  (unsigned long long)t.data, lg_validate_module_error(r));
@@ -151,8 +152,8 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     int ordinal = -1;
     CUdevice here = -1;
     if (mtype == CU_MEMORYTYPE_DEVICE &&
-        lg_validate_module_drv.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)t.data) ==
-            CUDA_SUCCESS &&
+        lg_validate_module_drv.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                                     (CUdeviceptr)t.data) == CUDA_SUCCESS &&
         lg_validate_module_drv.ctx_get_device(&here) == CUDA_SUCCESS && ordinal >= 0 && ordinal != (int)here) {
         snprintf(why, why_len, "the labels are on device %d and the current context on device %d", ordinal, (int)here);
         *use_host = true;
@@ -161,9 +162,10 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     size_t bytes = (size_t)span * lg_scan_elem_size(t.dtype);
     CUdeviceptr start = 0;
     size_t range = 0;
-    if (lg_validate_module_drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)t.data) ==
+    if (lg_validate_module_drv.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                                     (CUdeviceptr)t.data) == CUDA_SUCCESS &&
+        lg_validate_module_drv.pointer_get_attribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)t.data) ==
             CUDA_SUCCESS &&
-        lg_validate_module_drv.pointer_get_attribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)t.data) == CUDA_SUCCESS &&
         range > 0 && (t.data < start || t.data - start + bytes > range)) {
         snprintf(why, why_len,
                  "the labels (%zu bytes at 0x%llx) run past the end of their allocation (%zu bytes at 0x%llx)", bytes,
@@ -229,8 +231,8 @@ static int gpu_launch_body(const lg_runtime_t *rt, const lg_target_t *tin, CUstr
     p.tiles_per_block = (ntiles + grid - 1) / grid;
     grid = (ntiles + p.tiles_per_block - 1) / p.tiles_per_block;
     void *params[] = {&p};
-    r = lg_validate_module_drv.launch_kernel(m->fn[kernel_index(&t, copy)], (unsigned)grid, 1, 1, LG_SCAN_THREADS, 1, 1, 0, stream,
-                             params, NULL);
+    r = lg_validate_module_drv.launch_kernel(m->fn[kernel_index(&t, copy)], (unsigned)grid, 1, 1, LG_SCAN_THREADS, 1, 1,
+                                             0, stream, params, NULL);
     if (r != CUDA_SUCCESS) {
         lg_validate_scratch_unlock();
         snprintf(why, why_len, "launching the validator failed: %s", lg_validate_module_error(r));

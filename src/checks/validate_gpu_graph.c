@@ -53,8 +53,10 @@ static int find_validator_node(CUgraph graph, const lg_module_t *m, const scratc
         CUgraphNodeType type;
         CUDA_KERNEL_NODE_PARAMS_v2 k;
         memset(&k, 0, sizeof k);
-        if (lg_validate_module_drv.graph_node_get_type(all[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
-            lg_validate_module_drv.graph_kernel_node_get_params(all[i], &k) != CUDA_SUCCESS || !k.kernelParams || !k.kernelParams[0])
+        if (lg_validate_module_drv.graph_node_get_type(all[i], &type) != CUDA_SUCCESS ||
+            type != CU_GRAPH_NODE_TYPE_KERNEL ||
+            lg_validate_module_drv.graph_kernel_node_get_params(all[i], &k) != CUDA_SUCCESS || !k.kernelParams ||
+            !k.kernelParams[0])
             continue;
         bool ours = false;
         for (size_t f = 0; f < sizeof m->fn / sizeof m->fn[0] && !ours; f++)
@@ -114,7 +116,8 @@ static int find_loss_node(CUgraphNode validator, const lg_spec_t *spec, uint64_t
         memset(&k, 0, sizeof k);
         uint64_t at = 0;
         if (deps[i] && lg_validate_module_drv.graph_node_get_type(deps[i], &type) == CUDA_SUCCESS &&
-            type == CU_GRAPH_NODE_TYPE_KERNEL && lg_validate_module_drv.graph_kernel_node_get_params(deps[i], &k) == CUDA_SUCCESS &&
+            type == CU_GRAPH_NODE_TYPE_KERNEL &&
+            lg_validate_module_drv.graph_kernel_node_get_params(deps[i], &k) == CUDA_SUCCESS &&
             has_target_param(k.func, spec) && lg_validate_loss_target(spec, k.kernelParams, &at) == 0 && at == reads &&
             found++ == 0) {
             *node = deps[i];
@@ -133,8 +136,10 @@ static int find_loss_node(CUgraphNode validator, const lg_spec_t *spec, uint64_t
 static int rebind_locked(CUgraphExec exec, CUgraph graph, scratch_t *s, const lg_spec_t *spec, uint64_t reads,
                          const struct lg_scan_ring **own, char *why, size_t why_len)
 {
-    if (!lg_validate_module_drv.graph_get_nodes || !lg_validate_module_drv.graph_node_get_type || !lg_validate_module_drv.graph_node_get_dependent_nodes ||
-        !lg_validate_module_drv.graph_kernel_node_get_params || !lg_validate_module_drv.graph_exec_kernel_node_set_params) {
+    if (!lg_validate_module_drv.graph_get_nodes || !lg_validate_module_drv.graph_node_get_type ||
+        !lg_validate_module_drv.graph_node_get_dependent_nodes ||
+        !lg_validate_module_drv.graph_kernel_node_get_params ||
+        !lg_validate_module_drv.graph_exec_kernel_node_set_params) {
         snprintf(why, why_len, "the CUDA driver lacks the graph node calls (cuGraphExecKernelNodeSetParams)");
         return -1;
     }

@@ -54,11 +54,11 @@ static bool load_driver(void)
     void *h = lg_runtime_libcuda();
     if (!h)
         return false;
-#define SYM(field, name, required)                \
-    do {                                          \
+#define SYM(field, name, required)                                \
+    do {                                                          \
         *(void **)&lg_validate_module_drv.field = dlsym(h, name); \
         if ((required) && !lg_validate_module_drv.field)          \
-            return false;                         \
+            return false;                                         \
     } while (0)
     SYM(init, "cuInit", 1);
     SYM(get_error_string, "cuGetErrorString", 1);
@@ -183,7 +183,9 @@ lg_module_t *lg_validate_module_for(CUcontext ctx, char *why, size_t why_len)
     CUdevice dev;
     int sms = 0;
     if (lg_validate_module_drv.ctx_get_device(&dev) != CUDA_SUCCESS ||
-        lg_validate_module_drv.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
+        lg_validate_module_drv.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) !=
+            CUDA_SUCCESS ||
+        sms <= 0)
         sms = 16;
     m->max_grid = sms * 4;
     r = lg_validate_module_drv.stream_create(&m->init_stream, CU_STREAM_NON_BLOCKING);

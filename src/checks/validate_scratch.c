@@ -96,7 +96,7 @@ static int scratch_init(scratch_t *s, lg_module_t *m, int samples, char *why, si
     s->cand_samples = cap;
     lg_validate_module_drv.exchange_capture_mode(&mode);
     r = lg_validate_module_drv.mem_host_alloc((void **)&s->ring, sizeof(lg_scan_ring_t),
-                              CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+                                              CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (r == CUDA_SUCCESS) {
         memset(s->ring, 0, sizeof *s->ring);
         r = lg_validate_module_drv.mem_host_get_device_pointer(&s->ring_dev, s->ring, 0);
@@ -239,7 +239,8 @@ int lg_validate_scratch_grow_copy(scratch_t *s, size_t bytes, char *why, size_t 
         /* No device memory left: mapped pinned host memory, which the validator writes and the
          * loss kernel reads over the bus. Slower, but mask still masks; failing here would
          * block the launch instead, which under DDP hangs the other ranks. */
-        CUresult rh = lg_validate_module_drv.mem_host_alloc(&pinned, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+        CUresult rh =
+            lg_validate_module_drv.mem_host_alloc(&pinned, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
         if (rh == CUDA_SUCCESS)
             rh = lg_validate_module_drv.mem_host_get_device_pointer(&c, pinned, 0); /* DEVICEMAP: not refused */
         if (rh != CUDA_SUCCESS) {

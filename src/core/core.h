@@ -140,8 +140,8 @@ typedef struct lg_act_input {
     const lg_verdict_t *verdict;
     uint64_t graph_id, replay, exec; /* a graph replay's (graphs.c); 0 otherwise */
     bool copy_made; /* mask: the caller made the masked copy itself (api_check.c, host labels) */
-    const lg_site_t *site; /* a late verdict's launch site (launch.c); NULL: the stacks are read now */
-    const char *found;     /* a late verdict: where it was read ("at the next sync"); static text */
+    const lg_site_t *site;  /* a late verdict's launch site (launch.c); NULL: the stacks are read now */
+    const char *found;      /* a late verdict: where it was read ("at the next sync"); static text */
     const char *assert_msg; /* a late torch._assert_async verdict: the op's message (NULL: none) */
     const char *model_line; /* a torch.compile'd op's model line (api_check.c), for the report; NULL: none */
 } lg_act_input_t;

@@ -177,9 +177,8 @@ static void unmap_graph(const void *graph)
     release(id);
 }
 
-int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream,
-                        const lg_target_t *t, const struct lg_scan_ring *ring, uint64_t reads, lg_site_t *site,
-                        char *why, size_t why_len)
+int lg_graphs_add_check(unsigned long long capture_id, struct lg_kernel_info *info, void *stream, const lg_target_t *t,
+                        const struct lg_scan_ring *ring, uint64_t reads, lg_site_t *site, char *why, size_t why_len)
 {
     if (!capture_id) {
         snprintf(why, why_len, "the runtime does not say which capture the stream belongs to");

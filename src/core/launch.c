@@ -42,10 +42,10 @@ static void report_lost(const lg_async_report_t *r)
     else
         snprintf(what, sizeof what, "an async check on stream %p", r->stream);
     bool raise = lg_config_values.action == LG_ACTION_RAISE || lg_config_values.action == LG_ACTION_HOLD;
-    const char *then = ending                             ? ""
+    const char *then = ending                                       ? ""
                        : lg_config_values.action == LG_ACTION_ABORT ? "; the process aborts"
-                       : raise                            ? "; raised as the next CUDA error"
-                                                          : "";
+                       : raise                                      ? "; raised as the next CUDA error"
+                                                                    : "";
     char detail[900];
     snprintf(detail, sizeof detail,
              "%s: the verdict of %s was lost before it was read (%s), so whether its labels were good is not known%s. "
@@ -206,7 +206,8 @@ static bool validate_async(const lg_launch_t *l, lg_kernel_info_t *info, const l
         lg_runtime_in_library++;
         /* Recorded here, on the launching thread: the verdict is read at a later call. */
         lg_site_t *site = lg_site_new(l->caller);
-        int rc = lg_validate_async(t, l->stream, value, lg_config_values.samples, info, capture, site, &copy, why, sizeof why);
+        int rc = lg_validate_async(t, l->stream, value, lg_config_values.samples, info, capture, site, &copy, why,
+                                   sizeof why);
         lg_site_drop(site);
         lg_runtime_in_library--;
         report_fallback();
@@ -404,7 +405,8 @@ static void check_one(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel_in
     }
     /* A sanitized copy replaces index tensor 0's pointer only (decode.c's rewrite); a range
      * kernel's operands get no copy, so each is checked asynchronously. */
-    if ((k == 0 || info->spec->range) && lg_config_values.mode == LG_MODE_ASYNC && lg_config_values.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
+    if ((k == 0 || info->spec->range) && lg_config_values.mode == LG_MODE_ASYNC &&
+        lg_config_values.action != LG_ACTION_LOG && validate_async(l, info, &t, NULL, d))
         return;
     if (info->spec->input.param >= 0)
         lg_logprobs_check(rt, l, info, &t);

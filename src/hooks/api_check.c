@@ -195,9 +195,13 @@ static int check_host(const lg_runtime_t *rt, const labelguard_target_check_t *c
     } else {
         int64_t value = 0;
         bool rewrite = false;
-        lg_act_input_t in = {
-            .when = LG_ACT_BEFORE, .info = info, .stream = NULL, .args = args, .target = t, .verdict = v,
-            .model_line = c->site};
+        lg_act_input_t in = {.when = LG_ACT_BEFORE,
+                             .info = info,
+                             .stream = NULL,
+                             .args = args,
+                             .target = t,
+                             .verdict = v,
+                             .model_line = c->site};
         bool maskable = info->spec->ids ? lg_act_mask_id(t, &value) && !info->spec->no_mask[0]
                                         : lg_act_mask_value(t, &value, &rewrite) && !rewrite;
         if (lg_config_values.action == LG_ACTION_MASK && maskable) {
@@ -240,8 +244,8 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
             uint64_t copy = 0;
             lg_runtime_in_library++;
             lg_site_t *site = lg_site_new(NULL);
-            int rc = lg_validate_async(t, c->stream, value, lg_config_values.samples, info, status > 0 ? &capture : NULL, site,
-                                       &copy, why, sizeof why);
+            int rc = lg_validate_async(t, c->stream, value, lg_config_values.samples, info,
+                                       status > 0 ? &capture : NULL, site, &copy, why, sizeof why);
             lg_site_drop(site);
             lg_runtime_in_library--;
             if (rc == 0) {
@@ -283,8 +287,13 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
         return copy_out(rt, c, (uint64_t)(uintptr_t)c->target) == 0 ? 0
                                                                     : say(msg, cap, "the labels could not be copied out");
     }
-    lg_act_input_t in = {
-        .when = LG_ACT_BEFORE, .info = info, .stream = c->stream, .args = args, .target = t, .verdict = v, .model_line = c->site};
+    lg_act_input_t in = {.when = LG_ACT_BEFORE,
+                         .info = info,
+                         .stream = c->stream,
+                         .args = args,
+                         .target = t,
+                         .verdict = v,
+                         .model_line = c->site};
     int prev = lg_runtime_pending, prev_sync = lg_runtime_pending_sync;
     lg_decision_t d = {.kind = LG_VERDICT_RUN};
     lg_act(rt, &in, &d);
@@ -297,8 +306,9 @@ int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_
     if (msg && cap)
         msg[0] = '\0';
     lg_kernel_info_t *info = c ? lg_api_index_info(c->loss) : NULL;
-    if (!c || (!info && (c->loss < 0 || c->loss >= N_LOSSES)) || c->dtype < LG_DTYPE_INT64 || c->dtype > LG_DTYPE_INT32 ||
-        c->count < 0 || (c->count > 0 && (!c->target || !c->out)) || c->ndim < 0 || c->ndim > LG_MAX_TARGET_DIMS)
+    if (!c || (!info && (c->loss < 0 || c->loss >= N_LOSSES)) || c->dtype < LG_DTYPE_INT64 ||
+        c->dtype > LG_DTYPE_INT32 || c->count < 0 || (c->count > 0 && (!c->target || !c->out)) || c->ndim < 0 ||
+        c->ndim > LG_MAX_TARGET_DIMS)
         return say(msg, cap, "labelguard_check_target: bad arguments (loss, dtype, count, buffers or ndim)");
     if (!lg_start_ensure())
         return say(msg, cap, "labelguard_check_target: called before labelguard's constructor ran");

@@ -27,13 +27,13 @@
  * names are spelled out only there: tests/static/test_docs.sh reads names of that prefix in src/
  * as environment variables). */
 #define FIRST_KIND 16
-#define N_INDEX 13
+#define N_INDEX    13
 
 static const struct {
     const char *op;     /* the ATen op, in the kernel's name */
     const char *family; /* family.c's name: what the ids index (cause.c) */
     bool backward;
-    bool negative; /* the eager op wraps ids in [-size, 0) */
+    bool negative;       /* the eager op wraps ids in [-size, 0) */
     const char *no_mask; /* why mask has no id to put in place of a bad one ("" when padding_idx can) */
 } ops[N_INDEX] = {
     {"embedding", "embedding", false, false, ""},
@@ -47,8 +47,7 @@ static const struct {
     {"index_fill", "index_fill", false, true, "index_fill has no index that leaves the tensor unchanged"},
     {"scatter", "scatter", false, false, "scatter has no index that leaves the tensor unchanged"},
     {"scatter_add", "scatter_add", false, false, "scatter_add has no index that leaves the tensor unchanged"},
-    {"scatter_reduce", "scatter_reduce", false, false,
-     "scatter_reduce has no index that leaves the tensor unchanged"},
+    {"scatter_reduce", "scatter_reduce", false, false, "scatter_reduce has no index that leaves the tensor unchanged"},
     {"take", "take", false, true, "take has no index that leaves its result unchanged"},
 };
 

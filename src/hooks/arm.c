@@ -71,11 +71,15 @@
  * slot gets the copy of the runtime it calls, so a CUDA 12 library's launches stay in
  * libcudart.so.12 next to a CUDA 13 torch. Their C names are local to our object, so these
  * addresses are our own definitions. */
-#define LG_DECLARE_COPY(name, ret, params, args) ret lg_preload_v12_##name params; ret lg_preload_v11_##name params;
+#define LG_DECLARE_COPY(name, ret, params, args) \
+    ret lg_preload_v12_##name params;            \
+    ret lg_preload_v11_##name params;
 LG_HOOKS(LG_DECLARE_COPY)
 #undef LG_DECLARE_COPY
-#define LG_COPY_12(name, ret, params, args) {#name, (void *)lg_preload_v12_##name, &lg_preload_bind_12.real[LG_IDX_##name]},
-#define LG_COPY_11(name, ret, params, args) {#name, (void *)lg_preload_v11_##name, &lg_preload_bind_11.real[LG_IDX_##name]},
+#define LG_COPY_12(name, ret, params, args) \
+    {#name, (void *)lg_preload_v12_##name, &lg_preload_bind_12.real[LG_IDX_##name]},
+#define LG_COPY_11(name, ret, params, args) \
+    {#name, (void *)lg_preload_v11_##name, &lg_preload_bind_11.real[LG_IDX_##name]},
 static const lg_hook_t copies_12[] = {LG_HOOKS(LG_COPY_12)};
 static const lg_hook_t copies_11[] = {LG_HOOKS(LG_COPY_11)};
 

@@ -127,4 +127,3 @@ bool lg_cupti_launch_read(int dom_, uint32_t cbid, const void *data, void *name_
     l->args = *args_slot;
     return l->args != NULL && l->func != NULL;
 }
-

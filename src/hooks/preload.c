@@ -33,7 +33,8 @@
 LG_TLS int lg_preload_in_launch;
 
 /* Late arming (arm.c) patches GOT slots by name with the default copy. */
-#define HOOK_ENTRY(name, ret, params, args) {#name, (void *)lg_preload_v13_##name, &lg_preload_bind_13.real[LG_IDX_##name]},
+#define HOOK_ENTRY(name, ret, params, args) \
+    {#name, (void *)lg_preload_v13_##name, &lg_preload_bind_13.real[LG_IDX_##name]},
 static const lg_hook_t hook_table[] = {LG_HOOKS(HOOK_ENTRY)};
 
 const lg_hook_t *lg_preload_hooks(int *count)

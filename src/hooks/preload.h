@@ -162,11 +162,11 @@ LG_HOOKS(LG_DECLARE_V13)
 #define LG_SYMVER_13(name) LG_EXPORT __attribute__((symver(#name "@@libcudart.so.13")))
 #define LG_SYMVER_12(name) LG_EXPORT __attribute__((symver(#name "@libcudart.so.12")))
 #define LG_SYMVER_11(name) LG_EXPORT __attribute__((symver(#name "@libcudart.so.11.0")))
-#define LG_DEFINE_VERSION(v, name, ret, params, args)  \
-    LG_SYMVER_##v(name) ret lg_preload_v##v##_##name params    \
-    {                                                  \
+#define LG_DEFINE_VERSION(v, name, ret, params, args)         \
+    LG_SYMVER_##v(name) ret lg_preload_v##v##_##name params   \
+    {                                                         \
         lg_preload_binding_t *const B = &lg_preload_bind_##v; \
-        return body_##name args;                       \
+        return body_##name args;                              \
     }
 #define LG_DEFINE_13(name, ret, params, args) LG_DEFINE_VERSION(13, name, ret, params, args)
 #define LG_DEFINE_12(name, ret, params, args) LG_DEFINE_VERSION(12, name, ret, params, args)

@@ -21,15 +21,32 @@
 #include "kernels/kernels.h"
 
 static const char *const known_keys[] = {
-    "versions",        "match",          "family",
-    "direction",       "params",         "target",
-    "target_accessor", "dtype",          "count",
-    "count_field",     "map_nelem",      "blocks_per_sample",
-    "n_classes",       "ignore_index",   "truncate_to_int32",
-    "target_kind",     "allow_negative", "weight",
-    "size_average",    "input",          "no_mask",
-    "target_calc",     "targets",        "layout_check",
-    "n_classes_times", NULL,
+    "versions",
+    "match",
+    "family",
+    "direction",
+    "params",
+    "target",
+    "target_accessor",
+    "dtype",
+    "count",
+    "count_field",
+    "map_nelem",
+    "blocks_per_sample",
+    "n_classes",
+    "ignore_index",
+    "truncate_to_int32",
+    "target_kind",
+    "allow_negative",
+    "weight",
+    "size_average",
+    "input",
+    "no_mask",
+    "target_calc",
+    "targets",
+    "layout_check",
+    "n_classes_times",
+    NULL,
 };
 
 /* from_functor:MARK:N[:int64|int32]: MARK a mangled-name piece ending in the functor's 'I'. */
@@ -274,7 +291,8 @@ static int parse_group(const lg_spec_value_ctx_t *c, lg_spec_t *s)
     } else if (s->probs) {
         /* rows of weights: count_field the rows, n_classes the weights in each; nothing ignored */
         if (s->count_kind != LG_COUNT_PARAM || s->target_ndim)
-            return lg_spec_value_bad(c, "count", "target_kind=probs reads count_field rows of a plain pointer: count=param");
+            return lg_spec_value_bad(c, "count",
+                                     "target_kind=probs reads count_field rows of a plain pointer: count=param");
         if (lg_spec_value_field(c, s, "n_classes", &s->n_classes, false, &rc))
             return -1;
         s->ignore_index.param = -1;

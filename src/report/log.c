@@ -186,8 +186,8 @@ static void ensure_open(void)
         char suffix[16] = "";
         if (attempt > 1)
             snprintf(suffix, sizeof(suffix), "-%d", attempt);
-        int n = snprintf(log_path, sizeof(log_path), "%s%s%s-%ld%s%s.jsonl", lg_config_values.log_dir, sep, host, (long)pid, rank,
-                         suffix);
+        int n = snprintf(log_path, sizeof(log_path), "%s%s%s-%ld%s%s.jsonl", lg_config_values.log_dir, sep, host,
+                         (long)pid, rank, suffix);
         if (n >= (int)sizeof(log_path)) {
             err = ENAMETOOLONG;
             break;

@@ -166,8 +166,9 @@ static void config_object(lg_json_t *j, const char *key)
     lg_json_string(j, "hooks", lg_config_hooks_name(lg_config_values.hooks));
     lg_json_string(j, "log", lg_config_values.log_dir);
     lg_json_string(j, "kernels", lg_config_values.kernels[0] ? lg_config_values.kernels : NULL);
-    const char *bt = lg_config_values.backtrace_native ? (lg_config_values.backtrace_python ? "native,python" : "native")
-                                             : (lg_config_values.backtrace_python ? "python" : "none");
+    const char *bt = lg_config_values.backtrace_native
+                         ? (lg_config_values.backtrace_python ? "native,python" : "native")
+                         : (lg_config_values.backtrace_python ? "python" : "none");
     lg_json_string(j, "backtrace", bt);
     lg_json_int(j, "samples", lg_config_values.samples);
     lg_json_bool(j, "quiet", lg_config_values.quiet);

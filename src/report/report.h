@@ -46,11 +46,11 @@ typedef enum {
     LG_CAUSE_VOID_255,
     LG_CAUSE_NEGATIVE_UNKNOWN,
     LG_CAUSE_HEAD_TOO_SMALL,
-    LG_CAUSE_VOCAB_TOO_SMALL, /* ids: dense up to K >= the row count */
-    LG_CAUSE_NEGATIVE_ID,     /* ids: -1 (or other negatives) used as padding */
-    LG_CAUSE_NODE_ID_OUT_OF_RANGE, /* ids of index_add_/scatter: edge ids past the node count */
-    LG_CAUSE_NO_SIGMOID,           /* BCE probabilities outside [0, 1]: logits given to BCELoss */
-    LG_CAUSE_NAN_INPUT,            /* BCE probabilities that are NaN: the training diverged */
+    LG_CAUSE_VOCAB_TOO_SMALL,       /* ids: dense up to K >= the row count */
+    LG_CAUSE_NEGATIVE_ID,           /* ids: -1 (or other negatives) used as padding */
+    LG_CAUSE_NODE_ID_OUT_OF_RANGE,  /* ids of index_add_/scatter: edge ids past the node count */
+    LG_CAUSE_NO_SIGMOID,            /* BCE probabilities outside [0, 1]: logits given to BCELoss */
+    LG_CAUSE_NAN_INPUT,             /* BCE probabilities that are NaN: the training diverged */
     LG_CAUSE_NUM_CLASSES_TOO_SMALL, /* ids of a class dimension (F.one_hot): a label >= num_classes */
     LG_CAUSE_INDEX_OUT_OF_RANGE,    /* ids of a plain dimension (index_select(1), gather, x[idx]) */
     LG_CAUSE_FP16_OVERFLOW,         /* multinomial weights NaN or infinite: half-precision logits overflowed */
@@ -139,7 +139,7 @@ typedef struct lg_violation {
     lg_indexed_t indexed; /* ids: what they index (act.c), for the bound's unit */
     char cause_text[256];
     char op[64]; /* a torch._assert_async condition: the op that asserted (asserts.c), else "" */
-    const char *model_line; /* a torch.compile'd op: the model's line that called it (FX node), or NULL */
+    const char *model_line;   /* a torch.compile'd op: the model's line that called it (FX node), or NULL */
     lg_native_stack_t native; /* the launch's: read at it, or recorded there (a late verdict's site) */
     lg_py_stack_t python;
     /* A verdict read after its launch (async, graph replay): where it was read, and how. */

@@ -118,8 +118,10 @@ static const char *action_text(const lg_violation_t *v, char *buf, size_t len)
         snprintf(buf, len, "%s → the kernel ran on these %s as they were (its device-side assert may fire)", a,
                  v->target.operand == 1 ? "targets" : "probabilities");
     else if (!strcmp(outcome, "launched") && flag(v))
-        snprintf(buf, len, "%s → the kernel read its condition as it was and asserted (async mode reads it without "
-                           "waiting)", a);
+        snprintf(buf, len,
+                 "%s → the kernel read its condition as it was and asserted (async mode reads it without "
+                 "waiting)",
+                 a);
     else if (!strcmp(outcome, "launched"))
         snprintf(buf, len, "%s → the kernel ran with these %s (its device-side assert may fire)", a,
                  ids(v) ? "ids" : "labels");
@@ -280,7 +282,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
         /* said above */
     } else if (probs(v)) {
         char lo[40], hi[40];
-        APPEND("  %" PRId64 " bad of %" PRId64 " (%" PRId64 " rows of %" PRId64 "; valid: finite, >= 0, each row's sum > 0)",
+        APPEND("  %" PRId64 " bad of %" PRId64 " (%" PRId64 " rows of %" PRId64
+               "; valid: finite, >= 0, each row's sum > 0)",
                vd->bad_count, t->count, t->n_classes > 0 ? t->count / t->n_classes : 0, t->n_classes);
         if (vd->checked > 0)
             APPEND("  min %s, max %s", fmt_value(t, vd->min, lo, sizeof lo), fmt_value(t, vd->max, hi, sizeof hi));
@@ -328,7 +331,8 @@ size_t lg_text_violation(char *out, size_t cap, const lg_violation_t *v, char (*
                    f->line, lg_text_safe(f->function, safe2, sizeof(safe2)));
         if (v->late)
             found_at(out, cap, &n, v);
-        APPEND("   (python%s)\n", v->python.from_main_thread ? ", main thread: the launching thread runs no Python" : "");
+        APPEND("   (python%s)\n",
+               v->python.from_main_thread ? ", main thread: the launching thread runs no Python" : "");
         if (k != np - 1) {
             const lg_py_frame_t *in = &v->python.frames[np - 1];
             const char *base = strrchr(in->file, '/');
@@ -431,8 +435,7 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
                  v->late ? "the kernel ran on these values as they were (checked after it ran); its device-side "
                            "assert may have fired"
                          : "launch blocked, the CUDA context is intact",
-                 lg_cause_name(cause),
-                 t->operand == 1 ? lg_cause_range_target_fix() : lg_cause_fix(cause), path0);
+                 lg_cause_name(cause), t->operand == 1 ? lg_cause_range_target_fix() : lg_cause_fix(cause), path0);
         return;
     }
     char what[160];
@@ -447,8 +450,8 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
     bool as_is = v->late && v->outcome && !strcmp(v->outcome, "launched");
     snprintf(out, out_len,
              "labelguard: bad %ss, not a CUDA fault (ignore the cudaErrorNotPermitted and "
-             "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [%" PRId64 ", %" PRId64 ") (%s; %" PRId64 " of %" PRId64
-             " %ss bad); %s; likely cause: %s: %s; details in %s",
+             "CUDA_LAUNCH_BLOCKING hints below): %s: %s, outside [%" PRId64 ", %" PRId64 ") (%s; %" PRId64
+             " of %" PRId64 " %ss bad); %s; likely cause: %s: %s; details in %s",
              noun, v->short_name[0] ? v->short_name : "kernel", what, low_bound(t), t->n_classes, ign, vd->bad_count,
              t->count, noun,
              ran     ? "the kernel ran with them masked (checked after launch), the CUDA context is intact"

@@ -222,8 +222,8 @@ static void test_probs_causes(void)
     memset(&v, 0, sizeof v);
     v.bad_count = v.n_samples = 2;
     v.checked = 32;
-    v.samples[0] = (lg_sample_t){10, 0xB800};  /* -0.5 in row 1 */
-    v.samples[1] = (lg_sample_t){19, 0x7C00};  /* inf in row 2 */
+    v.samples[0] = (lg_sample_t){10, 0xB800}; /* -0.5 in row 1 */
+    v.samples[1] = (lg_sample_t){19, 0x7C00}; /* inf in row 2 */
     v.min = 0xB800;
     v.max = 0x7C00;
     char text[512];

@@ -85,8 +85,8 @@ static const kcase_t cases[] = {
 /* MultiMarginLoss forward and backward (class-index targets, no ignore_index), test_margin_specs. */
 #define N_MARGIN_SPECS 6
 #define N_ASSERT_SPECS 1 /* _assert_async_cuda_kernel: decoded by asserts.c (test_asserts.c) */
-#define N_UNPOOL_SPECS 1 /* max_unpooling2d_forward_kernel (test_unpool_bound) */
-#define N_PROBS_SPECS 8  /* torch.multinomial: renormRowsL1, the sampling kernel; 4 dtypes each (test_probs_key) */
+#define N_UNPOOL_SPECS   1 /* max_unpooling2d_forward_kernel (test_unpool_bound) */
+#define N_PROBS_SPECS    8 /* torch.multinomial: renormRowsL1, the sampling kernel; 4 dtypes each (test_probs_key) */
 #define N_RANGE_SPECS 20 /* 8 + 8 for the at::detail::Array releases + 4 strided closures */
 
 typedef struct built {
@@ -137,7 +137,9 @@ static const lg_spec_t *spec_named(const char *name)
 
 static void test_every_builtin(void)
 {
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -396,7 +398,9 @@ static void test_ids_builtins(void)
         {"indexSelectLargeIndex:index64", "416,416,416,4,4,8,8,8", "_Z21indexSelectLargeIndexIflmLin1ELin1ELin1ELb1EEvv",
          "_Z21indexSelectLargeIndexIfimLin1ELin1ELin1ELb1EEvv", -1, 8, 7, -1, false},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (int i = 0; i < N_NAMED_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -502,7 +506,9 @@ static void test_named_index(void)
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEElmLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_",
          "_ZN2at6native19indexFuncLargeIndexIN3c107complexIdEEimLin1ELin1ELin1ELb1ENS0_44_GLOBAL__N__b23ef953_11_Indexing_cu_89862edb9ReduceAddEEEvNS_4cuda6detail10TensorInfoIT_T1_EENS9_IKSA_SB_EENS9_IKT0_SB_EEiiSB_SB_llRKT6_SA_", 8, 7},
     };
-    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==, (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+    g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -652,7 +658,8 @@ static void test_range_builtins(void)
          "unrolled_elementwise_kernel:binary_cross_entropy:bfloat16", "4,1,24,1,1,1,1", LG_DTYPE_BFLOAT16},
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
-                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("kernel %s", k[i].spec);
         char why[512] = "";
@@ -814,12 +821,21 @@ static void test_probs_key(void)
         lg_dtype_t dt;
     } k[] = {
         {"_ZN2at6native59_GLOBAL__N__d0eb2d0f_20_MultinomialKernel_cu_e5d96c45_5647112renormRowsL1IN3c104HalfEEEvPT_ll",
-         "renormRowsL1:float16", {8, 8, 8}, 3, LG_DTYPE_FLOAT16},
+         "renormRowsL1:float16",
+         {8, 8, 8},
+         3,
+         LG_DTYPE_FLOAT16},
         {"_ZN2at6native59_GLOBAL__N__d0eb2d0f_20_MultinomialKernel_cu_e5d96c45_5647112renormRowsL1IfEEvPT_ll",
-         "renormRowsL1:float32", {8, 8, 8}, 3, LG_DTYPE_FLOAT32},
+         "renormRowsL1:float32",
+         {8, 8, 8},
+         3,
+         LG_DTYPE_FLOAT32},
         {"_ZN2at6native59_GLOBAL__N__d0eb2d0f_20_MultinomialKernel_cu_e5d96c45_5647132sampleMultinomialWithReplacementIN3c1"
          "08BFloat16EEEvNS_15PhiloxCudaStateEiPlliPKT_S9_",
-         "sampleMultinomialWithReplacement:bfloat16", {32, 4, 8, 8, 4, 8, 8}, 7, LG_DTYPE_BFLOAT16},
+         "sampleMultinomialWithReplacement:bfloat16",
+         {32, 4, 8, 8, 4, 8, 8},
+         7,
+         LG_DTYPE_BFLOAT16},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         const lg_spec_t *s = lg_registry_find(k[i].mangled, k[i].sizes, k[i].n, why, sizeof why);
@@ -1174,7 +1190,8 @@ static void test_margin_specs(void)
         {"MultiMarginLoss_backward_kernel:margin8", "8,8,8,8,8,4,4,1,8,1", 3, 5, 6},
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
-                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS + N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+                    (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(m); i++) {
         g_test_message("spec %s", m[i].spec);
         const lg_spec_t *s = spec_named(m[i].spec);

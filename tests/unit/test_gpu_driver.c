@@ -664,7 +664,8 @@ static void test_second_exec_own_scratch(void)
     lg_target_t t = {0};
     char why[512] = "";
     const unsigned long long id = 77;
-    g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb000, &t, run.ring, run.copy, NULL, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb000, &t, run.ring, run.copy, NULL, why, sizeof why), ==,
+                    0);
     lg_graphs_end_capture(id, GRAPH);
     set_calls = 0;
     set_fail_at = 0;
@@ -796,7 +797,8 @@ static void test_captured_scratch_reused(void)
         lg_target_t t = {0};
         char why[512] = "";
         const unsigned long long id = 1000 + (unsigned long long)k;
-        g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb400, &t, run.ring, run.copy, NULL, why, sizeof why), ==, 0);
+        g_assert_cmpint(lg_graphs_add_check(id, &info, (void *)0xb400, &t, run.ring, run.copy, NULL, why, sizeof why),
+                        ==, 0);
         lg_graphs_end_capture(id, GRAPH);
         instantiate(1);
         instantiate(2);
@@ -872,7 +874,8 @@ static void test_captured_into_graph(void)
     capture((CUstream)0xb600, true, &a2);
     g_assert_true(a2.ring != a.ring);
     g_assert_cmphex(a2.copy, !=, a.copy);
-    g_assert_cmpint(lg_graphs_add_check(4002, &info, (void *)0xb600, &t, a2.ring, a2.copy, NULL, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_graphs_add_check(4002, &info, (void *)0xb600, &t, a2.ring, a2.copy, NULL, why, sizeof why), ==,
+                    0);
     lg_graphs_end_into(4002, into, true);
     capture((CUstream)0xb600, true, &b);
     g_assert_cmpint(lg_graphs_add_check(4003, &info, (void *)0xb600, &t, b.ring, b.copy, NULL, why, sizeof why), ==, 0);
@@ -937,9 +940,9 @@ static void test_probs_to_host(void)
     char why[512] = "";
     bool use_host = false;
     kernel_launches = 0;
-    g_assert_cmpint(lg_validate_gpu_launch(NULL, &t, (void *)0x7000, 64, 4, false, 0, false, &run, &use_host, why,
-                                           sizeof why),
-                    ==, -1);
+    g_assert_cmpint(
+        lg_validate_gpu_launch(NULL, &t, (void *)0x7000, 64, 4, false, 0, false, &run, &use_host, why, sizeof why), ==,
+        -1);
     g_assert_true(use_host);
     g_assert_cmpint(kernel_launches, ==, 0);
     g_assert_nonnull(strstr(why, "by row"));

@@ -40,8 +40,8 @@ static void reset_warnings(void)
 #define RANGE_SPECS 20 /* BCE's probability input: 2 kernels x 4 dtypes x 2 data-array types, 4 closures */
 #define MARGIN_SPECS 6 /* MultiMarginLoss forward and backward, 3 margin sizes each */
 #define ASSERT_SPECS 1 /* torch._assert_async's condition */
-#define PROBS_SPECS 8  /* torch.multinomial: renormRowsL1 and the sampling kernel, 4 dtypes each */
-#define UNPOOL_SPECS 1 /* max_unpooling2d_forward_kernel: ids against outputHeight * outputWidth */
+#define PROBS_SPECS       8 /* torch.multinomial: renormRowsL1 and the sampling kernel, 4 dtypes each */
+#define UNPOOL_SPECS      1 /* max_unpooling2d_forward_kernel: ids against outputHeight * outputWidth */
 #define BUILTIN_SPECS \
     (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS + PROBS_SPECS + UNPOOL_SPECS)
 
@@ -224,57 +224,86 @@ static const bad_case_t bad_cases[] = {
     {"binary", "[k]\nmatch=a\0\x01\x02", 15, "t.conf:2: file: binary data"},
     {"invalid utf-8", "[k]\nfamily=\xff\xfe\n", 0, "t.conf:2: file: invalid UTF-8"},
     {"truncated group header", "[k]\n" GOOD_BODY "[other", 0, "t.conf:12: group: unterminated group header"},
-    {"truncated file (missing keys)", "[k]\nmatch=7mykernI\nfamily=cus", 0, "t.conf:1: [k] direction: required key is missing"},
+    {"truncated file (missing keys)", "[k]\nmatch=7mykernI\nfamily=cus", 0,
+     "t.conf:1: [k] direction: required key is missing"},
     {"garbage line", "[k]\n" GOOD_BODY "hello world\n", 0, "t.conf:12: [k]: line is neither"},
     {"key before group", "match=x\n[k]\n", 0, "t.conf:1: file: key before the first [group]"},
     {"unknown key", "[k]\n" GOOD_BODY "colour=blue\n", 0, "t.conf:12: [k] colour: unknown key"},
-    {"duplicate key", "[k]\n" GOOD_BODY "family=again\n", 0, "t.conf:12: [k] family: key given twice (first at line 3)"},
-    {"duplicate group", "[k]\n" GOOD_BODY "[k]\n" GOOD_BODY, 0, "t.conf:12: [k]: duplicate kernel spec (first defined at line 1)"},
+    {"duplicate key", "[k]\n" GOOD_BODY "family=again\n", 0,
+     "t.conf:12: [k] family: key given twice (first at line 3)"},
+    {"duplicate group", "[k]\n" GOOD_BODY "[k]\n" GOOD_BODY, 0,
+     "t.conf:12: [k]: duplicate kernel spec (first defined at line 1)"},
     {"conflicting kernels", "[k]\n" GOOD_BODY "[k2]\n" GOOD_BODY, 0, "t.conf:13: [k2] match: conflicts with [k]"},
-    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0, "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids, range, assert or probs"},
-    {"assert with a fixed dtype", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=int64\n"
-                                  "count=one\ntarget_kind=assert\n", 0, "[k] dtype: target_kind=assert takes dtype=from_template"},
-    {"assert with a count", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=from_template\n"
-                            "count=param\ncount_field=1,0,4\ntarget_kind=assert\n", 0, "[k] count: target_kind=assert reads one element"},
-    {"assert with n_classes", "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=from_template\n"
-                              "count=one\nn_classes=1,0,4\ntarget_kind=assert\n", 0, "target_kind=assert has neither n_classes nor ignore_index"},
-    {"allow_negative on labels", "[k]\n" GOOD_BODY "allow_negative=2,0,4\n", 0, "t.conf:12: [k] allow_negative: only with target_kind=ids"},
-    {"allow_negative past its parameter", "[k]\n" GOOD_BODY "target_kind=ids\nallow_negative=2,2,4\n", 0, "[k] allow_negative: offset 2 + width 4 is beyond parameter 2"},
-    {"from_template:0", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\ndtype=from_template:0\n"
-                        "count=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0, "[k] dtype: \"from_template:0\": from_template:N needs N in 1..16"},
-    {"from_template:x", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\ndtype=from_templatex\n"
-                        "count=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0, "needs N in 1..16"},
+    {"unknown target_kind", "[k]\n" GOOD_BODY "target_kind=tokens\n", 0,
+     "t.conf:12: [k] target_kind: \"tokens\": must be labels, ids, range, assert or probs"},
+    {"assert with a fixed dtype",
+     "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=int64\n"
+     "count=one\ntarget_kind=assert\n",
+     0, "[k] dtype: target_kind=assert takes dtype=from_template"},
+    {"assert with a count",
+     "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=from_template\n"
+     "count=param\ncount_field=1,0,4\ntarget_kind=assert\n",
+     0, "[k] count: target_kind=assert reads one element"},
+    {"assert with n_classes",
+     "[k]\nmatch=7mykernI\nfamily=a\ndirection=forward\nparams=8,256\ntarget=0\ndtype=from_template\n"
+     "count=one\nn_classes=1,0,4\ntarget_kind=assert\n",
+     0, "target_kind=assert has neither n_classes nor ignore_index"},
+    {"allow_negative on labels", "[k]\n" GOOD_BODY "allow_negative=2,0,4\n", 0,
+     "t.conf:12: [k] allow_negative: only with target_kind=ids"},
+    {"allow_negative past its parameter", "[k]\n" GOOD_BODY "target_kind=ids\nallow_negative=2,2,4\n", 0,
+     "[k] allow_negative: offset 2 + width 4 is beyond parameter 2"},
+    {"from_template:0",
+     "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\ndtype=from_template:0\n"
+     "count=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n",
+     0, "[k] dtype: \"from_template:0\": from_template:N needs N in 1..16"},
+    {"from_template:x",
+     "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\ndtype=from_templatex\n"
+     "count=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n",
+     0, "needs N in 1..16"},
     {"input of 4 bytes", "[k]\n" GOOD_BODY "input=2,0,4\n", 0, "[k] input: the input is an 8-byte device pointer"},
     {"weight of 4 bytes", "[k]\n" GOOD_BODY "weight=2,0,4\n", 0, "[k] weight: the weight is an 8-byte device pointer"},
     {"missing match", "[k]\nfamily=custom\n", 0, "t.conf:1: [k] match: required key is missing"},
     {"empty value", "[k]\nmatch=\n", 0, "t.conf:2: [k] match: empty value"},
     {"bad direction", "[k]\nmatch=x\nfamily=f\ndirection=sideways\n", 0, "t.conf:4: [k] direction: \"sideways\""},
     {"bad params", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,x,8\n", 0, "t.conf:5: [k] params:"},
-    {"zero param size", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,0\n", 0, "t.conf:5: [k] params: parameter 1 has size 0"},
+    {"zero param size", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,0\n", 0,
+     "t.conf:5: [k] params: parameter 1 has size 0"},
     {"target index out of range", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,8\ntarget=2\n", 0,
      "t.conf:6: [k] target: parameter index 2 out of range"},
     {"target offset beyond param", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,4\ntarget=1\n", 0,
      "t.conf:6: [k] target: offset 0 + 8-byte pointer is beyond parameter 1 (4 bytes)"},
-    {"field index out of range", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
-     "dtype=int64\ncount=param\ncount_field=9,0,4\n", 0, "t.conf:9: [k] count_field: parameter index 9 out of range"},
-    {"field offset beyond param", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
-     "dtype=int64\ncount=param\ncount_field=2,2,4\n", 0, "t.conf:9: [k] count_field: offset 2 + width 4 is beyond parameter 2 (4 bytes)"},
-    {"bad width", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
-     "dtype=int64\ncount=param\ncount_field=3,0,2\n", 0, "t.conf:9: [k] count_field: width 2: must be 1, 4 or 8"},
-    {"bad dtype", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8\ntarget=0\ndtype=float\n", 0, "t.conf:7: [k] dtype: \"float\""},
+    {"field index out of range",
+     "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=int64\ncount=param\ncount_field=9,0,4\n",
+     0, "t.conf:9: [k] count_field: parameter index 9 out of range"},
+    {"field offset beyond param",
+     "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=int64\ncount=param\ncount_field=2,2,4\n",
+     0, "t.conf:9: [k] count_field: offset 2 + width 4 is beyond parameter 2 (4 bytes)"},
+    {"bad width",
+     "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=int64\ncount=param\ncount_field=3,0,2\n",
+     0, "t.conf:9: [k] count_field: width 2: must be 1, 4 or 8"},
+    {"bad dtype", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8\ntarget=0\ndtype=float\n", 0,
+     "t.conf:7: [k] dtype: \"float\""},
     {"bad count", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8\ntarget=0\ndtype=int64\ncount=many\n", 0,
      "t.conf:8: [k] count: \"many\""},
-    {"count=accessor without accessor", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8\ntarget=0\ndtype=int64\ncount=accessor\n", 0,
+    {"count=accessor without accessor",
+     "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8\ntarget=0\ndtype=int64\ncount=accessor\n", 0,
      "t.conf:8: [k] count: count=accessor needs target_accessor"},
-    {"unused count_field", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8\ntarget=0\ndtype=int64\ncount=one\ncount_field=0,0,8\n", 0,
+    {"unused count_field",
+     "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8\ntarget=0\ndtype=int64\ncount=one\ncount_field=0,0,8\n", 0,
      "t.conf:9: [k] count_field: not used with count=one"},
-    {"accessor beyond param", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=24\ntarget=0\ntarget_accessor=2,8,24,8\n", 0,
+    {"accessor beyond param",
+     "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=24\ntarget=0\ntarget_accessor=2,8,24,8\n", 0,
      "t.conf:7: [k] target_accessor: sizes/strides beyond parameter 0"},
     {"accessor ndim", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=24\ntarget=0\ntarget_accessor=4,8,16,8\n", 0,
      "t.conf:7: [k] target_accessor: ndim 4"},
-    {"missing ignore_index", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,8\ntarget=0\ndtype=int64\ncount=one\nn_classes=1,0,8\n", 0,
+    {"missing ignore_index",
+     "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,8\ntarget=0\ndtype=int64\ncount=one\nn_classes=1,0,8\n", 0,
      "t.conf:1: [k] ignore_index: required key is missing"},
-    {"bad bool", "[k]\n" GOOD_BODY "truncate_to_int32=maybe\n", 0, "t.conf:12: [k] truncate_to_int32: must be true or false"},
+    {"bad bool", "[k]\n" GOOD_BODY "truncate_to_int32=maybe\n", 0,
+     "t.conf:12: [k] truncate_to_int32: must be true or false"},
     {"bad family", "[k]\nmatch=x\nfamily=Bad Family\n", 0, "t.conf:3: [k] family:"},
     {"match with blank", "[k]\nmatch=a b\n", 0, "t.conf:2: [k] match:"},
     {"negative number", "[k]\nmatch=x\nfamily=f\ndirection=forward\nparams=8,-8\n", 0, "t.conf:5: [k] params:"},
@@ -285,20 +314,24 @@ static const bad_case_t bad_cases[] = {
      "[k] target_calc: offset 64 + 604 bytes of OffsetCalculator is beyond parameter 1 (664 bytes)"},
     {"target_calc index width", CLOSURE_BODY("1,0,25,3,2,2"), 0, "[k] target_calc: index width 2"},
     {"target_calc arg >= nargs", CLOSURE_BODY("1,0,25,3,3,4"), 0, "[k] target_calc: nargs 3 / arg 3"},
-    {"target_calc short", CLOSURE_BODY("1,0,25"), 0, "[k] target_calc: expected param,offset,max_dims,nargs,arg,index_width"},
-    {"target_calc misaligned", CLOSURE_BODY("1,2,25,3,2,4"), 0, "[k] target_calc: offset 2: an OffsetCalculator is 4-byte aligned"},
+    {"target_calc short", CLOSURE_BODY("1,0,25"), 0,
+     "[k] target_calc: expected param,offset,max_dims,nargs,arg,index_width"},
+    {"target_calc misaligned", CLOSURE_BODY("1,2,25,3,2,4"), 0,
+     "[k] target_calc: offset 2: an OffsetCalculator is 4-byte aligned"},
     {"targets without room", CLOSURE_BODY("1,0,25,3,2,4") "targets=1,624,8,25\n", 0,
      "[k] targets: 25 target pointers from offset 608 are beyond parameter 1"},
     {"layout_check without target_calc", "[k]\n" GOOD_BODY "layout_check=offset_calc\n", 0,
      "[k] layout_check: offset_calc needs target_calc"},
     {"layout_check unknown", CLOSURE_BODY("1,0,25,3,2,4") "layout_check=trust_me\n", 0,
      "[k] layout_check: \"trust_me\": must be offset_calc"},
-    {"from_functor without I", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
-     "dtype=from_functor:5myfun:3\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0,
-     "[k] dtype: from_functor:MARK:N[:default]"},
-    {"from_functor bad default", "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
-     "dtype=from_functor:5myfunI:3:uint8\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n", 0,
-     "[k] dtype: from_functor: the default must be int64 or int32"},
+    {"from_functor without I",
+     "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=from_functor:5myfun:3\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n",
+     0, "[k] dtype: from_functor:MARK:N[:default]"},
+    {"from_functor bad default",
+     "[k]\nmatch=7mykernI\nfamily=custom\ndirection=forward\nparams=8,8,4,8\ntarget=0\n"
+     "dtype=from_functor:5myfunI:3:uint8\ncount=param\ncount_field=2,0,4\nn_classes=3,0,8\nignore_index=none\n",
+     0, "[k] dtype: from_functor: the default must be int64 or int32"},
 };
 
 static void test_malformed(void)

@@ -479,7 +479,8 @@ static void test_model_line(void)
     char *err = capture_end();
     v.model_line = NULL;
     g_test_message("stderr:\n%s", err);
-    const char *model = strstr(err, "\n  model line: /srv/job/model.py:12 in forward: h = self.tok_embeddings(tokens)\n");
+    const char *model =
+        strstr(err, "\n  model line: /srv/job/model.py:12 in forward: h = self.tok_embeddings(tokens)\n");
     g_assert_nonnull(model);
     g_assert_true(strncmp(strchr(model + 1, '\n'), "\n  at train.py:42 in train_step", 31) == 0);
     capture_begin();

@@ -208,7 +208,8 @@ static void test_async_checks_bounded(void)
     for (int k = 1; k <= total; k++) {
         uint64_t copy = 0;
         char why[512] = "";
-        int rc = lg_validate_async(k == before + 1 ? &bad : &good, stream, -100, 4, NULL, NULL, NULL, &copy, why, sizeof why);
+        int rc = lg_validate_async(k == before + 1 ? &bad : &good, stream, -100, 4, NULL, NULL, NULL, &copy, why,
+                                   sizeof why);
         if (rc != 0)
             g_test_message("check %d: %s", k, why);
         g_assert_cmpint(rc, ==, 0);

@@ -704,16 +704,17 @@ static void test_probs_rows(void)
 {
     init_host_backend();
     /* 0.5 2 0 1 | 0 -0 0 0 | 1 NaN 1 1 | inf 1 1 1 | -0.1 1 1 1 | -0 1 0 0 | 1 1 1 -subnormal */
-    static const uint16_t half[] = {0x3800, 0x4000, 0, 0x3C00, 0, 0x8000, 0, 0, 0x3C00, 0x7E00, 0x3C00, 0x3C00,
-                                    0x7C00, 0x3C00, 0x3C00, 0x3C00, 0xAE66, 0x3C00, 0x3C00, 0x3C00, 0x8000, 0x3C00,
-                                    0, 0, 0x3C00, 0x3C00, 0x3C00, 0x8001};
-    static const uint16_t bf16[] = {0x3F00, 0x4000, 0, 0x3F80, 0, 0x8000, 0, 0, 0x3F80, 0x7FC0, 0x3F80, 0x3F80,
-                                    0x7F80, 0x3F80, 0x3F80, 0x3F80, 0xBDCD, 0x3F80, 0x3F80, 0x3F80, 0x8000, 0x3F80,
-                                    0, 0, 0x3F80, 0x3F80, 0x3F80, 0x8001};
-    const float f32[] = {0.5f, 2, 0, 1, 0, -0.0f, 0, 0, 1, __builtin_nanf(""), 1, 1, __builtin_inff(), 1, 1, 1,
-                         -0.1f, 1, 1, 1, -0.0f, 1, 0, 0, 1, 1, 1, -0x1p-149f};
-    const double f64[] = {0.5, 2, 0, 1, 0, -0.0, 0, 0, 1, __builtin_nan(""), 1, 1, __builtin_inf(), 1, 1, 1,
-                          -0.1, 1, 1, 1, -0.0, 1, 0, 0, 1, 1, 1, -0x1p-1074};
+    static const uint16_t half[] = {0x3800, 0x4000, 0,      0x3C00, 0,      0x8000, 0,      0,      0x3C00, 0x7E00,
+                                    0x3C00, 0x3C00, 0x7C00, 0x3C00, 0x3C00, 0x3C00, 0xAE66, 0x3C00, 0x3C00, 0x3C00,
+                                    0x8000, 0x3C00, 0,      0,      0x3C00, 0x3C00, 0x3C00, 0x8001};
+    static const uint16_t bf16[] = {0x3F00, 0x4000, 0,      0x3F80, 0,      0x8000, 0,      0,      0x3F80, 0x7FC0,
+                                    0x3F80, 0x3F80, 0x7F80, 0x3F80, 0x3F80, 0x3F80, 0xBDCD, 0x3F80, 0x3F80, 0x3F80,
+                                    0x8000, 0x3F80, 0,      0,      0x3F80, 0x3F80, 0x3F80, 0x8001};
+    const float f32[] = {
+        0.5f, 2, 0,     1, 0, -0.0f, 0, 0, 1, __builtin_nanf(""), 1, 1, __builtin_inff(), 1, 1, 1, -0.1f, 1,
+        1,    1, -0.0f, 1, 0, 0,     1, 1, 1, -0x1p-149f};
+    const double f64[] = {0.5, 2, 0,    1, 0, -0.0, 0, 0, 1, __builtin_nan(""), 1, 1, __builtin_inf(), 1, 1, 1, -0.1, 1,
+                          1,   1, -0.0, 1, 0, 0,    1, 1, 1, -0x1p-1074};
     const struct {
         lg_dtype_t d;
         const void *host;
@@ -806,7 +807,8 @@ static void test_host_range_capture(void)
     uint64_t sanitized = 0;
     char why[512] = "";
     host_funcs = 0;
-    g_assert_cmpint(lg_validate_async(&t, (void *)0x7700, 0, 16, &info, &cap, NULL, &sanitized, why, sizeof why), ==, -1);
+    g_assert_cmpint(lg_validate_async(&t, (void *)0x7700, 0, 16, &info, &cap, NULL, &sanitized, why, sizeof why), ==,
+                    -1);
     g_test_message("%s", why);
     g_assert_cmpint(host_funcs, ==, 0);
     g_assert_nonnull(strstr(why, "runs on the GPU validator only"));
@@ -816,7 +818,8 @@ static void test_host_range_capture(void)
     l.data = (uint64_t)(uintptr_t)dev_copy_of(labels, sizeof labels);
     cap.sanitize = true;
     why[0] = '\0';
-    g_assert_cmpint(lg_validate_async(&l, (void *)0x7700, -100, 16, &info, &cap, NULL, &sanitized, why, sizeof why), ==, 0);
+    g_assert_cmpint(lg_validate_async(&l, (void *)0x7700, -100, 16, &info, &cap, NULL, &sanitized, why, sizeof why), ==,
+                    0);
     g_assert_cmpint(host_funcs, ==, 1);
     lg_graphs_end_capture(77, (void *)0x7701);
     lg_graphs_destroyed((void *)0x7701);
