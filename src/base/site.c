@@ -14,9 +14,10 @@
  * Called by launch.c (async and captured checks: lg_site_new, then held by each pending check
  * and by graphs.c's captured check, shared by its replays) and act.c (lg_site_resolve). Tested
  * by tests/unit/test_site.c (references, the caller frame) and end to end by
- * tests/e2e/test_pystack.sh (a record resolved after its function returned, and after its code
- * object was freed) and tests/torch-fake/test_launch_site.sh (async and graph verdicts on real
- * torch name the loss line).
+ * tests/e2e/test_pystack.sh (a record resolved after its function returned) and
+ * tests/torch-fake/test_launch_site.sh (async and graph verdicts on real torch name the loss
+ * line). A code object freed before its verdict is read is checked for (pystack.c), but no test
+ * frees one at a known moment: a freed object's memory may still read as the one recorded.
  */
 #include <stdlib.h>
 #include <string.h>
