@@ -57,7 +57,8 @@ typedef enum { LG_BACKEND_HOST, LG_BACKEND_GPU } lg_backend_t;
 LG_HIDDEN void lg_validate_init(const lg_runtime_t *rt);
 LG_HIDDEN lg_backend_t lg_validate_backend(void);
 /* Copies n bytes at device address ptr into out on `stream` and waits (relaxed capture mode;
- * the stream must not be capturing): 0, or -1 with why. */
+ * the stream must not be capturing), through the thread's pinned slot when n fits one
+ * (lg_validate_defer_read): 0, or -1 with why. */
 LG_HIDDEN int lg_validate_read_bytes(const lg_runtime_t *rt, uint64_t ptr, size_t n, void *stream, void *out, char *why,
                                      size_t why_len);
 /* From the atfork child handler: forgets the parent's modules, scratch and pending checks and

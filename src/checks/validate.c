@@ -316,6 +316,13 @@ int lg_validate_read_bytes(const lg_runtime_t *rt, uint64_t ptr, size_t n, void 
         snprintf(why, why_len, "the CUDA runtime lacks cudaMemcpyAsync or cudaStreamSynchronize");
         return -1;
     }
+    /* Through the thread's pinned slot where there is one: no staging, no pointer query. */
+    int pinned = lg_validate_defer_read(rt, stream, ptr, n, out);
+    if (pinned <= 0) {
+        if (pinned < 0)
+            snprintf(why, why_len, "the copy failed");
+        return pinned;
+    }
     int kind;
     if (lg_validate_host_pointer(rt, (const void *)(uintptr_t)ptr, &kind, why, why_len) != 0)
         return -1;

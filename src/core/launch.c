@@ -326,11 +326,7 @@ static void check_assert(const lg_runtime_t *rt, const lg_launch_t *l, lg_kernel
             }
             lg_report_note_once("async_check_failed", why); /* read synchronously instead */
         }
-        rc = lg_validate_defer_read(rt, l->stream, (uint64_t)ptr, (size_t)e.bytes, bytes);
-        if (rc == 1)
-            rc = lg_validate_read_bytes(rt, (uint64_t)ptr, (size_t)e.bytes, l->stream, bytes, why, sizeof why);
-        else if (rc != 0)
-            snprintf(why, sizeof why, "the condition's copy failed");
+        rc = lg_validate_read_bytes(rt, (uint64_t)ptr, (size_t)e.bytes, l->stream, bytes, why, sizeof why);
         lg_runtime_in_library--;
         if (rc == 0)
             lg_asserts_verdict(&e, (uint64_t)ptr, bytes, &t, verdict);
