@@ -414,8 +414,10 @@ static bool act_duplicate(const lg_act_input_t *in, lg_decision_t *d)
 
 void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
 {
-    if (lg_pairs_duplicate(in->info->spec, in->target, in->verdict) && act_duplicate(in, d))
+    if (lg_pairs_duplicate(in->info->spec, in->target, in->verdict) && act_duplicate(in, d)) {
+        lg_pairs_count_suppressed();
         return;
+    }
     lg_violation_t *v = violation_acquire();
     atomic_fetch_add(&violations, 1);
     fill_violation(rt, v, in);

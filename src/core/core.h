@@ -168,8 +168,11 @@ LG_HIDDEN void lg_act_after_fork(void);
 /* ---------------------------------------------------------------- pairs.c */
 
 /* Is this violation the other direction's half of one already reported (the same labels read
- * by a forward and its backward)? Counted when true; remembered when false. */
+ * by a forward and its backward)? Remembered when false. */
 LG_HIDDEN bool lg_pairs_duplicate(const lg_spec_t *spec, const lg_target_t *t, const lg_verdict_t *v);
+/* One duplicate left unreported (act.c: not when it had to be acted on as a violation after
+ * all); lg_pairs_suppressed() is the summary's count. */
+LG_HIDDEN void lg_pairs_count_suppressed(void);
 LG_HIDDEN uint64_t lg_pairs_suppressed(void);
 LG_HIDDEN void lg_pairs_after_fork(void);
 /* ---------------------------------------------------------------- start.c */

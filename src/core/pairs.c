@@ -76,10 +76,10 @@ bool lg_pairs_duplicate(const lg_spec_t *spec, const lg_target_t *t, const lg_ve
             n_keys++;
     }
     pthread_mutex_unlock(&lock);
-    if (dup)
-        __atomic_fetch_add(&suppressed, 1, __ATOMIC_RELAXED);
     return dup;
 }
+
+void lg_pairs_count_suppressed(void) { __atomic_fetch_add(&suppressed, 1, __ATOMIC_RELAXED); }
 
 uint64_t lg_pairs_suppressed(void) { return __atomic_load_n(&suppressed, __ATOMIC_RELAXED); }
 
