@@ -35,15 +35,12 @@ import sys
 
 import torch
 
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # caselib.py, beside this file
+from caselib import check, finish  # noqa: E402
 
 
 def ok(cond, what, detail=""):
-    if cond:
-        print("ok: " + what)
-    else:
-        failures.append(what)
-        print("FAIL: %s %s" % (what, detail))
+    check(what, cond, detail)
 
 
 def violations():
@@ -345,4 +342,4 @@ elif mode == "perf":
 else:
     print("FAIL: unknown mode " + mode)
     sys.exit(2)
-sys.exit(1 if failures else 0)
+finish()
