@@ -53,6 +53,7 @@ OPTIONS = {
     "logprob_check": "LABELGUARD_LOGPROB_CHECK",
     "debug_kernels": "LABELGUARD_DEBUG_KERNELS",
     "compiled": "LABELGUARD_COMPILED",
+    "launch_sites": "LABELGUARD_LAUNCH_SITES",
 }
 
 
@@ -69,6 +70,8 @@ def _env_value(name, value):
     if isinstance(value, bool):
         if name == "compiled":
             return "on" if value else "off"
+        if name == "launch_sites":
+            return "all" if value else "checked"
         return "1" if value else "0"
     if name in ("log", "kernels") and isinstance(value, (str, bytes, os.PathLike)):
         value = os.fsdecode(value)
@@ -219,7 +222,9 @@ def enable(action=None, mode=None, log=None, **options):
     log: the JSONL log directory (default labelguard-logs, or $LABELGUARD_LOG)
     options: hooks, kernels, backtrace, samples, quiet, logprob_check, debug_kernels,
     compiled ("on"/True, the default: torch.compile'd losses are checked in the compiled graph;
-    "off"/False: left as Inductor makes them) (docs/configuration.md).
+    "off"/False: left as Inductor makes them), launch_sites ("checked", the default, or "all"/True:
+    every launch records its Python line for the report of a device-side assert labelguard did
+    not check) (docs/configuration.md).
 
     Raises ValueError for a bad value (naming the allowed ones), TypeError for an unknown option,
     LabelguardError (a RuntimeError) where the process cannot be guarded: the CUDA context is

@@ -54,6 +54,7 @@ typedef struct lg_config {
     bool debug_kernels; /* LABELGUARD_DEBUG_KERNELS=1: a kernel_seen warning per watched kernel */
     bool logprob_check; /* LABELGUARD_LOGPROB_CHECK=0 turns off the raw-logits check of NLL inputs */
     bool compiled;      /* LABELGUARD_COMPILED=off: torch.compile'd losses are left unchecked (api_check.c) */
+    bool launch_sites_all; /* LABELGUARD_LAUNCH_SITES=all: every launch records its Python frames (recent.c) */
 } lg_config_t;
 
 /* Parses the LABELGUARD_* variables through `getenv_fn` (getenv in the library, a table in
@@ -213,13 +214,24 @@ typedef struct lg_counters {
     uint64_t host_fallbacks; /* checks the host backend did because the GPU backend could not */
     uint64_t suppressed_duplicates; /* a backward's violation of a bad batch already reported (pairs.c) */
 } lg_counters_t;
-/* Per-thread launch counter slot; the first launch of a thread assigns it. */
+/* Per-thread launch counter slot; the first launch of a thread assigns it. It also holds the
+ * thread's last launches (recent.c): a device-side assert in a kernel that nothing checked is
+ * reported with them. */
+#define LG_RECENT 16 /* a power of two */
 typedef struct lg_counter_slot {
     _Atomic uint64_t launches;
-    char pad[64 - sizeof(uint64_t)];
+    _Atomic int tid;    /* the first thread given the slot */
+    _Atomic int shared; /* more than 64 launching threads: a second thread writes here too */
+    char pad[64 - sizeof(uint64_t) - 2 * sizeof(int)];
+    /* Entry n % LG_RECENT: the function, the stream, grid and block packed two per word, and
+     * the count after it (n + 1) last, so that a reader can tell a complete entry. Written with
+     * relaxed stores by the slot's thread; read on the report path only. */
+    uint64_t recent[LG_RECENT][6];
 } __attribute__((aligned(64))) lg_counter_slot_t;
 extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_counters_my_slot;
 LG_HIDDEN lg_counter_slot_t *lg_counters_assign_slot(void);
+/* Every slot given out so far (*n of them), for recent.c's reader. */
+LG_HIDDEN lg_counter_slot_t *lg_counters_slots(int *n);
 /* Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
  * once at exit, and avoids a locked instruction per launch. Threads sharing a slot (more than
  * 64 launching threads) may lose an increment: the summary says "launches", not an invoice. */
@@ -318,6 +330,45 @@ LG_HIDDEN void lg_pystack_record(lg_py_site_t *s);
 /* The recorded frames as text, innermost last, on the report path (any thread): a frame whose
  * code object is no longer the one recorded comes back gone, not guessed. */
 LG_HIDDEN void lg_pystack_resolve(const lg_py_site_t *s, lg_py_stack_t *out);
+/* ---------------------------------------------------------------- recent.c */
+
+/* LABELGUARD_LAUNCH_SITES=all: each launch records its Python frames too (recent.c). */
+extern LG_HIDDEN bool lg_recent_sites;
+LG_HIDDEN void lg_recent_record_site(lg_counter_slot_t *s, uint64_t n);
+/* A launch the runtime accepted, kept in the thread's slot: after the real call, so that a
+ * launch refused on a dead context does not push the candidates out. */
+static inline void lg_recent_note(const void *func, const void *stream, const unsigned grid[3],
+                                  const unsigned block[3])
+{
+    lg_counter_slot_t *s = lg_counters_my_slot;
+    if (LG_UNLIKELY(!s))
+        return; /* counted before the call, so assigned; NULL only in a unit test */
+    uint64_t n = __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) - 1;
+    uint64_t *e = s->recent[n & (LG_RECENT - 1)];
+    __atomic_store_n(&e[5], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&e[0], (uint64_t)(uintptr_t)func, __ATOMIC_RELAXED);
+    __atomic_store_n(&e[1], (uint64_t)(uintptr_t)stream, __ATOMIC_RELAXED);
+    __atomic_store_n(&e[2], grid[0] | (uint64_t)grid[1] << 32, __ATOMIC_RELAXED);
+    __atomic_store_n(&e[3], grid[2] | (uint64_t)block[0] << 32, __ATOMIC_RELAXED);
+    __atomic_store_n(&e[4], block[1] | (uint64_t)block[2] << 32, __ATOMIC_RELAXED);
+    if (LG_UNLIKELY(lg_recent_sites))
+        lg_recent_record_site(s, n);
+    __atomic_store_n(&e[5], n + 1, __ATOMIC_RELEASE);
+}
+/* One launch as read back: the slot's thread and how recent it is (0: that thread's newest). */
+typedef struct lg_recent_launch {
+    const void *func, *stream;
+    unsigned grid[3], block[3];
+    int tid;
+    bool shared_slot; /* the slot had more than one thread: tid is its first */
+    int age;
+    bool has_site;
+    lg_py_site_t site; /* LABELGUARD_LAUNCH_SITES=all */
+} lg_recent_launch_t;
+/* The calling thread's last launches first (newest first, *n_mine of them), then every other
+ * slot's newest `per_other`; at most `cap`. Complete entries only: one being rewritten is
+ * skipped. */
+LG_HIDDEN int lg_recent_read(lg_recent_launch_t *out, int cap, int per_other, int *n_mine);
 /* ---------------------------------------------------------------- pystack_offsets.c */
 
 /* Byte offsets inside CPython's structures that pystack.c's walk reads: from its per-version

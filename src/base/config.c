@@ -168,6 +168,11 @@ int lg_config_parse(lg_config_t *cfg, const char *(*getenv_fn)(const char *), ch
     if (parse_enum(getenv_fn, "LABELGUARD_COMPILED", onoff_names, 2, "on, off", &e, err, err_len))
         return -1;
     c.compiled = e;
+    static const char *const sites_names[] = {"checked", "all"};
+    e = c.launch_sites_all;
+    if (parse_enum(getenv_fn, "LABELGUARD_LAUNCH_SITES", sites_names, 2, "checked, all", &e, err, err_len))
+        return -1;
+    c.launch_sites_all = e;
 
     *cfg = c;
     return 0;
@@ -197,7 +202,7 @@ static const char *check_getenv(const char *name) { return strcmp(name, check_na
 static const char *const known_names[] = {
     "LABELGUARD_ACTION",        "LABELGUARD_MODE",          "LABELGUARD_HOOKS",   "LABELGUARD_LOG",
     "LABELGUARD_KERNELS",       "LABELGUARD_BACKTRACE",     "LABELGUARD_SAMPLES", "LABELGUARD_QUIET",
-    "LABELGUARD_DEBUG_KERNELS", "LABELGUARD_LOGPROB_CHECK", "LABELGUARD_COMPILED",
+    "LABELGUARD_DEBUG_KERNELS", "LABELGUARD_LOGPROB_CHECK", "LABELGUARD_COMPILED", "LABELGUARD_LAUNCH_SITES",
 };
 
 int lg_config_check(const char *name, const char *value, char *msg, size_t msg_len)

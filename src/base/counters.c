@@ -11,6 +11,8 @@
  * summary event (tests/e2e); the fast path's cost by `make bench`.
  */
 #include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
@@ -27,10 +29,21 @@ static _Atomic uint64_t unchecked;
 
 lg_counter_slot_t *lg_counters_assign_slot(void)
 {
-    lg_counter_slot_t *s =
-        &launch_slots[atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % COUNTER_SLOTS];
+    unsigned i = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
+    lg_counter_slot_t *s = &launch_slots[i % COUNTER_SLOTS];
+    if (i < COUNTER_SLOTS)
+        atomic_store_explicit(&s->tid, (int)syscall(SYS_gettid), memory_order_relaxed);
+    else
+        atomic_store_explicit(&s->shared, 1, memory_order_relaxed);
     lg_counters_my_slot = s;
     return s;
+}
+
+lg_counter_slot_t *lg_counters_slots(int *n)
+{
+    unsigned used = atomic_load_explicit(&next_slot, memory_order_relaxed);
+    *n = used < COUNTER_SLOTS ? (int)used : COUNTER_SLOTS;
+    return launch_slots;
 }
 
 void lg_counters_count_watched(void) { atomic_fetch_add(&watched, 1); }

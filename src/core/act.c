@@ -30,6 +30,9 @@
 
 static _Atomic uint64_t violations, launch_seq;
 
+static _Atomic bool launched_bad;
+bool lg_act_launched_bad(void) { return atomic_load(&launched_bad); }
+
 uint64_t lg_act_violations(void) { return atomic_load(&violations); }
 
 void lg_act_counters(lg_counters_t *out)
@@ -443,6 +446,8 @@ void lg_act(const lg_runtime_t *rt, const lg_act_input_t *in, lg_decision_t *d)
                  "read after: the kernel read it as it was and asserted, as without labelguard "
                  "(LABELGUARD_MODE=sync blocks it, at one wait per launch)");
     v->outcome = lg_act_outcome_name(p.outcome);
+    if (p.outcome == LG_OUTCOME_LAUNCHED)
+        atomic_store(&launched_bad, true);
     if (p.outcome == LG_OUTCOME_MASKED && weighted_mean(in)) {
         lg_opaque_arm(v);
         if (!v->note[0])

@@ -160,6 +160,9 @@ LG_HIDDEN int lg_act_run_on_copy(const lg_spec_t *spec, void **args, uint64_t co
                                  lg_decision_t *d);
 LG_HIDDEN const char *lg_act_outcome_name(lg_outcome_t o);
 LG_HIDDEN uint64_t lg_act_violations(void);
+/* Whether a reported violation's kernel ran on its bad values (async, log, an as-is launch): a
+ * device-side assert that follows is that report's, not one of a kernel nothing checked. */
+LG_HIDDEN bool lg_act_launched_bad(void);
 /* The summary's figures: counters.c's counts, the violations, and the checks' own figures
  * (GPU-backend fallbacks, time spent validating). Any thread. */
 LG_HIDDEN void lg_act_counters(lg_counters_t *out);
@@ -196,5 +199,15 @@ LG_HIDDEN void lg_start_arm_exit(void);
 LG_HIDDEN void lg_start_atfork_prepare(void);
 LG_HIDDEN void lg_start_atfork_parent(void);
 LG_HIDDEN void lg_start_atfork_child(void);
+/* ---------------------------------------------------------------- asserted.c */
+
+/* An application call (`api`) returned cudaErrorAssert: a device-side assert fired and the
+ * context is lost. Reports it once per process, with the candidate launches, unless a
+ * violation already reported explains it. `at_query`: found by a synchronizing call or an error
+ * query, where outstanding verdicts were read first; at a launch they may not be yet, and the
+ * report waits for the next such call. */
+LG_HIDDEN void lg_asserted_found(const lg_runtime_t *rt, const char *api, bool at_query);
+/* After fork in the child: its own report, if its context fails. */
+LG_HIDDEN void lg_asserted_after_fork(void);
 
 #endif /* LG_CORE_H */

@@ -69,6 +69,7 @@ __attribute__((constructor)) static void lg_constructor(int argc, char **argv, c
         _exit(2);
     }
     lg_config_values = cfg;
+    lg_recent_sites = cfg.launch_sites_all && cfg.backtrace_python;
     /* A Python interpreter preloaded by hand gets the torch.compile bootstrap `labelguard run`
      * would have given it (pyboot.c: before main, environment only). */
     lg_pyboot_constructor(argc, argv);
@@ -106,6 +107,7 @@ static void atfork_child(void)
     lg_hold_atfork_child();
     lg_arm_got_atfork_child();
     lg_act_after_fork();
+    lg_asserted_after_fork();
     lg_logprobs_after_fork();
     lg_opaque_after_fork();
     lg_pystack_after_fork();

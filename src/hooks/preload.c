@@ -45,6 +45,16 @@ const lg_hook_t *lg_preload_hooks(int *count)
 
 /* ------------------------------------------------------------------ error delivery */
 
+/* A call of the application's returned cudaErrorAssert: a device-side assert fired. Verdicts
+ * still outstanding are read first (one of them may be the kernel that asserted, reported
+ * already), then core/asserted.c reports it once unless a report explains it. */
+void lg_preload_assert_seen(lg_preload_binding_t *b, const char *api)
+{
+    if (lg_runtime_in_library)
+        return;
+    lg_asserted_found(lg_preload_runtime(b), api, true);
+}
+
 /* Called on every launch check PyTorch makes (C10_CUDA_KERNEL_LAUNCH_CHECK): a thread-local
  * test, then the real function. */
 BODY cudaError_t body_cudaGetLastError(lg_preload_binding_t *b)
@@ -52,6 +62,8 @@ BODY cudaError_t body_cudaGetLastError(lg_preload_binding_t *b)
     cudaGetLastError_fn real = REAL(b, cudaGetLastError);
     lg_preload_hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
+    if (LG_UNLIKELY(e == cudaErrorAssert))
+        lg_preload_assert_seen(b, "cudaGetLastError");
     if (LG_UNLIKELY(lg_runtime_pending | lg_runtime_app_error))
         e = (cudaError_t)lg_runtime_take_error((int)e);
     return e;
@@ -62,6 +74,8 @@ BODY cudaError_t body_cudaPeekAtLastError(lg_preload_binding_t *b)
     cudaPeekAtLastError_fn real = REAL(b, cudaPeekAtLastError);
     lg_preload_hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
+    if (LG_UNLIKELY(e == cudaErrorAssert))
+        lg_preload_assert_seen(b, "cudaPeekAtLastError");
     if (LG_UNLIKELY(lg_runtime_pending | lg_runtime_app_error))
         e = (cudaError_t)lg_runtime_peek_error((int)e);
     return e;
@@ -173,6 +187,26 @@ static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const vo
 
 typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 
+/* After the real launch: an accepted one joins the thread's recent launches, the candidates of a
+ * device-side assert that nothing checked; a launch refused with cudaErrorAssert is where this
+ * thread learns that one fired (core/asserted.c reports it once). */
+static __attribute__((noinline, cold)) void launch_failed(lg_preload_binding_t *bd, cudaError_t r)
+{
+    if (r == cudaErrorAssert && !lg_runtime_in_library)
+        lg_asserted_found(lg_preload_runtime(bd), "a kernel launch", false);
+}
+
+static inline __attribute__((always_inline)) void launched(lg_preload_binding_t *bd, cudaError_t r, const void *f,
+                                                           dim3 g, dim3 b, cudaStream_t s)
+{
+    if (LG_LIKELY(r == cudaSuccess)) {
+        const unsigned gg[3] = {g.x, g.y, g.z}, bb[3] = {b.x, b.y, b.z};
+        lg_recent_note(f, s, gg, bb);
+    } else {
+        launch_failed(bd, r);
+    }
+}
+
 /* Each launch shape's slow path only calls its real function with what decide() says: out of
  * line, so that the decision's 4 KiB of argument storage is no part of the fast path's frame. */
 static __attribute__((noinline)) cudaError_t launch_slow(lg_preload_binding_t *bd, lg_entry_t entry, launch_fn real,
@@ -186,6 +220,8 @@ static __attribute__((noinline)) cudaError_t launch_slow(lg_preload_binding_t *b
     void **args = decide(bd, entry, f, g, b, a, sm, s, per_thread, caller, &d, &marked);
     cudaError_t r = args ? real(f, g, b, args, sm, s) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
+    if (marked && args)
+        launched(bd, r, f, g, b, s);
     return r;
 }
 
@@ -198,6 +234,7 @@ static inline __attribute__((always_inline)) cudaError_t launch(lg_preload_bindi
         lg_preload_in_launch++;
         cudaError_t r = real(f, g, b, a, sm, s);
         lg_preload_in_launch--;
+        launched(bd, r, f, g, b, s);
         return r;
     }
     /* Inlined into the exported entry point: the return address into its caller, which an
@@ -243,6 +280,8 @@ static __attribute__((noinline)) cudaError_t launch_ex_slow(lg_preload_binding_t
                          &d, &marked);
     cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
+    if (marked && args)
+        launched(bd, r, f, c->gridDim, c->blockDim, c->stream);
     return r;
 }
 
@@ -256,6 +295,7 @@ static inline __attribute__((always_inline)) cudaError_t launch_ex(lg_preload_bi
         lg_preload_in_launch++;
         cudaError_t r = real(c, f, a);
         lg_preload_in_launch--;
+        launched(bd, r, f, c->gridDim, c->blockDim, c->stream);
         return r;
     }
     if (LG_UNLIKELY(!c))

@@ -40,18 +40,33 @@ static __attribute__((noinline)) cudaError_t after_sync(lg_preload_binding_t *b,
     return (cudaError_t)lg_runtime_deliver_async((int)e);
 }
 
+/* A device-side assert surfaced here: every thread's outstanding verdicts are read first (the
+ * kernel that asserted may be one labelguard checked, whose report then explains it), then
+ * lg_preload_assert_seen reports it unless one does. */
+static __attribute__((noinline, cold)) cudaError_t asserted(lg_preload_binding_t *b, cudaError_t e, const char *api)
+{
+    if (!lg_runtime_in_library && (lg_verdicts_pending() || lg_verdicts_orphaned()) && lg_start_ensure())
+        lg_launch_poll(lg_preload_runtime(b), LG_COLLECT_SYNC_ALL, NULL);
+    lg_preload_assert_seen(b, api);
+    return lg_runtime_in_library ? e : (cudaError_t)lg_runtime_deliver_async((int)e);
+}
+
 /* A stream's synchronization covers its own orphans; the legacy stream's covers every
  * blocking stream, so all of them. */
 static inline cudaError_t synced_stream(lg_preload_binding_t *b, cudaError_t e, cudaStream_t s, bool per_thread)
 {
+    if (LG_UNLIKELY(e == cudaErrorAssert))
+        return asserted(b, e, "cudaStreamSynchronize");
     if (LG_LIKELY(!sync_due()))
         return e;
     void *st = (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s;
     return after_sync(b, e, st && st != (void *)cudaStreamLegacy ? LG_COLLECT_SYNC_STREAM : LG_COLLECT_SYNC_ALL, st);
 }
 
-static inline cudaError_t synced_all(lg_preload_binding_t *b, cudaError_t e)
+static inline cudaError_t synced_all(lg_preload_binding_t *b, cudaError_t e, const char *api)
 {
+    if (LG_UNLIKELY(e == cudaErrorAssert))
+        return asserted(b, e, api);
     return LG_LIKELY(!sync_due()) ? e : after_sync(b, e, LG_COLLECT_SYNC_ALL, NULL);
 }
 
@@ -67,34 +82,34 @@ BODY cudaError_t body_cudaStreamSynchronize_ptsz(lg_preload_binding_t *b, cudaSt
 
 BODY cudaError_t body_cudaEventSynchronize(lg_preload_binding_t *b, cudaEvent_t ev)
 {
-    return synced_all(b, REAL_OR_INIT(b, cudaEventSynchronize, (ev)));
+    return synced_all(b, REAL_OR_INIT(b, cudaEventSynchronize, (ev)), "cudaEventSynchronize");
 }
 
 BODY cudaError_t body_cudaDeviceSynchronize(lg_preload_binding_t *b)
 {
-    return synced_all(b, REAL_OR_INIT(b, cudaDeviceSynchronize, ()));
+    return synced_all(b, REAL_OR_INIT(b, cudaDeviceSynchronize, ()), "cudaDeviceSynchronize");
 }
 
 BODY cudaError_t body_cudaMemcpy(lg_preload_binding_t *b, void *d, const void *s, size_t n, enum cudaMemcpyKind k)
 {
-    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy, (d, s, n, k)));
+    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy, (d, s, n, k)), "cudaMemcpy");
 }
 
 BODY cudaError_t body_cudaMemcpy_ptds(lg_preload_binding_t *b, void *d, const void *s, size_t n, enum cudaMemcpyKind k)
 {
-    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy_ptds, (d, s, n, k)));
+    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy_ptds, (d, s, n, k)), "cudaMemcpy");
 }
 
 BODY cudaError_t body_cudaMemcpy2D(lg_preload_binding_t *b, void *d, size_t dp, const void *s, size_t sp, size_t w,
                                    size_t h, enum cudaMemcpyKind k)
 {
-    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy2D, (d, dp, s, sp, w, h, k)));
+    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy2D, (d, dp, s, sp, w, h, k)), "cudaMemcpy2D");
 }
 
 BODY cudaError_t body_cudaMemcpy2D_ptds(lg_preload_binding_t *b, void *d, size_t dp, const void *s, size_t sp,
                                         size_t w, size_t h, enum cudaMemcpyKind k)
 {
-    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy2D_ptds, (d, dp, s, sp, w, h, k)));
+    return synced_all(b, REAL_OR_INIT(b, cudaMemcpy2D_ptds, (d, dp, s, sp, w, h, k)), "cudaMemcpy2D");
 }
 
 /* ------------------------------------------------------------------ graphs */

@@ -174,6 +174,7 @@ static void config_object(lg_json_t *j, const char *key)
     lg_json_bool(j, "quiet", lg_config_values.quiet);
     lg_json_bool(j, "logprob_check", lg_config_values.logprob_check);
     lg_json_string(j, "compiled", lg_config_values.compiled ? "on" : "off");
+    lg_json_string(j, "launch_sites", lg_config_values.launch_sites_all ? "all" : "checked");
     lg_json_end_object(j);
 }
 

@@ -196,6 +196,33 @@ LG_HIDDEN void lg_report_emit(lg_json_t *j, bool sync_to_disk);
 /* snprintf's contract for the public API's text results: at most cap - 1 bytes of text and a
  * NUL into buf, the full length returned so that the caller can retry with a larger buffer. */
 LG_HIDDEN int lg_report_copy_out(char *buf, size_t cap, const char *text, size_t len);
+/* ---------------------------------------------------------------- report_assert.c */
+
+/* One launch that may be the one whose device-side assert fired (core/asserted.c fills it). */
+typedef struct lg_assert_candidate {
+    char kernel[128];   /* the short name, or the mangled one cut, or "?" */
+    const char *symbol; /* mangled; NULL: not known */
+    unsigned grid[3], block[3];
+    const void *stream;
+    int tid;
+    bool finder;      /* launched by the thread that found the error */
+    bool shared_slot; /* tid is the first of several threads */
+    int age;          /* 0: its thread's newest launch */
+    bool checked;     /* a kernel labelguard checks before launch */
+    lg_py_stack_t *python; /* its launch's frames (LABELGUARD_LAUNCH_SITES=all), else NULL */
+} lg_assert_candidate_t;
+typedef struct lg_assert_report {
+    const char *api;        /* the call that returned cudaErrorAssert */
+    bool launch_blocking;   /* CUDA_LAUNCH_BLOCKING=1: the finder's newest launch asserted */
+    lg_native_stack_t native; /* where it was found */
+    lg_py_stack_t python;
+    int n;
+    const lg_assert_candidate_t *c;
+} lg_assert_report_t;
+/* The device_assert event and its stderr block. */
+LG_HIDDEN void lg_report_device_assert(const lg_assert_report_t *r);
+/* native_stack, python_stack and python_stack_thread of an event (report_violation.c). */
+LG_HIDDEN void lg_report_stacks_json(lg_json_t *j, char (*native)[256], int n_native, const lg_py_stack_t *py);
 /* ---------------------------------------------------------------- report_violation.c */
 
 /* The violation event: one JSONL line and, unless quiet, its block on stderr. Thread-safe.

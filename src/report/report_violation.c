@@ -52,12 +52,14 @@ static const char *backward_fate(const lg_violation_t *v)
 
 /* native_stack, python_stack and python_stack_thread. A frame whose code object went before
  * its recorded launch site was read has no file or line to give: said, not guessed. */
-static void stacks_json(lg_json_t *j, char (*native)[256], int n_native, const lg_py_stack_t *py)
+void lg_report_stacks_json(lg_json_t *j, char (*native)[256], int n_native, const lg_py_stack_t *py)
 {
-    lg_json_begin_array(j, "native_stack");
-    for (int i = 0; i < n_native; i++)
-        lg_json_string(j, NULL, native[i]);
-    lg_json_end_array(j);
+    if (native) { /* NULL: a stack that has no native part (a recorded launch's Python line) */
+        lg_json_begin_array(j, "native_stack");
+        for (int i = 0; i < n_native; i++)
+            lg_json_string(j, NULL, native[i]);
+        lg_json_end_array(j);
+    }
     int np = py->n > LG_MAX_PY_FRAMES ? LG_MAX_PY_FRAMES : py->n;
     lg_json_begin_array(j, "python_stack");
     for (int i = 0; i < np; i++) {
@@ -219,12 +221,12 @@ static void build_violation_json(lg_json_t *j, const lg_violation_t *v, char (*n
     if (bw)
         lg_json_string(j, "backward", bw);
 
-    stacks_json(j, native, n_native, &v->python);
+    lg_report_stacks_json(j, native, n_native, &v->python);
     if (v->late) {
         /* The launch's stacks are above; this is the moment its verdict was read. */
         lg_json_begin_object(j, "verdict_read_at");
         lg_json_string(j, "when", v->found);
-        stacks_json(j, read_native, n_read, &v->read_python);
+        lg_report_stacks_json(j, read_native, n_read, &v->read_python);
         lg_json_end_object(j);
     }
 }

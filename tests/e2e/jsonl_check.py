@@ -87,6 +87,19 @@ def check_event(e, where):
     elif ev == "warning":
         need(e, "what", str, where)
         need(e, "detail", str, where)
+    elif ev == "device_assert":
+        if need(e, "error", int, where) != 710 or need(e, "checked_before_launch", bool, where):
+            fail(where, "device_assert: error 710, never checked before launch")
+        need(e, "found_at", str, where)
+        need(e, "launch_blocking", bool, where)
+        need(e, "note", str, where)
+        need(e, "python_stack", list, where)
+        for c in need(e, "candidates", list, where):
+            for k, t in (("thread", int), ("age", int), ("kernel", str), ("stream", str),
+                         ("finding_thread", bool), ("checked", bool), ("grid", list), ("block", list)):
+                need(c, k, t, where)
+            if "symbol" not in c:
+                fail(where, "candidate lacks symbol")
     elif ev == "summary":
         for k in ("launches", "watched", "validated", "violations", "validate_ns_total", "unchecked", "host_fallbacks"):
             need(e, k, int, where)

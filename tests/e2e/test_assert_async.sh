@@ -92,4 +92,9 @@ LABELGUARD_ACTION=log LABELGUARD_QUIET=1 run_lg "$n" "$P" bool 0 index_put
 check "$n: the launch runs and asserts, as it would have" grep -qx "launch=0 sync=710 after=710" "$T/$n.out"
 events "$n" || fail "$n: log schema"
 check "$n: reported as launched" qtrue "$n" 'len(V) == 1 and V[0]["outcome"] == "launched"'
+# The device assert that follows is that report's: no device_assert event, a note in the log.
+for n in async log; do
+  check "$n: the assert that follows is the violation's, not reported as one nothing checked" \
+    qtrue "$n" 'not [e for e in E if e["event"] == "device_assert"] and any(w["what"] == "device_assert_explained" for w in W)'
+done
 finish

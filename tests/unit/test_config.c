@@ -91,6 +91,10 @@ static void test_valid_values(void)
     set_env("LABELGUARD_COMPILED", "on");
     g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
     g_assert_true(c.compiled);
+    g_assert_false(c.launch_sites_all);
+    set_env("LABELGUARD_LAUNCH_SITES", "all");
+    g_assert_cmpint(parse(&c, err, sizeof err), ==, 0);
+    g_assert_true(c.launch_sites_all);
 }
 
 static void expect_bad(const char *var, const char *value, const char *shown, const char *allowed)
@@ -123,6 +127,7 @@ static void test_check(void)
         {"LABELGUARD_BACKTRACE", "python"},  {"LABELGUARD_SAMPLES", "256"},   {"LABELGUARD_QUIET", "1"},
         {"LABELGUARD_DEBUG_KERNELS", "0"},   {"LABELGUARD_LOGPROB_CHECK", "0"},
         {"LABELGUARD_COMPILED", "on"},       {"LABELGUARD_COMPILED", "off"},
+        {"LABELGUARD_LAUNCH_SITES", "checked"}, {"LABELGUARD_LAUNCH_SITES", "all"},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
         g_assert_cmpint(lg_config_check(good[i][0], good[i][1], msg, sizeof msg), ==, 0);
@@ -172,6 +177,8 @@ static void test_bad_values(void)
     expect_bad("LABELGUARD_COMPILED", "", "\"\"", "on, off");
     expect_bad("LABELGUARD_COMPILED", "1", "\"1\"", "on, off");
     expect_bad("LABELGUARD_COMPILED", "ON", "\"ON\"", "on, off");
+    expect_bad("LABELGUARD_LAUNCH_SITES", "", "\"\"", "checked, all");
+    expect_bad("LABELGUARD_LAUNCH_SITES", "1", "\"1\"", "checked, all");
 
     /* Overlong: the message stays one bounded line, the value shown truncated. */
     char *huge = g_malloc(10000);

@@ -1,0 +1,103 @@
+/* asserted.c: a device-side assert in a kernel that labelguard did not check before its launch.
+ * The context is lost by then and nothing can be copied back, so the report says what the
+ * process knew before: the launches that may hold the assert (recent.c: the finding thread's
+ * last ones, newest first, and the newest few of every other launching thread), each with its
+ * kernel, grid, block and stream, whether labelguard checks that kernel, and, with
+ * LABELGUARD_LAUNCH_SITES=all, the Python line that launched it; and where it surfaced (the
+ * call, its Python line). CUDA never says which kernel asserted: the device's own
+ * "Assertion ... failed" line names the file and condition, and with CUDA_LAUNCH_BLOCKING=1 the
+ * finding thread's newest launch is the one.
+ *
+ * Once per process: every later call returns the same sticky error. Not when a violation was
+ * reported whose kernel ran on its bad values (async mode, action log): that report names the
+ * values the kernel asserted on, and a second one would contradict it.
+ *
+ * Called by the hooks (preload.c, preload_sync.c) on the application's thread that got the error,
+ * never for our own calls. Tested by tests/e2e/test_device_assert.sh (a program's own kernel
+ * asserting, with and without launch sites, other threads' launches, an explained assert) and
+ * tests/torch-fake/test_device_assert.sh (real torch).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+#define MAX_CANDIDATES 48
+#define PER_OTHER_THREAD 4
+
+static _Atomic int reported;
+
+void lg_asserted_after_fork(void) { atomic_store(&reported, 0); }
+
+static void fill(lg_assert_candidate_t *c, const lg_recent_launch_t *r, bool finder)
+{
+    memset(c, 0, sizeof *c);
+    const char *mangled = lg_names_lookup(r->func);
+    c->symbol = mangled;
+    if (!mangled || !lg_demangle_short(mangled, c->kernel, sizeof c->kernel))
+        snprintf(c->kernel, sizeof c->kernel, "%s", mangled ? mangled : "?");
+    memcpy(c->grid, r->grid, sizeof c->grid);
+    memcpy(c->block, r->block, sizeof c->block);
+    c->stream = r->stream;
+    c->tid = r->tid;
+    c->finder = finder;
+    c->shared_slot = r->shared_slot;
+    c->age = r->age;
+    lg_kernel_info_t *info = lg_names_info(r->func);
+    int st = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
+    c->checked = st == LG_KSTATE_WATCHED || st == LG_KSTATE_GATHER;
+    if (r->has_site) {
+        c->python = malloc(sizeof *c->python);
+        if (c->python)
+            lg_pystack_resolve(&r->site, c->python);
+    }
+}
+
+void lg_asserted_found(const lg_runtime_t *rt, const char *api, bool at_query)
+{
+    (void)rt;
+    if (atomic_load_explicit(&reported, memory_order_relaxed) || !lg_start_done())
+        return;
+    /* At a launch, a verdict of this thread may still wait to be read: its report comes first. */
+    if (!at_query && (lg_verdicts_pending() || lg_verdicts_orphaned()))
+        return;
+    if (atomic_exchange(&reported, 1))
+        return;
+    if (lg_act_launched_bad()) {
+        lg_report_note_once("device_assert_explained",
+                            "a device-side assert fired after a reported violation whose kernel ran on its bad "
+                            "values: that report is the assert's");
+        return;
+    }
+    lg_runtime_in_library++;
+    lg_recent_launch_t *recent = malloc(MAX_CANDIDATES * sizeof *recent);
+    lg_assert_candidate_t *cand = malloc(MAX_CANDIDATES * sizeof *cand);
+    lg_assert_report_t *r = calloc(1, sizeof *r);
+    if (!recent || !cand || !r) {
+        free(recent), free(cand), free(r);
+        lg_report_warning("device_assert", "a device-side assert fired (CUDA error 710) in a kernel labelguard did "
+                                           "not check; out of memory for its report");
+        lg_runtime_in_library--;
+        return;
+    }
+    int n_mine = 0;
+    int n = lg_recent_read(recent, MAX_CANDIDATES, PER_OTHER_THREAD, &n_mine);
+    for (int i = 0; i < n; i++)
+        fill(&cand[i], &recent[i], i < n_mine);
+    r->api = api;
+    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+    r->launch_blocking = blocking && !strcmp(blocking, "1");
+    r->n = n;
+    r->c = cand;
+    if (lg_config_values.backtrace_native)
+        lg_stack_capture(&r->native);
+    if (lg_config_values.backtrace_python)
+        lg_pystack_capture(&r->python);
+    lg_report_device_assert(r);
+    for (int i = 0; i < n; i++)
+        free(cand[i].python);
+    free(recent), free(cand), free(r);
+    lg_runtime_in_library--;
+}
