@@ -218,15 +218,22 @@ typedef struct lg_counters {
  * thread's last launches (recent.c): a device-side assert in a kernel that nothing checked is
  * reported with them. */
 #define LG_RECENT 16 /* a power of two */
+struct lg_recent_entry {
+    uint64_t func, stream;
+    uint64_t grid_xy, block_xy; /* x | y << 32 */
+    uint32_t grid_z, block_z;
+    uint64_t seq;
+};
 typedef struct lg_counter_slot {
     _Atomic uint64_t launches;
     _Atomic int tid;    /* the first thread given the slot */
     _Atomic int shared; /* more than 64 launching threads: a second thread writes here too */
     char pad[64 - sizeof(uint64_t) - 2 * sizeof(int)];
-    /* Entry n % LG_RECENT: the function, the stream, grid and block packed two per word, and
-     * the count after it (n + 1) last, so that a reader can tell a complete entry. Written with
-     * relaxed stores by the slot's thread; read on the report path only. */
-    uint64_t recent[LG_RECENT][6];
+    /* Entry n % LG_RECENT: the function, the stream, grid and block, and the count after it
+     * (n + 1) stored last, so that a reader can tell a complete entry (recent.c). Written with
+     * relaxed stores by the slot's thread, after its `launches` count; read on the report path
+     * only. */
+    struct lg_recent_entry recent[LG_RECENT];
 } __attribute__((aligned(64))) lg_counter_slot_t;
 extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_counters_my_slot;
 LG_HIDDEN lg_counter_slot_t *lg_counters_assign_slot(void);
@@ -335,25 +342,44 @@ LG_HIDDEN void lg_pystack_resolve(const lg_py_site_t *s, lg_py_stack_t *out);
 /* LABELGUARD_LAUNCH_SITES=all: each launch records its Python frames too (recent.c). */
 extern LG_HIDDEN bool lg_recent_sites;
 LG_HIDDEN void lg_recent_record_site(lg_counter_slot_t *s, uint64_t n);
-/* A launch the runtime accepted, kept in the thread's slot: after the real call, so that a
- * launch refused on a dead context does not push the candidates out. */
-static inline void lg_recent_note(const void *func, const void *stream, const unsigned grid[3],
-                                  const unsigned block[3])
+/* A launch's grid and block as the entries keep them: x | y << 32, and z. */
+typedef struct lg_recent_dims {
+    uint64_t grid_xy, block_xy;
+    uint32_t grid_z, block_z;
+} lg_recent_dims_t;
+/* Launch n of slot s, which the runtime accepted (the newest entry of its thread). */
+static inline void lg_recent_store(lg_counter_slot_t *s, uint64_t n, const void *func, const void *stream,
+                                   lg_recent_dims_t d)
+{
+    struct lg_recent_entry *e = &s->recent[n & (LG_RECENT - 1)];
+    __atomic_store_n(&e->func, (uint64_t)(uintptr_t)func, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->stream, (uint64_t)(uintptr_t)stream, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->grid_xy, d.grid_xy, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->block_xy, d.block_xy, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->grid_z, d.grid_z, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->block_z, d.block_z, __ATOMIC_RELAXED);
+    if (LG_UNLIKELY(lg_recent_sites))
+        lg_recent_record_site(s, n);
+    __atomic_store_n(&e->seq, n + 1, __ATOMIC_RELEASE);
+}
+/* The launch fast path, after the real call: counts the launch and keeps it when the runtime
+ * accepted it, so that a launch refused on a dead context does not push the candidates out. */
+static inline void lg_recent_count(bool accepted, const void *func, const void *stream, lg_recent_dims_t d)
 {
     lg_counter_slot_t *s = lg_counters_my_slot;
     if (LG_UNLIKELY(!s))
-        return; /* counted before the call, so assigned; NULL only in a unit test */
-    uint64_t n = __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) - 1;
-    uint64_t *e = s->recent[n & (LG_RECENT - 1)];
-    __atomic_store_n(&e[5], 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&e[0], (uint64_t)(uintptr_t)func, __ATOMIC_RELAXED);
-    __atomic_store_n(&e[1], (uint64_t)(uintptr_t)stream, __ATOMIC_RELAXED);
-    __atomic_store_n(&e[2], grid[0] | (uint64_t)grid[1] << 32, __ATOMIC_RELAXED);
-    __atomic_store_n(&e[3], grid[2] | (uint64_t)block[0] << 32, __ATOMIC_RELAXED);
-    __atomic_store_n(&e[4], block[1] | (uint64_t)block[2] << 32, __ATOMIC_RELAXED);
-    if (LG_UNLIKELY(lg_recent_sites))
-        lg_recent_record_site(s, n);
-    __atomic_store_n(&e[5], n + 1, __ATOMIC_RELEASE);
+        s = lg_counters_assign_slot();
+    uint64_t n = __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)&s->launches, n + 1, __ATOMIC_RELAXED);
+    if (LG_LIKELY(accepted))
+        lg_recent_store(s, n, func, stream, d);
+}
+/* The slow path, whose launch lg_counters_count_launch counted before the real call. */
+static inline void lg_recent_note(const void *func, const void *stream, lg_recent_dims_t d)
+{
+    lg_counter_slot_t *s = lg_counters_my_slot;
+    if (s)
+        lg_recent_store(s, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) - 1, func, stream, d);
 }
 /* One launch as read back: the slot's thread and how recent it is (0: that thread's newest). */
 typedef struct lg_recent_launch {

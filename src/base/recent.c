@@ -6,9 +6,13 @@
  *
  * The entries live in the launch counter slots (counters.c: one per thread, on their own cache
  * lines, never freed, so an exited thread's launches are still there). The launch path writes
- * one with relaxed stores and no lock (lg_recent_note, inline in base.h, after the real call);
- * each entry ends with its launch number, stored last with release ordering and cleared first,
- * so the reader keeps only entries that were complete and not rewritten while it copied them.
+ * one with relaxed stores and no lock (lg_recent_count and lg_recent_note, inline in base.h,
+ * after the real call): the thread's launch count first, then the entry, then the entry's launch
+ * number with release ordering. The reader keeps an entry whose number is the one it expects and
+ * whose slot the count says was not reached again while it copied. Neither side fences on the
+ * launch path, so on a weakly ordered CPU (aarch64) an entry its thread rewrites during the read
+ * could mix two launches; the report is read after the context died, when that thread's launches
+ * fail and are no longer kept.
  * With LABELGUARD_LAUNCH_SITES=all each entry also gets the launch's Python frames (pystack.c's
  * record, about 0.1 µs for 20 frames), in an array allocated once per slot; a slot shared by two
  * threads (more than 64 launching threads) records no frames, since two writers could mix them.
@@ -64,25 +68,26 @@ static int read_slot(const lg_counter_slot_t *s, int si, lg_recent_launch_t *out
     int k = 0;
     for (uint64_t age = 0; age < LG_RECENT && age < total && k < cap && k < max; age++) {
         uint64_t n = total - 1 - age;
-        const uint64_t *e = s->recent[n & (LG_RECENT - 1)];
-        if (__atomic_load_n(&e[5], __ATOMIC_ACQUIRE) != n + 1)
+        const struct lg_recent_entry *e = &s->recent[n & (LG_RECENT - 1)];
+        if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != n + 1)
             continue; /* refused, being written, or already rewritten */
         lg_recent_launch_t *r = &out[k];
-        uint64_t w[5];
-        for (int i = 0; i < 5; i++)
-            w[i] = __atomic_load_n(&e[i], __ATOMIC_RELAXED);
+        r->func = (const void *)(uintptr_t)__atomic_load_n(&e->func, __ATOMIC_RELAXED);
+        r->stream = (const void *)(uintptr_t)__atomic_load_n(&e->stream, __ATOMIC_RELAXED);
+        uint64_t g = __atomic_load_n(&e->grid_xy, __ATOMIC_RELAXED), b = __atomic_load_n(&e->block_xy, __ATOMIC_RELAXED);
+        r->grid[0] = (unsigned)g, r->grid[1] = (unsigned)(g >> 32);
+        r->grid[2] = __atomic_load_n(&e->grid_z, __ATOMIC_RELAXED);
+        r->block[0] = (unsigned)b, r->block[1] = (unsigned)(b >> 32);
+        r->block[2] = __atomic_load_n(&e->block_z, __ATOMIC_RELAXED);
         r->has_site = false;
         if (row && !atomic_load_explicit(&s->shared, memory_order_relaxed)) {
             memcpy(&r->site, &row[n & (LG_RECENT - 1)], sizeof r->site);
             r->has_site = r->site.n > 0;
         }
+        /* Rewritten meanwhile: the writer counts launch n + LG_RECENT before it stores over it. */
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&e[5], __ATOMIC_RELAXED) != n + 1)
+        if (__atomic_load_n((const uint64_t *)&s->launches, __ATOMIC_RELAXED) > n + LG_RECENT)
             continue;
-        r->func = (const void *)(uintptr_t)w[0];
-        r->stream = (const void *)(uintptr_t)w[1];
-        r->grid[0] = (unsigned)w[2], r->grid[1] = (unsigned)(w[2] >> 32), r->grid[2] = (unsigned)w[3];
-        r->block[0] = (unsigned)(w[3] >> 32), r->block[1] = (unsigned)w[4], r->block[2] = (unsigned)(w[4] >> 32);
         r->tid = atomic_load_explicit(&s->tid, memory_order_relaxed);
         r->shared_slot = atomic_load_explicit(&s->shared, memory_order_relaxed);
         r->age = (int)age;

@@ -45,15 +45,6 @@ const lg_hook_t *lg_preload_hooks(int *count)
 
 /* ------------------------------------------------------------------ error delivery */
 
-/* A call of the application's returned cudaErrorAssert: a device-side assert fired. Verdicts
- * still outstanding are read first (one of them may be the kernel that asserted, reported
- * already), then core/asserted.c reports it once unless a report explains it. */
-void lg_preload_assert_seen(lg_preload_binding_t *b, const char *api)
-{
-    if (lg_runtime_in_library)
-        return;
-    lg_asserted_found(lg_preload_runtime(b), api, true);
-}
 
 /* Called on every launch check PyTorch makes (C10_CUDA_KERNEL_LAUNCH_CHECK): a thread-local
  * test, then the real function. */
@@ -63,7 +54,7 @@ BODY cudaError_t body_cudaGetLastError(lg_preload_binding_t *b)
     lg_preload_hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
     if (LG_UNLIKELY(e == cudaErrorAssert))
-        lg_preload_assert_seen(b, "cudaGetLastError");
+        lg_preload_assert_seen(b, "cudaGetLastError", true);
     if (LG_UNLIKELY(lg_runtime_pending | lg_runtime_app_error))
         e = (cudaError_t)lg_runtime_take_error((int)e);
     return e;
@@ -75,7 +66,7 @@ BODY cudaError_t body_cudaPeekAtLastError(lg_preload_binding_t *b)
     lg_preload_hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
     if (LG_UNLIKELY(e == cudaErrorAssert))
-        lg_preload_assert_seen(b, "cudaPeekAtLastError");
+        lg_preload_assert_seen(b, "cudaPeekAtLastError", true);
     if (LG_UNLIKELY(lg_runtime_pending | lg_runtime_app_error))
         e = (cudaError_t)lg_runtime_peek_error((int)e);
     return e;
@@ -141,8 +132,7 @@ static inline __attribute__((always_inline)) bool unwatched(const void *f)
     if (LG_UNLIKELY(st != LG_KSTATE_UNWATCHED && st != LG_KSTATE_BAD_LAYOUT) ||
         (LG_UNLIKELY(lg_verdicts_mine | lg_runtime_message_live) && (lg_runtime_message_live || lg_verdicts_due())))
         return false;
-    lg_counters_count_launch();
-    return true;
+    return true; /* counted after the real call (lg_recent_count) */
 }
 
 /* The slow path of every launch entry point: starts the library, asks the core, and says with
@@ -190,21 +180,33 @@ typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t
 /* After the real launch: an accepted one joins the thread's recent launches, the candidates of a
  * device-side assert that nothing checked; a launch refused with cudaErrorAssert is where this
  * thread learns that one fired (core/asserted.c reports it once). */
-static __attribute__((noinline, cold)) void launch_failed(lg_preload_binding_t *bd, cudaError_t r)
+static __attribute__((noinline)) void launch_failed(lg_preload_binding_t *bd, cudaError_t r)
 {
-    if (r == cudaErrorAssert && !lg_runtime_in_library)
-        lg_asserted_found(lg_preload_runtime(bd), "a kernel launch", false);
+    if (r == cudaErrorAssert)
+        lg_preload_assert_seen(bd, "a kernel launch", false);
+}
+
+static inline lg_recent_dims_t dims(dim3 g, dim3 b)
+{
+    return (lg_recent_dims_t){(uint64_t)g.x | (uint64_t)g.y << 32, (uint64_t)b.x | (uint64_t)b.y << 32, g.z, b.z};
 }
 
 static inline __attribute__((always_inline)) void launched(lg_preload_binding_t *bd, cudaError_t r, const void *f,
                                                            dim3 g, dim3 b, cudaStream_t s)
 {
-    if (LG_LIKELY(r == cudaSuccess)) {
-        const unsigned gg[3] = {g.x, g.y, g.z}, bb[3] = {b.x, b.y, b.z};
-        lg_recent_note(f, s, gg, bb);
-    } else {
+    if (LG_LIKELY(r == cudaSuccess))
+        lg_recent_note(f, s, dims(g, b));
+    else
         launch_failed(bd, r);
-    }
+}
+
+/* The fast path's: the launch is counted here too. */
+static inline __attribute__((always_inline)) void launched_fast(lg_preload_binding_t *bd, cudaError_t r,
+                                                                const void *f, dim3 g, dim3 b, cudaStream_t s)
+{
+    lg_recent_count(r == cudaSuccess, f, s, dims(g, b));
+    if (LG_UNLIKELY(r != cudaSuccess))
+        launch_failed(bd, r);
 }
 
 /* Each launch shape's slow path only calls its real function with what decide() says: out of
@@ -234,7 +236,7 @@ static inline __attribute__((always_inline)) cudaError_t launch(lg_preload_bindi
         lg_preload_in_launch++;
         cudaError_t r = real(f, g, b, a, sm, s);
         lg_preload_in_launch--;
-        launched(bd, r, f, g, b, s);
+        launched_fast(bd, r, f, g, b, s);
         return r;
     }
     /* Inlined into the exported entry point: the return address into its caller, which an
@@ -295,7 +297,7 @@ static inline __attribute__((always_inline)) cudaError_t launch_ex(lg_preload_bi
         lg_preload_in_launch++;
         cudaError_t r = real(c, f, a);
         lg_preload_in_launch--;
-        launched(bd, r, f, c->gridDim, c->blockDim, c->stream);
+        launched_fast(bd, r, f, c->gridDim, c->blockDim, c->stream);
         return r;
     }
     if (LG_UNLIKELY(!c))

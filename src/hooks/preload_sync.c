@@ -40,6 +40,16 @@ static __attribute__((noinline)) cudaError_t after_sync(lg_preload_binding_t *b,
     return (cudaError_t)lg_runtime_deliver_async((int)e);
 }
 
+/* An application's call returned cudaErrorAssert: a device-side assert fired. Core/asserted.c
+ * reports it once unless a report explains it (here for preload.c's error queries and launches
+ * too: calls go preload.c -> preload_sync.c). */
+void lg_preload_assert_seen(lg_preload_binding_t *b, const char *api, bool at_query)
+{
+    if (lg_runtime_in_library)
+        return;
+    lg_asserted_found(lg_preload_runtime(b), api, at_query);
+}
+
 /* A device-side assert surfaced here: every thread's outstanding verdicts are read first (the
  * kernel that asserted may be one labelguard checked, whose report then explains it), then
  * lg_preload_assert_seen reports it unless one does. */
@@ -47,7 +57,7 @@ static __attribute__((noinline, cold)) cudaError_t asserted(lg_preload_binding_t
 {
     if (!lg_runtime_in_library && (lg_verdicts_pending() || lg_verdicts_orphaned()) && lg_start_ensure())
         lg_launch_poll(lg_preload_runtime(b), LG_COLLECT_SYNC_ALL, NULL);
-    lg_preload_assert_seen(b, api);
+    lg_preload_assert_seen(b, api, true);
     return lg_runtime_in_library ? e : (cudaError_t)lg_runtime_deliver_async((int)e);
 }
 
