@@ -74,7 +74,8 @@ static int read_slot(const lg_counter_slot_t *s, int si, lg_recent_launch_t *out
         lg_recent_launch_t *r = &out[k];
         r->func = (const void *)(uintptr_t)__atomic_load_n(&e->func, __ATOMIC_RELAXED);
         r->stream = (const void *)(uintptr_t)__atomic_load_n(&e->stream, __ATOMIC_RELAXED);
-        uint64_t g = __atomic_load_n(&e->grid_xy, __ATOMIC_RELAXED), b = __atomic_load_n(&e->block_xy, __ATOMIC_RELAXED);
+        uint64_t g = __atomic_load_n(&e->grid_xy, __ATOMIC_RELAXED),
+                 b = __atomic_load_n(&e->block_xy, __ATOMIC_RELAXED);
         r->grid[0] = (unsigned)g, r->grid[1] = (unsigned)(g >> 32);
         r->grid[2] = __atomic_load_n(&e->grid_z, __ATOMIC_RELAXED);
         r->block[0] = (unsigned)b, r->block[1] = (unsigned)(b >> 32);

@@ -24,7 +24,7 @@
 
 #include "core/core.h"
 
-#define MAX_CANDIDATES 48
+#define MAX_CANDIDATES   48
 #define PER_OTHER_THREAD 4
 
 static _Atomic int reported;

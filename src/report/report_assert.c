@@ -13,8 +13,8 @@
 
 #include "report/report.h"
 
-#define TEXT_CAP 8192
-#define TEXT_MINE 8   /* the finder's launches shown on stderr; the log has them all */
+#define TEXT_CAP    8192
+#define TEXT_MINE   8 /* the finder's launches shown on stderr; the log has them all */
 #define TEXT_OTHERS 6 /* other threads' */
 
 static void dims_json(lg_json_t *j, const char *key, const unsigned d[3])
@@ -82,11 +82,12 @@ static void candidate_text(char *out, size_t cap, int *n_, const lg_assert_candi
     APPEND("    ");
     if (with_tid)
         APPEND("tid %d%s: ", c->tid, c->shared_slot ? " (and others)" : "");
-    APPEND("%s grid [%u,%u,%u] block [%u,%u,%u] stream 0x%" PRIxPTR "%s", lg_text_safe(c->kernel, kernel, sizeof kernel),
-           c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2], (uintptr_t)c->stream,
-           c->checked ? " (checked by labelguard)" : "");
+    APPEND("%s grid [%u,%u,%u] block [%u,%u,%u] stream 0x%" PRIxPTR "%s",
+           lg_text_safe(c->kernel, kernel, sizeof kernel), c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1],
+           c->block[2], (uintptr_t)c->stream, c->checked ? " (checked by labelguard)" : "");
     if (c->python && py_line(c->python, line, sizeof line)[0])
-        APPEND(", launched at %s%s", line, c->python->from_main_thread ? " (the main thread's line: its own thread ran no Python)" : "");
+        APPEND(", launched at %s%s", line,
+               c->python->from_main_thread ? " (the main thread's line: its own thread ran no Python)" : "");
     APPEND("\n");
     *n_ = n;
 }
