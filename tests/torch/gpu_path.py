@@ -85,6 +85,11 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   unpool          F.max_unpool2d with an index one past its 4 x 4 output plane: blocked before
                   max_unpooling2d_forward_kernel asserts (ids[6] = 16, bound 16); valid indices
                   then run and the context lives on (also on the double)
+  device_assert   torch.bernoulli(p) with one p = 1.5, LABELGUARD_LAUNCH_SITES=all: an assert labelguard
+                  does not check before launch (`0 <= p && p <= 1`) fires; torch raises CUDA's own
+                  error and the log has one device_assert event whose candidates (this thread's
+                  launches) hold the bernoulli kernel with its Python line (the double does not
+                  run torch's bernoulli: SKIP there; tests/torch-fake/test_device_assert.sh)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
   embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
@@ -657,6 +662,18 @@ def child_unpool(torch, F):
     _emit(bad=b, good=g, torch=torch.__version__)
 
 
+def child_device_assert(torch, F):
+    p = torch.full((64,), 0.5)
+    p[17] = 1.5
+    p = p.cuda()  # made on the CPU, copied
+
+    def draw():
+        torch.bernoulli(p)
+        torch.cuda.synchronize()
+
+    _emit(bad=_try(draw), torch=torch.__version__)
+
+
 CHILDREN = {
     "bad_label": child_bad_label, "graph_reuse": child_graph_reuse, "replay_text": child_replay_text,
     "index_cost": child_index_cost, "bce_cost": child_bce_cost, "bce_graph": child_bce_graph, "profiler": child_profiler, "async_exit": child_async_exit,
@@ -668,7 +685,7 @@ CHILDREN = {
     "threads_mask": child_threads_mask, "graph_into": child_graph_into,
     "embedding_step": child_embedding_step,
     "index_put_acc": child_index_put_acc, "assert_async": child_assert_async, "sampling": child_sampling,
-    "unpool": child_unpool,
+    "unpool": child_unpool, "device_assert": child_device_assert,
 }
 
 
@@ -1065,6 +1082,29 @@ def case_unpool(ctx):
     return "PASS", detail
 
 
+def case_device_assert(ctx):
+    if ctx.fake:
+        return "SKIP", "the double runs torch's bernoulli kernel as a no-op (tests/torch-fake/test_device_assert.sh)"
+    rc, obs, ev, err = spawn(ctx, "device_assert", "device_assert", {"LABELGUARD_LAUNCH_SITES": "all"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    bad, d = obs["bad"], of(ev, "device_assert")
+    if not (bad.get("raised") and "device-side assert" in bad.get("text", "")):
+        return "FAIL", "torch %s: bernoulli with p = 1.5 did not assert: %s" % (obs.get("torch"), bad)
+    if len(d) != 1:
+        return "FAIL", "%d device_assert events (want 1)" % len(d)
+    mine = [c for c in d[0].get("candidates", []) if c.get("finding_thread")]
+    hit = [c for c in mine if "ernoulli" in (c.get("symbol") or "")]
+    detail = "torch %s: found at %s; candidates %s" % (obs.get("torch"), d[0].get("found_at"),
+                                                      [c.get("kernel") for c in mine][:4])
+    if not hit:
+        return "FAIL", detail + "; no bernoulli kernel among them"
+    lines = [f.get("function") for f in hit[0].get("python_stack", [])]
+    if "draw" not in lines:
+        return "FAIL", detail + "; its launch line is not draw(): %s" % lines
+    return "PASS", detail
+
+
 def case_capture_logits(ctx):
     rc, obs, ev, err = spawn(ctx, "capture_logits", "capture_logits", {"LABELGUARD_ACTION": "raise"})
     if obs is None:
@@ -1387,7 +1427,7 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("compiled", case_compiled), ("embedding_async", case_embedding_async),
          ("embedding_graph", case_embedding_graph), ("index_put_acc", case_index_put_acc),
          ("assert_async", case_assert_async), ("sampling", case_sampling),
-         ("unpool", case_unpool)]
+         ("unpool", case_unpool), ("device_assert", case_device_assert)]
 
 
 def main():
