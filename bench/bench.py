@@ -35,6 +35,11 @@ LD_PRELOAD=BUILD/liblabelguard.so:
               on the CUDA 12 wheel too), the library's registered_kernels from its start event,
               the instructions it adds to registering torch 2.15's kernels (callgrind,
               BUILD/bench/register_loop), and ms per step of a small training loop; with/without ratios.
+  launch_site, launch_sites_all  ns a watched async launch pays to record its site (20 Python
+              frames deep, tests/pystack_probe.so); ns LABELGUARD_LAUNCH_SITES=all adds to every
+              launch (each one's frames kept for the report of a device-side assert nothing
+              checked; build/progs/libassertpy.so launching on the double, against the default,
+              interleaved, medians).
   compiled_index  a torch.compile'd training step whose ids are GPT-2's batch (8 x 1024 tokens,
               vocabulary 50257; a small model after the embedding), with and without labelguard's
               check_index, compiled and timed interleaved in one process under `labelguard run`
@@ -315,6 +320,34 @@ def launch_site(build, quick):
     return {"python": sys.version.split()[0], "frames": 20, "ns_per_site": site, "ns_python_record": rec}
 
 
+def launch_sites_all(build, quick):
+    """What LABELGUARD_LAUNCH_SITES=all adds to every launch (its Python frames kept for the
+    report of an unchecked device assert), against the default, in a real interpreter 20 frames
+    deep: build/progs/libassertpy.so's lgas_clean(n) launches n kernels on the double, timed
+    inside, the two settings interleaved, medians."""
+    lib = os.path.join(build, "progs", "libassertpy.so")
+    n = 20000 if quick else 100000
+    reps = 3 if quick else 7
+    code = ("import ctypes, sys, time\n"
+            "l = ctypes.CDLL(sys.argv[1])\n"
+            "l.lgas_clean(10)\n"
+            "def d(k):\n"
+            "    if k:\n"
+            "        return d(k - 1)\n"
+            "    t = time.perf_counter(); l.lgas_clean(%d); return time.perf_counter() - t\n"
+            "print(d(17))\n" % n)
+    ns = {"checked": [], "all": []}
+    for _ in range(reps):
+        for sites in ("checked", "all"):
+            env = dict(env_for(build, True), LABELGUARD_LAUNCH_SITES=sites)
+            p = subprocess.run([sys.executable, "-c", code, lib], env=env, capture_output=True, text=True, timeout=300)
+            if p.returncode != 0:
+                raise RuntimeError("lgas_clean loop failed: %s" % p.stderr[-300:])
+            ns[sites].append(float(p.stdout.split()[-1]) * 1e9 / n)
+    a, c = statistics.median(ns["all"]), statistics.median(ns["checked"])
+    return {"frames": 20, "launches": n, "ns_per_launch_checked": c, "ns_per_launch_all": a, "added_ns_per_launch": a - c}
+
+
 def compiled_index(build, quick):
     """The check of a compiled step's ids: compiled_index.py perf prints both medians."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -367,6 +400,7 @@ def main():
                           ("startup", startup, None), ("host_validate", host_validate, None),
                           ("host_scan", host_scan, None), ("bce_call", bce_call, None),
                           ("logprob_check", logprob_check, None), ("launch_site", launch_site, None),
+                          ("launch_sites_all", launch_sites_all, None),
                           ("exceptions", exceptions, None), ("torch", torch_real, None),
                           ("compiled_index", compiled_index, None)):
         if need and not shutil.which(need):
@@ -421,6 +455,8 @@ def main():
     ls = out.get("launch_site", {})
     print("%-52s %14s %10s" % ("async launch site, ns per watched launch (20 frames)", g(ls, "ns_per_site", "%.0f"), "<= 500"))
     print("%-52s %14s %10s" % ("  of which the Python record, ns", g(ls, "ns_python_record", "%.0f"), ""))
+    la = out.get("launch_sites_all", {})
+    print("%-52s %14s %10s" % ("LABELGUARD_LAUNCH_SITES=all, ns added per launch", g(la, "added_ns_per_launch", "%.0f"), "info"))
     print("%-52s %14s %10s" % ("C++ throw/catch, with/without ratio", g(ex, "ratio", "%.3f"), "~1"))
     print("%-52s %14s %10s" % ("  ns per throw without / with", "%s / %s" % (g(ex, "ns_per_throw_without", "%.0f"), g(ex, "ns_per_throw_with", "%.0f")), ""))
     tr = out["torch"] if isinstance(out.get("torch"), dict) else {}
