@@ -223,6 +223,7 @@ struct lg_recent_entry {
     uint64_t grid_xy, block_xy; /* x | y << 32 */
     uint32_t grid_z, block_z;
     uint64_t seq;
+    uint64_t pad[2]; /* 64 bytes: an entry is one shift away, and one cache line */
 };
 typedef struct lg_counter_slot {
     _Atomic uint64_t launches;
