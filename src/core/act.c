@@ -303,7 +303,8 @@ static void fill_violation(const lg_runtime_t *rt, lg_violation_t *v, const lg_a
         assert_cause(v, msg);
     } else if (lg_scan_is_float(in->target->dtype)) {
         v->cause = lg_cause_classify_range(in->target, in->verdict);
-        lg_cause_explain_range(v->cause, in->target, in->verdict, v->cause_text, sizeof v->cause_text);
+        lg_cause_explain_family_range(v->cause, in->target, in->verdict, info->spec ? info->spec->family : NULL,
+                                      v->cause_text, sizeof v->cause_text);
     } else if (info->spec && info->spec->ids) {
         lg_ids_facts_t facts;
         ids_facts(in, &v->python, &facts);

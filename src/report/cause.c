@@ -88,6 +88,35 @@ const char *lg_cause_range_target_fix(void)
            "built (soft labels: clamp them to [0, 1])";
 }
 
+static bool bernoulli(const char *family) { return family && !strcmp(family, "bernoulli"); }
+
+const char *lg_cause_range_fix(lg_cause_t c, const char *family)
+{
+    if (bernoulli(family) && c == LG_CAUSE_NO_SIGMOID)
+        return "apply torch.sigmoid to the logits first, or draw with torch.distributions.Bernoulli(logits=...)";
+    return lg_cause_fix(c);
+}
+
+void lg_cause_explain_family_range(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, const char *family,
+                                   char *out, size_t out_len)
+{
+    if (!bernoulli(family) || t->rule == LG_SCAN_RULE_PROBS) {
+        lg_cause_explain_range(c, t, v, out, out_len);
+        return;
+    }
+    bool single = t->dtype != LG_DTYPE_FLOAT64;
+    char lo[40], hi[40];
+    lg_json_format_float(lo, sizeof lo, lg_scan_float(t->dtype, v->min), single);
+    lg_json_format_float(hi, sizeof hi, lg_scan_float(t->dtype, v->max), single);
+    if (c == LG_CAUSE_NAN_INPUT)
+        snprintf(out, out_len, "the probabilities given to torch.bernoulli are NaN: %s", lg_cause_fix(c));
+    else
+        snprintf(out, out_len,
+                 "torch.bernoulli draws with probabilities in [0, 1], these span [%s, %s]: they look like raw logits "
+                 "or an unnormalized score; %s",
+                 lo, hi, lg_cause_range_fix(c, family));
+}
+
 const char *lg_cause_fix(lg_cause_t c) { return (unsigned)c <= LG_CAUSE_OTHER ? fixes[c] : fixes[LG_CAUSE_OTHER]; }
 
 /* True when every sampled offending value satisfies pred. */

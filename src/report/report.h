@@ -116,6 +116,11 @@ LG_HIDDEN void lg_cause_explain_ids(lg_cause_t c, const lg_target_t *t, const lg
 LG_HIDDEN lg_cause_t lg_cause_classify_range(const lg_target_t *t, const lg_verdict_t *v);
 /* The fix for a bad BCE target (operand 1 of a range kernel, cause other). */
 LG_HIDDEN const char *lg_cause_range_target_fix(void);
+/* A range target of `family` (bernoulli: torch.bernoulli's p) in its own words; any other
+ * family as lg_cause_explain_range. And the fix alone, for the one-line raise message. */
+LG_HIDDEN void lg_cause_explain_family_range(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v,
+                                             const char *family, char *out, size_t out_len);
+LG_HIDDEN const char *lg_cause_range_fix(lg_cause_t c, const char *family);
 LG_HIDDEN void lg_cause_explain_range(lg_cause_t c, const lg_target_t *t, const lg_verdict_t *v, char *out,
                                       size_t out_len);
 /* ---------------------------------------------------------------- report.c */

@@ -85,8 +85,14 @@ static const char *probs_index(const lg_target_t *t, const lg_sample_t *s, char 
         snprintf(buf, len, "probs[%" PRId64 ", %" PRId64 "]", s->index / cols, s->index % cols);
     return buf;
 }
-/* Which operand of a range kernel the values are: BCE's input (0) or its target (1). */
-static const char *operand(const lg_violation_t *v) { return v->target.operand == 1 ? "target" : "input"; }
+static const char *family(const lg_violation_t *v) { return v->spec ? v->spec->family : NULL; }
+/* Which operand of a range kernel the values are: BCE's input (0) or its target (1); torch.bernoulli's p. */
+static const char *operand(const lg_violation_t *v)
+{
+    if (family(v) && !strcmp(family(v), "bernoulli"))
+        return "p";
+    return v->target.operand == 1 ? "target" : "input";
+}
 static const char *fmt_value(const lg_target_t *t, int64_t raw, char *buf, size_t len)
 {
     lg_json_format_float(buf, len, lg_scan_float(t->dtype, raw), t->dtype != LG_DTYPE_FLOAT64);
@@ -435,7 +441,8 @@ void lg_text_error_message(const lg_violation_t *v, const char *log_path, char *
                  v->late ? "the kernel ran on these values as they were (checked after it ran); its device-side "
                            "assert may have fired"
                          : "launch blocked, the CUDA context is intact",
-                 lg_cause_name(cause), t->operand == 1 ? lg_cause_range_target_fix() : lg_cause_fix(cause), path0);
+                 lg_cause_name(cause),
+                 t->operand == 1 ? lg_cause_range_target_fix() : lg_cause_range_fix(cause, family(v)), path0);
         return;
     }
     char what[160];
