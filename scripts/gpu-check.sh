@@ -20,8 +20,9 @@
 #              busy loop, torch.profiler after enable, torch.compile,
 #              capture-to-graph losses against eager (torch.cond bodies;
 #              graph_into), torch.multinomial's probabilities (sampling),
-#              max_unpool2d indices (unpool), an unchecked assert turned into
-#              a device_assert report (device_assert)
+#              max_unpool2d indices (unpool), torch.bernoulli's p (bernoulli),
+#              an unchecked assert turned into a device_assert report
+#              (device_assert)
 #              (see that file's docstring)
 #   scenarios  real PyTorch training loops x actions                       tests/torch/run_scenarios.py
 #   test-gpu   validator vs CPU scan, e2e programs on the real runtime,    tests/gpu/run.sh

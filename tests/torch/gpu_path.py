@@ -85,11 +85,14 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   unpool          F.max_unpool2d with an index one past its 4 x 4 output plane: blocked before
                   max_unpooling2d_forward_kernel asserts (ids[6] = 16, bound 16); valid indices
                   then run and the context lives on (also on the double)
-  device_assert   torch.bernoulli(p) with one p = 1.5, LABELGUARD_LAUNCH_SITES=all: an assert labelguard
-                  does not check before launch (`0 <= p && p <= 1`) fires; torch raises CUDA's own
-                  error and the log has one device_assert event whose candidates (this thread's
-                  launches) hold the bernoulli kernel with its Python line (the double does not
-                  run torch's bernoulli: SKIP there; tests/torch-fake/test_device_assert.sh)
+  bernoulli       torch.bernoulli(p) with p[17] = 1.5: blocked before kernelPointwiseApply2 asserts
+                  `0 <= p && p <= 1` (no_sigmoid); a float16 p (converted to float32 by a copy
+                  kernel the double does not run) and a valid p then run, the context alive
+  device_assert   torch.poisson(rates) with one rate -1, LABELGUARD_LAUNCH_SITES=all: an assert
+                  labelguard does not check before launch (`lambda >= 0`) fires; torch raises
+                  CUDA's own error and the log has one device_assert event whose candidates (this
+                  thread's launches) hold the poisson kernel with its Python line (the double does
+                  not run torch's poisson: SKIP there; tests/torch-fake/test_device_assert.sh)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
   embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
@@ -663,15 +666,24 @@ def child_unpool(torch, F):
 
 
 def child_device_assert(torch, F):
-    p = torch.full((64,), 0.5)
-    p[17] = 1.5
-    p = p.cuda()  # made on the CPU, copied
+    rates = torch.full((64,), 2.0)
+    rates[17] = -1.0
+    rates = rates.cuda()  # made on the CPU, copied
 
     def draw():
-        torch.bernoulli(p)
+        torch.poisson(rates)
         torch.cuda.synchronize()
 
     _emit(bad=_try(draw), torch=torch.__version__)
+
+
+def child_bernoulli(torch, F):
+    p = torch.full((64,), 0.5)
+    p[17] = 1.5
+    bad = _try(lambda: (torch.bernoulli(p.cuda()), torch.cuda.synchronize())[-1])
+    half = _try(lambda: torch.bernoulli(torch.full((64,), 0.5).half().cuda()).float().sum().item())
+    good = _try(lambda: torch.bernoulli(torch.full((64,), 1.0).cuda()).sum().item())
+    _emit(bad=bad, half=half, good=good, torch=torch.__version__)
 
 
 CHILDREN = {
@@ -685,7 +697,7 @@ CHILDREN = {
     "threads_mask": child_threads_mask, "graph_into": child_graph_into,
     "embedding_step": child_embedding_step,
     "index_put_acc": child_index_put_acc, "assert_async": child_assert_async, "sampling": child_sampling,
-    "unpool": child_unpool, "device_assert": child_device_assert,
+    "unpool": child_unpool, "device_assert": child_device_assert, "bernoulli": child_bernoulli,
 }
 
 
@@ -1084,24 +1096,45 @@ def case_unpool(ctx):
 
 def case_device_assert(ctx):
     if ctx.fake:
-        return "SKIP", "the double runs torch's bernoulli kernel as a no-op (tests/torch-fake/test_device_assert.sh)"
+        return "SKIP", "the double runs torch's poisson kernel as a no-op (tests/torch-fake/test_device_assert.sh)"
     rc, obs, ev, err = spawn(ctx, "device_assert", "device_assert", {"LABELGUARD_LAUNCH_SITES": "all"})
     if obs is None:
         return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
     bad, d = obs["bad"], of(ev, "device_assert")
     if not (bad.get("raised") and "device-side assert" in bad.get("text", "")):
-        return "FAIL", "torch %s: bernoulli with p = 1.5 did not assert: %s" % (obs.get("torch"), bad)
+        return "FAIL", "torch %s: poisson with a rate of -1 did not assert: %s" % (obs.get("torch"), bad)
     if len(d) != 1:
         return "FAIL", "%d device_assert events (want 1)" % len(d)
     mine = [c for c in d[0].get("candidates", []) if c.get("finding_thread")]
-    hit = [c for c in mine if "ernoulli" in (c.get("symbol") or "")]
+    hit = [c for c in mine if "oisson" in (c.get("symbol") or "")]
     detail = "torch %s: found at %s; candidates %s" % (obs.get("torch"), d[0].get("found_at"),
                                                       [c.get("kernel") for c in mine][:4])
     if not hit:
-        return "FAIL", detail + "; no bernoulli kernel among them"
+        return "FAIL", detail + "; no poisson kernel among them"
     lines = [f.get("function") for f in hit[0].get("python_stack", [])]
     if "draw" not in lines:
         return "FAIL", detail + "; its launch line is not draw(): %s" % lines
+    return "PASS", detail
+
+
+def case_bernoulli(ctx):
+    rc, obs, ev, err = spawn(ctx, "bernoulli", "bernoulli", {"LABELGUARD_ACTION": "raise"})
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    viol = [v for v in of(ev, "violation") if v.get("family") == "bernoulli"]
+    if ctx.fake:  # the float16 p's float32 copy holds no values on the double: only the bad call is judged
+        viol = [v for v in viol if [s.get("index") for s in v.get("bad", {}).get("samples", [])][:1] == [17]]
+    bad, half, good = obs["bad"], obs["half"], obs["good"]
+    detail = "torch %s: raised=%s, %d violations; then %s" % (obs.get("torch"), bad.get("raised"), len(viol),
+                                                              good.get("value"))
+    if not (bad.get("raised") and "p[17] = 1.5" in bad.get("text", "") and "device-side assert" not in bad.get("text", "")):
+        return "FAIL", detail + "; bad=%s" % bad
+    if len(viol) != 1 or viol[0].get("cause") != "no_sigmoid" or viol[0].get("outcome") != "blocked":
+        return "FAIL", detail + "; violations %s" % [(v.get("cause"), v.get("outcome")) for v in viol]
+    if ctx.fake:
+        return "PASS", detail + " (the float16 p judged on a GPU only)"
+    if half.get("raised") or good.get("raised") or good.get("value") != 64.0:
+        return "FAIL", detail + "; half=%s good=%s" % (half, good)
     return "PASS", detail
 
 
@@ -1427,7 +1460,7 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("compiled", case_compiled), ("embedding_async", case_embedding_async),
          ("embedding_graph", case_embedding_graph), ("index_put_acc", case_index_put_acc),
          ("assert_async", case_assert_async), ("sampling", case_sampling),
-         ("unpool", case_unpool), ("device_assert", case_device_assert)]
+         ("unpool", case_unpool), ("bernoulli", case_bernoulli), ("device_assert", case_device_assert)]
 
 
 def main():
