@@ -503,6 +503,84 @@ static void test_model_line(void)
     g_free(dir);
 }
 
+/* The device_assert event: where it was found, the candidates (the finder's, with a recorded
+ * launch line, then another thread's), and the stderr block that lists them. */
+static const jc_value_t *nth(const jc_value_t *v, const char *path, int i)
+{
+    const jc_value_t *a = jc_path(v, path);
+    g_assert_true(a && a->type == JC_ARRAY && i < a->n);
+    return a->items[i];
+}
+
+static void test_device_assert(void)
+{
+    char *dir = fresh("device_assert");
+    static lg_py_stack_t found, launched;
+    memset(&found, 0, sizeof found);
+    memset(&launched, 0, sizeof launched);
+    found.n = 1;
+    snprintf(found.frames[0].file, sizeof found.frames[0].file, "train.py");
+    snprintf(found.frames[0].function, sizeof found.frames[0].function, "train");
+    found.frames[0].line = 47;
+    launched = found;
+    launched.frames[0].line = 42;
+    lg_assert_candidate_t c[2];
+    memset(c, 0, sizeof c);
+    snprintf(c[0].kernel, sizeof c[0].kernel, "lgas_histogram");
+    c[0].symbol = "_Z14lgas_histogramPKiiiPi";
+    c[0].grid[0] = c[0].grid[1] = c[0].grid[2] = 1;
+    c[0].block[0] = 128, c[0].block[1] = c[0].block[2] = 1;
+    c[0].tid = 100, c[0].finder = true, c[0].python = &launched;
+    snprintf(c[1].kernel, sizeof c[1].kernel, "embedding_backward_kernel");
+    c[1].grid[0] = 4, c[1].grid[1] = c[1].grid[2] = 1;
+    c[1].block[0] = 256, c[1].block[1] = c[1].block[2] = 1;
+    c[1].stream = (const void *)0x5000, c[1].tid = 101, c[1].checked = true;
+    lg_assert_report_t r;
+    memset(&r, 0, sizeof r);
+    r.api = "cudaStreamSynchronize";
+    r.python = found;
+    r.n = 2;
+    r.c = c;
+    capture_begin();
+    lg_report_device_assert(&r);
+    char *err = capture_end();
+    g_test_message("stderr:\n%s", err);
+    g_assert_nonnull(strstr(err, "labelguard: a device-side assert fired in a kernel labelguard does not check"));
+    g_assert_nonnull(strstr(err, "returned by cudaStreamSynchronize"));
+    g_assert_nonnull(strstr(err, "  found at: train.py:47 in train\n"));
+    g_assert_nonnull(strstr(err, "\n    lgas_histogram grid [1,1,1] block [128,1,1] stream 0x0, launched at "
+                                 "train.py:42 in train\n"));
+    g_assert_nonnull(strstr(err, "\n    tid 101: embedding_backward_kernel grid [4,1,1] block [256,1,1] stream "
+                                 "0x5000 (checked by labelguard)\n"));
+    g_assert_nonnull(strstr(err, "rerun with CUDA_LAUNCH_BLOCKING=1\n")); /* sites recorded: no more to ask */
+
+    char *host = expected_host();
+    char *path = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)getpid());
+    GPtrArray *lines = read_log(path);
+    g_assert_cmpuint(lines->len, ==, 1);
+    const jc_value_t *e = lines->pdata[0];
+    check_common(e, "device_assert");
+    g_assert_cmpint(int_at(e, "error"), ==, 710);
+    g_assert_cmpstr(str_at(e, "error_name"), ==, "cudaErrorAssert");
+    g_assert_cmpstr(str_at(e, "found_at"), ==, "cudaStreamSynchronize");
+    g_assert_cmpint(int_at(nth(e, "python_stack", 0), "line"), ==, 47);
+    const jc_value_t *c0 = nth(e, "candidates", 0), *c1 = nth(e, "candidates", 1);
+    g_assert_cmpstr(str_at(c0, "kernel"), ==, "lgas_histogram");
+    g_assert_cmpstr(str_at(c0, "symbol"), ==, "_Z14lgas_histogramPKiiiPi");
+    g_assert_cmpint(int_at(nth(c0, "python_stack", 0), "line"), ==, 42);
+    g_assert_cmpint(nth(c0, "block", 0)->i, ==, 128);
+    g_assert_null(jc_path(c0, "native_stack")); /* a recorded launch has no native part */
+    g_assert_cmpint(int_at(c1, "thread"), ==, 101);
+    g_assert_true(is_null(c1, "symbol"));
+    g_assert_cmpstr(str_at(c1, "stream"), ==, "0x5000");
+    g_assert_null(jc_path(c1, "python_stack"));
+    g_ptr_array_unref(lines);
+    g_free(path);
+    g_free(host);
+    g_free(err);
+    g_free(dir);
+}
+
 static void check_rank_file(const char *env_setup[], const char *suffix, long long rank, long long local_rank)
 {
     char *dir = fresh("rank");
@@ -1033,6 +1111,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/range_launched", test_range_launched);
     g_test_add_func("/report/range_late_message", test_range_late_message);
     g_test_add_func("/report/model_line", test_model_line);
+    g_test_add_func("/report/device_assert", test_device_assert);
     g_test_add_func("/report/rank_naming", test_rank_naming);
     g_test_add_func("/report/start_and_summary", test_start_and_summary);
     g_test_add_func("/report/warnings", test_warnings);
