@@ -86,6 +86,7 @@ static const kcase_t cases[] = {
 #define N_MARGIN_SPECS 6
 #define N_ASSERT_SPECS 1 /* _assert_async_cuda_kernel: decoded by asserts.c (test_asserts.c) */
 #define N_UNPOOL_SPECS   1 /* max_unpooling2d_forward_kernel (test_unpool_bound) */
+#define N_BERNOULLI_SPECS 12 /* torch.bernoulli's p in its TensorInfo (test_bernoulli_tensorinfo) */
 #define N_PROBS_SPECS    8 /* torch.multinomial: renormRowsL1, the sampling kernel; 4 dtypes each (test_probs_key) */
 #define N_RANGE_SPECS 20 /* 8 + 8 for the at::detail::Array releases + 4 strided closures */
 
@@ -139,7 +140,7 @@ static void test_every_builtin(void)
 {
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -400,7 +401,7 @@ static void test_ids_builtins(void)
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
     for (int i = 0; i < N_NAMED_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -508,7 +509,7 @@ static void test_named_index(void)
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -659,7 +660,7 @@ static void test_range_builtins(void)
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("kernel %s", k[i].spec);
         char why[512] = "";
@@ -890,6 +891,60 @@ static void test_unpool_bound(void)
                         "n_classes_times=0,0,4\n";
     g_assert_cmpint(lg_spec_parse(range, strlen(range), "t", &sp, 1, err, sizeof err), ==, -1);
     g_assert_nonnull(strstr(err, "only with target_kind=labels or ids"));
+}
+
+/* torch.bernoulli's p, read from kernelPointwiseApply2's TensorInfo<float, unsigned> (data, 25
+ * sizes at 8, 25 strides at 108): every other element of a vector (BDims 1, the count from
+ * totalElements, the stride from the TensorInfo), and a transposed matrix (BDims 2, the count
+ * from the sizes). The 2.15 kernel's names (torch-fake/test_bernoulli.sh launches them). */
+static void test_bernoulli_tensorinfo(void)
+{
+    char why[256] = "";
+    lg_registry_init_with(NULL, NULL);
+    const char *one = "_ZN2at4cuda57_GLOBAL__N__4097cdb0_24_DistributionBernoulli_cu_7537a20d21kernelPointwiseApply2IZNS_"
+                      "6native9templates4cuda28bernoulli_tensor_cuda_kernelIffEEvRKNS_10TensorBaseES9_NS_15PhiloxCuda"
+                      "StateEEUliRfSB_SB_SB_RKfSD_SD_SD_E_fSC_jLi1ELi1ELi4ELi512ELi2EEEvNS0_6detail10TensorInfoIT0_T2_"
+                      "EENSG_IT1_SI_EESI_T_";
+    const lg_spec_t *s = lg_registry_find(one, NULL, -1, why, sizeof why);
+    g_assert_nonnull(s);
+    g_assert_cmpstr(s->family, ==, "bernoulli");
+    g_assert_true(s->range);
+    unsigned char a[216] = {0}, b[216] = {0}, op[32] = {0};
+    uint64_t data = 0x7000;
+    uint32_t total = 20, size = 20, stride = 2;
+    memcpy(b, &data, 8);
+    memcpy(b + 8, &size, 4);
+    memcpy(b + 108, &stride, 4);
+    void *args[4] = {a, b, &total, op};
+    unsigned grid[3] = {1, 1, 1};
+    lg_target_t t;
+    g_assert_cmpint(lg_decode(s, LG_DTYPE_FLOAT32, args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpuint(t.data, ==, 0x7000);
+    g_assert_cmpint(t.count, ==, 20);
+    g_assert_cmpint(t.ndim, ==, 1);
+    g_assert_cmpint(t.strides[0], ==, 2);
+    g_assert_cmpint(t.dtype, ==, LG_DTYPE_FLOAT32);
+
+    char two[1024];
+    snprintf(two, sizeof two, "%s", one);
+    char *dims = strstr(two, "jLi1ELi1ELi4E");
+    g_assert_nonnull(dims);
+    memcpy(dims, "jLi1ELi2ELi4E", 13);
+    s = lg_registry_find(two, NULL, -1, why, sizeof why);
+    g_assert_nonnull(s);
+    uint32_t sizes[2] = {5, 6}, strides[2] = {1, 5};
+    memcpy(b + 8, sizes, 8);
+    memcpy(b + 108, strides, 8);
+    total = 30;
+    g_assert_cmpint(lg_decode(s, LG_DTYPE_FLOAT32, args, grid, &t, why, sizeof why), ==, 0);
+    g_assert_cmpint(t.count, ==, 30);
+    g_assert_cmpint(t.ndim, ==, 2);
+    g_assert_cmpint(t.sizes[0], ==, 5);
+    g_assert_cmpint(t.strides[1], ==, 5);
+
+    /* Three or more collapsed dimensions (BDims -1): not watched. */
+    memcpy(dims, "jLi1ELin1ELi4E", 14);
+    g_assert_null(lg_registry_find(two, NULL, -1, why, sizeof why));
 }
 
 /* targets=N, the constant form: range kernels only, N operand pointers inside the parameter,
@@ -1191,7 +1246,7 @@ static void test_margin_specs(void)
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(m); i++) {
         g_test_message("spec %s", m[i].spec);
         const lg_spec_t *s = spec_named(m[i].spec);
@@ -1232,6 +1287,7 @@ int main(int argc, char **argv)
     g_test_add_func("/decode/range-key", test_range_key);
     g_test_add_func("/decode/probs-key", test_probs_key);
     g_test_add_func("/decode/unpool-bound", test_unpool_bound);
+    g_test_add_func("/decode/bernoulli-tensorinfo", test_bernoulli_tensorinfo);
     g_test_add_func("/decode/range-operands-key", test_range_operands_key);
     g_test_add_func("/decode/range-closure", test_range_closure);
     g_test_add_func("/decode/closure-index64", test_closure_index64);

@@ -42,8 +42,10 @@ static void reset_warnings(void)
 #define ASSERT_SPECS 1 /* torch._assert_async's condition */
 #define PROBS_SPECS       8 /* torch.multinomial: renormRowsL1 and the sampling kernel, 4 dtypes each */
 #define UNPOOL_SPECS      1 /* max_unpooling2d_forward_kernel: ids against outputHeight * outputWidth */
+#define BERNOULLI_SPECS   12 /* torch.bernoulli's p: 2 dtypes x 3 layouts x 2 Philox capture sizes */
 #define BUILTIN_SPECS \
-    (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS + PROBS_SPECS + UNPOOL_SPECS)
+    (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS + PROBS_SPECS + UNPOOL_SPECS + \
+     BERNOULLI_SPECS)
 
 static void test_builtin(void)
 {
@@ -52,7 +54,7 @@ static void test_builtin(void)
     g_assert_cmpint(n_warnings, ==, 0);
     g_assert_cmpint(n, ==, BUILTIN_SPECS);
     g_assert_cmpint(lg_registry_count(), ==, BUILTIN_SPECS);
-    int families[4] = {0, 0, 0, 0}, assert_specs = 0, probs_specs = 0;
+    int families[4] = {0, 0, 0, 0}, assert_specs = 0, probs_specs = 0, bernoulli_specs = 0;
     for (int i = 0; i < n; i++) {
         const lg_spec_t *s = lg_registry_get(i);
         g_assert_nonnull(s);
@@ -68,6 +70,13 @@ static void test_builtin(void)
             g_assert_cmpint(s->count_kind, ==, LG_COUNT_PARAM);
             g_assert_cmpstr(s->no_mask, !=, "");
             probs_specs++;
+            continue;
+        }
+        if (s->range && strcmp(s->family, "bernoulli") == 0) { /* torch.bernoulli's p: [0, 1] */
+            g_assert_cmpint(s->n_classes.param, ==, -1);
+            g_assert_cmpint(s->target_ndim, >=, 1);
+            g_assert_cmpstr(s->no_mask, !=, "");
+            bernoulli_specs++;
             continue;
         }
         if (s->range) { /* BCE's probabilities: [0, 1], no class count */
@@ -102,6 +111,7 @@ static void test_builtin(void)
     g_assert_cmpint(families[3], ==, RANGE_SPECS);
     g_assert_cmpint(assert_specs, ==, ASSERT_SPECS);
     g_assert_cmpint(probs_specs, ==, PROBS_SPECS);
+    g_assert_cmpint(bernoulli_specs, ==, BERNOULLI_SPECS);
     g_assert_null(lg_registry_get(n));
     g_assert_null(lg_registry_get(-1));
 }
