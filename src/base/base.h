@@ -221,7 +221,7 @@ typedef struct lg_counters {
 struct lg_recent_entry {
     uint64_t func, stream;
     uint64_t grid_xy, block_xy; /* x | y << 32 */
-    uint32_t grid_z, block_z;
+    uint32_t grid_z, block_z; /* both 0: a CUDA graph replay (func is its exec; no kernel launch has them 0) */
     uint64_t seq;
     uint64_t pad[2]; /* 64 bytes: an entry is one shift away, and one cache line */
 };
@@ -255,6 +255,8 @@ static inline void lg_counters_count_launch(void)
 LG_HIDDEN void lg_counters_count_watched(void);
 LG_HIDDEN void lg_counters_count_validated(void);
 LG_HIDDEN void lg_counters_count_unchecked(void);
+/* A graph replay kept among the recent launches: not a kernel launch of the summary's. */
+LG_HIDDEN void lg_counters_count_graph(void);
 /* A check made outside a launch (api_check.c, torch.compile's check op) in the summary's
  * watched count, and in validated too when its labels were read. */
 LG_HIDDEN void lg_counters_count_check(bool validated_too);
@@ -375,6 +377,9 @@ static inline void lg_recent_count(bool accepted, const void *func, const void *
     if (LG_LIKELY(accepted))
         lg_recent_store(s, n, func, stream, d);
 }
+/* A CUDA graph replay the runtime accepted (cudaGraphLaunch): kept like a launch, counted as
+ * one in the slot and taken out of the summary's launches again (counters.c). */
+LG_HIDDEN void lg_recent_graph(const void *exec, const void *stream);
 /* The slow path, whose launch lg_counters_count_launch counted before the real call. */
 static inline void lg_recent_note(const void *func, const void *stream, lg_recent_dims_t d)
 {
@@ -388,6 +393,7 @@ typedef struct lg_recent_launch {
     unsigned grid[3], block[3];
     int tid;
     bool shared_slot; /* the slot had more than one thread: tid is its first */
+    bool graph;       /* a CUDA graph replay: func is its exec */
     int age;
     bool has_site;
     lg_py_site_t site; /* LABELGUARD_LAUNCH_SITES=all */

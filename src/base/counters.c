@@ -23,7 +23,7 @@ static lg_counter_slot_t launch_slots[COUNTER_SLOTS];
 static _Atomic unsigned next_slot;
 LG_TLS lg_counter_slot_t *lg_counters_my_slot;
 
-static _Atomic uint64_t watched, validated;
+static _Atomic uint64_t watched, validated, graphs;
 /* Watched launches that ran without a check (every warn_unchecked, whatever the reason). */
 static _Atomic uint64_t unchecked;
 
@@ -52,6 +52,8 @@ void lg_counters_count_validated(void) { atomic_fetch_add(&validated, 1); }
 
 void lg_counters_count_unchecked(void) { atomic_fetch_add(&unchecked, 1); }
 
+void lg_counters_count_graph(void) { atomic_fetch_add_explicit(&graphs, 1, memory_order_relaxed); }
+
 void lg_counters_count_check(bool validated_too)
 {
     atomic_fetch_add(&watched, 1);
@@ -64,7 +66,8 @@ void lg_counters_read(lg_counters_t *out)
     uint64_t n = 0;
     for (int i = 0; i < COUNTER_SLOTS; i++)
         n += atomic_load_explicit(&launch_slots[i].launches, memory_order_relaxed);
-    out->launches = n;
+    uint64_t g = atomic_load_explicit(&graphs, memory_order_relaxed);
+    out->launches = n > g ? n - g : 0;
     out->watched = atomic_load(&watched);
     out->validated = atomic_load(&validated);
     out->unchecked = atomic_load(&unchecked);

@@ -60,6 +60,17 @@ void lg_recent_record_site(lg_counter_slot_t *s, uint64_t n)
     lg_pystack_record(&row[n & (LG_RECENT - 1)]);
 }
 
+void lg_recent_graph(const void *exec, const void *stream)
+{
+    lg_counter_slot_t *s = lg_counters_my_slot;
+    if (!s)
+        s = lg_counters_assign_slot();
+    uint64_t n = __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)&s->launches, n + 1, __ATOMIC_RELAXED);
+    lg_counters_count_graph();
+    lg_recent_store(s, n, exec, stream, (lg_recent_dims_t){0, 0, 0, 0});
+}
+
 /* Slot s's entries from its newest back, at most max of them, into out (cap left). */
 static int read_slot(const lg_counter_slot_t *s, int si, lg_recent_launch_t *out, int cap, int max)
 {
@@ -80,6 +91,7 @@ static int read_slot(const lg_counter_slot_t *s, int si, lg_recent_launch_t *out
         r->grid[2] = __atomic_load_n(&e->grid_z, __ATOMIC_RELAXED);
         r->block[0] = (unsigned)b, r->block[1] = (unsigned)(b >> 32);
         r->block[2] = __atomic_load_n(&e->block_z, __ATOMIC_RELAXED);
+        r->graph = r->grid[2] == 0 && r->block[2] == 0; /* a launch the runtime accepted has neither 0 */
         r->has_site = false;
         if (row && !atomic_load_explicit(&s->shared, memory_order_relaxed)) {
             memcpy(&r->site, &row[n & (LG_RECENT - 1)], sizeof r->site);

@@ -34,9 +34,11 @@ void lg_asserted_after_fork(void) { atomic_store(&reported, 0); }
 static void fill(lg_assert_candidate_t *c, const lg_recent_launch_t *r, bool finder)
 {
     memset(c, 0, sizeof *c);
-    const char *mangled = lg_names_lookup(r->func);
+    const char *mangled = r->graph ? NULL : lg_names_lookup(r->func);
     c->symbol = mangled;
-    if (!mangled || !lg_demangle_short(mangled, c->kernel, sizeof c->kernel))
+    if (r->graph)
+        snprintf(c->kernel, sizeof c->kernel, "CUDA graph replay (exec %p)", r->func);
+    else if (!mangled || !lg_demangle_short(mangled, c->kernel, sizeof c->kernel))
         snprintf(c->kernel, sizeof c->kernel, "%s", mangled ? mangled : "?");
     memcpy(c->grid, r->grid, sizeof c->grid);
     memcpy(c->block, r->block, sizeof c->block);
@@ -45,7 +47,8 @@ static void fill(lg_assert_candidate_t *c, const lg_recent_launch_t *r, bool fin
     c->finder = finder;
     c->shared_slot = r->shared_slot;
     c->age = r->age;
-    lg_kernel_info_t *info = lg_names_info(r->func);
+    c->graph = r->graph;
+    lg_kernel_info_t *info = r->graph ? NULL : lg_names_info(r->func);
     int st = info ? atomic_load_explicit(&info->state, memory_order_acquire) : LG_KSTATE_UNKNOWN;
     c->checked = st == LG_KSTATE_WATCHED || st == LG_KSTATE_GATHER;
     if (r->has_site) {

@@ -138,6 +138,10 @@ static inline cudaError_t graph_launch(lg_preload_binding_t *b, cudaGraphLaunch_
     if (LG_UNLIKELY(lg_runtime_pending_sync) && !lg_runtime_in_library)
         return (cudaError_t)lg_runtime_deliver_async(cudaSuccess);
     cudaError_t e = real(x, s);
+    if (LG_LIKELY(e == cudaSuccess) && !lg_runtime_in_library)
+        lg_recent_graph(x, (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s);
+    else if (e == cudaErrorAssert)
+        lg_preload_assert_seen(b, "cudaGraphLaunch", false);
     if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_runtime_in_library && lg_start_ensure()) {
         if (lg_graphs_launched(x, (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s))
             lg_report_warning_once("graph_unchecked",

@@ -214,6 +214,7 @@ typedef struct lg_assert_candidate {
     bool shared_slot; /* tid is the first of several threads */
     int age;          /* 0: its thread's newest launch */
     bool checked;     /* a kernel labelguard checks before launch */
+    bool graph;       /* a CUDA graph replay: every kernel of the graph is a candidate */
     lg_py_stack_t *python; /* its launch's frames (LABELGUARD_LAUNCH_SITES=all), else NULL */
 } lg_assert_candidate_t;
 typedef struct lg_assert_report {

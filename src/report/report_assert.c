@@ -41,6 +41,8 @@ static void candidate_json(lg_json_t *j, const lg_assert_candidate_t *c)
     snprintf(buf, sizeof buf, "0x%" PRIxPTR, (uintptr_t)c->stream);
     lg_json_string(j, "stream", buf);
     lg_json_bool(j, "checked", c->checked);
+    if (c->graph)
+        lg_json_bool(j, "graph_replay", true);
     if (c->python)
         lg_report_stacks_json(j, NULL, 0, c->python);
     lg_json_end_object(j);
@@ -82,9 +84,13 @@ static void candidate_text(char *out, size_t cap, int *n_, const lg_assert_candi
     APPEND("    ");
     if (with_tid)
         APPEND("tid %d%s: ", c->tid, c->shared_slot ? " (and others)" : "");
-    APPEND("%s grid [%u,%u,%u] block [%u,%u,%u] stream 0x%" PRIxPTR "%s",
-           lg_text_safe(c->kernel, kernel, sizeof kernel), c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1],
-           c->block[2], (uintptr_t)c->stream, c->checked ? " (checked by labelguard)" : "");
+    if (c->graph)
+        APPEND("%s stream 0x%" PRIxPTR ": any kernel of the graph", lg_text_safe(c->kernel, kernel, sizeof kernel),
+               (uintptr_t)c->stream);
+    else
+        APPEND("%s grid [%u,%u,%u] block [%u,%u,%u] stream 0x%" PRIxPTR "%s",
+               lg_text_safe(c->kernel, kernel, sizeof kernel), c->grid[0], c->grid[1], c->grid[2], c->block[0],
+               c->block[1], c->block[2], (uintptr_t)c->stream, c->checked ? " (checked by labelguard)" : "");
     if (c->python && py_line(c->python, line, sizeof line)[0])
         APPEND(", launched at %s%s", line,
                c->python->from_main_thread ? " (the main thread's line: its own thread ran no Python)" : "");

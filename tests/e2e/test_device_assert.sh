@@ -13,6 +13,8 @@
 #   LABELGUARD_LAUNCH_SITES=all: the histogram's candidate names the line that launched it;
 #   the histogram launched from a native thread (autograd's backward runs on its own): it is
 #     another thread's candidate, and its recorded line is the main thread's call;
+#   the histogram captured into a CUDA graph and replayed: the replay is a candidate (any kernel
+#     of the graph), with the line that replayed it; the summary counts kernel launches only;
 #   quiet: the event, and nothing on stderr from labelguard.
 # The case where a labelguard report explains the assert (async mode, action log) is in
 # test_assert_async.sh. Called by tests/run.sh; alone: bash tests/e2e/test_device_assert.sh
@@ -26,12 +28,16 @@ script="$T/hist.py"
 cat >"$script" <<'PY'
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
-in_thread = int(sys.argv[2])
+how = sys.argv[2]  # 0: this thread, 1: a native thread, graph: a CUDA graph replay
+in_thread = int(how) if how != "graph" else 0
 
 def step(bins):
     arr = (ctypes.c_int * len(bins))(*bins)
     print("clean=%d" % lib.lgas_clean(3))
-    print("hist=%d" % lib.lgas_histogram(arr, len(bins), 8, in_thread))  # MARK_BAD
+    if how == "graph":
+        print("hist=%d" % lib.lgas_histogram_graph(arr, len(bins), 8))  # MARK_GRAPH
+    else:
+        print("hist=%d" % lib.lgas_histogram(arr, len(bins), 8, in_thread))  # MARK_BAD
     print("clean=%d" % lib.lgas_clean(2))
 
 def train():
@@ -45,6 +51,7 @@ PY
 line_of() { grep -n "$1" "$script" | head -1 | cut -d: -f1; }
 BAD=$(line_of MARK_BAD)
 SYNC=$(line_of MARK_SYNC)
+GRAPH=$(line_of MARK_GRAPH)
 
 n=plain
 run_plain "$n" python3 "$script" "$lib" 0
@@ -96,6 +103,17 @@ check "$n: the histogram is another thread's candidate" \
 check "$n: ... its line is the main thread's call, said so" \
   qtrue "$n" "$H['python_stack'][-1]['line'] == $BAD and $H['python_stack_thread'] == 'main'"
 check "$n: stderr lists it under the other threads" grep -q "^    tid [0-9]*: lgas_histogram grid" "$T/$n.err"
+
+n=graph
+LABELGUARD_LAUNCH_SITES=all run_lg "$n" python3 "$script" "$lib" graph
+cat "$T/$n.err"
+events "$n" || fail "$n: log schema"
+G="[c for c in $D[0]['candidates'] if c.get('graph_replay')]"
+check "$n: the replay is a candidate, with the line that replayed it" \
+  qtrue "$n" "len($G) == 1 and $G[0]['finding_thread'] and $G[0]['python_stack'][-1]['line'] == $GRAPH and $G[0]['kernel'].startswith('CUDA graph replay (exec ')"
+check "$n: ... on stderr, as any kernel of the graph" grep -q "^    CUDA graph replay (exec 0x[0-9a-f]*) stream 0x[0-9a-f]*: any kernel of the graph, launched at .*hist.py:$GRAPH in step" "$T/$n.err"
+check "$n: the summary counts kernel launches only (5 scale kernels and the captured one, not the replay)" \
+  qtrue "$n" "[e for e in E if e['event'] == 'summary'][0]['launches'] == 6"
 
 n=quiet
 LABELGUARD_QUIET=1 run_lg "$n" python3 "$script" "$lib" 0

@@ -11,6 +11,8 @@
 //   lgas_clean(times)             launches lgas_scale `times` times (cudaGetLastError after)
 //   lgas_histogram(bins, n, nbins, in_thread)  copies n int bins to the device and launches the
 //                                 histogram on them, on a new std::thread when in_thread = 1
+//   lgas_histogram_graph(bins, n, nbins)  the same launch captured into a CUDA graph on a stream
+//                                 of its own, then replayed there once
 //   lgas_sync()                   cudaDeviceSynchronize()
 #include <cassert>
 #include <cstdio>
@@ -102,6 +104,28 @@ extern "C" int lgas_histogram(const int *bins, int n, int nbins, int in_thread)
         launch_histogram(n, nbins, &e);
     }
     return (int)e;
+}
+
+extern "C" int lgas_histogram_graph(const int *bins, int n, int nbins)
+{
+    register_once();
+    if (!bins_dev && (cudaMalloc((void **)&bins_dev, 1024 * sizeof(int)) != cudaSuccess ||
+                      cudaMalloc((void **)&counts_dev, 1024 * sizeof(int)) != cudaSuccess))
+        return (int)cudaGetLastError();
+    if (n > 1024 || nbins > 1024)
+        return (int)cudaErrorInvalidValue;
+    cudaError_t e = cudaMemcpy(bins_dev, bins, (size_t)n * sizeof(int), cudaMemcpyHostToDevice);
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    if (e != cudaSuccess || (e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
+        return (int)e;
+    if ((e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal)) != cudaSuccess)
+        return (int)e;
+    lgas_histogram<<<1, 128, 0, s>>>(bins_dev, n, nbins, counts_dev);
+    if ((e = cudaStreamEndCapture(s, &g)) != cudaSuccess || (e = cudaGraphInstantiate(&x, g, 0)) != cudaSuccess)
+        return (int)e;
+    return (int)cudaGraphLaunch(x, s);
 }
 
 extern "C" int lgas_sync(void) { return (int)cudaDeviceSynchronize(); }

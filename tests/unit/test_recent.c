@@ -3,7 +3,7 @@
  * first, with function, stream, grid and block as given; only the last LG_RECENT are kept; a
  * refused launch is counted but not kept; other threads' newest follow, at most per_other each,
  * with their thread ids; an entry whose slot was rewritten since its number was read is
- * skipped. Python frames (LABELGUARD_LAUNCH_SITES=all) are covered in a real interpreter by
+ * skipped; a graph replay is kept, marked, and not counted as a launch. Python frames (LABELGUARD_LAUNCH_SITES=all) are covered in a real interpreter by
  * tests/e2e/test_device_assert.sh.
  * Run: build/tests/unit/test_recent (or LG_TESTS=test_recent bash tests/run.sh).
  */
@@ -83,10 +83,27 @@ static void test_rewritten(void)
     g_assert_cmpint(mine, ==, LG_RECENT - 2); /* and the refused launch of the test before */
 }
 
+/* A graph replay is kept as a candidate (its exec, no grid) but is no launch of the summary's. */
+static void test_graph(void)
+{
+    lg_recent_launch_t out[64];
+    int mine;
+    lg_counters_t before, after;
+    lg_counters_read(&before);
+    lg_recent_graph((const void *)0xabc, (const void *)0x5);
+    lg_counters_read(&after);
+    g_assert_cmpuint(after.launches, ==, before.launches);
+    lg_recent_read(out, 64, 0, &mine);
+    g_assert_true(out[0].graph && out[0].func == (const void *)0xabc && out[0].stream == (const void *)0x5);
+    g_assert_cmpint(out[0].age, ==, 0);
+    g_assert_false(out[1].graph);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/recent/order_and_threads", test_order_and_threads);
     g_test_add_func("/recent/rewritten", test_rewritten);
+    g_test_add_func("/recent/graph", test_graph);
     return g_test_run();
 }
