@@ -563,8 +563,9 @@ $(BUILD)/bench/scan_loop: bench/scan_loop.c cuda/lg_scan.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(STD) $(WARN) $(OPT) -g -Icuda -o $@ $<
 bench: $(BUILD)/bench/scan_loop
-# The launch site's cost (bench.py's launch_site) is timed through the Python stack probe.
-bench: $(BUILD)/tests/pystack_probe.so
+# The launch site's cost (bench.py's launch_site) is timed through the Python stack probe;
+# LABELGUARD_LAUNCH_SITES=all's (launch_sites_all) through an extension's launches.
+bench: $(BUILD)/tests/pystack_probe.so $(BUILD)/progs/libassertpy.so
 
 # The GPU-free demo program: a training loop around PyTorch's NLL kernel.
 DEMO_BIN := $(BUILD)/demo/demo_train
