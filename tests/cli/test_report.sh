@@ -93,4 +93,33 @@ if [ "$(id -u)" != 0 ] || [ ${#as[@]} -gt 0 ]; then
   expect_in out "No label problems found" "the readable part is still reported"
 fi
 ok "exit statuses"
+
+# A device-side assert labelguard did not check: listed with where it was found and its first
+# candidates, and a problem for the exit status.
+mkdir -p "$T/assert"
+python3 - "$T/assert/node-c-77.jsonl" <<'PY'
+import json, sys
+common = {"v": 1, "time": "2025-11-30T04:00:00Z", "host": "node-c", "pid": 77, "tid": 77, "rank": None,
+          "local_rank": None}
+cand = lambda k, line, fin=True: {"thread": 77 if fin else 80, "finding_thread": fin, "age": 0, "kernel": k,
+                                  "symbol": None, "grid": [1, 1, 1], "block": [128, 1, 1], "stream": "0x0",
+                                  "checked": False,
+                                  "python_stack": [{"file": "/home/u/train.py", "line": line, "function": "step"}]}
+ev = dict(common, event="device_assert", error=710, error_name="cudaErrorAssert", found_at="cudaStreamSynchronize",
+          checked_before_launch=False, launch_blocking=False, note="not checked before launch",
+          native_stack=[], python_stack=[{"file": "/home/u/train.py", "line": 61, "function": "train"}],
+          candidates=[cand("vectorized_elementwise_kernel", 59), cand("lgas_histogram", 58),
+                      cand("embedding_backward_kernel", 40, False)])
+open(sys.argv[1], "w").write(json.dumps(dict(common, event="start", version="x", config={}, hooks=[], backend="host",
+                                             cuda_runtime=None, driver=None, device=None, torch=None)) + "\n" +
+                             json.dumps(ev) + "\n")
+PY
+run_cmd "$LG" report "$T/assert"; expect_rc 1 "a device assert is a problem: exit 1"
+expect_in out "No label problems found; 1 device-side assert that labelguard did not check" "device assert headline"
+expect_in out "node-c/77 at 2025-11-30T04:00:00Z: CUDA error 710 returned by cudaStreamSynchronize, found at /home/u/train.py:61" "where it was found"
+expect_in out "candidate:  lgas_histogram, launched at /home/u/train.py:58" "a candidate with its line"
+expect_in out "candidate:  embedding_backward_kernel (tid 80)" "another thread's candidate"
+run_cmd "$LG" report --json "$T/assert"; expect_rc 1 "device assert, --json"
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["device_asserts"]; sys.exit(0 if len(a)==1 and a[0]["found_at"]=="cudaStreamSynchronize" and [c["kernel"] for c in a[0]["candidates"]][1]=="lgas_histogram" else 1)' "$T/out" || fail "device assert in JSON"
+ok "device asserts"
 finish

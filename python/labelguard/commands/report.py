@@ -29,7 +29,11 @@ Input rules (decided here, documented in docs/guide.md):
     in a directory, is an error (exit 2) and is never opened for a blocking read.
   - A line over 64 MiB is malformed without being parsed; a string field over 4096 characters
     is cut to that length, marked, and noted, so a damaged log cannot flood the terminal.
-  - Exit 1 when at least one violation was found, 0 when none (2 takes precedence).
+  - A device_assert event (an assert in a kernel labelguard does not check: the CUDA context is
+    lost) is listed per process with where it was found and its first candidates; it counts as
+    a problem for the exit status.
+  - Exit 1 when at least one violation or device assert was found, 0 when none (2 takes
+    precedence).
 """
 
 
@@ -210,6 +214,7 @@ def merge(paths):
     files = find_files(paths, errors)
     problems = {}
     warnings = {}
+    asserts = []
     procs = {}      # (host, pid, file) -> {"start": ev, "summary": ev}
     n_events = 0
     for path in files:
@@ -236,6 +241,16 @@ def merge(paths):
                 w["processes"].add((str(ev.get("host", "?")), ev.get("pid")))
                 if time_key(ev.get("time")) < time_key(w["first_time"]):
                     w["first_time"] = ev.get("time")
+            elif kind == "device_assert":
+                user, _ = call_site(ev.get("python_stack"))
+                cands = [c for c in ev.get("candidates") or [] if isinstance(c, dict)]
+                asserts.append({
+                    "host": str(ev.get("host", "?")), "pid": ev.get("pid"), "rank": ev.get("rank"),
+                    "time": ev.get("time"), "found_at": ev.get("found_at"), "call_site": user,
+                    "candidates": [{"kernel": c.get("kernel"), "thread": c.get("thread"),
+                                    "finding_thread": c.get("finding_thread"),
+                                    "call_site": call_site(c.get("python_stack"))[0]} for c in cands],
+                    "file": path, "line": lineno})
             elif kind in ("start", "summary"):
                 proc[kind] = ev
     plist = sorted(problems.values(), key=lambda p: time_key(p.first))
@@ -263,6 +278,7 @@ def merge(paths):
         "problems": plist_json,
         "violations": sum(p.events for p in plist),
         "warnings": wlist,
+        "device_asserts": sorted(asserts, key=lambda a: time_key(a["time"])),
         "processes": processes,
         "malformed": malformed,
         "truncated": truncated,
@@ -300,8 +316,11 @@ def print_text(r, out):
     w("labelguard report: %s, %s, %s%s\n" % (
         plural(len(r["files"]), "file"), plural(r["events"], "event"), plural(nproc, "process"),
         (" (ranks %s)" % ", ".join(map(str, ranks))) if ranks else ""))
-    if not r["problems"]:
+    if not r["problems"] and not r["device_asserts"]:
         w("\nNo label problems found.\n")
+    elif not r["problems"]:
+        w("\nNo label problems found; %s that labelguard did not check:\n" %
+          plural(len(r["device_asserts"]), "device-side assert"))
     else:
         w("\n%s (%s in total):\n" % (plural(len(r["problems"]), "distinct problem"),
                                      plural(r["violations"], "violation")))
@@ -360,6 +379,17 @@ def print_text(r, out):
             w("    offending values (among the sampled labels):\n")
             for line in histogram(vals, bar=bar):
                 w(line + "\n")
+    if r["device_asserts"] and r["problems"]:
+        w("\n%s that labelguard did not check:\n" % plural(len(r["device_asserts"]), "device-side assert"))
+    for a in r["device_asserts"]:
+        w("\n  %s/%s%s at %s: CUDA error 710 returned by %s%s\n" % (
+            a["host"], a["pid"], (" rank %s" % a["rank"]) if a["rank"] is not None else "", a["time"], a["found_at"],
+            (", found at %s" % fmt_frame(a["call_site"])) if a["call_site"] else ""))
+        for c in a["candidates"][:5]:
+            w("    candidate:  %s%s%s\n" % (c["kernel"], "" if c["finding_thread"] else " (tid %s)" % c["thread"],
+                                          (", launched at %s" % fmt_frame(c["call_site"])) if c["call_site"] else ""))
+        if len(a["candidates"]) > 5:
+            w("    ... %d more candidates in %s:%d\n" % (len(a["candidates"]) - 5, a["file"], a["line"]))
     if r["warnings"]:
         w("\nWarnings:\n")
         for x in r["warnings"]:
@@ -415,5 +445,5 @@ def main(argv):
     if r["errors"] or r["malformed"]:
         sys.stderr.write("labelguard: the input is damaged or unreadable (see above); exit status 2\n")
         return 2
-    return 1 if r["problems"] else 0
+    return 1 if r["problems"] or r["device_asserts"] else 0
 
