@@ -87,6 +87,7 @@ static const kcase_t cases[] = {
 #define N_ASSERT_SPECS 1 /* _assert_async_cuda_kernel: decoded by asserts.c (test_asserts.c) */
 #define N_UNPOOL_SPECS   1 /* max_unpooling2d_forward_kernel (test_unpool_bound) */
 #define N_BERNOULLI_SPECS 12 /* torch.bernoulli's p in its TensorInfo (test_bernoulli_tensorinfo) */
+#define N_RENORM_SPECS 1 /* embedding_renorm_wrap_indices_kernel (torch-fake/test_renorm.sh) */
 #define N_PROBS_SPECS    8 /* torch.multinomial: renormRowsL1, the sampling kernel; 4 dtypes each (test_probs_key) */
 #define N_RANGE_SPECS 20 /* 8 + 8 for the at::detail::Array releases + 4 strided closures */
 
@@ -140,7 +141,7 @@ static void test_every_builtin(void)
 {
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS + N_RENORM_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         const kcase_t *k = &cases[i];
         g_test_message("spec %s", k->spec);
@@ -401,7 +402,7 @@ static void test_ids_builtins(void)
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS + N_RENORM_SPECS);
     for (int i = 0; i < N_NAMED_ID_SPECS; i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -509,7 +510,7 @@ static void test_named_index(void)
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS + N_RENORM_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("spec %s", k[i].spec);
         const lg_spec_t *s = spec_named(k[i].spec);
@@ -660,7 +661,7 @@ static void test_range_builtins(void)
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS + N_RENORM_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(k); i++) {
         g_test_message("kernel %s", k[i].spec);
         char why[512] = "";
@@ -1246,7 +1247,7 @@ static void test_margin_specs(void)
     };
     g_assert_cmpint(lg_registry_init_with(NULL, NULL), ==,
                     (int)G_N_ELEMENTS(cases) + N_ID_SPECS + N_NAMED_SPECS + N_RANGE_SPECS + N_MARGIN_SPECS +
-                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS);
+                        N_ASSERT_SPECS + N_PROBS_SPECS + N_UNPOOL_SPECS + N_BERNOULLI_SPECS + N_RENORM_SPECS);
     for (size_t i = 0; i < G_N_ELEMENTS(m); i++) {
         g_test_message("spec %s", m[i].spec);
         const lg_spec_t *s = spec_named(m[i].spec);

@@ -43,9 +43,10 @@ static void reset_warnings(void)
 #define PROBS_SPECS       8 /* torch.multinomial: renormRowsL1 and the sampling kernel, 4 dtypes each */
 #define UNPOOL_SPECS      1 /* max_unpooling2d_forward_kernel: ids against outputHeight * outputWidth */
 #define BERNOULLI_SPECS   12 /* torch.bernoulli's p: 2 dtypes x 3 layouts x 2 Philox capture sizes */
+#define RENORM_SPECS      1  /* embedding_renorm_wrap_indices_kernel: F.embedding(max_norm=)'s ids, 2.15 */
 #define BUILTIN_SPECS \
     (31 + NAMED_INDEX_SPECS + CLOSURE_SPECS + RANGE_SPECS + MARGIN_SPECS + ASSERT_SPECS + PROBS_SPECS + UNPOOL_SPECS + \
-     BERNOULLI_SPECS)
+     BERNOULLI_SPECS + RENORM_SPECS)
 
 static void test_builtin(void)
 {
@@ -98,14 +99,15 @@ static void test_builtin(void)
         g_assert_true(!s->ids || strcmp(s->family, "index_select") == 0 || strcmp(s->family, "gather") == 0 ||
                       strcmp(s->family, "scatter") == 0 || g_str_has_prefix(s->family, "index") ||
                       strcmp(s->family, "take") == 0 || strcmp(s->family, "put") == 0 ||
-                      strcmp(s->family, "embedding_bag") == 0 || strcmp(s->family, "max_unpool2d") == 0);
+                      strcmp(s->family, "embedding_bag") == 0 || strcmp(s->family, "max_unpool2d") == 0 ||
+                      strcmp(s->family, "embedding") == 0);
         for (int j = 0; j < i; j++)
             g_assert_cmpstr(lg_registry_get(j)->name, !=, s->name);
     }
     g_assert_cmpint(families[0], ==, 6 + 6 + 6 + MARGIN_SPECS); /* Loss.cu >=1.13, 1.10-1.12, ClassNLLCriterion;
                                                                   * MultiMarginLoss.cu */
     g_assert_cmpint(families[1], ==, 5 + 4);     /* NLLLoss2d.cu (+ int64 index_t backward), SpatialClassNLLCriterion */
-    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + NAMED_INDEX_SPECS + 4 + 11 + UNPOOL_SPECS);
+    g_assert_cmpint(families[2], ==, 1 + 1 + 2 + NAMED_INDEX_SPECS + 4 + 11 + UNPOOL_SPECS + RENORM_SPECS);
     /* vectorized gather, indexSelect small, large (u32, u64); the named ones; closures: gather,
      * scatter, scatter_fill x2, x[idx], index_put_, index_fill x2, index_copy_, take x3, put x3 */
     g_assert_cmpint(families[3], ==, RANGE_SPECS);
