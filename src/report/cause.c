@@ -90,6 +90,14 @@ const char *lg_cause_range_target_fix(void)
 
 static bool bernoulli(const char *family) { return family && !strcmp(family, "bernoulli"); }
 
+/* A range verdict's smallest and largest bad value, as the report writes floats. */
+static void span(const lg_target_t *t, const lg_verdict_t *v, char *lo, char *hi, size_t len)
+{
+    bool single = t->dtype != LG_DTYPE_FLOAT64;
+    lg_json_format_float(lo, len, lg_scan_float(t->dtype, v->min), single);
+    lg_json_format_float(hi, len, lg_scan_float(t->dtype, v->max), single);
+}
+
 const char *lg_cause_range_fix(lg_cause_t c, const char *family)
 {
     if (bernoulli(family) && c == LG_CAUSE_NO_SIGMOID)
@@ -104,10 +112,8 @@ void lg_cause_explain_family_range(lg_cause_t c, const lg_target_t *t, const lg_
         lg_cause_explain_range(c, t, v, out, out_len);
         return;
     }
-    bool single = t->dtype != LG_DTYPE_FLOAT64;
     char lo[40], hi[40];
-    lg_json_format_float(lo, sizeof lo, lg_scan_float(t->dtype, v->min), single);
-    lg_json_format_float(hi, sizeof hi, lg_scan_float(t->dtype, v->max), single);
+    span(t, v, lo, hi, sizeof lo);
     if (c == LG_CAUSE_NAN_INPUT)
         snprintf(out, out_len, "the probabilities given to torch.bernoulli are NaN: %s", lg_cause_fix(c));
     else
@@ -485,10 +491,8 @@ void lg_cause_explain_range(lg_cause_t c, const lg_target_t *t, const lg_verdict
         explain_probs(c, t, v, out, out_len);
         return;
     }
-    bool single = t->dtype != LG_DTYPE_FLOAT64;
     char lo[40], hi[40];
-    lg_json_format_float(lo, sizeof lo, lg_scan_float(t->dtype, v->min), single);
-    lg_json_format_float(hi, sizeof hi, lg_scan_float(t->dtype, v->max), single);
+    span(t, v, lo, hi, sizeof lo);
     if (t->operand == 1)
         snprintf(out, out_len, "%s", lg_cause_range_target_fix());
     else if (c == LG_CAUSE_NAN_INPUT)

@@ -69,6 +69,18 @@ void register_once()
 float *scratch;
 int *bins_dev, *counts_dev;
 
+// The bins on the device, the emulation registered.
+cudaError_t upload(const int *bins, int n, int nbins)
+{
+    register_once();
+    if (!bins_dev && (cudaMalloc((void **)&bins_dev, 1024 * sizeof(int)) != cudaSuccess ||
+                      cudaMalloc((void **)&counts_dev, 1024 * sizeof(int)) != cudaSuccess))
+        return cudaGetLastError();
+    if (n > 1024 || nbins > 1024)
+        return cudaErrorInvalidValue;
+    return cudaMemcpy(bins_dev, bins, (size_t)n * sizeof(int), cudaMemcpyHostToDevice);
+}
+
 void launch_histogram(int n, int nbins, cudaError_t *out)
 {
     lgas_histogram<<<1, 128>>>(bins_dev, n, nbins, counts_dev);
@@ -88,13 +100,7 @@ extern "C" int lgas_clean(int times)
 
 extern "C" int lgas_histogram(const int *bins, int n, int nbins, int in_thread)
 {
-    register_once();
-    if (!bins_dev && (cudaMalloc((void **)&bins_dev, 1024 * sizeof(int)) != cudaSuccess ||
-                      cudaMalloc((void **)&counts_dev, 1024 * sizeof(int)) != cudaSuccess))
-        return (int)cudaGetLastError();
-    if (n > 1024 || nbins > 1024)
-        return (int)cudaErrorInvalidValue;
-    cudaError_t e = cudaMemcpy(bins_dev, bins, (size_t)n * sizeof(int), cudaMemcpyHostToDevice);
+    cudaError_t e = upload(bins, n, nbins);
     if (e != cudaSuccess)
         return (int)e;
     if (in_thread) {
@@ -108,13 +114,7 @@ extern "C" int lgas_histogram(const int *bins, int n, int nbins, int in_thread)
 
 extern "C" int lgas_histogram_graph(const int *bins, int n, int nbins)
 {
-    register_once();
-    if (!bins_dev && (cudaMalloc((void **)&bins_dev, 1024 * sizeof(int)) != cudaSuccess ||
-                      cudaMalloc((void **)&counts_dev, 1024 * sizeof(int)) != cudaSuccess))
-        return (int)cudaGetLastError();
-    if (n > 1024 || nbins > 1024)
-        return (int)cudaErrorInvalidValue;
-    cudaError_t e = cudaMemcpy(bins_dev, bins, (size_t)n * sizeof(int), cudaMemcpyHostToDevice);
+    cudaError_t e = upload(bins, n, nbins);
     cudaStream_t s;
     cudaGraph_t g;
     cudaGraphExec_t x;
