@@ -20,8 +20,8 @@
  * A CPU tensor (on_host) is scanned on the host, and a mask on it is made here.
  * The index ops Inductor lowers into its own kernels (embedding, x[idx], gather, the scatters...:
  * labelguard::check_index) come the same way, with their made-up kernels from api_index.c; the
- * model's line that called the op (c->site) goes into the report of a verdict made here (one read
- * later, in async mode or at a graph replay, has none).
+ * model's line that called the op (c->site) goes into the report of a verdict made here, and with
+ * the pending check's site (a copy) into that of one read later, in async mode or at a replay.
  *
  * Called from Python (ctypes) on the thread that runs the compiled graph, with the GIL held;
  * it starts the library like a hook does. Tested by tests/torch-fake/test_compiled.sh (real
@@ -243,7 +243,8 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
         if (maskable) {
             uint64_t copy = 0;
             lg_runtime_in_library++;
-            lg_site_t *site = lg_site_new(NULL);
+            /* The model's line travels with the site to the late verdict (a replay's too). */
+            lg_site_t *site = lg_site_new_line(NULL, c->site);
             int rc = lg_validate_async(t, c->stream, value, lg_config_values.samples, info,
                                        status > 0 ? &capture : NULL, site, &copy, why, sizeof why);
             lg_site_drop(site);

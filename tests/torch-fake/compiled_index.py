@@ -22,6 +22,10 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
   mask       LABELGUARD_ACTION=mask: an embedding with padding_idx gives eager's output with the bad
              id replaced by padding_idx (also the op on CUDA memory, and each replay of a captured
              graph); gather has no such id: raised, the event's note says why
+  late       LABELGUARD_MODE=async: a compiled embedding (padding_idx) on CUDA tensors (backend
+             aot_eager_decomp_partition: Inductor's decompositions, ATen's kernels, no Triton
+             needed on the double) with a bad id: its verdict, read after the op, is raised at a
+             later CUDA call and reported with the model's line
   plain      without labelguard: compiles the cached graph (TORCHINDUCTOR_CACHE_DIR) and shows
              Inductor's own assert; cached then runs the same graph guarded from that cache
   cached     under labelguard, after plain: the graph from the cache still reports
@@ -259,7 +263,7 @@ elif mode == "mask":
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         with torch.cuda.graph(graph, stream=stream):
-            res = op(static, 50, 0, 16, "")
+            res = op(static, 50, 0, 16, "model.py:7 in forward: h = self.tok_embeddings(tokens)")
     torch.cuda.synchronize()
     n0 = len(violations())
     static.copy_(badc)
@@ -271,6 +275,8 @@ elif mode == "mask":
     vg = violations()[n0:]
     ok(len(vg) == 1 and vg[0].get("graph", {}).get("replay") == 1 and vg[0]["outcome"] == "masked",
        "graph replay: one masked violation with its replay number", str(vg)[:300])
+    ok(bool(vg) and vg[0].get("model_line") == "model.py:7 in forward: h = self.tok_embeddings(tokens)",
+       "graph replay: the verdict has the captured op's model line", str(vg and vg[0].get("model_line")))
     before = len(violations())
     g = torch.compile(gather_fn)
     g(x, torch.tensor([[0]] * 6))
@@ -279,6 +285,36 @@ elif mode == "mask":
     ok(msg is not None and msg.startswith("labelguard:"), "mask: gather has no stand-in id: raised", repr(msg)[:200])
     ok(len(ev) == 1 and "gather has no index that leaves its result unchanged" in ev[0].get("note", ""),
        "mask: the event's note says why gather cannot be masked", str([e.get("note") for e in ev]))
+elif mode == "late":
+    with torch.no_grad():
+        m = Tiny(padding_idx=0).cuda()
+        f = torch.compile(m, backend="aot_eager_decomp_partition")
+        good = torch.tensor([[1, 2, 49]]).cuda()
+        f(good)  # the double runs no embedding kernel: the output says nothing, the verdict does
+        torch.cuda.synchronize()
+        ok(not violations(), "late: no violation for good ids")
+        msg = None
+        try:
+            f(torch.tensor([[1, 50, 3]]).cuda())
+            torch.cuda.synchronize()  # a hook point, if the graph's own launches were not
+        except RuntimeError as e:
+            msg = str(e)
+        ev = violations()
+        ok(msg is not None and "labelguard: bad ids" in msg, "late: the verdict raised at a later CUDA call",
+           repr(msg)[:200])
+        ok(len(ev) == 1 and ev[0]["kernel"] == "embedding (torch.compile)" and ev[0]["cause"] == "vocab_too_small"
+           and "verdict_read_at" in ev[0], "late: one violation, read after the op, vocab_too_small",
+           str([(e["kernel"], e["cause"], "verdict_read_at" in e) for e in ev]))
+        ok(bool(ev) and "h = self.tok_embeddings(tokens)" in ev[0].get("model_line", "")
+           and "compiled_index.py" in ev[0].get("model_line", ""), "late: the late verdict has the model's line",
+           str(ev and ev[0].get("model_line")))
+        try:
+            f(good)
+            torch.cuda.synchronize()
+            msg = None
+        except RuntimeError as e:
+            msg = str(e)
+        ok(msg is None and len(violations()) == 1, "late: the raise left no CUDA error pending", repr(msg)[:200])
 elif mode in ("plain", "cached"):
     with torch.no_grad():
         m = Tiny()
