@@ -134,7 +134,7 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
  * the op, n_classes is the size of the dimension the ids index (the vocabulary of an
  * embedding), ignore_index the embedding's padding_idx (-1: none; other ops have none). An id
  * is good in [0, n_classes), or in [-n_classes, n_classes) where the eager op wraps negative
- * ids (x[idx], index_put, index_fill, take). */
+ * ids (x[idx], index_put, index_fill, take, put). */
 #define LABELGUARD_INDEX_EMBEDDING 16
 #define LABELGUARD_INDEX_EMBEDDING_BACKWARD 17
 #define LABELGUARD_INDEX_INDEX 18
@@ -148,6 +148,12 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
 #define LABELGUARD_INDEX_SCATTER_ADD 26
 #define LABELGUARD_INDEX_SCATTER_REDUCE 27
 #define LABELGUARD_INDEX_TAKE 28
+#define LABELGUARD_INDEX_PUT 29          /* wraps negative ids, as take */
+#define LABELGUARD_INDEX_INDEX_REDUCE 30 /* its mean, which Inductor decomposes (the others run ATen's) */
+#define LABELGUARD_INDEX_ONE_HOT 31      /* n_classes: num_classes */
+/* A loss whose target is class labels without an ignore_index, checked like the index ops:
+ * good in [0, n_classes), n_classes the input's last dimension (ignore_index unused). */
+#define LABELGUARD_LOSS_MULTI_MARGIN 32
 
 typedef struct labelguard_target_check {
     const void *target;   /* the labels, contiguous: device memory, or host memory when on_host */

@@ -303,9 +303,9 @@ def _cache_pass(inductor_config):
             inner = user.uuid() if user is not None and hasattr(user, "uuid") else None
             if user is not None and inner is None:
                 return None  # the user's pass is uncacheable: so is the graph
-            # -4: the index ops' checks too; an entry of a release that checked losses only is
-            # not one of these
-            return ("labelguard-check-op-4", "on" if _state["on"] else "off", inner)
+            # -5: put, index_reduce, one_hot and multi_margin_loss too; an entry of a release
+            # that checked fewer ops is not one of these
+            return ("labelguard-check-op-5", "on" if _state["on"] else "off", inner)
 
     inductor_config.post_grad_custom_post_pass = LabelguardCachePass()
 

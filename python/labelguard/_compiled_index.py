@@ -10,13 +10,20 @@ LABELGUARD_INDEX_* of include/labelguard.h; the library knows each op's eager ru
 ids, src/hooks/api_index.c), with the bound as the tracer has it (a SymInt under dynamic=True)
 and the model's line from the FX node's stack_trace; then the op itself is traced on the
 checked copy (its entry answers NotImplemented to its own call) or, where Inductor decomposes it
-(index_add, index_select, embedding_dense_backward), the decomposition runs on it. The ops that
-a decomposition emits (index_add's index_put, index_select's index) are not checked again: the
-outer op's rule is eager's. merge_checks, from _compiled.py's post-grad pass, keeps one check
-per ids tensor in a graph.
+(index_add, index_select, embedding_dense_backward, put, index_reduce), the decomposition runs
+on it. The ops that a decomposition emits (index_add's index_put, index_select's index) are not
+checked again: the outer op's rule is eager's. merge_checks, from _compiled.py's post-grad pass,
+keeps one check per ids tensor in a graph.
 
-embedding_bag is not covered: Inductor falls back to ATen's kernel for it (make_fallback), so
-the launch hooks see it on the GPU.
+one_hot and multi_margin_loss never reach the table: a Python kernel decomposes them while
+AOTAutograd traces (py_impl at CompositeImplicitAutograd / Autograd; before 2.11 one_hot has
+none, and ATen's composite traces it as eq(labels, arange(num_classes)), which gives a zero row
+for a bad label), so _PY_IMPL wraps that kernel instead: one_hot's labels against num_classes,
+multi_margin_loss's against the input's last dimension (its gather is then not checked again).
+
+Not covered, because Inductor falls back to ATen's kernel (make_fallback, or the decomposition
+answers NotImplemented), which the launch hooks check on the GPU: embedding_bag, and
+index_reduce with prod / amax / amin (only its mean is decomposed, into index_add).
 
 Loaded by _compiled.py (by path, like it); the check op and its body live there. Tested by
 tests/torch-fake/test_compiled_index.sh, test_compiled_index_more.sh and test_compiled_index_210.sh.
@@ -67,9 +74,28 @@ _INDEX = {
     "scatter_add": (("default",), 26, _ids_on_dim),
     "scatter_reduce": (("two",), 27, _ids_on_dim),
     "take": (("default",), 28, lambda b: [("index", b["self"].numel(), -1)]),
+    "put": (("default",), 29, lambda b: [("index", b["self"].numel(), -1)]),
+    # Only the mean is decomposed (into index_add / index_fill); the others fall back to ATen.
+    "index_reduce": (("default",), 30, lambda b: _ids_on_dim(b) if b["reduce"] == "mean" else []),
+}
+
+
+def _one_hot_ids(b):
+    """one_hot's labels against num_classes; -1 (the default) asks for the labels' max, which
+    Dynamo cannot trace: the op runs eagerly, where ATen's scatter is checked."""
+    n = b["num_classes"]
+    return [] if isinstance(n, int) and n < 0 else [("self", n, -1)]
+
+
+# Ops that a Python kernel decomposes at a dispatch key of its own while AOTAutograd traces
+# (py_impl), so that Inductor's table never sees them: aten op -> (dispatch key, kind, the ids).
+# Their inner gather / comparisons are then checked by this rule, not the inner op's.
+_PY_IMPL = {
+    "one_hot": ("CompositeImplicitAutograd", 31, _one_hot_ids),
+    "multi_margin_loss": ("Autograd", 32, lambda b: [("target", _dim_bound(b["self"], -1), -1)]),
 }
 # Kinds whose eager op wraps negative ids: a check of one kind does not stand in for the other's.
-_NEGATIVE_OK = {18, 19, 24, 28}
+_NEGATIVE_OK = {18, 19, 24, 28, 29}
 _tls = threading.local()
 
 
@@ -120,9 +146,9 @@ def _site():
     return ""
 
 
-def _wrap(name, orig, op, core):
-    """The decomposition-table entry of aten.<name>.<overload> (see _INDEX); core: _compiled."""
-    overloads, kind, ids = _INDEX[name]
+def _wrap(name, orig, op, core, kind, ids):
+    """The decomposition-table entry of aten.<name>.<overload> (see _INDEX), or its Python kernel
+    (_PY_IMPL); core: _compiled."""
     names = [a.name for a in op._schema.arguments]
     lib = core._library()
     _state = core._state
@@ -199,7 +225,7 @@ def patch(table, core):
     import torch
 
     aten = torch.ops.aten
-    for name, (overloads, _, _) in _INDEX.items():
+    for name, (overloads, kind, ids) in _INDEX.items():
         for overload in overloads:
             op = getattr(getattr(aten, name), overload, None)
             if op is None:
@@ -207,4 +233,22 @@ def patch(table, core):
             orig = table.get(op)
             if orig is not None and getattr(orig, "labelguard_wrapped", None) is not None:
                 continue
-            table[op] = _wrap(name, orig, op, core)
+            table[op] = _wrap(name, orig, op, core, kind, ids)
+    from torch._C import DispatchKey
+
+    for name, (key, kind, ids) in _PY_IMPL.items():
+        op = getattr(getattr(aten, name, None), "default", None)
+        dk = getattr(DispatchKey, key)
+        if op is None:
+            continue
+        orig = op.py_kernels.get(dk)
+        if orig is None and key == "CompositeImplicitAutograd" and hasattr(op, "_op_dk") \
+                and torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), dk):
+            # No Python kernel (one_hot before 2.11): ATen's composite, which traces fake ids as
+            # eq(ids, arange(num_classes)), silent on a bad label, runs behind the check instead.
+            def orig(*args, _op=op, _dk=dk, **kwargs):
+                return _op._op_dk(_dk, *args, **kwargs)
+        if orig is None or getattr(orig, "labelguard_wrapped", None) is not None:
+            continue
+        op.py_kernels[dk] = _wrap(name, orig, op, core, kind, ids)
+        op._dispatch_cache.clear()

@@ -93,8 +93,8 @@ const char *lg_api_check_way(void)
     if (atomic_load(&python_armed) || lg_pyboot_expected())
         return "check_op: a torch.compile'd NLL/cross-entropy calls labelguard::check_target on its target before "
                "Inductor's fused kernel (no B x C log-probabilities kept), and embedding, x[idx], gather, index_select, "
-               "index_add/copy/fill, the scatters and take call labelguard::check_index on their ids before "
-               "Inductor's kernels";
+               "index_add/copy/fill, the scatters, take, put, index_reduce, one_hot and multi_margin_loss call "
+               "labelguard::check_index on their ids before Inductor's kernels";
     switch (lg_pyboot_state()) {
     case LG_PYBOOT_NOT_PYTHON:
         return "none: not a Python interpreter (torch.compile'd losses are checked from Python)";
@@ -332,6 +332,9 @@ int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_
         /* ids: padding_idx (only an embedding's, -1 none) is no exemption, only mask's stand-in */
         t.has_ignore_index = c->ignore_index >= 0 && c->ignore_index < c->n_classes;
         t.allow_negative = info->spec->allow_negative_always;
+    } else if (c->loss >= N_LOSSES) {
+        /* A loss of api_index.c's (multi_margin_loss): class labels with no ignore_index */
+        t.has_ignore_index = 0;
     }
     int64_t product = 1;
     for (int d = 0; d < c->ndim; d++)

@@ -1,6 +1,8 @@
 /* api_index.c: the made-up kernels of the index ops that torch.compile checks before Inductor's
  * own kernels (LABELGUARD_INDEX_* of include/labelguard.h): embedding and its backward, x[idx],
- * index_put, gather, index_select, index_add / index_copy / index_fill, the scatters and take.
+ * index_put, gather, index_select, index_add / index_copy / index_fill, the scatters, take, put,
+ * index_reduce (its mean) and one_hot; and multi_margin_loss's class labels
+ * (the header's multi-margin kind), which Inductor's decomposition reads with a gather.
  *
  * Inductor lowers these ops into kernels of its own (Triton on the GPU, C++ on the CPU) that
  * guard each indirect load with an assert saying neither the id nor where it is, and some ids
@@ -10,7 +12,9 @@
  * takes its kernel from here: a spec of family `embedding`, `gather`... (target_kind=ids, so
  * that the cause is read as for the eager kernels: an embedding id past the vocabulary is
  * vocab_too_small), and whether the eager op wraps negative ids (x[idx], index_put,
- * index_fill and take accept [-size, 0); the others reject them, whatever Inductor does).
+ * index_fill, take and put accept [-size, 0); the others reject them, whatever Inductor does).
+ * one_hot's ids are class labels (family one_hot: the causes of eager's scatter into a one-hot);
+ * multi_margin_loss's are a loss's labels (no ids kind: the label causes, no ignore_index).
  *
  * Called by api_check.c on the thread that runs the compiled graph; the tables are built once
  * (pthread_once), read-only after. Tested by tests/torch-fake/test_compiled_index*.sh (real torch on the double).
@@ -23,32 +27,38 @@
 #include "hooks/hooks.h"
 #include "labelguard.h"
 
-/* The header's index kinds, embedding (16) to take (28), in the order of ops[] (the header's
- * names are spelled out only there: tests/static/test_docs.sh reads names of that prefix in src/
- * as environment variables). */
+/* The header's kinds, embedding (16) to multi_margin_loss (32), in the order of ops[] (the
+ * header's names are spelled out only there: tests/static/test_docs.sh reads names of that
+ * prefix in src/ as environment variables). */
 #define FIRST_KIND 16
-#define N_INDEX    13
+#define N_INDEX    17
 
 static const struct {
     const char *op;     /* the ATen op, in the kernel's name */
     const char *family; /* family.c's name: what the ids index (cause.c) */
     bool backward;
     bool negative;       /* the eager op wraps ids in [-size, 0) */
+    bool labels;         /* class labels of a loss (target_kind labels), not ids */
     const char *no_mask; /* why mask has no id to put in place of a bad one ("" when padding_idx can) */
 } ops[N_INDEX] = {
-    {"embedding", "embedding", false, false, ""},
-    {"embedding_dense_backward", "embedding", true, false, ""},
-    {"index", "index", false, true, "x[idx] has no index that leaves its result unchanged"},
-    {"index_put", "index_put", false, true, "index_put has no index that leaves the tensor unchanged"},
-    {"gather", "gather", false, false, "gather has no index that leaves its result unchanged"},
-    {"index_select", "index_select", false, false, "index_select has no index that leaves its result unchanged"},
-    {"index_add", "index_add", false, false, ""},
-    {"index_copy", "index_copy", false, false, "index_copy has no index that leaves the tensor unchanged"},
-    {"index_fill", "index_fill", false, true, "index_fill has no index that leaves the tensor unchanged"},
-    {"scatter", "scatter", false, false, "scatter has no index that leaves the tensor unchanged"},
-    {"scatter_add", "scatter_add", false, false, "scatter_add has no index that leaves the tensor unchanged"},
-    {"scatter_reduce", "scatter_reduce", false, false, "scatter_reduce has no index that leaves the tensor unchanged"},
-    {"take", "take", false, true, "take has no index that leaves its result unchanged"},
+    {"embedding", "embedding", false, false, false, ""},
+    {"embedding_dense_backward", "embedding", true, false, false, ""},
+    {"index", "index", false, true, false, "x[idx] has no index that leaves its result unchanged"},
+    {"index_put", "index_put", false, true, false, "index_put has no index that leaves the tensor unchanged"},
+    {"gather", "gather", false, false, false, "gather has no index that leaves its result unchanged"},
+    {"index_select", "index_select", false, false, false, "index_select has no index that leaves its result unchanged"},
+    {"index_add", "index_add", false, false, false, ""},
+    {"index_copy", "index_copy", false, false, false, "index_copy has no index that leaves the tensor unchanged"},
+    {"index_fill", "index_fill", false, true, false, "index_fill has no index that leaves the tensor unchanged"},
+    {"scatter", "scatter", false, false, false, "scatter has no index that leaves the tensor unchanged"},
+    {"scatter_add", "scatter_add", false, false, false, "scatter_add has no index that leaves the tensor unchanged"},
+    {"scatter_reduce", "scatter_reduce", false, false, false,
+     "scatter_reduce has no index that leaves the tensor unchanged"},
+    {"take", "take", false, true, false, "take has no index that leaves its result unchanged"},
+    {"put", "put", false, true, false, "put has no index that leaves the tensor unchanged"},
+    {"index_reduce", "index_add", false, false, false, "index_reduce has no index that leaves the tensor unchanged"},
+    {"one_hot", "one_hot", false, false, false, "one_hot has no class that leaves its result unchanged"},
+    {"multi_margin_loss", "multi_margin_loss", false, false, true, ""},
 };
 
 static char short_names[N_INDEX][64];
@@ -73,7 +83,7 @@ static void build_tables(void)
         s->n_params = 1;
         s->param_sizes[0] = 8;
         s->target = (lg_field_t){.param = 0, .offset = 0, .width = 8, .is_signed = false};
-        s->ids = true;
+        s->ids = !ops[i].labels;
         s->allow_negative_always = ops[i].negative;
         s->count_kind = LG_COUNT_PARAM;
         lg_field_t none = {.param = -1};
