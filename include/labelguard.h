@@ -124,6 +124,11 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
 #define LABELGUARD_DTYPE_INT64 0
 #define LABELGUARD_DTYPE_UINT8 1
 #define LABELGUARD_DTYPE_INT32 2
+/* Probabilities (binary_cross_entropy's kinds only) */
+#define LABELGUARD_DTYPE_FLOAT32 3
+#define LABELGUARD_DTYPE_FLOAT64 4
+#define LABELGUARD_DTYPE_FLOAT16 5
+#define LABELGUARD_DTYPE_BFLOAT16 6
 
 /* Which loss the target belongs to: the report's family and direction. */
 #define LABELGUARD_LOSS_NLL_FORWARD   0
@@ -154,6 +159,10 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
 /* A loss whose target is class labels without an ignore_index, checked like the index ops:
  * good in [0, n_classes), n_classes the input's last dimension (ignore_index unused). */
 #define LABELGUARD_LOSS_MULTI_MARGIN 32
+/* binary_cross_entropy's input and its target, each a float tensor (LABELGUARD_DTYPE_FLOAT*):
+ * good in [0, 1], NaN bad (n_classes and ignore_index unused), as eager's kernel asserts. */
+#define LABELGUARD_LOSS_BCE_INPUT 33
+#define LABELGUARD_LOSS_BCE_TARGET 34
 
 typedef struct labelguard_target_check {
     const void *target;   /* the labels, contiguous: device memory, or host memory when on_host */

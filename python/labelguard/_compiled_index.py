@@ -20,6 +20,9 @@ AOTAutograd traces (py_impl at CompositeImplicitAutograd / Autograd; before 2.11
 none, and ATen's composite traces it as eq(labels, arange(num_classes)), which gives a zero row
 for a bad label), so _PY_IMPL wraps that kernel instead: one_hot's labels against num_classes,
 multi_margin_loss's against the input's last dimension (its gather is then not checked again).
+binary_cross_entropy's input and target are probabilities (float): their checks (kinds 33 and
+34) are the library's range check of eager's BCE kernel, [0, 1] and NaN bad; Inductor's
+decomposition asserts nothing, so without them a bad probability gives a loss silently.
 
 Not covered, because Inductor falls back to ATen's kernel (make_fallback, or the decomposition
 answers NotImplemented), which the launch hooks check on the GPU: embedding_bag, and
@@ -59,7 +62,8 @@ def _tensor_indices(b):
     return out
 
 
-# aten op -> (overloads, LABELGUARD_INDEX_* kind, the ids to check: [(argument, bound, padding_idx)])
+# aten op -> (overloads, LABELGUARD_INDEX_* kind, the ids to check: [(argument, bound, padding_idx
+# [, a kind of its own])])
 _INDEX = {
     "embedding": (("default",), 16, lambda b: [("indices", b["weight"].shape[0], b.get("padding_idx", -1))]),
     "embedding_dense_backward": (("default",), 17, lambda b: [("indices", b["num_weights"], b["padding_idx"])]),
@@ -77,6 +81,9 @@ _INDEX = {
     "put": (("default",), 29, lambda b: [("index", b["self"].numel(), -1)]),
     # Only the mean is decomposed (into index_add / index_fill); the others fall back to ATen.
     "index_reduce": (("default",), 30, lambda b: _ids_on_dim(b) if b["reduce"] == "mean" else []),
+    # Probabilities, not ids: the input and the target each in [0, 1], NaN bad, as eager's kernel
+    # asserts (the bound is unused); the target's check is a kind of its own (operand 1).
+    "binary_cross_entropy": (("default",), 33, lambda b: [("self", 1, -1), ("target", 1, -1, 34)]),
 }
 
 
@@ -96,6 +103,7 @@ _PY_IMPL = {
 }
 # Kinds whose eager op wraps negative ids: a check of one kind does not stand in for the other's.
 _NEGATIVE_OK = {18, 19, 24, 28, 29}
+_RANGE = {33, 34}  # BCE's input and target: probabilities, each reported as its operand
 _tls = threading.local()
 
 
@@ -172,11 +180,13 @@ def _wrap(name, orig, op, core, kind, ids):
         site = _site()
         args, kwargs = list(args), dict(kwargs)
         check_op = core._register_op() and _state["index_op"]
-        for where, size, padding in ids(bound):
+        for entry in ids(bound):
+            where, size, padding = entry[:3]
             arg, k = where if isinstance(where, tuple) else (where, None)
             value = bound[arg]
             ids_tensor = value if k is None else value[k]
-            checked = check_op(ids_tensor, size, padding if padding is not None else -1, kind, site)
+            checked = check_op(ids_tensor, size, padding if padding is not None else -1,
+                               entry[3] if len(entry) > 3 else kind, site)
             if k is not None:
                 value = list(value)
                 value[k] = checked
@@ -210,7 +220,8 @@ def merge_checks(graph, core):
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target is not op or len(n.args) != 5 or n.kwargs:
             continue
-        key = (n.args[0], n.args[1], n.args[2], n.args[3] in _NEGATIVE_OK)
+        rule = n.args[3] if n.args[3] in _RANGE else n.args[3] in _NEGATIVE_OK  # BCE: input != target
+        key = (n.args[0], n.args[1], n.args[2], rule)
         try:
             first = kept.setdefault(key, n)
         except TypeError:  # an argument that does not hash

@@ -14,10 +14,11 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
              scatter_reduce, index_put,
              index_copy, take, put, index_reduce (its mean, which Inductor decomposes), one_hot
              (on 2.10 compiled code writes a zero row for a bad label: silent without labelguard),
-             multi_margin_loss (its labels); index_fill and x[idx] accept -size as eager does
+             multi_margin_loss (its labels), binary_cross_entropy (input and target in [0, 1], NaN:
+             compiled code asserts nothing); index_fill and x[idx] accept -size as eager does
   silent     the ids compiled code accepts without labelguard (an embedding id of -2 on 2.10, an
              index_add index of -1) are reported; the op on the double's CUDA memory keeps
-             eager's negative-id rule per kind
+             eager's negative-id rule per kind, and BCE's [0, 1] rule
   step       a compiled training step: one check of the ids in its two graphs (the embedding
              backward's merged into the forward's), eager's gradients, a bad id reported once;
              two gathers of the same ids: one check
@@ -67,10 +68,11 @@ def call_bad(f, args):
     return None, line
 
 
-def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False, close=False):
+def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False, close=False, operand=None):
     """fn compiled; good: its clean twin's arguments, bad: one bad id at value; model: the text of
     the model's line that the report must show; close: a float reduction (a loss), compared
-    within rounding (Inductor may sum in another order)."""
+    within rounding (Inductor may sum in another order); bound None: a probability of BCE's
+    operand `operand` ("input" or "target")."""
     f = torch.compile(fn, dynamic=dynamic)
     want = fn(*good)
     got = f(*good)
@@ -88,8 +90,12 @@ def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False,
     t = e["target"]
     sample = (e.get("bad", {}).get("samples") or [{}])[0]
     ok(e["kernel"] == kernel + " (torch.compile)", "%s: kernel %s (torch.compile)" % (name, kernel), e["kernel"])
-    ok(sample.get("value") == value and t.get("n_classes") == bound,
-       "%s: value %d, bound %d" % (name, value, bound), json.dumps(t)[:300])
+    if bound is None:  # probabilities (BCE): bound [0, 1], bound names the operand
+        ok(sample.get("value") == value and t.get("range") == [0, 1] and t.get("operand") == operand,
+           "%s: %s = %s, range [0, 1]" % (name, operand, value), json.dumps(t)[:300])
+    else:
+        ok(sample.get("value") == value and t.get("n_classes") == bound,
+           "%s: value %d, bound %d" % (name, value, bound), json.dumps(t)[:300])
     ok(e["cause"] == cause, "%s: cause %s" % (name, cause), e["cause"])
     ok(model in e.get("model_line", "") and "compiled_index.py" in e.get("model_line", ""),
        "%s: the model's line" % name, e.get("model_line"))
@@ -170,6 +176,34 @@ def multi_margin_fn(x, target):
     return torch.nn.functional.multi_margin_loss(x, target)
 
 
+def bce_fn(p, y):
+    return torch.nn.functional.binary_cross_entropy(p, y)
+
+
+def bce_cases():
+    """BCE: Inductor's decomposition asserts nothing (a probability of 1.5 or NaN gives a loss, or
+    NaN, silently); eager's kernel asserts each input and target value in [0, 1]."""
+    p, y = torch.rand(6, 5), torch.rand(6, 5)
+
+    def bad(t, i, v):
+        t = t.clone()
+        t.view(-1)[i] = v
+        return t
+
+    model = "return torch.nn.functional.binary_cross_entropy(p, y)"
+    case("bce input", bce_fn, (p, y), (bad(p, 7, 1.5), y), "binary_cross_entropy", 1.5, None, "no_sigmoid", model,
+         close=True, operand="input")
+    case("bce NaN", bce_fn, (p, y), (bad(p, 3, float("nan")), y), "binary_cross_entropy", "nan", None, "nan_input",
+         model, close=True, operand="input")
+    case("bce target", bce_fn, (p, y), (p, bad(y, 10, -0.5)), "binary_cross_entropy", -0.5, None, "other", model,
+         close=True, operand="target")
+    # The check is below autograd: the compiled step's gradient is eager's.
+    pc, pe = p.clone().requires_grad_(), p.clone().requires_grad_()
+    torch.compile(bce_fn)(pc, y).backward()
+    bce_fn(pe, y).backward()
+    ok(torch.allclose(pc.grad, pe.grad), "bce: the compiled gradient equals eager's")
+
+
 mode = sys.argv[1]
 torch.manual_seed(0)
 x = torch.randn(6, 50)
@@ -215,6 +249,7 @@ if mode == "families":
     case("multi_margin_loss", multi_margin_fn, (x[:, :5], torch.tensor([0, 4, 2, 1, 3, 0])),
          (x[:, :5], torch.tensor([0, 4, 2, 1, 5, 0])), "multi_margin_loss", 5, 5, "head_too_small",
          "return torch.nn.functional.multi_margin_loss(x, target)", close=True)
+    bce_cases()
 elif mode == "silent":
     with torch.no_grad():
         m = Tiny()
@@ -235,6 +270,17 @@ elif mode == "silent":
     out = op(ids, 6, -1, 18, "")
     torch.cuda.synchronize()
     ok(torch.equal(out.cpu(), ids.cpu()), "CUDA: x[idx] takes -size as eager does, no CUDA error left pending")
+    # BCE's probabilities on CUDA memory (the validator's range rule): NaN raises, [0, 1] passes.
+    probs = torch.tensor([0.0, 0.5, 1.0]).cuda()
+    out = op(probs, 1, -1, 33, "")
+    torch.cuda.synchronize()
+    ok(torch.equal(out.cpu(), probs.cpu()), "CUDA: BCE's probabilities in [0, 1] pass")
+    try:
+        op(torch.tensor([0.5, float("nan")]).cuda(), 1, -1, 34, "")
+        ok(False, "CUDA: a NaN BCE target raises")
+    except RuntimeError as e:
+        ok("binary_cross_entropy (torch.compile)" in str(e) and "target[1] = nan" in str(e),
+           "CUDA: a NaN BCE target raises", str(e)[:200])
 elif mode == "step":
     from torch._inductor.utils import run_and_get_code
 
