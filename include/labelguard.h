@@ -163,6 +163,8 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
  * good in [0, 1], NaN bad (n_classes and ignore_index unused), as eager's kernel asserts. */
 #define LABELGUARD_LOSS_BCE_INPUT 33
 #define LABELGUARD_LOSS_BCE_TARGET 34
+/* max_unpool2d's indices: n_classes is the output plane's size (output height x width) */
+#define LABELGUARD_INDEX_MAX_UNPOOL2D 35
 
 typedef struct labelguard_target_check {
     const void *target;   /* the labels, contiguous: device memory, or host memory when on_host */

@@ -307,8 +307,9 @@ def _cache_pass(inductor_config):
             inner = user.uuid() if user is not None and hasattr(user, "uuid") else None
             if user is not None and inner is None:
                 return None  # the user's pass is uncacheable: so is the graph
-            # -5: put, index_reduce, one_hot, multi_margin_loss and binary_cross_entropy too; an
-            # entry of a release that checked fewer ops is not one of these
+            # -5: put, index_reduce, one_hot, multi_margin_loss, max_unpool2d and
+            # binary_cross_entropy too; an entry of a release that checked fewer ops is not one
+            # of these
             return ("labelguard-check-op-5", "on" if _state["on"] else "off", inner)
 
     inductor_config.post_grad_custom_post_pass = LabelguardCachePass()

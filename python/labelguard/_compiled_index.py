@@ -10,10 +10,10 @@ LABELGUARD_INDEX_* of include/labelguard.h; the library knows each op's eager ru
 ids, src/hooks/api_index.c), with the bound as the tracer has it (a SymInt under dynamic=True)
 and the model's line from the FX node's stack_trace; then the op itself is traced on the
 checked copy (its entry answers NotImplemented to its own call) or, where Inductor decomposes it
-(index_add, index_select, embedding_dense_backward, put, index_reduce), the decomposition runs
-on it. The ops that a decomposition emits (index_add's index_put, index_select's index) are not
-checked again: the outer op's rule is eager's. merge_checks, from _compiled.py's post-grad pass,
-keeps one check per ids tensor in a graph.
+(index_add, index_select, embedding_dense_backward, put, index_reduce, max_unpool2d, BCE), the
+decomposition runs on it. The ops that a decomposition emits (index_add's index_put,
+index_select's index) are not checked again: the outer op's rule is eager's. merge_checks, from
+_compiled.py's post-grad pass, keeps one check per ids tensor in a graph.
 
 one_hot and multi_margin_loss never reach the table: a Python kernel decomposes them while
 AOTAutograd traces (py_impl at CompositeImplicitAutograd / Autograd; before 2.11 one_hot has
@@ -84,6 +84,8 @@ _INDEX = {
     # Probabilities, not ids: the input and the target each in [0, 1], NaN bad, as eager's kernel
     # asserts (the bound is unused); the target's check is a kind of its own (operand 1).
     "binary_cross_entropy": (("default",), 33, lambda b: [("self", 1, -1), ("target", 1, -1, 34)]),
+    # Each index a position in its output plane (eager's kernel: 0 <= index < height * width).
+    "max_unpool2d": (("default",), 35, lambda b: [("indices", b["output_size"][0] * b["output_size"][1], -1)]),
 }
 
 

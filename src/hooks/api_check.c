@@ -93,8 +93,8 @@ const char *lg_api_check_way(void)
     if (atomic_load(&python_armed) || lg_pyboot_expected())
         return "check_op: a torch.compile'd NLL/cross-entropy calls labelguard::check_target on its target before "
                "Inductor's fused kernel (no B x C log-probabilities kept), and embedding, x[idx], gather, index_select, "
-               "index_add/copy/fill, the scatters, take, put, index_reduce, one_hot, multi_margin_loss and "
-               "binary_cross_entropy call labelguard::check_index on their ids or probabilities before Inductor's "
+               "index_add/copy/fill, the scatters, take, put, index_reduce, one_hot, max_unpool2d, multi_margin_loss "
+               "and binary_cross_entropy call labelguard::check_index on their ids or probabilities before Inductor's "
                "kernels";
     switch (lg_pyboot_state()) {
     case LG_PYBOOT_NOT_PYTHON:

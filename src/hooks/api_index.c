@@ -1,7 +1,7 @@
 /* api_index.c: the made-up kernels of the index ops that torch.compile checks before Inductor's
  * own kernels (LABELGUARD_INDEX_* of include/labelguard.h): embedding and its backward, x[idx],
  * index_put, gather, index_select, index_add / index_copy / index_fill, the scatters, take, put,
- * index_reduce (its mean) and one_hot; and two losses' labels: multi_margin_loss's class labels,
+ * index_reduce (its mean), one_hot and max_unpool2d; and two losses' labels: multi_margin_loss's class labels,
  * which Inductor's decomposition reads with a gather, and binary_cross_entropy's input and target
  * (float: range kernels, [0, 1] and NaN, as eager's asserts), which it reads with log.
  *
@@ -29,11 +29,11 @@
 #include "hooks/hooks.h"
 #include "labelguard.h"
 
-/* The header's kinds, embedding (16) to BCE's target (34), in the order of ops[] (the
+/* The header's kinds, embedding (16) to max_unpool2d (35), in the order of ops[] (the
  * header's names are spelled out only there: tests/static/test_docs.sh reads names of that
  * prefix in src/ as environment variables). */
 #define FIRST_KIND 16
-#define N_INDEX    19
+#define N_INDEX    20
 
 enum { IDS, LABELS, INPUT, TARGET }; /* INPUT and TARGET: range targets, operand 0 and 1 */
 
@@ -65,6 +65,7 @@ static const struct {
     {"multi_margin_loss", "multi_margin_loss", false, false, LABELS, ""},
     {"binary_cross_entropy", "binary_cross_entropy", false, false, INPUT, ""},
     {"binary_cross_entropy", "binary_cross_entropy", false, false, TARGET, ""},
+    {"max_unpool2d", "max_unpool2d", false, false, IDS, "max_unpool2d has no index that leaves the output unchanged"},
 };
 
 static char short_names[N_INDEX][64];

@@ -15,7 +15,8 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
              index_copy, take, put, index_reduce (its mean, which Inductor decomposes), one_hot
              (on 2.10 compiled code writes a zero row for a bad label: silent without labelguard),
              multi_margin_loss (its labels), binary_cross_entropy (input and target in [0, 1], NaN:
-             compiled code asserts nothing); index_fill and x[idx] accept -size as eager does
+             compiled code asserts nothing), max_unpool2d (its indices in the output plane);
+             index_fill and x[idx] accept -size as eager does
   silent     the ids compiled code accepts without labelguard (an embedding id of -2 on 2.10, an
              index_add index of -1) are reported; the op on the double's CUDA memory keeps
              eager's negative-id rule per kind, and BCE's [0, 1] rule
@@ -176,6 +177,10 @@ def multi_margin_fn(x, target):
     return torch.nn.functional.multi_margin_loss(x, target)
 
 
+def unpool_fn(x, idx):
+    return torch.nn.functional.max_unpool2d(x, idx, 2, output_size=(4, 4)) + 1
+
+
 def bce_fn(p, y):
     return torch.nn.functional.binary_cross_entropy(p, y)
 
@@ -250,6 +255,10 @@ if mode == "families":
          (x[:, :5], torch.tensor([0, 4, 2, 1, 5, 0])), "multi_margin_loss", 5, 5, "head_too_small",
          "return torch.nn.functional.multi_margin_loss(x, target)", close=True)
     bce_cases()
+    plane = torch.arange(16.0).reshape(1, 1, 4, 4)
+    pooled, where = torch.nn.functional.max_pool2d(plane, 2, return_indices=True)
+    case("max_unpool2d", unpool_fn, (pooled, where), (pooled, where.clone().fill_(16)), "max_unpool2d", 16, 16,
+         "index_out_of_range", "return torch.nn.functional.max_unpool2d(x, idx, 2, output_size=(4, 4)) + 1")
 elif mode == "silent":
     with torch.no_grad():
         m = Tiny()
