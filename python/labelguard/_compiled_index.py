@@ -16,10 +16,11 @@ index_select's index) are not checked again: the outer op's rule is eager's. mer
 _compiled.py's post-grad pass, keeps one check per ids tensor in a graph.
 
 one_hot and multi_margin_loss never reach the table: a Python kernel decomposes them while
-AOTAutograd traces (py_impl at CompositeImplicitAutograd / Autograd; before 2.11 one_hot has
-none, and ATen's composite traces it as eq(labels, arange(num_classes)), which gives a zero row
-for a bad label), so _PY_IMPL wraps that kernel instead: one_hot's labels against num_classes,
+AOTAutograd traces (py_impl at CompositeImplicitAutograd / Autograd; 2.10's one_hot has none,
+and ATen's composite traces it as eq(labels, arange(num_classes)), which gives a zero row for a
+bad label), so _PY_IMPL wraps that kernel instead: one_hot's labels against num_classes,
 multi_margin_loss's against the input's last dimension (its gather is then not checked again).
+Those kernels run in every trace (torch.export too): the check goes in Inductor's only.
 binary_cross_entropy's input and target are probabilities (float): their checks (kinds 33 and
 34) are the library's range check of eager's BCE kernel, [0, 1] and NaN bad; Inductor's
 decomposition asserts nothing, so without them a bad probability gives a loss silently.
@@ -134,6 +135,24 @@ def _inside_decomposition():
     return mode is not None and getattr(mode, "decomp_layers", 0) > 1
 
 
+def _inductor_tracing():
+    """The trace running is Inductor's: its decomposition table is the one patched here. The
+    Python kernels of _PY_IMPL also run in other traces (torch.export, make_fx, functorch),
+    whose graphs must not hold a check op that only a process with labelguard can run."""
+    try:
+        import torch
+        from torch.fx.experimental import proxy_tensor
+
+        mode = proxy_tensor.get_proxy_mode()
+        table = getattr(mode, "decomposition_table", None)  # the mode's own (2.15)
+        if not table:
+            table = getattr(proxy_tensor, "CURRENT_DECOMPOSITION_TABLE", None)  # a global (2.10)
+        entry = table.get(torch.ops.aten.embedding.default) if table else None
+    except Exception:
+        return False
+    return getattr(entry, "labelguard_wrapped", None) is not None
+
+
 def _site():
     """The model's line behind the node being traced, from its stack_trace (innermost frame):
     "file:line in fn: code"; "" when the tracer keeps no stack."""
@@ -156,9 +175,9 @@ def _site():
     return ""
 
 
-def _wrap(name, orig, op, core, kind, ids):
+def _wrap(name, orig, op, core, kind, ids, py_impl=False):
     """The decomposition-table entry of aten.<name>.<overload> (see _INDEX), or its Python kernel
-    (_PY_IMPL); core: _compiled."""
+    (_PY_IMPL, py_impl: checked in Inductor's traces only); core: _compiled."""
     names = [a.name for a in op._schema.arguments]
     lib = core._library()
     _state = core._state
@@ -169,7 +188,8 @@ def _wrap(name, orig, op, core, kind, ids):
         return NotImplemented  # traced as the op itself
 
     def decomposition(*args, **kwargs):
-        if getattr(_tls, "depth", 0) or _inside_decomposition() or core._aot_compiling():
+        if getattr(_tls, "depth", 0) or _inside_decomposition() or core._aot_compiling() or \
+                (py_impl and not _inductor_tracing()):
             return through(args, kwargs)
         if not _state["on"]:
             lib.labelguard_compiled(name.encode())
@@ -257,11 +277,11 @@ def patch(table, core):
         orig = op.py_kernels.get(dk)
         if orig is None and key == "CompositeImplicitAutograd" and hasattr(op, "_op_dk") \
                 and torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), dk):
-            # No Python kernel (one_hot before 2.11): ATen's composite, which traces fake ids as
+            # No Python kernel (2.10's one_hot): ATen's composite, which traces fake ids as
             # eq(ids, arange(num_classes)), silent on a bad label, runs behind the check instead.
             def orig(*args, _op=op, _dk=dk, **kwargs):
                 return _op._op_dk(_dk, *args, **kwargs)
         if orig is None or getattr(orig, "labelguard_wrapped", None) is not None:
             continue
-        op.py_kernels[dk] = _wrap(name, orig, op, core, kind, ids)
+        op.py_kernels[dk] = _wrap(name, orig, op, core, kind, ids, py_impl=True)
         op._dispatch_cache.clear()

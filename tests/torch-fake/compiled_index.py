@@ -255,6 +255,15 @@ if mode == "families":
          (x[:, :5], torch.tensor([0, 4, 2, 1, 5, 0])), "multi_margin_loss", 5, 5, "head_too_small",
          "return torch.nn.functional.multi_margin_loss(x, target)", close=True)
     bce_cases()
+    # one_hot's and multi_margin_loss's checks wrap Python kernels that every trace runs: an
+    # exported program, decomposed, holds no check op (it must load where labelguard is not).
+    class Both(torch.nn.Module):
+        def forward(self, labels, x, target):
+            return one_hot_fn(labels), multi_margin_fn(x, target)
+
+    ep = torch.export.export(Both(), (torch.tensor([0, 4]), x[:2, :5], torch.tensor([0, 4])))
+    ok("labelguard" not in str(ep.run_decompositions().graph),
+       "export: run_decompositions() leaves no check op (one_hot, multi_margin_loss)")
     plane = torch.arange(16.0).reshape(1, 1, 4, 4)
     pooled, where = torch.nn.functional.max_pool2d(plane, 2, return_indices=True)
     case("max_unpool2d", unpool_fn, (pooled, where), (pooled, where.clone().fill_(16)), "max_unpool2d", 16, 16,
