@@ -124,6 +124,11 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
 #define LABELGUARD_DTYPE_INT64 0
 #define LABELGUARD_DTYPE_UINT8 1
 #define LABELGUARD_DTYPE_INT32 2
+/* Probabilities (binary_cross_entropy's kinds only) */
+#define LABELGUARD_DTYPE_FLOAT32 3
+#define LABELGUARD_DTYPE_FLOAT64 4
+#define LABELGUARD_DTYPE_FLOAT16 5
+#define LABELGUARD_DTYPE_BFLOAT16 6
 
 /* Which loss the target belongs to: the report's family and direction. */
 #define LABELGUARD_LOSS_NLL_FORWARD   0
@@ -134,7 +139,7 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
  * the op, n_classes is the size of the dimension the ids index (the vocabulary of an
  * embedding), ignore_index the embedding's padding_idx (-1: none; other ops have none). An id
  * is good in [0, n_classes), or in [-n_classes, n_classes) where the eager op wraps negative
- * ids (x[idx], index_put, index_fill, take). */
+ * ids (x[idx], index_put, index_fill, take, put). */
 #define LABELGUARD_INDEX_EMBEDDING 16
 #define LABELGUARD_INDEX_EMBEDDING_BACKWARD 17
 #define LABELGUARD_INDEX_INDEX 18
@@ -148,6 +153,18 @@ LABELGUARD_API int labelguard_coverage(const char *table_path, const char *known
 #define LABELGUARD_INDEX_SCATTER_ADD 26
 #define LABELGUARD_INDEX_SCATTER_REDUCE 27
 #define LABELGUARD_INDEX_TAKE 28
+#define LABELGUARD_INDEX_PUT 29          /* wraps negative ids, as take */
+#define LABELGUARD_INDEX_INDEX_REDUCE 30 /* its mean, which Inductor decomposes (the others run ATen's) */
+#define LABELGUARD_INDEX_ONE_HOT 31      /* n_classes: num_classes */
+/* A loss whose target is class labels without an ignore_index, checked like the index ops:
+ * good in [0, n_classes), n_classes the input's last dimension (ignore_index unused). */
+#define LABELGUARD_LOSS_MULTI_MARGIN 32
+/* binary_cross_entropy's input and its target, each a float tensor (LABELGUARD_DTYPE_FLOAT*):
+ * good in [0, 1], NaN bad (n_classes and ignore_index unused), as eager's kernel asserts. */
+#define LABELGUARD_LOSS_BCE_INPUT 33
+#define LABELGUARD_LOSS_BCE_TARGET 34
+/* max_unpool2d's indices: n_classes is the output plane's size (output height x width) */
+#define LABELGUARD_INDEX_MAX_UNPOOL2D 35
 
 typedef struct labelguard_target_check {
     const void *target;   /* the labels, contiguous: device memory, or host memory when on_host */

@@ -16,6 +16,9 @@ loss families only, so every row is given as family nll_loss: the verdict itself
 symbol and the parameter sizes. A kernel's family is its spec's (specs/pytorch.conf), else the
 reader's (_audit_elf.classify), else none; a site none of whose kernels has one is shown under
 its source file, "(Loss)" for aten/.../Loss.cu; a site's families are listed by kernel count.
+Each site is counted twice: as eager runs it (above), and under torch.compile (_audit_compiled:
+checked by labelguard's check op before Inductor's kernels, or ATen's kernel checked as in
+eager), from its families, so the committed tables need no new column.
 
 The committed census of a build is two files in tests/wheels/asserts/: <build>.tsv, one row per
 site, and <build>.kernels.tsv, for each site one kernel per spec that watches it and one that
@@ -49,6 +52,7 @@ from collections import Counter, defaultdict
 from labelguard import _lib
 from labelguard._audit_common import AuditError, guarded, run_main  # noqa: F401
 from labelguard._audit_compress import Decompressor
+from labelguard._audit_compiled import compiled_problems, compiled_status, compiled_summary
 from labelguard._audit_coverage import run_coverage
 from labelguard._audit_elf import ZSTD_MAGIC, Elf, classify, fatbin_entries
 from labelguard._audit_sass import cubin_asserts
@@ -59,6 +63,7 @@ COVERAGE_CHUNK = 4000  # rows per coverage run (coverage.c reads at most 4096)
 SITE_COLUMNS = ("site", "status", "family", "kernels", "file", "function", "condition", "lines", "covered_by", "reason")
 KERNEL_COLUMNS = ("site", "family", "lib", "symbol", "param_sizes", "spec")
 UNCLASSIFIED = "UNCLASSIFIED: add it to tests/wheels/asserts/sites.tsv with the reason it is not checked"
+
 
 
 def _clean(text):
@@ -282,6 +287,7 @@ def kernels_text(src, reps, command):
 
 def print_census(src, rows, stats):
     print("torch %s: %s" % (src.build_name(), summary(rows)))
+    print("torch %s: %s" % (src.build_name(), compiled_summary(rows, src.build_name())))
     print("(%d cubins read, %d assert calls, %d not followed)" % (stats["cubins"], stats["calls"], stats["unresolved"]))
     fam = defaultdict(Counter)
     for r in rows:
@@ -350,6 +356,11 @@ def check(directory):
             problems.append("%s: site %s (%s: %s: %s), %s, lost its coverage: %s" % (
                 name, sid, s.get("file"), s.get("function"), s.get("condition"), s.get("status"), "; ".join(why)))
         for r in rows:
+            if compiled_status(r) is None:
+                problems.append("%s: site %s, %s, of family %s: no entry in COMPILED (labelguard/_audit_compiled.py) "
+                                "says how it runs under torch.compile" % (name, r["site"], r["status"], r["family"]))
+        print("%s: %s" % (build, compiled_summary([dict(r, kernels=int(r["kernels"])) for r in rows], build)))
+        for r in rows:
             if r["status"] not in ("checked", "partial", "unchecked"):
                 problems.append("%s: site %s: status '%s'" % (name, r["site"], r["status"]))
             if r["status"] == "checked":
@@ -358,6 +369,7 @@ def check(directory):
             if r["site"] not in classified:
                 problems.append("%s: site %s (%s: %s: %s) is %s and not classified: add it to %s with the reason" % (
                     name, r["site"], r["file"], r["function"], r["condition"], r["status"], sites_path))
+    problems += compiled_problems()
     for sid in sorted(set(classified) - needed):
         problems.append("%s: site %s is in no table as partial or unchecked: remove it" % (sites_path, sid))
     for n in notes:

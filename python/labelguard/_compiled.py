@@ -59,6 +59,8 @@ LOSSES = {
     "nll_loss2d_forward": (2, 1),
     "nll_loss2d_backward": (3, 1),
 }
+# labelguard::check_index kinds whose tensor is BCE's input or target (float): range checks
+_RANGE_KINDS = (33, 34)
 NOT_A_CUDA_FAULT = " (ignore the cudaErrorNotPermitted and CUDA_LAUNCH_BLOCKING hints below)"
 
 
@@ -102,6 +104,8 @@ def check(target, n_classes, ignore_index, loss, site=""):
     t = target.contiguous()
     out = torch.empty_like(t, memory_format=torch.contiguous_format)
     dtypes = {torch.int64: 0, torch.uint8: 1, torch.int32: 2}
+    if loss in _RANGE_KINDS:  # probabilities: the library checks them against [0, 1]
+        dtypes = {torch.float32: 3, torch.float64: 4, torch.float16: 5, torch.bfloat16: 6}
     lib = _library()
     if lib is None or t.dtype not in dtypes or t.device.type not in ("cuda", "cpu"):
         out.copy_(t)
@@ -303,9 +307,10 @@ def _cache_pass(inductor_config):
             inner = user.uuid() if user is not None and hasattr(user, "uuid") else None
             if user is not None and inner is None:
                 return None  # the user's pass is uncacheable: so is the graph
-            # -4: the index ops' checks too; an entry of a release that checked losses only is
-            # not one of these
-            return ("labelguard-check-op-4", "on" if _state["on"] else "off", inner)
+            # -5: put, index_reduce, one_hot, multi_margin_loss, max_unpool2d and
+            # binary_cross_entropy too; an entry of a release that checked fewer ops is not one
+            # of these
+            return ("labelguard-check-op-5", "on" if _state["on"] else "off", inner)
 
     inductor_config.post_grad_custom_post_pass = LabelguardCachePass()
 

@@ -10,13 +10,24 @@ LABELGUARD_INDEX_* of include/labelguard.h; the library knows each op's eager ru
 ids, src/hooks/api_index.c), with the bound as the tracer has it (a SymInt under dynamic=True)
 and the model's line from the FX node's stack_trace; then the op itself is traced on the
 checked copy (its entry answers NotImplemented to its own call) or, where Inductor decomposes it
-(index_add, index_select, embedding_dense_backward), the decomposition runs on it. The ops that
-a decomposition emits (index_add's index_put, index_select's index) are not checked again: the
-outer op's rule is eager's. merge_checks, from _compiled.py's post-grad pass, keeps one check
-per ids tensor in a graph.
+(index_add, index_select, embedding_dense_backward, put, index_reduce, max_unpool2d, BCE), the
+decomposition runs on it. The ops that a decomposition emits (index_add's index_put,
+index_select's index) are not checked again: the outer op's rule is eager's. merge_checks, from
+_compiled.py's post-grad pass, keeps one check per ids tensor in a graph.
 
-embedding_bag is not covered: Inductor falls back to ATen's kernel for it (make_fallback), so
-the launch hooks see it on the GPU.
+one_hot and multi_margin_loss never reach the table: a Python kernel decomposes them while
+AOTAutograd traces (py_impl at CompositeImplicitAutograd / Autograd; 2.10's one_hot has none,
+and ATen's composite traces it as eq(labels, arange(num_classes)), which gives a zero row for a
+bad label), so _PY_IMPL wraps that kernel instead: one_hot's labels against num_classes,
+multi_margin_loss's against the input's last dimension (its gather is then not checked again).
+Those kernels run in every trace (torch.export too): the check goes in Inductor's only.
+binary_cross_entropy's input and target are probabilities (float): their checks (kinds 33 and
+34) are the library's range check of eager's BCE kernel, [0, 1] and NaN bad; Inductor's
+decomposition asserts nothing, so without them a bad probability gives a loss silently.
+
+Not covered, because Inductor falls back to ATen's kernel (make_fallback, or the decomposition
+answers NotImplemented), which the launch hooks check on the GPU: embedding_bag, and
+index_reduce with prod / amax / amin (only its mean is decomposed, into index_add).
 
 Loaded by _compiled.py (by path, like it); the check op and its body live there. Tested by
 tests/torch-fake/test_compiled_index.sh, test_compiled_index_more.sh and test_compiled_index_210.sh.
@@ -52,7 +63,8 @@ def _tensor_indices(b):
     return out
 
 
-# aten op -> (overloads, LABELGUARD_INDEX_* kind, the ids to check: [(argument, bound, padding_idx)])
+# aten op -> (overloads, LABELGUARD_INDEX_* kind, the ids to check: [(argument, bound, padding_idx
+# [, a kind of its own])])
 _INDEX = {
     "embedding": (("default",), 16, lambda b: [("indices", b["weight"].shape[0], b.get("padding_idx", -1))]),
     "embedding_dense_backward": (("default",), 17, lambda b: [("indices", b["num_weights"], b["padding_idx"])]),
@@ -67,9 +79,34 @@ _INDEX = {
     "scatter_add": (("default",), 26, _ids_on_dim),
     "scatter_reduce": (("two",), 27, _ids_on_dim),
     "take": (("default",), 28, lambda b: [("index", b["self"].numel(), -1)]),
+    "put": (("default",), 29, lambda b: [("index", b["self"].numel(), -1)]),
+    # Only the mean is decomposed (into index_add / index_fill); the others fall back to ATen.
+    "index_reduce": (("default",), 30, lambda b: _ids_on_dim(b) if b["reduce"] == "mean" else []),
+    # Probabilities, not ids: the input and the target each in [0, 1], NaN bad, as eager's kernel
+    # asserts (the bound is unused); the target's check is a kind of its own (operand 1).
+    "binary_cross_entropy": (("default",), 33, lambda b: [("self", 1, -1), ("target", 1, -1, 34)]),
+    # Each index a position in its output plane (eager's kernel: 0 <= index < height * width).
+    "max_unpool2d": (("default",), 35, lambda b: [("indices", b["output_size"][0] * b["output_size"][1], -1)]),
+}
+
+
+def _one_hot_ids(b):
+    """one_hot's labels against num_classes; -1 (the default) asks for the labels' max, which
+    Dynamo cannot trace: the op runs eagerly, where ATen's scatter is checked."""
+    n = b["num_classes"]
+    return [] if isinstance(n, int) and n < 0 else [("self", n, -1)]
+
+
+# Ops that a Python kernel decomposes at a dispatch key of its own while AOTAutograd traces
+# (py_impl), so that Inductor's table never sees them: aten op -> (dispatch key, kind, the ids).
+# Their inner gather / comparisons are then checked by this rule, not the inner op's.
+_PY_IMPL = {
+    "one_hot": ("CompositeImplicitAutograd", 31, _one_hot_ids),
+    "multi_margin_loss": ("Autograd", 32, lambda b: [("target", _dim_bound(b["self"], -1), -1)]),
 }
 # Kinds whose eager op wraps negative ids: a check of one kind does not stand in for the other's.
-_NEGATIVE_OK = {18, 19, 24, 28}
+_NEGATIVE_OK = {18, 19, 24, 28, 29}
+_RANGE = {33, 34}  # BCE's input and target: probabilities, each reported as its operand
 _tls = threading.local()
 
 
@@ -98,6 +135,24 @@ def _inside_decomposition():
     return mode is not None and getattr(mode, "decomp_layers", 0) > 1
 
 
+def _inductor_tracing():
+    """The trace running is Inductor's: its decomposition table is the one patched here. The
+    Python kernels of _PY_IMPL also run in other traces (torch.export, make_fx, functorch),
+    whose graphs must not hold a check op that only a process with labelguard can run."""
+    try:
+        import torch
+        from torch.fx.experimental import proxy_tensor
+
+        mode = proxy_tensor.get_proxy_mode()
+        table = getattr(mode, "decomposition_table", None)  # the mode's own (2.15)
+        if not table:
+            table = getattr(proxy_tensor, "CURRENT_DECOMPOSITION_TABLE", None)  # a global (2.10)
+        entry = table.get(torch.ops.aten.embedding.default) if table else None
+    except Exception:
+        return False
+    return getattr(entry, "labelguard_wrapped", None) is not None
+
+
 def _site():
     """The model's line behind the node being traced, from its stack_trace (innermost frame):
     "file:line in fn: code"; "" when the tracer keeps no stack."""
@@ -120,9 +175,9 @@ def _site():
     return ""
 
 
-def _wrap(name, orig, op, core):
-    """The decomposition-table entry of aten.<name>.<overload> (see _INDEX); core: _compiled."""
-    overloads, kind, ids = _INDEX[name]
+def _wrap(name, orig, op, core, kind, ids, py_impl=False):
+    """The decomposition-table entry of aten.<name>.<overload> (see _INDEX), or its Python kernel
+    (_PY_IMPL, py_impl: checked in Inductor's traces only); core: _compiled."""
     names = [a.name for a in op._schema.arguments]
     lib = core._library()
     _state = core._state
@@ -133,7 +188,8 @@ def _wrap(name, orig, op, core):
         return NotImplemented  # traced as the op itself
 
     def decomposition(*args, **kwargs):
-        if getattr(_tls, "depth", 0) or _inside_decomposition() or core._aot_compiling():
+        if getattr(_tls, "depth", 0) or _inside_decomposition() or core._aot_compiling() or \
+                (py_impl and not _inductor_tracing()):
             return through(args, kwargs)
         if not _state["on"]:
             lib.labelguard_compiled(name.encode())
@@ -146,11 +202,13 @@ def _wrap(name, orig, op, core):
         site = _site()
         args, kwargs = list(args), dict(kwargs)
         check_op = core._register_op() and _state["index_op"]
-        for where, size, padding in ids(bound):
+        for entry in ids(bound):
+            where, size, padding = entry[:3]
             arg, k = where if isinstance(where, tuple) else (where, None)
             value = bound[arg]
             ids_tensor = value if k is None else value[k]
-            checked = check_op(ids_tensor, size, padding if padding is not None else -1, kind, site)
+            checked = check_op(ids_tensor, size, padding if padding is not None else -1,
+                               entry[3] if len(entry) > 3 else kind, site)
             if k is not None:
                 value = list(value)
                 value[k] = checked
@@ -184,7 +242,8 @@ def merge_checks(graph, core):
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target is not op or len(n.args) != 5 or n.kwargs:
             continue
-        key = (n.args[0], n.args[1], n.args[2], n.args[3] in _NEGATIVE_OK)
+        rule = n.args[3] if n.args[3] in _RANGE else n.args[3] in _NEGATIVE_OK  # BCE: input != target
+        key = (n.args[0], n.args[1], n.args[2], rule)
         try:
             first = kept.setdefault(key, n)
         except TypeError:  # an argument that does not hash
@@ -199,7 +258,7 @@ def patch(table, core):
     import torch
 
     aten = torch.ops.aten
-    for name, (overloads, _, _) in _INDEX.items():
+    for name, (overloads, kind, ids) in _INDEX.items():
         for overload in overloads:
             op = getattr(getattr(aten, name), overload, None)
             if op is None:
@@ -207,4 +266,22 @@ def patch(table, core):
             orig = table.get(op)
             if orig is not None and getattr(orig, "labelguard_wrapped", None) is not None:
                 continue
-            table[op] = _wrap(name, orig, op, core)
+            table[op] = _wrap(name, orig, op, core, kind, ids)
+    from torch._C import DispatchKey
+
+    for name, (key, kind, ids) in _PY_IMPL.items():
+        op = getattr(getattr(aten, name, None), "default", None)
+        dk = getattr(DispatchKey, key)
+        if op is None:
+            continue
+        orig = op.py_kernels.get(dk)
+        if orig is None and key == "CompositeImplicitAutograd" and hasattr(op, "_op_dk") \
+                and torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), dk):
+            # No Python kernel (2.10's one_hot): ATen's composite, which traces fake ids as
+            # eq(ids, arange(num_classes)), silent on a bad label, runs behind the check instead.
+            def orig(*args, _op=op, _dk=dk, **kwargs):
+                return _op._op_dk(_dk, *args, **kwargs)
+        if orig is None or getattr(orig, "labelguard_wrapped", None) is not None:
+            continue
+        op.py_kernels[dk] = _wrap(name, orig, op, core, kind, ids, py_impl=True)
+        op._dispatch_cache.clear()

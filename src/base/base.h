@@ -452,6 +452,11 @@ typedef struct lg_site lg_site_t;
 /* caller: the return address into the code that called the launch API (NULL: unknown).
  * NULL when neither backtrace is wanted or out of memory. */
 LG_HIDDEN lg_site_t *lg_site_new(const void *caller);
+/* The same, carrying a copy of `line` (a torch.compile'd op's model line; NULL or "": none, as
+ * lg_site_new), made even when no backtrace is wanted; NULL when out of memory. */
+LG_HIDDEN lg_site_t *lg_site_new_line(const void *caller, const char *line);
+/* The site's model line, or NULL (NULL-safe). */
+LG_HIDDEN const char *lg_site_line(const lg_site_t *s);
 LG_HIDDEN lg_site_t *lg_site_hold(lg_site_t *s); /* NULL-safe; returns s */
 LG_HIDDEN void lg_site_drop(lg_site_t *s);       /* NULL-safe */
 /* The launch's stacks as the violation record holds them. */

@@ -18,6 +18,11 @@
  * tests/torch-fake/test_launch_site.sh (async and graph verdicts on real torch name the loss
  * line). A code object freed before its verdict is read is checked for (pystack.c), but no test
  * frees one at a known moment: a freed object's memory may still read as the one recorded.
+ *
+ * A torch.compile'd op's check (hooks/api_check.c) adds the model's line (the FX node's, a
+ * string of the caller's that is gone when a late verdict is read): a copy of it lives in the
+ * site, so that an async or replayed verdict reports it as a sync one does. Tested end to end by
+ * tests/torch-fake/test_compiled_index_more.sh (async and replay verdicts with model_line).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,25 +32,48 @@
 struct lg_site {
     int refs; /* atomic: held by pending checks of several threads */
     const void *caller;
+    const char *line; /* the model's line (lg_site_new_line: in the same block), or NULL */
     lg_py_site_t py;
 };
 
-lg_site_t *lg_site_new(const void *caller)
+/* Fills a new site: one reference, the caller if native frames are wanted, the Python frames'
+ * record if those are. Not calloc'd: only the frames the walk writes are read. */
+static lg_site_t *init(lg_site_t *s, const void *caller, const char *line)
 {
-    if (!lg_config_values.backtrace_python && !lg_config_values.backtrace_native)
-        return NULL;
-    /* Not calloc: only the frames the walk writes are read. */
-    lg_site_t *s = malloc(sizeof *s);
-    if (!s)
-        return NULL;
     s->refs = 1;
     s->caller = lg_config_values.backtrace_native ? caller : NULL;
+    s->line = line;
     s->py.n = 0;
     s->py.from_main_thread = false;
     if (lg_config_values.backtrace_python)
         lg_pystack_record(&s->py);
     return s;
 }
+
+lg_site_t *lg_site_new(const void *caller)
+{
+    if (!lg_config_values.backtrace_python && !lg_config_values.backtrace_native)
+        return NULL;
+    lg_site_t *s = malloc(sizeof *s);
+    return s ? init(s, caller, NULL) : NULL;
+}
+
+/* One block: the site, then the line's copy, freed with it. Made even with no backtrace wanted,
+ * for the line alone. */
+lg_site_t *lg_site_new_line(const void *caller, const char *line)
+{
+    if (!line || !line[0])
+        return lg_site_new(caller);
+    size_t n = strlen(line) + 1; /* bytes, including the NUL */
+    lg_site_t *s = malloc(sizeof *s + n);
+    if (!s)
+        return NULL;
+    char *copy = (char *)(s + 1);
+    memcpy(copy, line, n);
+    return init(s, caller, copy);
+}
+
+const char *lg_site_line(const lg_site_t *s) { return s ? s->line : NULL; }
 
 lg_site_t *lg_site_hold(lg_site_t *s)
 {

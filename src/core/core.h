@@ -143,7 +143,7 @@ typedef struct lg_act_input {
     const lg_site_t *site;  /* a late verdict's launch site (launch.c); NULL: the stacks are read now */
     const char *found;      /* a late verdict: where it was read ("at the next sync"); static text */
     const char *assert_msg; /* a late torch._assert_async verdict: the op's message (NULL: none) */
-    const char *model_line; /* a torch.compile'd op's model line (api_check.c), for the report; NULL: none */
+    const char *model_line; /* a torch.compile'd op's model line (api_check.c; a late one: its site's); NULL: none */
 } lg_act_input_t;
 /* Reports the violation and carries out LABELGUARD_ACTION; d (NULL for LG_ACT_AFTER) gets
  * what the hook must do. May not return (abort) or return after a hold. */

@@ -99,6 +99,7 @@ void lg_launch_poll(const lg_runtime_t *rt, lg_collect_t scope, void *stream)
                              .exec = r.exec,
                              .site = r.site,
                              .assert_msg = r.msg,
+                             .model_line = lg_site_line(r.site),
                              .found = scope == LG_COLLECT_MINE   ? "at a later CUDA call of the launching thread"
                                       : scope == LG_COLLECT_EXIT ? "at exit"
                                                                  : "at the next sync"};

@@ -20,8 +20,8 @@
  * A CPU tensor (on_host) is scanned on the host, and a mask on it is made here.
  * The index ops Inductor lowers into its own kernels (embedding, x[idx], gather, the scatters...:
  * labelguard::check_index) come the same way, with their made-up kernels from api_index.c; the
- * model's line that called the op (c->site) goes into the report of a verdict made here (one read
- * later, in async mode or at a graph replay, has none).
+ * model's line that called the op (c->site) goes into the report of a verdict made here, and with
+ * the pending check's site (a copy) into that of one read later, in async mode or at a replay.
  *
  * Called from Python (ctypes) on the thread that runs the compiled graph, with the GIL held;
  * it starts the library like a hook does. Tested by tests/torch-fake/test_compiled.sh (real
@@ -93,8 +93,9 @@ const char *lg_api_check_way(void)
     if (atomic_load(&python_armed) || lg_pyboot_expected())
         return "check_op: a torch.compile'd NLL/cross-entropy calls labelguard::check_target on its target before "
                "Inductor's fused kernel (no B x C log-probabilities kept), and embedding, x[idx], gather, index_select, "
-               "index_add/copy/fill, the scatters and take call labelguard::check_index on their ids before "
-               "Inductor's kernels";
+               "index_add/copy/fill, the scatters, take, put, index_reduce, one_hot, max_unpool2d, multi_margin_loss "
+               "and binary_cross_entropy call labelguard::check_index on their ids or probabilities before Inductor's "
+               "kernels";
     switch (lg_pyboot_state()) {
     case LG_PYBOOT_NOT_PYTHON:
         return "none: not a Python interpreter (torch.compile'd losses are checked from Python)";
@@ -243,7 +244,8 @@ static int check_device(const lg_runtime_t *rt, const labelguard_target_check_t 
         if (maskable) {
             uint64_t copy = 0;
             lg_runtime_in_library++;
-            lg_site_t *site = lg_site_new(NULL);
+            /* The model's line travels with the site to the late verdict (a replay's too). */
+            lg_site_t *site = lg_site_new_line(NULL, c->site);
             int rc = lg_validate_async(t, c->stream, value, lg_config_values.samples, info,
                                        status > 0 ? &capture : NULL, site, &copy, why, sizeof why);
             lg_site_drop(site);
@@ -306,9 +308,12 @@ int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_
     if (msg && cap)
         msg[0] = '\0';
     lg_kernel_info_t *info = c ? lg_api_index_info(c->loss) : NULL;
-    if (!c || (!info && (c->loss < 0 || c->loss >= N_LOSSES)) || c->dtype < LG_DTYPE_INT64 ||
-        c->dtype > LG_DTYPE_INT32 || c->count < 0 || (c->count > 0 && (!c->target || !c->out)) || c->ndim < 0 ||
-        c->ndim > LG_MAX_TARGET_DIMS)
+    /* BCE's kinds take probabilities (float dtypes), every other kind integers */
+    bool range = info && info->spec->range;
+    bool dtype_ok = c && (range ? lg_scan_is_float((lg_dtype_t)c->dtype)
+                                : c->dtype >= LG_DTYPE_INT64 && c->dtype <= LG_DTYPE_INT32);
+    if (!c || (!info && (c->loss < 0 || c->loss >= N_LOSSES)) || !dtype_ok || c->count < 0 ||
+        (c->count > 0 && (!c->target || !c->out)) || c->ndim < 0 || c->ndim > LG_MAX_TARGET_DIMS)
         return say(msg, cap, "labelguard_check_target: bad arguments (loss, dtype, count, buffers or ndim)");
     if (!lg_start_ensure())
         return say(msg, cap, "labelguard_check_target: called before labelguard's constructor ran");
@@ -331,6 +336,15 @@ int labelguard_check_target(const labelguard_target_check_t *c, char *msg, size_
         /* ids: padding_idx (only an embedding's, -1 none) is no exemption, only mask's stand-in */
         t.has_ignore_index = c->ignore_index >= 0 && c->ignore_index < c->n_classes;
         t.allow_negative = info->spec->allow_negative_always;
+    } else if (range) {
+        /* BCE's probabilities: [0, 1], no class count, nothing ignored (decode.c's range rule) */
+        t.has_ignore_index = 0;
+        t.n_classes = 0;
+        t.rule = LG_SCAN_RULE_UNIT;
+        t.operand = lg_api_index_operand(c->loss);
+    } else if (c->loss >= N_LOSSES) {
+        /* A loss of api_index.c's (multi_margin_loss): class labels with no ignore_index */
+        t.has_ignore_index = 0;
     }
     int64_t product = 1;
     for (int d = 0; d < c->ndim; d++)

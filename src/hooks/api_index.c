@@ -1,6 +1,9 @@
 /* api_index.c: the made-up kernels of the index ops that torch.compile checks before Inductor's
  * own kernels (LABELGUARD_INDEX_* of include/labelguard.h): embedding and its backward, x[idx],
- * index_put, gather, index_select, index_add / index_copy / index_fill, the scatters and take.
+ * index_put, gather, index_select, index_add / index_copy / index_fill, the scatters, take, put,
+ * index_reduce (its mean), one_hot and max_unpool2d; and two losses' labels: multi_margin_loss's class labels,
+ * which Inductor's decomposition reads with a gather, and binary_cross_entropy's input and target
+ * (float: range kernels, [0, 1] and NaN, as eager's asserts), which it reads with log.
  *
  * Inductor lowers these ops into kernels of its own (Triton on the GPU, C++ on the CPU) that
  * guard each indirect load with an assert saying neither the id nor where it is, and some ids
@@ -10,7 +13,10 @@
  * takes its kernel from here: a spec of family `embedding`, `gather`... (target_kind=ids, so
  * that the cause is read as for the eager kernels: an embedding id past the vocabulary is
  * vocab_too_small), and whether the eager op wraps negative ids (x[idx], index_put,
- * index_fill and take accept [-size, 0); the others reject them, whatever Inductor does).
+ * index_fill, take and put accept [-size, 0); the others reject them, whatever Inductor does).
+ * one_hot's ids are class labels (family one_hot: the causes of eager's scatter into a one-hot);
+ * multi_margin_loss's are a loss's labels (no ids kind: the label causes, no ignore_index);
+ * BCE's are range targets, operand 0 (input) or 1 (target) for the report and the cause.
  *
  * Called by api_check.c on the thread that runs the compiled graph; the tables are built once
  * (pthread_once), read-only after. Tested by tests/torch-fake/test_compiled_index*.sh (real torch on the double).
@@ -23,32 +29,43 @@
 #include "hooks/hooks.h"
 #include "labelguard.h"
 
-/* The header's index kinds, embedding (16) to take (28), in the order of ops[] (the header's
- * names are spelled out only there: tests/static/test_docs.sh reads names of that prefix in src/
- * as environment variables). */
+/* The header's kinds, embedding (16) to max_unpool2d (35), in the order of ops[] (the
+ * header's names are spelled out only there: tests/static/test_docs.sh reads names of that
+ * prefix in src/ as environment variables). */
 #define FIRST_KIND 16
-#define N_INDEX    13
+#define N_INDEX    20
+
+enum { IDS, LABELS, INPUT, TARGET }; /* INPUT and TARGET: range targets, operand 0 and 1 */
 
 static const struct {
     const char *op;     /* the ATen op, in the kernel's name */
     const char *family; /* family.c's name: what the ids index (cause.c) */
     bool backward;
     bool negative;       /* the eager op wraps ids in [-size, 0) */
+    int what;            /* IDS, LABELS (a loss's class labels), INPUT or TARGET (BCE's probabilities) */
     const char *no_mask; /* why mask has no id to put in place of a bad one ("" when padding_idx can) */
 } ops[N_INDEX] = {
-    {"embedding", "embedding", false, false, ""},
-    {"embedding_dense_backward", "embedding", true, false, ""},
-    {"index", "index", false, true, "x[idx] has no index that leaves its result unchanged"},
-    {"index_put", "index_put", false, true, "index_put has no index that leaves the tensor unchanged"},
-    {"gather", "gather", false, false, "gather has no index that leaves its result unchanged"},
-    {"index_select", "index_select", false, false, "index_select has no index that leaves its result unchanged"},
-    {"index_add", "index_add", false, false, ""},
-    {"index_copy", "index_copy", false, false, "index_copy has no index that leaves the tensor unchanged"},
-    {"index_fill", "index_fill", false, true, "index_fill has no index that leaves the tensor unchanged"},
-    {"scatter", "scatter", false, false, "scatter has no index that leaves the tensor unchanged"},
-    {"scatter_add", "scatter_add", false, false, "scatter_add has no index that leaves the tensor unchanged"},
-    {"scatter_reduce", "scatter_reduce", false, false, "scatter_reduce has no index that leaves the tensor unchanged"},
-    {"take", "take", false, true, "take has no index that leaves its result unchanged"},
+    {"embedding", "embedding", false, false, IDS, ""},
+    {"embedding_dense_backward", "embedding", true, false, IDS, ""},
+    {"index", "index", false, true, IDS, "x[idx] has no index that leaves its result unchanged"},
+    {"index_put", "index_put", false, true, IDS, "index_put has no index that leaves the tensor unchanged"},
+    {"gather", "gather", false, false, IDS, "gather has no index that leaves its result unchanged"},
+    {"index_select", "index_select", false, false, IDS, "index_select has no index that leaves its result unchanged"},
+    {"index_add", "index_add", false, false, IDS, ""},
+    {"index_copy", "index_copy", false, false, IDS, "index_copy has no index that leaves the tensor unchanged"},
+    {"index_fill", "index_fill", false, true, IDS, "index_fill has no index that leaves the tensor unchanged"},
+    {"scatter", "scatter", false, false, IDS, "scatter has no index that leaves the tensor unchanged"},
+    {"scatter_add", "scatter_add", false, false, IDS, "scatter_add has no index that leaves the tensor unchanged"},
+    {"scatter_reduce", "scatter_reduce", false, false, IDS,
+     "scatter_reduce has no index that leaves the tensor unchanged"},
+    {"take", "take", false, true, IDS, "take has no index that leaves its result unchanged"},
+    {"put", "put", false, true, IDS, "put has no index that leaves the tensor unchanged"},
+    {"index_reduce", "index_add", false, false, IDS, "index_reduce has no index that leaves the tensor unchanged"},
+    {"one_hot", "one_hot", false, false, IDS, "one_hot has no class that leaves its result unchanged"},
+    {"multi_margin_loss", "multi_margin_loss", false, false, LABELS, ""},
+    {"binary_cross_entropy", "binary_cross_entropy", false, false, INPUT, ""},
+    {"binary_cross_entropy", "binary_cross_entropy", false, false, TARGET, ""},
+    {"max_unpool2d", "max_unpool2d", false, false, IDS, "max_unpool2d has no index that leaves the output unchanged"},
 };
 
 static char short_names[N_INDEX][64];
@@ -73,7 +90,8 @@ static void build_tables(void)
         s->n_params = 1;
         s->param_sizes[0] = 8;
         s->target = (lg_field_t){.param = 0, .offset = 0, .width = 8, .is_signed = false};
-        s->ids = true;
+        s->ids = ops[i].what == IDS;
+        s->range = ops[i].what >= INPUT;
         s->allow_negative_always = ops[i].negative;
         s->count_kind = LG_COUNT_PARAM;
         lg_field_t none = {.param = -1};
@@ -83,7 +101,8 @@ static void build_tables(void)
                               ? (lg_field_t){.param = 0, .offset = 0, .width = 8, .is_signed = true}
                               : none;
         snprintf(short_names[i], sizeof short_names[i], "%s (torch.compile)", ops[i].op);
-        snprintf(mangled[i], sizeof mangled[i], "labelguard::check_index(%s)", ops[i].op);
+        snprintf(mangled[i], sizeof mangled[i], "labelguard::check_index(%s%s)", ops[i].op,
+                 ops[i].what == TARGET ? " target" : "");
         lg_api_index_publish(&infos[i], s, mangled[i], short_names[i]);
     }
 }
@@ -97,6 +116,11 @@ void lg_api_index_publish(lg_kernel_info_t *k, const lg_spec_t *s, const char *m
     k->short_name = short_name;
     k->image_name = LG_NAME_NONE;
     atomic_store(&k->state, LG_KSTATE_WATCHED);
+}
+
+int lg_api_index_operand(int kind)
+{
+    return kind >= FIRST_KIND && kind < FIRST_KIND + N_INDEX && ops[kind - FIRST_KIND].what == TARGET;
 }
 
 lg_kernel_info_t *lg_api_index_info(int kind)

@@ -47,6 +47,8 @@ LG_HIDDEN const char *lg_api_check_way(void);
 LG_HIDDEN void lg_api_index_publish(lg_kernel_info_t *k, const lg_spec_t *s, const char *mangled,
                                     const char *short_name);
 LG_HIDDEN lg_kernel_info_t *lg_api_index_info(int kind);
+/* Which operand of its range kernel `kind` checks: 1 for BCE's target, else 0 (its input). */
+LG_HIDDEN int lg_api_index_operand(int kind);
 /* ---------------------------------------------------------------- preload.c */
 
 /* The interposed entry points (for late arming by GOT patching, arm.c): name, our function,

@@ -28,6 +28,7 @@ static const struct {
     {"max_unpool2d", false, LG_FAMILY_WRITES_AT_IDS | LG_FAMILY_TENSOR_INDEX},
     {"embedding_bag", false, LG_FAMILY_VOCAB},
     {"embedding", false, LG_FAMILY_VOCAB}, /* torch.compile's check of aten.embedding (api_index.c) */
+    {"one_hot", false, LG_FAMILY_CLASSES}, /* torch.compile's check of F.one_hot (eager: the scatter's one-hot) */
 };
 
 unsigned lg_family_flags(const char *family)

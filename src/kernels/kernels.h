@@ -255,6 +255,7 @@ enum {
                                   * the launch shows a one-hot (cause.c) */
     LG_FAMILY_TENSOR_INDEX = 8,  /* ids index a tensor's dimension, not an embedding's vocabulary */
     LG_FAMILY_VOCAB = 16,        /* ids index an embedding's rows whatever the call site (EmbeddingBag) */
+    LG_FAMILY_CLASSES = 32,      /* ids are class labels, one per row (torch.compile's one_hot check) */
 };
 /* The LG_FAMILY_* flags of a family name (0 for NULL or a family with none). */
 LG_HIDDEN unsigned lg_family_flags(const char *family);

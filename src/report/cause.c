@@ -209,7 +209,7 @@ lg_cause_t lg_cause_classify_family_ids(const char *family, const lg_target_t *t
 }
 
 /* The kernel family says what its ids index where it can (x[idx], take and put index a dimension;
- * index_add_ node rows; EmbeddingBag a vocabulary). One scatter kernel serves F.one_hot (a class
+ * index_add_ node rows; EmbeddingBag a vocabulary; torch.compile's one_hot classes). One scatter kernel serves F.one_hot (a class
  * dimension) and message passing (node rows): the written operand tells them apart. One gather
  * and one index_select kernel serve nn.Embedding, index_select along any dimension, gather and
  * take_along_dim: only the call site tells an embedding, so with a Python stack and no
@@ -218,6 +218,8 @@ lg_cause_t lg_cause_classify_family_ids(const char *family, const lg_target_t *t
 lg_indexed_t lg_cause_indexed(const char *family, const lg_ids_facts_t *f)
 {
     unsigned flags = lg_family_flags(family);
+    if (flags & LG_FAMILY_CLASSES)
+        return LG_INDEXED_CLASSES;
     if (flags & LG_FAMILY_NODE_IDS)
         return f && f->one_per_row ? LG_INDEXED_CLASSES : LG_INDEXED_NODES;
     if (flags & LG_FAMILY_TENSOR_INDEX)

@@ -4,6 +4,8 @@
 #   - the committed census tests/wheels/asserts/ judged again by the library's registry
 #     (labelguard_coverage, as `labelguard audit`): no site lost its coverage, every site that
 #     is not checked is classified in sites.tsv, and sites.tsv lists no site that no table needs;
+#   - each site counted under torch.compile too (COMPILED, by its families): the counts per build,
+#     and exit 1 for a checked family with no compiled verdict;
 #   - a new, unclassified site in a table: exit 1, the site named;
 #   - a checked site whose covering spec is taken out of the verdict the classifier is given
 #     ($LG_SPECMATCH: the library's own answer with that spec's lines turned to NOT covered):
@@ -27,7 +29,18 @@ M() { lg_py -m labelguard._audit_asserts "$@"; }
 run_cmd M --check "$dir"
 expect_rc 0 "the committed census"
 expect_in out " 0 problems" "summary"
+# Each site counted twice: eager (the table) and under torch.compile (COMPILED, by family).
+expect_in out "2.15.0+cu132: when compiled (torch.compile): 40 checked (34 by the check op before Inductor's kernels, 6 by ATen's kernels as in eager), 2 partial, 86 unchecked" "the compiled count"
+expect_in out "1.13.1+cu117: when compiled: no torch.compile in torch 1.13.1+cu117" "no compile in 1.x"
 ok "committed census"
+
+# A checked family that COMPILED does not know: how it runs under torch.compile is not said.
+cp -r "$dir" "$T/fam"
+printf 'c0ffee0001\tchecked\tnewfam\t1\taten/src/ATen/native/cuda/New.cu\tnew_kernel\tx < n\t3\t[new]:1\t-\n' >>"$T/fam/2.15.0+cu132.tsv"
+run_cmd M --check "$T/fam"
+expect_rc 1 "a family without a compiled verdict"
+expect_in out "site c0ffee0001, checked, of family newfam: no entry in COMPILED" "the family named"
+ok "family without a compiled verdict"
 
 # A new site nobody classified.
 cp -r "$dir" "$T/new"

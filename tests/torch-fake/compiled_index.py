@@ -12,16 +12,24 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
   families   embedding (an nn.Module, id = vocabulary size: vocab_too_small), x[idx] (dynamic=True:
              the bound is a SymInt), gather, index_select, index_add, scatter, scatter_add,
              scatter_reduce, index_put,
-             index_copy, take; index_fill and x[idx] accept -size as eager does
+             index_copy, take, put, index_reduce (its mean, which Inductor decomposes), one_hot
+             (on 2.10 compiled code writes a zero row for a bad label: silent without labelguard),
+             multi_margin_loss (its labels), binary_cross_entropy (input and target in [0, 1], NaN:
+             compiled code asserts nothing), max_unpool2d (its indices in the output plane);
+             index_fill and x[idx] accept -size as eager does
   silent     the ids compiled code accepts without labelguard (an embedding id of -2 on 2.10, an
              index_add index of -1) are reported; the op on the double's CUDA memory keeps
-             eager's negative-id rule per kind
+             eager's negative-id rule per kind, and BCE's [0, 1] rule
   step       a compiled training step: one check of the ids in its two graphs (the embedding
              backward's merged into the forward's), eager's gradients, a bad id reported once;
              two gathers of the same ids: one check
   mask       LABELGUARD_ACTION=mask: an embedding with padding_idx gives eager's output with the bad
              id replaced by padding_idx (also the op on CUDA memory, and each replay of a captured
              graph); gather has no such id: raised, the event's note says why
+  late       LABELGUARD_MODE=async: a compiled embedding (padding_idx) on CUDA tensors (backend
+             aot_eager_decomp_partition: Inductor's decompositions, ATen's kernels, no Triton
+             needed on the double) with a bad id: its verdict, read after the op, is raised at a
+             later CUDA call and reported with the model's line
   plain      without labelguard: compiles the cached graph (TORCHINDUCTOR_CACHE_DIR) and shows
              Inductor's own assert; cached then runs the same graph guarded from that cache
   cached     under labelguard, after plain: the graph from the cache still reports
@@ -61,13 +69,16 @@ def call_bad(f, args):
     return None, line
 
 
-def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False):
+def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False, close=False, operand=None):
     """fn compiled; good: its clean twin's arguments, bad: one bad id at value; model: the text of
-    the model's line that the report must show."""
+    the model's line that the report must show; close: a float reduction (a loss), compared
+    within rounding (Inductor may sum in another order); bound None: a probability of BCE's
+    operand `operand` ("input" or "target")."""
     f = torch.compile(fn, dynamic=dynamic)
     want = fn(*good)
     got = f(*good)
-    ok(torch.equal(got, want), "%s: the clean twin equals the uncompiled output" % name)
+    ok(torch.allclose(got, want) if close else torch.equal(got, want),
+       "%s: the clean twin equals the uncompiled output" % name, "%s != %s" % (got, want))
     before = len(violations())
     msg, line = call_bad(f, bad)
     ok(msg is not None and msg.startswith("labelguard:") and "index out of bounds" not in msg,
@@ -80,8 +91,12 @@ def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False)
     t = e["target"]
     sample = (e.get("bad", {}).get("samples") or [{}])[0]
     ok(e["kernel"] == kernel + " (torch.compile)", "%s: kernel %s (torch.compile)" % (name, kernel), e["kernel"])
-    ok(sample.get("value") == value and t.get("n_classes") == bound,
-       "%s: value %d, bound %d" % (name, value, bound), json.dumps(t)[:300])
+    if bound is None:  # probabilities (BCE): bound [0, 1], bound names the operand
+        ok(sample.get("value") == value and t.get("range") == [0, 1] and t.get("operand") == operand,
+           "%s: %s = %s, range [0, 1]" % (name, operand, value), json.dumps(t)[:300])
+    else:
+        ok(sample.get("value") == value and t.get("n_classes") == bound,
+           "%s: value %d, bound %d" % (name, value, bound), json.dumps(t)[:300])
     ok(e["cause"] == cause, "%s: cause %s" % (name, cause), e["cause"])
     ok(model in e.get("model_line", "") and "compiled_index.py" in e.get("model_line", ""),
        "%s: the model's line" % name, e.get("model_line"))
@@ -146,6 +161,54 @@ def take_fn(x, idx):
     return torch.take(x, idx) * 2
 
 
+def put_fn(x, idx, src):
+    return x.put(idx, src) * 2
+
+
+def index_reduce_fn(x, idx, src):
+    return x.index_reduce(0, idx, src, "mean")
+
+
+def one_hot_fn(labels):
+    return torch.nn.functional.one_hot(labels, 5) * 2
+
+
+def multi_margin_fn(x, target):
+    return torch.nn.functional.multi_margin_loss(x, target)
+
+
+def unpool_fn(x, idx):
+    return torch.nn.functional.max_unpool2d(x, idx, 2, output_size=(4, 4)) + 1
+
+
+def bce_fn(p, y):
+    return torch.nn.functional.binary_cross_entropy(p, y)
+
+
+def bce_cases():
+    """BCE: Inductor's decomposition asserts nothing (a probability of 1.5 or NaN gives a loss, or
+    NaN, silently); eager's kernel asserts each input and target value in [0, 1]."""
+    p, y = torch.rand(6, 5), torch.rand(6, 5)
+
+    def bad(t, i, v):
+        t = t.clone()
+        t.view(-1)[i] = v
+        return t
+
+    model = "return torch.nn.functional.binary_cross_entropy(p, y)"
+    case("bce input", bce_fn, (p, y), (bad(p, 7, 1.5), y), "binary_cross_entropy", 1.5, None, "no_sigmoid", model,
+         close=True, operand="input")
+    case("bce NaN", bce_fn, (p, y), (bad(p, 3, float("nan")), y), "binary_cross_entropy", "nan", None, "nan_input",
+         model, close=True, operand="input")
+    case("bce target", bce_fn, (p, y), (p, bad(y, 10, -0.5)), "binary_cross_entropy", -0.5, None, "other", model,
+         close=True, operand="target")
+    # The check is below autograd: the compiled step's gradient is eager's.
+    pc, pe = p.clone().requires_grad_(), p.clone().requires_grad_()
+    torch.compile(bce_fn)(pc, y).backward()
+    bce_fn(pe, y).backward()
+    ok(torch.allclose(pc.grad, pe.grad), "bce: the compiled gradient equals eager's")
+
+
 mode = sys.argv[1]
 torch.manual_seed(0)
 x = torch.randn(6, 50)
@@ -181,6 +244,30 @@ if mode == "families":
          "index_out_of_range", "return torch.index_fill(x, 0, idx, 7.0)")
     case("take", take_fn, (x, torch.tensor([0, 299, -300])), (x, torch.tensor([0, 300])), "take", 300, 300,
          "index_out_of_range", "return torch.take(x, idx) * 2")
+    case("put", put_fn, (x, torch.tensor([0, 299, -300]), torch.ones(3)), (x, torch.tensor([0, -301]), torch.ones(2)),
+         "put", -301, 300, "negative_id", "return x.put(idx, src) * 2")
+    case("index_reduce mean", index_reduce_fn, (x, torch.tensor([5, 0]), torch.ones(2, 50)),
+         (x, torch.tensor([6, 0]), torch.ones(2, 50)), "index_reduce", 6, 6, "node_id_out_of_range",
+         "return x.index_reduce(0, idx, src, \"mean\")")
+    case("one_hot", one_hot_fn, (torch.tensor([0, 4, 2]),), (torch.tensor([0, 5, 2]),), "one_hot", 5, 5,
+         "num_classes_too_small", "return torch.nn.functional.one_hot(labels, 5) * 2")
+    case("multi_margin_loss", multi_margin_fn, (x[:, :5], torch.tensor([0, 4, 2, 1, 3, 0])),
+         (x[:, :5], torch.tensor([0, 4, 2, 1, 5, 0])), "multi_margin_loss", 5, 5, "head_too_small",
+         "return torch.nn.functional.multi_margin_loss(x, target)", close=True)
+    bce_cases()
+    # one_hot's and multi_margin_loss's checks wrap Python kernels that every trace runs: an
+    # exported program, decomposed, holds no check op (it must load where labelguard is not).
+    class Both(torch.nn.Module):
+        def forward(self, labels, x, target):
+            return one_hot_fn(labels), multi_margin_fn(x, target)
+
+    ep = torch.export.export(Both(), (torch.tensor([0, 4]), x[:2, :5], torch.tensor([0, 4])))
+    ok("labelguard" not in str(ep.run_decompositions().graph),
+       "export: run_decompositions() leaves no check op (one_hot, multi_margin_loss)")
+    plane = torch.arange(16.0).reshape(1, 1, 4, 4)
+    pooled, where = torch.nn.functional.max_pool2d(plane, 2, return_indices=True)
+    case("max_unpool2d", unpool_fn, (pooled, where), (pooled, where.clone().fill_(16)), "max_unpool2d", 16, 16,
+         "index_out_of_range", "return torch.nn.functional.max_unpool2d(x, idx, 2, output_size=(4, 4)) + 1")
 elif mode == "silent":
     with torch.no_grad():
         m = Tiny()
@@ -201,6 +288,17 @@ elif mode == "silent":
     out = op(ids, 6, -1, 18, "")
     torch.cuda.synchronize()
     ok(torch.equal(out.cpu(), ids.cpu()), "CUDA: x[idx] takes -size as eager does, no CUDA error left pending")
+    # BCE's probabilities on CUDA memory (the validator's range rule): NaN raises, [0, 1] passes.
+    probs = torch.tensor([0.0, 0.5, 1.0]).cuda()
+    out = op(probs, 1, -1, 33, "")
+    torch.cuda.synchronize()
+    ok(torch.equal(out.cpu(), probs.cpu()), "CUDA: BCE's probabilities in [0, 1] pass")
+    try:
+        op(torch.tensor([0.5, float("nan")]).cuda(), 1, -1, 34, "")
+        ok(False, "CUDA: a NaN BCE target raises")
+    except RuntimeError as e:
+        ok("binary_cross_entropy (torch.compile)" in str(e) and "target[1] = nan" in str(e),
+           "CUDA: a NaN BCE target raises", str(e)[:200])
 elif mode == "step":
     from torch._inductor.utils import run_and_get_code
 
@@ -259,7 +357,7 @@ elif mode == "mask":
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         with torch.cuda.graph(graph, stream=stream):
-            res = op(static, 50, 0, 16, "")
+            res = op(static, 50, 0, 16, "model.py:7 in forward: h = self.tok_embeddings(tokens)")
     torch.cuda.synchronize()
     n0 = len(violations())
     static.copy_(badc)
@@ -271,6 +369,8 @@ elif mode == "mask":
     vg = violations()[n0:]
     ok(len(vg) == 1 and vg[0].get("graph", {}).get("replay") == 1 and vg[0]["outcome"] == "masked",
        "graph replay: one masked violation with its replay number", str(vg)[:300])
+    ok(bool(vg) and vg[0].get("model_line") == "model.py:7 in forward: h = self.tok_embeddings(tokens)",
+       "graph replay: the verdict has the captured op's model line", str(vg and vg[0].get("model_line")))
     before = len(violations())
     g = torch.compile(gather_fn)
     g(x, torch.tensor([[0]] * 6))
@@ -279,6 +379,36 @@ elif mode == "mask":
     ok(msg is not None and msg.startswith("labelguard:"), "mask: gather has no stand-in id: raised", repr(msg)[:200])
     ok(len(ev) == 1 and "gather has no index that leaves its result unchanged" in ev[0].get("note", ""),
        "mask: the event's note says why gather cannot be masked", str([e.get("note") for e in ev]))
+elif mode == "late":
+    with torch.no_grad():
+        m = Tiny(padding_idx=0).cuda()
+        f = torch.compile(m, backend="aot_eager_decomp_partition")
+        good = torch.tensor([[1, 2, 49]]).cuda()
+        f(good)  # the double runs no embedding kernel: the output says nothing, the verdict does
+        torch.cuda.synchronize()
+        ok(not violations(), "late: no violation for good ids")
+        msg = None
+        try:
+            f(torch.tensor([[1, 50, 3]]).cuda())
+            torch.cuda.synchronize()  # a hook point, if the graph's own launches were not
+        except RuntimeError as e:
+            msg = str(e)
+        ev = violations()
+        ok(msg is not None and "labelguard: bad ids" in msg, "late: the verdict raised at a later CUDA call",
+           repr(msg)[:200])
+        ok(len(ev) == 1 and ev[0]["kernel"] == "embedding (torch.compile)" and ev[0]["cause"] == "vocab_too_small"
+           and "verdict_read_at" in ev[0], "late: one violation, read after the op, vocab_too_small",
+           str([(e["kernel"], e["cause"], "verdict_read_at" in e) for e in ev]))
+        ok(bool(ev) and "h = self.tok_embeddings(tokens)" in ev[0].get("model_line", "")
+           and "compiled_index.py" in ev[0].get("model_line", ""), "late: the late verdict has the model's line",
+           str(ev and ev[0].get("model_line")))
+        try:
+            f(good)
+            torch.cuda.synchronize()
+            msg = None
+        except RuntimeError as e:
+            msg = str(e)
+        ok(msg is None and len(violations()) == 1, "late: the raise left no CUDA error pending", repr(msg)[:200])
 elif mode in ("plain", "cached"):
     with torch.no_grad():
         m = Tiny()

@@ -8,9 +8,10 @@
 #   silent    the ids compiled code accepts without labelguard (embedding -2, index_add -1)
 #   mask      an embedding with padding_idx masked as in eager; gather raised, with the reason
 #   step      a compiled training step: one check of the ids (the backward's merged), eager's grads
+#   late      LABELGUARD_MODE=async: a compiled embedding's verdict read after the op keeps the model line
 #   cache     plain (no labelguard) compiles into TORCHINDUCTOR_CACHE_DIR and gets Inductor's own
 #             assert; cached (guarded, the same cache) still reports the bad id
-# This file runs families and silent; test_compiled_index_more.sh mask, step and cache (each
+# This file runs families and silent; test_compiled_index_more.sh mask, step, late and cache (each
 # file within tests/run.sh's time limit); the parts ending in 12 run on torch 2.10 (TORCH_CUDA=12),
 # test_compiled_index_210.sh runs those.
 # Run by tests/run.sh; alone: bash tests/torch-fake/test_compiled_index.sh [PART...]
@@ -42,6 +43,7 @@ for part in ${*:-families silent}; do
   case ${part%12} in
   families|silent|step) run "$part" TORCH_CUDA=$w LABELGUARD_ACTION=raise -- "${part%12}" ;;
   mask) run "$part" TORCH_CUDA=$w LABELGUARD_ACTION=mask -- mask ;;
+  late) run "$part" TORCH_CUDA=$w LABELGUARD_MODE=async LABELGUARD_ACTION=raise -- late ;;
   cache)
     # Compiled without labelguard into a cache of its own, then run guarded from that cache.
     echo "== plain"

@@ -325,6 +325,8 @@ static void test_indexed(void)
     /* F.one_hot: a scatter, but of one label per row into num_classes columns */
     g_assert_cmpint(lg_cause_indexed("scatter", &hot), ==, LG_INDEXED_CLASSES);
     g_assert_cmpint(lg_cause_indexed("scatter", &none), ==, LG_INDEXED_NODES);
+    /* torch.compile's check of F.one_hot: classes, with no launch to read */
+    g_assert_cmpint(lg_cause_indexed("one_hot", &none), ==, LG_INDEXED_CLASSES);
     g_assert_cmpint(lg_cause_indexed("scatter_add", &py), ==, LG_INDEXED_NODES);
     g_assert_cmpint(lg_cause_indexed("index_add", &py), ==, LG_INDEXED_NODES);
     /* index_select / gather: an embedding only when the call site is one */

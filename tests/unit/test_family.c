@@ -23,6 +23,8 @@ static void test_flags(void)
     /* torch.compile's check of aten.embedding (api_index.c): a vocabulary, whatever the stack */
     g_assert_cmpuint(lg_family_flags("embedding"), ==, LG_FAMILY_VOCAB);
     g_assert_cmpuint(lg_family_flags("embeddingx"), ==, 0);
+    /* torch.compile's check of F.one_hot: class labels, as eager's scatter with a one-hot output */
+    g_assert_cmpuint(lg_family_flags("one_hot"), ==, LG_FAMILY_CLASSES);
     const char *writers[] = {"scatter", "scatter_add", "scatter_reduce", "index_put", "index_fill", "index_copy",
                              "put", "index_add"};
     for (size_t i = 0; i < G_N_ELEMENTS(writers); i++)
