@@ -34,6 +34,11 @@ COMPILED = {
     "max_unpool2d": ("op", ("max_unpool2d",)),
     "embedding_bag": ("aten", "Inductor falls back to ATen's _embedding_bag"),
     "multinomial": ("aten", "Inductor falls back to ATen's multinomial"),
+    # embedding_renorm_ (F.embedding's max_norm): no lowering in Inductor, which runs ATen's kernel
+    "embedding": ("aten", "Inductor falls back to ATen's embedding_renorm_ (max_norm)"),
+    # torch/_inductor/decomposition.py: bernoulli becomes rand_like(p) < p on the GPU, which asserts
+    # nothing and checks nothing (p = 1.5 always draws 1, silently)
+    "bernoulli": ("no", "Inductor decomposes it into rand_like(p) < p: no kernel asserts, none is checked"),
 }
 
 
