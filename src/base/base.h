@@ -240,16 +240,24 @@ extern LG_HIDDEN LG_TLS lg_counter_slot_t *lg_counters_my_slot;
 LG_HIDDEN lg_counter_slot_t *lg_counters_assign_slot(void);
 /* Every slot given out so far (*n of them), for recent.c's reader. */
 LG_HIDDEN lg_counter_slot_t *lg_counters_slots(int *n);
-/* Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
+/* One launch counted on the calling thread's slot; *n gets its number (the count before it).
+ * Only this thread (mostly) writes its slot: a relaxed load+store is enough for a counter read
  * once at exit, and avoids a locked instruction per launch. Threads sharing a slot (more than
  * 64 launching threads) may lose an increment: the summary says "launches", not an invoice. */
-static inline void lg_counters_count_launch(void)
+static inline lg_counter_slot_t *lg_counters_count_launch_at(uint64_t *n)
 {
     lg_counter_slot_t *s = lg_counters_my_slot;
     if (LG_UNLIKELY(!s))
         s = lg_counters_assign_slot();
-    __atomic_store_n((uint64_t *)&s->launches, __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELAXED);
+    *n = __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)&s->launches, *n + 1, __ATOMIC_RELAXED);
+    return s;
+}
+/* The same, when the launch's number (the count before it) is not needed. */
+static inline void lg_counters_count_launch(void)
+{
+    uint64_t n;
+    (void)lg_counters_count_launch_at(&n);
 }
 /* One more watched launch, validated launch, or watched launch that ran unchecked. */
 LG_HIDDEN void lg_counters_count_watched(void);
@@ -369,11 +377,8 @@ static inline void lg_recent_store(lg_counter_slot_t *s, uint64_t n, const void 
  * accepted it, so that a launch refused on a dead context does not push the candidates out. */
 static inline void lg_recent_count(bool accepted, const void *func, const void *stream, lg_recent_dims_t d)
 {
-    lg_counter_slot_t *s = lg_counters_my_slot;
-    if (LG_UNLIKELY(!s))
-        s = lg_counters_assign_slot();
-    uint64_t n = __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED);
-    __atomic_store_n((uint64_t *)&s->launches, n + 1, __ATOMIC_RELAXED);
+    uint64_t n;
+    lg_counter_slot_t *s = lg_counters_count_launch_at(&n);
     if (LG_LIKELY(accepted))
         lg_recent_store(s, n, func, stream, d);
 }

@@ -62,13 +62,8 @@ void lg_recent_record_site(lg_counter_slot_t *s, uint64_t n)
 
 void lg_recent_graph(const void *exec, const void *stream)
 {
-    lg_counter_slot_t *s = lg_counters_my_slot;
-    if (!s)
-        s = lg_counters_assign_slot();
-    uint64_t n = __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED);
-    __atomic_store_n((uint64_t *)&s->launches, n + 1, __ATOMIC_RELAXED);
     lg_counters_count_graph();
-    lg_recent_store(s, n, exec, stream, (lg_recent_dims_t){0, 0, 0, 0});
+    lg_recent_count(true, exec, stream, (lg_recent_dims_t){0, 0, 0, 0});
 }
 
 /* Slot s's entries from its newest back, at most max of them, into out (cap left). */

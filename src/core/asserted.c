@@ -58,9 +58,8 @@ static void fill(lg_assert_candidate_t *c, const lg_recent_launch_t *r, bool fin
     }
 }
 
-void lg_asserted_found(const lg_runtime_t *rt, const char *api, bool at_query)
+void lg_asserted_found(const char *api, bool at_query)
 {
-    (void)rt;
     if (atomic_load_explicit(&reported, memory_order_relaxed) || !lg_start_done())
         return;
     /* At a launch, a verdict of this thread may still wait to be read: its report comes first. */

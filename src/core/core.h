@@ -206,7 +206,7 @@ LG_HIDDEN void lg_start_atfork_child(void);
  * violation already reported explains it. `at_query`: found by a synchronizing call or an error
  * query, where outstanding verdicts were read first; at a launch they may not be yet, and the
  * report waits for the next such call. */
-LG_HIDDEN void lg_asserted_found(const lg_runtime_t *rt, const char *api, bool at_query);
+LG_HIDDEN void lg_asserted_found(const char *api, bool at_query);
 /* After fork in the child: its own report, if its context fails. */
 LG_HIDDEN void lg_asserted_after_fork(void);
 

@@ -54,7 +54,7 @@ BODY cudaError_t body_cudaGetLastError(lg_preload_binding_t *b)
     lg_preload_hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
     if (LG_UNLIKELY(e == cudaErrorAssert))
-        lg_preload_assert_seen(b, "cudaGetLastError", true);
+        lg_preload_assert_seen("cudaGetLastError", true);
     if (LG_UNLIKELY(lg_runtime_pending | lg_runtime_app_error))
         e = (cudaError_t)lg_runtime_take_error((int)e);
     return e;
@@ -66,7 +66,7 @@ BODY cudaError_t body_cudaPeekAtLastError(lg_preload_binding_t *b)
     lg_preload_hook_point(b);
     cudaError_t e = real ? real() : cudaErrorInitializationError;
     if (LG_UNLIKELY(e == cudaErrorAssert))
-        lg_preload_assert_seen(b, "cudaPeekAtLastError", true);
+        lg_preload_assert_seen("cudaPeekAtLastError", true);
     if (LG_UNLIKELY(lg_runtime_pending | lg_runtime_app_error))
         e = (cudaError_t)lg_runtime_peek_error((int)e);
     return e;
@@ -180,10 +180,10 @@ typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t
 /* After the real launch: an accepted one joins the thread's recent launches, the candidates of a
  * device-side assert that nothing checked; a launch refused with cudaErrorAssert is where this
  * thread learns that one fired (core/asserted.c reports it once). */
-static __attribute__((noinline)) void launch_failed(lg_preload_binding_t *bd, cudaError_t r)
+static __attribute__((noinline)) void launch_failed(cudaError_t r)
 {
     if (r == cudaErrorAssert)
-        lg_preload_assert_seen(bd, "a kernel launch", false);
+        lg_preload_assert_seen("a kernel launch", false);
 }
 
 static inline lg_recent_dims_t dims(dim3 g, dim3 b)
@@ -191,22 +191,22 @@ static inline lg_recent_dims_t dims(dim3 g, dim3 b)
     return (lg_recent_dims_t){(uint64_t)g.x | (uint64_t)g.y << 32, (uint64_t)b.x | (uint64_t)b.y << 32, g.z, b.z};
 }
 
-static inline __attribute__((always_inline)) void launched(lg_preload_binding_t *bd, cudaError_t r, const void *f,
-                                                           dim3 g, dim3 b, cudaStream_t s)
+static inline __attribute__((always_inline)) void launched(cudaError_t r, const void *f, dim3 g, dim3 b,
+                                                           cudaStream_t s)
 {
     if (LG_LIKELY(r == cudaSuccess))
         lg_recent_note(f, s, dims(g, b));
     else
-        launch_failed(bd, r);
+        launch_failed(r);
 }
 
 /* The fast path's: the launch is counted here too. */
-static inline __attribute__((always_inline)) void launched_fast(lg_preload_binding_t *bd, cudaError_t r,
-                                                                const void *f, dim3 g, dim3 b, cudaStream_t s)
+static inline __attribute__((always_inline)) void launched_fast(cudaError_t r, const void *f, dim3 g, dim3 b,
+                                                                cudaStream_t s)
 {
     lg_recent_count(r == cudaSuccess, f, s, dims(g, b));
     if (LG_UNLIKELY(r != cudaSuccess))
-        launch_failed(bd, r);
+        launch_failed(r);
 }
 
 /* Each launch shape's slow path only calls its real function with what decide() says: out of
@@ -223,7 +223,7 @@ static __attribute__((noinline)) cudaError_t launch_slow(lg_preload_binding_t *b
     cudaError_t r = args ? real(f, g, b, args, sm, s) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
     if (marked && args)
-        launched(bd, r, f, g, b, s);
+        launched(r, f, g, b, s);
     return r;
 }
 
@@ -236,7 +236,7 @@ static inline __attribute__((always_inline)) cudaError_t launch(lg_preload_bindi
         lg_preload_in_launch++;
         cudaError_t r = real(f, g, b, a, sm, s);
         lg_preload_in_launch--;
-        launched_fast(bd, r, f, g, b, s);
+        launched_fast(r, f, g, b, s);
         return r;
     }
     /* Inlined into the exported entry point: the return address into its caller, which an
@@ -283,7 +283,7 @@ static __attribute__((noinline)) cudaError_t launch_ex_slow(lg_preload_binding_t
     cudaError_t r = args ? real(c, f, args) : (cudaError_t)d.error;
     lg_preload_in_launch -= marked;
     if (marked && args)
-        launched(bd, r, f, c->gridDim, c->blockDim, c->stream);
+        launched(r, f, c->gridDim, c->blockDim, c->stream);
     return r;
 }
 
@@ -297,7 +297,7 @@ static inline __attribute__((always_inline)) cudaError_t launch_ex(lg_preload_bi
         lg_preload_in_launch++;
         cudaError_t r = real(c, f, a);
         lg_preload_in_launch--;
-        launched_fast(bd, r, f, c->gridDim, c->blockDim, c->stream);
+        launched_fast(r, f, c->gridDim, c->blockDim, c->stream);
         return r;
     }
     if (LG_UNLIKELY(!c))

@@ -150,8 +150,7 @@ static inline void lg_preload_hook_point(lg_preload_binding_t *b)
 }
 
 /* An application's call returned cudaErrorAssert (preload.c): cold, out of line. */
-LG_HIDDEN __attribute__((cold, noinline)) void lg_preload_assert_seen(lg_preload_binding_t *b, const char *api,
-                                                                      bool at_query);
+LG_HIDDEN __attribute__((cold, noinline)) void lg_preload_assert_seen(const char *api, bool at_query);
 
 /* The default copies' C names, which late arming (arm.c) patches into GOT slots by name. */
 #define LG_DECLARE_V13(name, ret, params, args) ret lg_preload_v13_##name params;

@@ -43,11 +43,11 @@ static __attribute__((noinline)) cudaError_t after_sync(lg_preload_binding_t *b,
 /* An application's call returned cudaErrorAssert: a device-side assert fired. Core/asserted.c
  * reports it once unless a report explains it (here for preload.c's error queries and launches
  * too: calls go preload.c -> preload_sync.c). */
-void lg_preload_assert_seen(lg_preload_binding_t *b, const char *api, bool at_query)
+void lg_preload_assert_seen(const char *api, bool at_query)
 {
     if (lg_runtime_in_library)
         return;
-    lg_asserted_found(lg_preload_runtime(b), api, at_query);
+    lg_asserted_found(api, at_query);
 }
 
 /* A device-side assert surfaced here: every thread's outstanding verdicts are read first (the
@@ -57,7 +57,7 @@ static __attribute__((noinline, cold)) cudaError_t asserted(lg_preload_binding_t
 {
     if (!lg_runtime_in_library && (lg_verdicts_pending() || lg_verdicts_orphaned()) && lg_start_ensure())
         lg_launch_poll(lg_preload_runtime(b), LG_COLLECT_SYNC_ALL, NULL);
-    lg_preload_assert_seen(b, api, true);
+    lg_preload_assert_seen(api, true);
     return lg_runtime_in_library ? e : (cudaError_t)lg_runtime_deliver_async((int)e);
 }
 
@@ -141,7 +141,7 @@ static inline cudaError_t graph_launch(lg_preload_binding_t *b, cudaGraphLaunch_
     if (LG_LIKELY(e == cudaSuccess) && !lg_runtime_in_library)
         lg_recent_graph(x, (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s);
     else if (e == cudaErrorAssert)
-        lg_preload_assert_seen(b, "cudaGraphLaunch", false);
+        lg_preload_assert_seen("cudaGraphLaunch", false);
     if (LG_UNLIKELY(lg_graphs_watching()) && e == cudaSuccess && !lg_runtime_in_library && lg_start_ensure()) {
         if (lg_graphs_launched(x, (per_thread && !s) ? (void *)cudaStreamPerThread : (void *)s))
             lg_report_warning_once("graph_unchecked",
