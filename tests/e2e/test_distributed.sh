@@ -3,7 +3,7 @@
 # torchrun-like launcher (it SIGTERMs the other ranks when one dies), under the runtime double.
 # Both ranks run build/e2e/attach_target: rank 1 launches a bad label at once (--now); rank 0
 # launches clean labels and then waits, as a peer waits in its next all-reduce (a trigger file
-# that never comes; it gives up after 60 s).
+# that never comes; it gives up after 60 s). Rank 1 starts when rank 0 has printed "ready".
 #   abort -> rank 1 dies by SIGABRT at once; the job is over in seconds, not at rank 0's
 #            timeout; rank 1's log holds the violation (outcome aborted) and its summary,
 #            rank 0's log its start; rank 1's report says what happens to the other ranks;
@@ -30,8 +30,14 @@ t0 = time.time()
 ranks = []
 for r, arg in ((0, never), (1, "--now")):
     env = dict(os.environ, WORLD_SIZE="2", RANK=str(r), LOCAL_RANK=str(r))
-    ranks.append(subprocess.Popen([prog, arg], env=env, stdout=subprocess.DEVNULL,
+    ranks.append(subprocess.Popen([prog, arg], env=env, stdout=subprocess.PIPE,
                                   stderr=open("%s.%d.err" % (base, r), "w")))
+    if r == 0:
+        # rank 1 starts once rank 0 is up (its start written, "ready" printed): otherwise a
+        # quick rank 1 ends the job before a slow rank 0 has logged anything
+        for line in ranks[0].stdout:
+            if line.startswith(b"ready"):
+                break
 # torchrun's agent: the first rank to fail ends the job
 while all(p.poll() is None for p in ranks) and time.time() - t0 < 90:
     time.sleep(0.05)
