@@ -329,6 +329,20 @@ typedef struct lg_py_stack {
 LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
 /* Fork child: its own pipe, a fresh lock (lg.c's atfork handler). */
 LG_HIDDEN void lg_pystack_after_fork(void);
+/* What the stack reader found in this process (resolved on first call): whether it is a
+ * CPython process, its version, whether the build is free-threaded, whether stacks are read,
+ * and when not, why (static text). For the start event and `labelguard doctor`. */
+typedef struct lg_py_info {
+    bool python;
+    char version[32];
+    bool free_threaded;
+    bool stacks;
+    const char *why; /* NULL when stacks are read */
+} lg_py_info_t;
+LG_HIDDEN void lg_pystack_info(lg_py_info_t *out);
+/* pystack_peek.c: copies n bytes at addr into out; false when any of it is unmapped. */
+LG_HIDDEN bool lg_pystack_peek(const void *addr, void *out, size_t n);
+LG_HIDDEN void lg_pystack_peek_after_fork(void);
 /* One frame as the walk finds it, before it is turned into text: the code object, what it
  * said it was (checked again before the lines are read), and the instruction's byte offset. */
 typedef struct lg_py_raw_frame {
@@ -437,6 +451,13 @@ typedef struct lg_py_layout {
     int bytes_size, bytes_data; /* PyBytesObject: ob_size, ob_sval */
     int owner_incomplete;       /* frames whose owner is >= this are shims (_PyFrame_IsIncomplete) */
     unsigned ref_tag_bits;      /* low bits of f_executable to clear: a _PyStackRef's tags (>= 3.14) */
+    /* Free-threaded builds (debug offsets only): 3.14 and newer make PyASCIIObject.state's
+     * `interned` an unsigned char, which moves kind, compact and ascii up by 6 bits; each
+     * thread may run its own copy of a code object's bytecode, entry tlbc_index of the
+     * code's co_tlbc array (0: the copy inside the code object). 0 where absent. */
+    bool free_threaded;
+    int uni_state_shift;
+    int co_tlbc, f_tlbc_index;
 } lg_py_layout_t;
 /* Bytes of _PyRuntime (its debug_offsets) that lg_pystack_offsets_decode may read. */
 #define LG_PY_DEBUG_OFFSETS_LEN 1024

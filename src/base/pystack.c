@@ -36,13 +36,23 @@
  * (Debian's builds) through the debug offsets, on x86-64; nothing here depends on the
  * architecture beyond LP64 (aarch64 shares the layouts). Newer minor versions take the debug
  * offsets path when its checks pass. Debug builds (Py_DEBUG/Py_TRACE_REFS): the type checks
- * fail and the stack comes back empty. Free-threaded builds (3.13t, 3.14t): their debug offsets
- * say so (free_threaded) and the stack stays empty, on 3.13 too, whose table describes the
- * default build only.
+ * fail and the stack comes back empty.
+ *
+ * Free-threaded builds (3.13t, 3.14t and newer; their debug offsets say free_threaded) are read
+ * through the debug offsets too, 3.13t included (the table describes 3.13's default build).
+ * With no GIL, "another thread cannot run Python while this one is in a C call" no longer
+ * holds, so the rule is per chain: the launching thread reads only its own chain, which no
+ * other thread mutates (frames are pushed and popped by their own thread; the code objects they
+ * run are kept alive by the frames' references, deferred ones included, which the collector
+ * treats as roots); everything another thread may change or free is read through the
+ * fault-safe peek and checked per object: other threads' frames (the main-thread fallback), and
+ * the per-thread bytecode array (co_tlbc), which a thread starting elsewhere may reallocate.
+ * A frame running the bytecode copy inside its code object (tlbc_index 0: the main thread, and
+ * every thread until it specializes) needs no such read.
  *
  * Tested by tests/e2e/test_pystack.sh (tests/unit/pystack_probe.c loaded by python3 through
- * ctypes, from the main thread, a Python worker thread and a native thread; 3.14 and 3.15 in the
- * Debian root of tests/pyroot/install.sh), tests/unit/test_pystack_offsets.c (the checks on
+ * ctypes, from the main thread, a Python worker thread and a native thread; 3.14, 3.15 and a
+ * free-threaded 3.13t in the Debian root of tests/pyroot/install.sh), tests/unit/test_pystack_offsets.c (the checks on
  * the debug offsets), tests/torch-fake/test_pystack_torch.sh and tests/pip/test_pystack_wheel.sh
  * (real torch and the wheel on 3.14 and 3.15).
  */
@@ -72,57 +82,35 @@ static struct {
     void *(*thread_head)(void *interp);
     int (*addr2line)(void *code, int addr);
     const void *code_type, *frame_type, *unicode_type, *bytes_type;
-    pid_t pid;
-    int pipe_fd[2]; /* fallback reader, created on first need; -1 until then */
-    dev_t pipe_dev; /* the read end's identity, so that a fork child closes our pipe only */
-    ino_t pipe_ino;
-    bool use_pipe;
-} py = {.pipe_fd = {-1, -1}};
+    lg_py_info_t info; /* what resolve found */
+} py;
 
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
-/* One pipe for the process: two capturing threads must not interleave their bytes. */
-static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* True when fd is still the pipe end we made: the application may have closed our numbers
- * (a daemon closing every fd) and opened its own files there since. */
-static bool pipe_is_ours(int fd)
-{
-    struct stat st;
-    return fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_dev == py.pipe_dev &&
-           st.st_ino == py.pipe_ino;
-}
+/* Copies n bytes at addr into out; false when any of it is unmapped (pystack_peek.c). */
+static bool peek(const void *addr, void *out, size_t n) { return lg_pystack_peek(addr, out, n); }
 
-/* A fork child shares the parent's pipe: a read there could return bytes the other process
- * wrote. The child makes its own on first need; the lock may have been held by a parent thread.
- * Only fds that are still our pipe are closed: a child of a process that never needed the pipe
- * (every shell pipeline, every DataLoader worker) must keep its fd table exactly as it was. */
-void lg_pystack_after_fork(void)
-{
-    pthread_mutex_init(&pipe_lock, NULL);
-    for (int i = 0; i < 2; i++) {
-        if (pipe_is_ours(py.pipe_fd[i]))
-            close(py.pipe_fd[i]);
-        py.pipe_fd[i] = -1;
-    }
-}
+void lg_pystack_after_fork(void) { lg_pystack_peek_after_fork(); }
 
-static bool peek(const void *addr, void *out, size_t n);
 
 /* The layout of a 3.13 or newer interpreter: its _PyRuntime.debug_offsets, read with the same
- * fault-safe peek as the frames. 3.13 keeps its table entry (which also knows where
- * _co_firsttraceable is) but is refused here when the offsets say free-threaded. */
+ * fault-safe peek as the frames. 3.13's default build keeps its table entry (which also knows
+ * where _co_firsttraceable is); its free-threaded build is decoded like 3.14's. */
 static bool offsets_layout(int minor)
 {
     const void *runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
     static unsigned char raw[LG_PY_DEBUG_OFFSETS_LEN]; /* once, under pthread_once */
-    if (!runtime || !peek(runtime, raw, sizeof(raw)))
+    if (!runtime || !peek(runtime, raw, sizeof(raw))) {
+        py.info.why = "_PyRuntime cannot be read";
         return minor == 13 && lg_pystack_offsets_table(minor, &py.layout);
-    if (minor == 13) {
-        uint64_t free_threaded;
-        memcpy(&free_threaded, raw + 16, sizeof(free_threaded));
-        return !(memcmp(raw, "xdebugpy", 8) == 0 && free_threaded != 0) && lg_pystack_offsets_table(minor, &py.layout);
     }
-    return lg_pystack_offsets_decode(raw, sizeof(raw), minor, &py.layout) == NULL;
+    uint64_t free_threaded;
+    memcpy(&free_threaded, raw + 16, sizeof(free_threaded));
+    py.info.free_threaded = memcmp(raw, "xdebugpy", 8) == 0 && free_threaded != 0;
+    if (minor == 13 && !py.info.free_threaded)
+        return lg_pystack_offsets_table(minor, &py.layout);
+    py.info.why = lg_pystack_offsets_decode(raw, sizeof(raw), minor, &py.layout);
+    return py.info.why == NULL;
 }
 
 static void resolve(void)
@@ -132,11 +120,16 @@ static void resolve(void)
         return; /* not a Python process */
     const char *v = get_version();
     int major = 0, minor = 0;
+    py.info.python = true;
+    if (v)
+        snprintf(py.info.version, sizeof py.info.version, "%.*s", (int)strcspn(v, " "), v);
+    py.info.why = "version not understood";
     if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major != 3)
         return;
-    py.pid = getpid();
+    py.info.why = "no frame layout for this version";
     if (!(minor >= 13 ? offsets_layout(minor) : lg_pystack_offsets_table(minor, &py.layout)))
         return;
+    py.info.why = "CPython functions missing";
     py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     py.this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
     py.interp_main = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
@@ -150,46 +143,21 @@ static void resolve(void)
     py.bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
     py.ok = py.is_initialized && py.this_thread_state && py.addr2line && py.code_type && py.unicode_type &&
             py.bytes_type && (py.layout.kind == LG_PY_INTERP_FRAMES || py.frame_type);
+    py.info.stacks = py.ok;
+    if (py.ok)
+        py.info.why = NULL;
 }
 
-/* Copies n bytes at addr into out; false when any of it is unmapped. */
-static bool peek(const void *addr, void *out, size_t n)
+void lg_pystack_info(lg_py_info_t *out)
 {
-    if ((uintptr_t)addr < 4096 || (uintptr_t)addr + n < (uintptr_t)addr)
-        return false;
-    if (!__atomic_load_n(&py.use_pipe, __ATOMIC_RELAXED)) {
-        struct iovec local = {out, n}, remote = {(void *)addr, n};
-        /* The pid changes after fork; process_vm_readv wants ours. */
-        ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-        if (r == (ssize_t)n)
-            return true;
-        if (r >= 0 || errno == EFAULT || errno == ESRCH)
-            return false;
-        /* ENOSYS / EPERM: a seccomp filter; the kernel checks a pipe write's source too. */
-        __atomic_store_n(&py.use_pipe, true, __ATOMIC_RELAXED);
+    /* Not (yet) a Python process: say so without resolving, which happens once; a program
+     * that embeds Python may load it after this call. */
+    if (!dlsym(RTLD_DEFAULT, "Py_GetVersion")) {
+        memset(out, 0, sizeof(*out));
+        return;
     }
-    if (n > 4096)
-        return false;
-    pthread_mutex_lock(&pipe_lock);
-    bool ok = false;
-    if (py.pipe_fd[0] < 0 && pipe2(py.pipe_fd, O_CLOEXEC | O_NONBLOCK) == 0) {
-        struct stat st;
-        if (fstat(py.pipe_fd[0], &st) == 0) {
-            py.pipe_dev = st.st_dev; /* both ends share the pipe's inode */
-            py.pipe_ino = st.st_ino;
-        }
-    }
-    if (py.pipe_fd[0] >= 0) {
-        ssize_t w = write(py.pipe_fd[1], addr, n);
-        if (w == (ssize_t)n)
-            ok = read(py.pipe_fd[0], out, n) == (ssize_t)n;
-        else if (w > 0) {
-            char sink[4096];
-            (void)!read(py.pipe_fd[0], sink, (size_t)w);
-        }
-    }
-    pthread_mutex_unlock(&pipe_lock);
-    return ok;
+    pthread_once(&resolve_once, resolve);
+    *out = py.info;
 }
 
 static bool peek_ptr(const void *base, int off, void **out)
@@ -249,6 +217,7 @@ static bool read_unicode(const void *obj, char *out, size_t len, bool keep_tail)
     if (!peek((const char *)obj + L->uni_length, &length, sizeof(length)) ||
         !peek((const char *)obj + L->uni_state, &state, sizeof(state)))
         return false;
+    state >>= L->uni_state_shift;
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
     if (!compact || length < 0 || length > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
         return false;
@@ -329,6 +298,18 @@ static inline __attribute__((always_inline)) bool read_ptr(read_fn rd, const voi
     return off >= 0 && rd((const char *)base + off, out, sizeof(void *));
 }
 
+/* Where a free-threaded thread's copy of code's bytecode starts (entry index of co_tlbc), or
+ * NULL. Always through the fault-safe peek: another thread may replace the array meanwhile. */
+static const char *thread_bytecode(const void *code, int32_t index)
+{
+    void *array, *entry;
+    int64_t size;
+    if (index < 0 || !peek_ptr(code, py.layout.co_tlbc, &array) || !peek(array, &size, sizeof(size)) ||
+        index >= size || !peek((const char *)array + 8 + 8 * (size_t)index, &entry, sizeof(entry)))
+        return NULL;
+    return entry;
+}
+
 /* One frame's code object and what identifies it, when code is one. */
 static inline __attribute__((always_inline)) bool raw_frame(read_fn rd, void *code, int addr, lg_py_raw_frame_t *f)
 {
@@ -389,7 +370,11 @@ static inline __attribute__((always_inline)) int walk(read_fn rd, void *tstate, 
              * 3.11/3.12 point at the last executed instruction, 3.13+ at the current one: both
              * lie inside the call's line. */
             const char *code_start = (const char *)code + L->co_code_adaptive;
-            long addr = (const char *)instr - code_start;
+            int32_t tlbc_index = 0;
+            if (L->f_tlbc_index > 0 && rd((const char *)frame + L->f_tlbc_index, &tlbc_index, sizeof(tlbc_index)) &&
+                tlbc_index != 0)
+                code_start = thread_bytecode(code, tlbc_index);
+            long addr = code_start ? (const char *)instr - code_start : -1;
             if (addr < 0 || addr > (1L << 30))
                 addr = -1;
             bool shim = L->owner_incomplete >= 0 && owner >= L->owner_incomplete;

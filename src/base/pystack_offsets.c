@@ -45,8 +45,16 @@
  *     compact:1, ascii:1; a compact str's characters follow the PyASCIIObject (ascii) or the
  *     PyCompactUnicodeObject, which adds utf8_length and utf8 (16 bytes; 3.15 publishes its
  *     size as compactunicodeobject_size).
- *   - A free-threaded build (free_threaded 1) has a larger object header, its own string
- *     state layout and per-thread bytecode: it is refused here, and its stack stays empty.
+ *   - A free-threaded build (free_threaded 1, from the same _Py_DebugOffsets layout: its
+ *     members exist in both builds, the free-threaded values differ) has a 32-byte object
+ *     header (ob_type at 24); from 3.14 its PyASCIIObject.state opens with an unsigned char
+ *     `interned` instead of a 2-bit field, so kind, compact and ascii sit 6 bits higher (3.13t
+ *     keeps the default bit field); from 3.14 each thread may run its own copy of the bytecode:
+ *     interpreter_frame.tlbc_index (int32) picks the entry of code_object.co_tlbc, a
+ *     _PyCodeArray {Py_ssize_t size; char *entries[]} whose entry 0 is co_code_adaptive.
+ *     Positions of co_tlbc and tlbc_index, and the bit layout, from offsetof over Debian's
+ *     3.14.10 and 3.15.2 headers built with Py_GIL_DISABLED; 3.13t is checked in a real
+ *     interpreter (tests/pyroot builds one).
  */
 #include <stdint.h>
 #include <string.h>
@@ -65,15 +73,16 @@ typedef struct dbo_positions {
     int ob_size, ob_type;
     int by_size, by_ob_size, by_ob_sval;
     int un_size, un_state, un_length, un_ascii_size, un_compact_size;
+    int co_tlbc, fr_tlbc_index; /* filled by free-threaded builds only (0 in default ones) */
 } dbo_positions_t;
 
 static const dbo_positions_t positions[] = {
     {13, 584, 48, 72, 0, 152, 168, 184, 224, 232, 240, 248, 264, 272, 280, 288, 304, 312, 344, 352, 360, 512, 520,
-     528, 536, 544, 552, 560, 0},
+     528, 536, 544, 552, 560, 0, 0, 0},
     {14, 760, 48, 72, 80, 176, 192, 208, 248, 256, 264, 272, 288, 312, 320, 328, 344, 352, 384, 400, 408, 592, 600,
-     608, 616, 624, 632, 640, 0},
+     608, 616, 624, 632, 640, 0, 392, 304},
     {15, 888, 48, 72, 80, 176, 192, 208, 312, 320, 328, 336, 352, 376, 384, 392, 408, 416, 448, 464, 472, 688, 696,
-     704, 712, 720, 728, 736, 744},
+     704, 712, 720, 728, 736, 744, 456, 368},
 };
 
 #define COMPACT_EXTRA 16 /* PyCompactUnicodeObject after its PyASCIIObject: utf8_length, utf8 */
@@ -88,17 +97,17 @@ static const dbo_positions_t positions[] = {
  * FRAME_OWNED_BY_CSTACK, 3) exist from 3.12; no tagged pointers. */
 static const lg_py_layout_t layouts[] = {
     {8, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
-     8, -1, 8, 16, 32, 16, 32, -1, 0},
+     8, -1, 8, 16, 32, 16, 32, -1, 0, false, 0, 0, 0},
     {9, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 104, -1, 1, 104, 112, 40, -1, -1, 48, 72, 120,
-     8, -1, 8, 16, 32, 16, 32, -1, 0},
+     8, -1, 8, 16, 32, 16, 32, -1, 0, false, 0, 0, 0},
     {10, LG_PY_FRAME_OBJECTS, 24, -1, 0, -1, 24, 32, 96, -1, 2, 104, 112, 40, -1, -1, 48, 72, 120,
-     8, -1, 8, 16, 32, 16, 32, -1, 0},
+     8, -1, 8, 16, 32, 16, 32, -1, 0, false, 0, 0, 0},
     {11, LG_PY_INTERP_FRAMES, -1, 56, 8, -1, 48, 32, 56, 69, 2, 112, 120, 72, 184, 168, 48, 72, 136,
-     8, -1, 8, 16, 32, 16, 32, -1, 0},
+     8, -1, 8, 16, 32, 16, 32, -1, 0, false, 0, 0, 0},
     {12, LG_PY_INTERP_FRAMES, -1, 56, 0, -1, 8, 0, 56, 70, 2, 112, 120, 68, 192, 176, 40, 56, 136,
-     8, -1, 8, 16, 32, 16, 32, 3, 0},
+     8, -1, 8, 16, 32, 16, 32, 3, 0, false, 0, 0, 0},
     {13, LG_PY_INTERP_FRAMES, -1, -1, 0, 72, 8, 0, 56, 70, 2, 112, 120, 68, 200, 184, 40, 56, 136,
-     8, -1, 8, 16, 32, 16, 32, 3, 0},
+     8, -1, 8, 16, 32, 16, 32, 3, 0, false, 0, 0, 0},
 };
 
 bool lg_pystack_offsets_table(int minor, lg_py_layout_t *out)
@@ -148,8 +157,7 @@ const char *lg_pystack_offsets_decode(const void *raw_, size_t len, int minor, l
     uint64_t version = u64(raw, 8); /* PY_VERSION_HEX: 0xMMmmppRS */
     if ((version >> 24) != 3 || ((version >> 16) & 0xff) != (uint64_t)minor)
         return "debug offsets: version differs from Py_GetVersion";
-    if (u64(raw, 16) != 0)
-        return "free-threaded build";
+    const bool ft = u64(raw, 16) != 0;
 
     uint64_t interp = u64(raw, P->interp_size), head = u64(raw, P->interp_threads_head);
     uint64_t main_ts = P->interp_threads_main ? u64(raw, P->interp_threads_main) : 0;
@@ -179,9 +187,23 @@ const char *lg_pystack_offsets_decode(const void *raw_, size_t len, int minor, l
         code >= co || code < 8) /* co_code_adaptive[1]: the last member, the bytecode beyond */
         return "debug offsets: code object too small";
     /* The walk compares ob_type to the type objects' addresses: a default build's header is
-     * ob_refcnt (8 bytes) then ob_type. */
-    if (ob != 16 || ob_type != 8)
+     * ob_refcnt (8 bytes) then ob_type; a free-threaded one's ob_tid, the flags, mutex, GC bits
+     * and local count (8 bytes), ob_ref_shared, then ob_type. */
+    if (!ft && (ob != 16 || ob_type != 8))
         return "debug offsets: object header is not a default build's";
+    if (ft && (ob != 32 || ob_type != 24))
+        return "debug offsets: object header is not a free-threaded build's";
+    /* Per-thread bytecode (free-threaded 3.14+): without its offsets a worker thread's line
+     * would be read against the wrong copy. */
+    uint64_t tlbc = 0, tlbc_index = 0;
+    if (ft && minor >= 14) {
+        if (!P->co_tlbc)
+            return "debug offsets: free-threaded, no per-thread bytecode offsets";
+        tlbc = u64(raw, P->co_tlbc);
+        tlbc_index = u64(raw, P->fr_tlbc_index);
+        if (!inside(tlbc, 8, co) || tlbc < 8 || !inside(tlbc_index, 4, fr) || tlbc_index < 8)
+            return "debug offsets: per-thread bytecode outside its structures";
+    }
     if (!inside(by_len, 8, by) || !inside(by_data, 1, by))
         return "debug offsets: bytes object too small";
     if (!inside(length, 8, ascii) || !inside(state, 4, ascii) || ascii > un || compact < ascii ||
@@ -215,5 +237,9 @@ const char *lg_pystack_offsets_decode(const void *raw_, size_t len, int minor, l
     out->compact_size = (int)compact;
     out->bytes_size = (int)by_len;
     out->bytes_data = (int)by_data;
+    out->free_threaded = ft;
+    out->uni_state_shift = ft && minor >= 14 ? 6 : 0;
+    out->co_tlbc = (int)tlbc;
+    out->f_tlbc_index = (int)tlbc_index;
     return NULL;
 }

@@ -259,6 +259,18 @@ void lg_report_start(void)
         lg_json_end_object(&j);
     } else
         lg_json_null(&j, "torch");
+    /* The interpreter, when this is a CPython process: whether its stacks will be read. */
+    lg_py_info_t py;
+    lg_pystack_info(&py);
+    if (py.python) {
+        lg_json_begin_object(&j, "python");
+        lg_json_string(&j, "version", py.version);
+        lg_json_bool(&j, "free_threaded", py.free_threaded);
+        lg_json_bool(&j, "stacks", py.stacks);
+        lg_json_string(&j, "why", py.why);
+        lg_json_end_object(&j);
+    } else
+        lg_json_null(&j, "python");
     /* Kernels whose names the process registered so far (PyTorch: all of its kernels, at import). */
     lg_json_int(&j, "registered_kernels", lg_names_registered());
     finish_and_emit(&j, false);

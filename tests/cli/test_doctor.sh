@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_doctor.sh: `labelguard doctor`: ✓/✗ lines with hints, exit 0 when usable and 2 when
 # not: library missing, a library with a dependency besides libc, a command without a CUDA
-# runtime, a program using the shared runtime of the test double, a Python without torch.
+# runtime, a program using the shared runtime of the test double, a Python without torch; the
+# Python layout the library found (version, free-threaded, stacks read) for a Python probe only.
 # Hooks and backend are what the real library's start event says in doctor's probe, so those
 # parts use the real library; the library checks use stand-ins.
 . "$(dirname "$0")/lib.sh"
@@ -16,6 +17,9 @@ for what in GPU driver runtime CUPTI hooks backend; do expect_in out " $what " "
 run_cmd env LABELGUARD_LIB="$lib" "$LG" doctor
 expect_rc 0 "usable without a command"; expect_in out "✓ library" "library ✓"; expect_in out "✓ preload" "preload ✓"
 expect_in out "needs libc only" "dependency check"
+# The probe ran this python3: the library says which layout it found and that stacks are read.
+pyver=$(python3 -c 'import platform; print(platform.python_version())')
+grep -qE "✓ python +CPython $pyver: Python stacks are read" "$T/out" || { cat "$T/out"; fail "python line for $pyver"; }
 
 # A library that needs something besides libc (as a glib linked dynamically would) is ✗.
 printf 'double f(double x);\n__attribute__((visibility("default"))) int labelguard_arm(void){return 0;}\n' >"$T/d2.c"
@@ -51,6 +55,7 @@ if [ -n "$prog" ] && [ -e "$LG_ROOT/$LG_BUILD/fakecuda/libcudart.so.13" ]; then
   run_cmd env LABELGUARD_LIB="$lib" LD_LIBRARY_PATH="$LG_ROOT/$LG_BUILD/fakecuda" "$LG" doctor "$prog"
   expect_rc 0 "test-double program"; expect_in out "uses the shared CUDA runtime $LG_ROOT/$LG_BUILD/fakecuda/libcudart.so.13" "runtime path"
   expect_in out "✓ hooks          interpose" "interpose hook"
+  ! grep -q "CPython" "$T/out" || fail "a python line for a program without Python"
   run_cmd env LABELGUARD_LIB="$lib" LABELGUARD_HOOKS=cupti LD_LIBRARY_PATH="$LG_ROOT/$LG_BUILD/fakecuda" "$LG" doctor "$prog"
   if [ ! -e /dev/nvidia0 ]; then expect_rc 2 "cupti only, without a driver"; fi
   ok "test-double program"

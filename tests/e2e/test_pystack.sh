@@ -5,9 +5,10 @@
 # numbers from the main thread, from a Python worker thread, and from a native thread with no
 # Python frames (the main thread's stack is reported, marked "main"). Runs with the system
 # python3 and, when present, every pyenv CPython 3.8 to 3.13 (pystack.c's table), then with
-# Debian's CPython 3.14 and 3.15 (pystack.c's debug-offsets path) inside the root of
-# tests/pyroot/install.sh (built on first use, cached under ~/.cache/labelguard; needs root for
-# chroot: as another user those two are skipped with a note, and the rest still runs).
+# Debian's CPython 3.14 and 3.15 and a free-threaded 3.13t built from Debian's source
+# (pystack.c's debug-offsets path) inside the root of tests/pyroot/install.sh (built on first
+# use, cached under ~/.cache/labelguard; needs root for chroot: as another user those are
+# skipped with a note, and the rest still runs). Each also has eight threads capture at once.
 # Exit 0 pass, 77 skip (no python3 or no probe), else fail.
 set -u
 cd "$(dirname "$0")/../.."
@@ -31,7 +32,7 @@ tmpd=$(mktemp -d /tmp/lg-pystack-XXXXXX)
 script="$tmpd/probe.py"
 trap 'rm -rf "$tmpd"' EXIT
 cat > "$script" <<'PY'
-import ctypes, sys, threading
+import ctypes, sys, sysconfig, threading
 lib = ctypes.CDLL(sys.argv[1])
 lib.lg_probe_capture.argtypes = [ctypes.c_char_p, ctypes.c_int]
 lib.lg_probe_capture_native_thread.argtypes = [ctypes.c_char_p, ctypes.c_int]
@@ -98,6 +99,28 @@ head, frames = parse(deep(100))
 ok = len(frames) == 32 and frames[-1][1:] == (line_of("MARK_DEEP"), "deep") and frames[0][1:] == (line_of("MARK_RECURSE"), "deep")
 print(("ok   " if ok else "FAIL ") + "deep recursion: %d frames" % len(frames))
 if not ok: failures.append("deep")
+# Eight threads capture at once (with no GIL, truly at once), each its own stack.
+N = 8
+bufs = [ctypes.create_string_buffer(16384) for _ in range(N)]
+ready = threading.Barrier(N)
+def loader(k):
+    ready.wait()
+    lib.lg_probe_capture(bufs[k], len(bufs[k]))  # MARK_POOL
+def pool_entry(k):
+    loader(k)  # MARK_POOL_ENTRY
+pool = [threading.Thread(target=pool_entry, args=(k,)) for k in range(N)]
+for t in pool: t.start()
+for t in pool: t.join()
+bad = 0
+for k in range(N):
+    head, frames = parse(bufs[k].value.decode())
+    tail = [(fn, n) for f, n, fn in frames[-2:]]
+    bad += not (head["thread"] == "launching" and tail == [("pool_entry", line_of("MARK_POOL_ENTRY")), ("loader", line_of("MARK_POOL"))])
+gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+print(("ok   " if not bad else "FAIL ") + "%d threads at once (GIL %s): %d wrong" % (N, "on" if gil else "off", bad))
+if bad: failures.append("pool")
+if sysconfig.get_config_var("Py_GIL_DISABLED") and gil:
+    print("FAIL free-threaded build runs with the GIL on (an extension turned it on?)"); failures.append("gil")
 # An async launch's site: recorded at the launch, resolved after the launching function returned.
 lib.lg_probe_resolve.argtypes = [ctypes.c_char_p, ctypes.c_int]
 def launches():
@@ -140,10 +163,12 @@ elif ! tests/pyroot/install.sh; then
   echo "FAIL: cannot build the Debian root (tests/pyroot/install.sh)"; fail=1
 else
   have_root=1
-  for v in 3.14 3.15; do
-    echo "== python$v in the Debian root ($(tests/pyroot/install.sh run -- "python$v" -c 'import sys; print(sys.version.split()[0])'))"
-    tests/pyroot/install.sh run -b "$tmpd:$tmpd" -- "python$v" "$script" "/lg/$BUILD/tests/pystack_probe.so" ||
-      { echo "FAILED with python$v"; fail=1; }
+  ft=$(tests/pyroot/install.sh --ft-python) || { echo "FAIL: no free-threaded interpreter in the root"; fail=1; ft=""; }
+  for py in python3.14 python3.15 $ft; do
+    echo "== $py in the Debian root ($(tests/pyroot/install.sh run -- "$py" -c 'import sys; print(sys.version.split()[0], "free-threaded" if "t" in sys.abiflags else "")'))"
+    # PYTHON_GIL=0: a free-threaded interpreter must stay without its GIL for the test to mean it.
+    tests/pyroot/install.sh run -b "$tmpd:$tmpd" -- env PYTHON_GIL=0 "$py" "$script" "/lg/$BUILD/tests/pystack_probe.so" ||
+      { echo "FAILED with $py"; fail=1; }
   done
 fi
 # A process without Python: the probe loaded into a C program reports nothing.

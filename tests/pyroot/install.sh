@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# install.sh: a Debian unstable root with CPython 3.14 and 3.15 (Debian's own builds) and the
+# install.sh: a Debian unstable root with CPython 3.14 and 3.15 (Debian's own builds), a
+# free-threaded CPython 3.13t built from Debian's source package (install_ft below), and the
 # CUDA 13 build of torch for each, in which the tests of the Python stack on those interpreters
 # run (tests/e2e/test_pystack.sh, tests/torch-fake/test_pystack_torch.sh,
 # tests/pip/test_pystack_wheel.sh). The library and the runtime test double built on the host
 # load there unchanged (the root's glibc is newer than the host's).
 #   install.sh              build the root unless already built (cached; safe concurrently)
 #   install.sh --print-dir  print where it is
+#   install.sh --ft-python  print the free-threaded interpreter's path in the root (--ft-torch:
+#                           its torch install); exit 1 when it is not built
 #   install.sh run [-b HOSTDIR:DIR]... -- CMD ARGS...
 #                           run CMD chrooted in the root, in a private mount namespace: the
 #                           checkout is bind-mounted at /lg (read-only) and the working
@@ -55,6 +58,21 @@ pins_text() { grep -v '^#' "$PINS" | sed "s/^numpy==.*/numpy==$NUMPY/"; }
 key="$({ echo "layout=$LAYOUT versions=$VERSIONS mirror=$MIRROR"; [ "$ARCH" = x86_64 ] || echo "arch=$ARCH"; pins_text; } | sha256sum | cut -c1-12)"
 dir="$home/sid-$key"
 
+# As in tests/torch-fake/install.sh: no runtime but the double; CUDA_HOME's libraries and the
+# nvidia-* ones on one path, OPT/lib (the links are absolute: CUDA_HOME is bound at its own path).
+link_libs() {
+  local opt=$1 f rel
+  find "$opt/site-packages" -name 'libcudart.so*' -exec rm -f {} +
+  for f in "$(realpath "$CUDA_HOME")"/lib64/lib*.so.*; do
+    case "$(basename "$f")" in libcudart*) continue ;; esac
+    ln -sf "$f" "$opt/lib/"
+  done
+  while IFS= read -r f; do
+    rel="${f#"$opt"/}"
+    ln -sf "../$rel" "$opt/lib/$(basename "$f")"
+  done < <(find "$opt/site-packages/nvidia" -path '*/lib/lib*.so*' \( -type f -o -type l \) 2>/dev/null)
+}
+
 install_root() {
   [ -f "$dir/.installed" ] && return 0
   [ "$(id -u)" -eq 0 ] || die "building the root needs root (debootstrap, chroot)"
@@ -102,17 +120,7 @@ install_root() {
       --implementation cp --abi "cp$v" "${platforms[@]}" \
       --target "$opt/site-packages" -r "$tmp/pins.txt" >>"$tmp/pip.log" 2>&1 ||
       { tail -n 25 "$tmp/pip.log" >&2; rm -rf "$tmp"; die "pip install --target for cp$v failed (output above)"; }
-    # As in tests/torch-fake/install.sh: no runtime but the double; CUDA_HOME's libraries and the
-    # nvidia-* ones on one path (the links are absolute: CUDA_HOME is bound at its own path).
-    find "$opt/site-packages" -name 'libcudart.so*' -exec rm -f {} +
-    for f in "$(realpath "$CUDA_HOME")"/lib64/lib*.so.*; do
-      case "$(basename "$f")" in libcudart*) continue ;; esac
-      ln -sf "$f" "$opt/lib/"
-    done
-    while IFS= read -r f; do
-      rel="${f#"$opt"/}"
-      ln -sf "../$rel" "$opt/lib/$(basename "$f")"
-    done < <(find "$opt/site-packages/nvidia" -path '*/lib/lib*.so*' \( -type f -o -type l \) 2>/dev/null)
+    link_libs "$opt"
   done
   mkdir -p "$tmp/root/lg" "$tmp/root$(realpath "$CUDA_HOME")"
   printf 'python=%s\ntorch=%s\nfinished=%s\nseconds=%s\n' \
@@ -124,6 +132,80 @@ install_root() {
   done
   mv "$tmp" "$dir"
   echo "pyroot: built in $(( $(date +%s) - start )) s" >&2
+  exec 9>&-
+}
+
+# The free-threaded interpreter: Debian has no such package, so it is built from Debian's own
+# CPython source package (apt-get source, from a deb-src line on the root's own mirror, for
+# FT_SUITE) with --disable-gil, into root/opt/python3.Xt, and torch's cp3Xt wheels
+# (tests/pyroot/pins-ft.txt) go to root/opt/torch-cp3Xt like the others. CPython 3.13 from
+# Debian 13 (trixie): the archive keeps only the newest source of each package, and sid's 3.14
+# moves faster than a mirror's index (the index names a source the archive no longer has),
+# while a stable release's stays. A stage of its own, with its own marker (.installed-ft,
+# FT_LAYOUT), so that the root it is added to is not rebuilt. It needs the compiler and headers
+# in the root (about 250 MB of Debian packages); the build takes about 6 minutes on two cores
+# and the root grows by about 1.5 GB (the torch wheel is 500 MB).
+FT_LAYOUT=1
+FT_VERSION=313
+FT_SUITE=trixie
+FT_PINS="$checkout/tests/pyroot/pins-ft.txt"
+in_root_sh() { # SCRIPT: run sh -c SCRIPT chrooted in the root being built (proc, sys, dev bound)
+  # shellcheck disable=SC2016 # expanded by the inner sh
+  local script='set -e
+r=$1; shift
+mount --make-rprivate /
+for d in proc sys dev; do mount --rbind "/$d" "$r/$d"; done
+exec chroot "$r" /usr/bin/env -C / sh -c "$1"'
+  unshare -m -- sh -c "$script" pyroot "$dir/root" "$1"
+}
+
+install_ft() {
+  local want
+  want="ft_layout=$FT_LAYOUT version=$FT_VERSION suite=$FT_SUITE pins=$(grep -v '^#' "$FT_PINS" | sha256sum | cut -c1-12)"
+  [ -f "$dir/.installed-ft" ] && head -n1 "$dir/.installed-ft" | grep -qx "$want" && return 0
+  exec 9>"$home/.lock"
+  flock 9
+  if [ -f "$dir/.installed-ft" ] && head -n1 "$dir/.installed-ft" | grep -qx "$want"; then exec 9>&-; return 0; fi
+  local start v="$FT_VERSION" log="$dir/ft-build.log" opt="$dir/root/opt/torch-cp${FT_VERSION}t" wheels="$home/wheels" f rel
+  local dotted="${FT_VERSION:0:1}.${FT_VERSION:1}"
+  start=$(date +%s)
+  rm -f "$dir/.installed-ft"
+  rm -rf "$dir/root/opt/python${dotted}t" "$dir/root/opt/src-ft" "$opt"
+  echo "pyroot: building free-threaded CPython $dotted from Debian's source package (log: $log)" >&2
+  echo "deb-src $MIRROR $FT_SUITE main" >"$dir/root/etc/apt/sources.list.d/labelguard-src.list"
+  # apt-get source runs as root in the root: its sandbox user cannot write there. The mirror
+  # may serve a snapshot whose Release file is past its Valid-Until (debootstrap does not check
+  # that date; apt does).
+  if ! in_root_sh "set -e; export DEBIAN_FRONTEND=noninteractive
+    apt='apt-get -o APT::Sandbox::User=root -o Acquire::Check-Valid-Until=false'
+    \$apt update -qq
+    \$apt install -y -qq --no-install-recommends dpkg-dev gcc make pkg-config \
+      libffi-dev zlib1g-dev libbz2-dev liblzma-dev libssl-dev libexpat1-dev
+    mkdir -p /opt/src-ft && cd /opt/src-ft
+    \$apt source -qq python$dotted/$FT_SUITE
+    cd python$dotted-*/
+    ./configure -q --disable-gil --prefix=/opt/python${dotted}t --without-ensurepip --disable-test-modules
+    make -s -j$(nproc)
+    make -s install
+    /opt/python${dotted}t/bin/python${dotted}t -c 'import sys, sysconfig; assert not sys._is_gil_enabled(); assert sysconfig.get_config_var(\"Py_GIL_DISABLED\")'
+    cd / && rm -rf /opt/src-ft" >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    die "building free-threaded CPython $dotted failed (output above)"
+  fi
+  "$PY" -m pip download --no-deps --disable-pip-version-check --no-input --only-binary=:all: \
+    --python-version "$dotted" --implementation cp --abi "cp${v}t" "${platforms[@]}" \
+    -d "$wheels" -r <(grep -v '^#' "$FT_PINS") >>"$log" 2>&1 || { tail -n 25 "$log" >&2; die "pip download for cp${v}t failed (output above): PyPI must be reachable"; }
+  mkdir -p "$opt/lib"
+  "$PY" -m pip install --no-deps --no-index --find-links "$wheels" --no-compile --disable-pip-version-check \
+    --no-warn-script-location --no-input --only-binary=:all: --ignore-requires-python --python-version "$dotted" \
+    --implementation cp --abi "cp${v}t" "${platforms[@]}" \
+    --target "$opt/site-packages" -r <(grep -v '^#' "$FT_PINS") >>"$log" 2>&1 ||
+    { tail -n 25 "$log" >&2; rm -rf "$opt"; die "pip install --target for cp${v}t failed (output above)"; }
+  link_libs "$opt"
+  printf '%s\npython=%s\nfinished=%s\nseconds=%s\n' "$want" \
+    "$(chroot "$dir/root" "/opt/python${dotted}t/bin/python${dotted}t" -c 'import sys; print(sys.version.split()[0])')" \
+    "$(date -u +%FT%TZ)" "$(( $(date +%s) - start ))" >"$dir/.installed-ft"
+  echo "pyroot: free-threaded CPython $dotted and torch for cp${v}t in $(( $(date +%s) - start )) s" >&2
   exec 9>&-
 }
 
@@ -155,8 +237,12 @@ exec chroot "$r" /usr/bin/env -C /lg "$@"'
 }
 
 case "${1:-}" in
-"") install_root ;;
+"") install_root; install_ft ;;
 --print-dir) echo "$dir" ;;
+--ft-python) # the free-threaded interpreter's path inside the root; exit 1 when not built
+  [ -f "$dir/.installed-ft" ] || exit 1; echo "/opt/python${FT_VERSION:0:1}.${FT_VERSION:1}t/bin/python${FT_VERSION:0:1}.${FT_VERSION:1}t" ;;
+--ft-torch) # its torch install (site-packages/ and lib/, as /opt/torch-cp3XX/ for the others)
+  [ -f "$dir/.installed-ft" ] || exit 1; echo "/opt/torch-cp${FT_VERSION}t" ;;
 run) shift; run_in_root "$@" ;;
-*) echo "usage: $0 [--print-dir | run [-b HOSTDIR:DIR]... -- CMD ARGS...]" >&2; exit 2 ;;
+*) echo "usage: $0 [--print-dir | --ft-python | --ft-torch | run [-b HOSTDIR:DIR]... -- CMD ARGS...]" >&2; exit 2 ;;
 esac

@@ -1,7 +1,8 @@
 /* test_pystack_offsets.c: unit tests of src/base/pystack_offsets.c, the decoding and checking of
  * CPython's _PyRuntime.debug_offsets. The buffers are built here with the values Debian's
  * CPython 3.14.10 and 3.15.2 publish (read from their _PyRuntime through ctypes), at the
- * positions their pycore_debug_offsets.h gives; tests/e2e/test_pystack.sh runs the same code
+ * positions their pycore_debug_offsets.h gives, and free-threaded variants of them (the object
+ * header, str and per-thread bytecode members as Py_GIL_DISABLED's headers place them); tests/e2e/test_pystack.sh runs the same code
  * in those interpreters. Each refusal must leave the caller without a layout (the stack stays
  * empty), never with a wrong one.
  * Run: make build/tests/unit/test_pystack_offsets && build/tests/unit/test_pystack_offsets
@@ -64,6 +65,55 @@ static void fill(int minor, int layout)
         else if (layout == 15)
             put(fields[i].at315, fields[i].v315);
     }
+}
+
+/* A free-threaded build's: the same positions, its own values where the tests read them (the
+ * 32-byte object header moves every object's members by 16; per-thread bytecode). */
+static void fill_ft(int minor)
+{
+    fill(minor, minor);
+    const int at = minor == 14 ? 0 : 64; /* 3.15 moved the groups from interpreter_frame on */
+    put(16, 1);
+    put(400 + at, 32);       /* pyobject.size */
+    put(408 + at, 24);       /* pyobject.ob_type */
+    put(248 + at, 96);       /* interpreter_frame.size */
+    put(304 + at, 80);       /* interpreter_frame.tlbc_index */
+    put(312 + at, 240);      /* code_object.size */
+    put(384 + at, 232);      /* code_object.co_code_adaptive */
+    put(392 + at, 224);      /* code_object.co_tlbc */
+    put(616 + at + (minor == 15 ? 32 : 0), 80); /* unicode_object.size */
+    put(624 + at + (minor == 15 ? 32 : 0), 48); /* state */
+    put(632 + at + (minor == 15 ? 32 : 0), 32); /* length */
+    put(640 + at + (minor == 15 ? 32 : 0), 56); /* asciiobject_size */
+    if (minor == 15)
+        put(744, 72);        /* compactunicodeobject_size */
+}
+
+static void test_free_threaded_decoded(void)
+{
+    lg_py_layout_t L;
+    for (int minor = 14; minor <= 15; minor++) {
+        fill_ft(minor);
+        const char *why = lg_pystack_offsets_decode(raw, sizeof(raw), minor, &L);
+        g_assert_null(why);
+        g_assert_true(L.free_threaded);
+        g_assert_cmpint(L.ob_type, ==, 24);
+        g_assert_cmpint(L.uni_state_shift, ==, 6); /* unsigned char interned: kind at bit 8 */
+        g_assert_cmpint(L.uni_state, ==, 48);
+        g_assert_cmpint(L.uni_length, ==, 32);
+        g_assert_cmpint(L.ascii_size, ==, 56);
+        g_assert_cmpint(L.compact_size, ==, 72);
+        g_assert_cmpint(L.co_tlbc, ==, 224);
+        g_assert_cmpint(L.f_tlbc_index, ==, 80);
+        g_assert_cmpint(L.co_code_adaptive, ==, 232);
+    }
+    /* A default build says none of it. */
+    fill(14, 14);
+    g_assert_null(lg_pystack_offsets_decode(raw, sizeof(raw), 14, &L));
+    g_assert_false(L.free_threaded);
+    g_assert_cmpint(L.uni_state_shift, ==, 0);
+    g_assert_cmpint(L.co_tlbc, ==, 0);
+    g_assert_cmpint(L.f_tlbc_index, ==, 0);
 }
 
 static void test_314_decoded(void)
@@ -144,8 +194,16 @@ static void test_refusals(void)
     refused(15, "version"); /* Py_GetVersion says 3.15, the offsets 3.14 */
 
     fill(14, 14);
-    put(16, 1);
-    refused(14, "free-threaded");
+    put(16, 1); /* free-threaded, with a default build's object header */
+    refused(14, "free-threaded build's");
+
+    fill_ft(14);
+    put(392, 0); /* free-threaded 3.14 without co_tlbc */
+    refused(14, "per-thread bytecode");
+
+    fill_ft(14);
+    put(304, 400); /* tlbc_index beyond the interpreter frame */
+    refused(14, "per-thread bytecode");
 
     fill(14, 14);
     put(248, 70); /* interpreter_frame.size below owner (74) + 1 */
@@ -194,6 +252,7 @@ int main(int argc, char **argv)
     g_test_add_func("/pystack_offsets/314_decoded", test_314_decoded);
     g_test_add_func("/pystack_offsets/315_decoded", test_315_decoded);
     g_test_add_func("/pystack_offsets/newer_minor_uses_last_positions", test_newer_minor_uses_last_positions);
+    g_test_add_func("/pystack_offsets/free_threaded_decoded", test_free_threaded_decoded);
     g_test_add_func("/pystack_offsets/refusals", test_refusals);
     return g_test_run();
 }

@@ -2,8 +2,8 @@
 
 Says what liblabelguard.so will see when it is preloaded into CMD in this environment: GPU,
 driver, the CUDA runtime the target uses (inside torch's wheel for a Python command, from
-ldd for a binary), CUPTI, the library itself, and the hooks and backend the library itself
-reports: a probe process loads the target's runtime, starts the library (labelguard_arm) and
+ldd for a binary), CUPTI, the library itself, and the hooks, backend and Python layout
+(version, free-threaded or not, whether stacks are read) the library itself reports: a probe process loads the target's runtime, starts the library (labelguard_arm) and
 the `start` event it writes is read back, so the answer is the library's, not a guess. Each line
 has ✓ or ✗ and, for ✗, a hint. Exit 0 when the guard can work, 2 when it cannot.
 main() is called by labelguard.cli with CMD ARGS...; the library is _lib.library_path()'s.
@@ -401,6 +401,17 @@ def main(argv):
         out(INFO, "backend", "host (labels copied and checked on the CPU; right for the test double, not for real GPUs)")
     else:
         out(INFO, "backend", "unknown: the library did not start in the probe (%s)" % (why or "no start event"))
+    # The interpreter the probe ran (the command's, else this one; not for a native command,
+    # which the probe only stands in for): whether reports will name the launching Python
+    # line, as the library itself decided.
+    py = (start or {}).get("python")
+    if isinstance(py, dict) and (not cmd or python_like(cmd)):
+        what = "CPython %s%s" % (py.get("version"), ", free-threaded" if py.get("free_threaded") else "")
+        if py.get("stacks"):
+            out(OK, "python", "%s: Python stacks are read (reports name the launching line)" % what)
+        else:
+            out(INFO, "python", "%s: Python stacks are not read (%s)" % (what, py.get("why")),
+                "reports still give the kernel, the bad values and the native stack")
     usable = lib_ok and bool(hooks)
     where = "" if driver else ", but only under the test double (no GPU driver: try make demo or make test)"
     sys.stdout.write("\n%s\n" % ("labelguard can guard this command%s." % where if usable and cmd else
