@@ -47,8 +47,9 @@
  * treats as roots); everything another thread may change or free is read through the
  * fault-safe peek and checked per object: other threads' frames (the main-thread fallback), and
  * the per-thread bytecode array (co_tlbc), which a thread starting elsewhere may reallocate.
- * A frame running the bytecode copy inside its code object (tlbc_index 0: the main thread, and
- * every thread until it specializes) needs no such read.
+ * A frame running the bytecode copy inside its code object (tlbc_index 0: the main thread's)
+ * needs no such read; a worker thread's frames switch to that thread's own copy at their first
+ * instruction.
  *
  * Tested by tests/e2e/test_pystack.sh (tests/unit/pystack_probe.c loaded by python3 through
  * ctypes, from the main thread, a Python worker thread and a native thread; 3.14, 3.15 and a

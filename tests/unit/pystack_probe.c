@@ -27,10 +27,11 @@ static int format(const lg_py_stack_t *s, char *out, int len)
     return n;
 }
 
-/* Captures the calling thread's Python stack. */
+/* Captures the calling thread's Python stack. Threads call it at once (test_pystack.sh's
+ * pool): the stack is the caller's own. */
 LG_EXPORT int lg_probe_capture(char *out, int len)
 {
-    static lg_py_stack_t s;
+    lg_py_stack_t s;
     lg_pystack_capture(&s);
     return format(&s, out, len);
 }

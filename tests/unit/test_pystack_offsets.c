@@ -76,11 +76,20 @@ static void fill_ft(int minor)
     put(16, 1);
     put(400 + at, 32);       /* pyobject.size */
     put(408 + at, 24);       /* pyobject.ob_type */
+    /* 3.14t's values (_Py_DebugOffsets_INIT over 3.14.10's headers with Py_GIL_DISABLED). */
     put(248 + at, 96);       /* interpreter_frame.size */
-    put(304 + at, 80);       /* interpreter_frame.tlbc_index */
+    put(288 + at, 78);       /* interpreter_frame.owner */
+    put(304 + at, 72);       /* interpreter_frame.tlbc_index */
     put(312 + at, 240);      /* code_object.size */
+    put(320 + at, 128);      /* code_object.filename */
+    put(328 + at, 136);      /* code_object.name */
+    put(344 + at, 152);      /* code_object.linetable */
+    put(352 + at, 84);       /* code_object.firstlineno */
     put(384 + at, 232);      /* code_object.co_code_adaptive */
     put(392 + at, 224);      /* code_object.co_tlbc */
+    put(592 + at + (minor == 15 ? 32 : 0), 56); /* bytes_object.size */
+    put(600 + at + (minor == 15 ? 32 : 0), 32); /* ob_size */
+    put(608 + at + (minor == 15 ? 32 : 0), 48); /* ob_sval */
     put(616 + at + (minor == 15 ? 32 : 0), 80); /* unicode_object.size */
     put(624 + at + (minor == 15 ? 32 : 0), 48); /* state */
     put(632 + at + (minor == 15 ? 32 : 0), 32); /* length */
@@ -104,8 +113,12 @@ static void test_free_threaded_decoded(void)
         g_assert_cmpint(L.ascii_size, ==, 56);
         g_assert_cmpint(L.compact_size, ==, 72);
         g_assert_cmpint(L.co_tlbc, ==, 224);
-        g_assert_cmpint(L.f_tlbc_index, ==, 80);
+        g_assert_cmpint(L.f_tlbc_index, ==, 72);
+        g_assert_cmpint(L.f_owner, ==, 78);
         g_assert_cmpint(L.co_code_adaptive, ==, 232);
+        g_assert_cmpint(L.co_filename, ==, 128);
+        g_assert_cmpint(L.bytes_size, ==, 32);
+        g_assert_cmpint(L.bytes_data, ==, 48);
     }
     /* A default build says none of it. */
     fill(14, 14);
