@@ -31,12 +31,17 @@ export LG_PRELOAD
 export LG_FAKE_DIR="$PWD/$LG_BUILD/fakecuda"
 logs="$LG_BUILD/test-logs/run-$$"; mkdir -p "$logs"  # per run: concurrent runs must not clobber each other
 only="${LG_TESTS:-}"   # optional filter: a substring of the test name
-# Tests run LG_JOBS at a time (default: one per core). Each has its own temporary files, logs,
-# Inductor cache and mount namespace, so none waits for another; a test that fails only beside
+# Tests run LG_JOBS at a time (default: one per core). Each has its own temporary files, logs
+# and mount namespace, so none waits for another; a test that fails only beside
 # another is a timing assumption or a race, and a bug (tests/stress.sh finds them).
 jobs_max=${LG_JOBS:-$(nproc 2>/dev/null || echo 2)}
 [ "$jobs_max" -ge 1 ] 2>/dev/null || jobs_max=1
 results="$logs/results"; : >"$results"
+# Inductor's cache is the run's own, shared by its tests (Inductor locks its entries; a test
+# that needs a cache of its own names one): what an earlier run or another checkout compiled
+# must not decide what this run sees, and the run costs what it costs on a fresh machine.
+export TORCHINDUCTOR_CACHE_DIR="$PWD/$logs/inductor"
+trap 'rm -rf "$PWD/$logs/inductor"' EXIT
 names=() cmds=()
 
 add() { # name, command...: queue one test
@@ -55,13 +60,8 @@ run_one() { # name, command (one string, quoted by add): run, then print its lin
   # (test_bce) and past 300 s when they are shared.
   local limit=${LG_TEST_TIMEOUT:-300}
   case "$name" in qemu/*) limit=${LG_TEST_TIMEOUT:-1200} ;; *torch-fake/*) limit=${LG_TEST_TIMEOUT:-900} ;; esac
-  # Inductor's cache is per test: a graph another test (or an earlier run) compiled must not
-  # decide what this one sees. A test that names its own keeps it.
-  local inductor="$logs/$base.inductor"
-  export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$inductor}"
   eval "timeout -k 5 $limit $cmd" >"$log" 2>&1; rc=$?
   end=$(date +%s)
-  rm -rf "$inductor"
   {
     flock 8
     if [ $rc -eq 0 ]; then line="PASS $name"; printf 'PASS %-50s %3ss\n' "$name" $((end-start))
