@@ -208,6 +208,10 @@ int lg_report_config_json(char *buf, size_t cap)
 
 void lg_report_start(void)
 {
+    /* The interpreter, when this is a CPython process: whether its stacks will be read. Asked
+     * before the lock: the first answer looks symbols up (dlsym takes the loader's lock). */
+    lg_py_info_t py;
+    lg_pystack_info(&py);
     pthread_mutex_lock(&lock);
     lg_json_t j;
     lg_json_init(&j, line_buf, sizeof(line_buf) - 1);
@@ -259,9 +263,6 @@ void lg_report_start(void)
         lg_json_end_object(&j);
     } else
         lg_json_null(&j, "torch");
-    /* The interpreter, when this is a CPython process: whether its stacks will be read. */
-    lg_py_info_t py;
-    lg_pystack_info(&py);
     if (py.python) {
         lg_json_begin_object(&j, "python");
         lg_json_string(&j, "version", py.version);
