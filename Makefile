@@ -453,6 +453,8 @@ $(BUILD)/tests/unit/libarmload_rpath.so: tests/unit/arm_fixture.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(STD) $(WARN) -O1 -fPIC -shared -DARM_FIXTURE_LOADER -o $@ $< -ldl \
 		-Wl,--disable-new-dtags,-rpath,'$$ORIGIN/armsub'
+# It plays a free-threaded CPython: pystack.c finds its symbols with dlsym(RTLD_DEFAULT).
+$(BUILD)/tests/unit/test_pystack_walk: FINAL_LDFLAGS += -rdynamic
 $(BUILD)/tests/unit/test_arm: $(ARM_FIXTURES)
 $(BUILD)/tests/unit/test_arm_alloc: $(ARM_FIXTURES)
 $(BUILD)/tests/unit/test_arm_runtimes: $(ARM_FIXTURES)
