@@ -53,7 +53,9 @@
  *
  * Tested by tests/e2e/test_pystack.sh (tests/unit/pystack_probe.c loaded by python3 through
  * ctypes, from the main thread, a Python worker thread and a native thread; 3.14, 3.15 and a
- * free-threaded 3.13t in the Debian root of tests/pyroot/install.sh), tests/unit/test_pystack_offsets.c (the checks on
+ * free-threaded 3.13t in the Debian root of tests/pyroot/install.sh),
+ * tests/unit/test_pystack_walk.c (a made-up 3.14t: its object header, string state and
+ * per-thread bytecode), tests/unit/test_pystack_offsets.c (the checks on
  * the debug offsets), tests/torch-fake/test_pystack_torch.sh and tests/pip/test_pystack_wheel.sh
  * (real torch and the wheel on 3.14 and 3.15).
  */
