@@ -174,10 +174,12 @@ install_ft() {
   echo "pyroot: building free-threaded CPython $dotted from Debian's source package (log: $log)" >&2
   echo "deb-src $MIRROR $FT_SUITE main" >"$dir/root/etc/apt/sources.list.d/labelguard-src.list"
   # apt-get source runs as root in the root: its sandbox user cannot write there. The mirror
-  # may serve a snapshot whose Release file is past its Valid-Until (debootstrap does not check
-  # that date; apt does).
+  # may serve a snapshot whose Release file is past its Valid-Until, or dated after this
+  # machine's clock (debootstrap checks neither date; apt does). The root may have been built on
+  # another machine: it resolves names with this one's resolver.
+  cp /etc/resolv.conf "$dir/root/etc/resolv.conf" 2>/dev/null || true
   if ! in_root_sh "set -e; export DEBIAN_FRONTEND=noninteractive
-    apt='apt-get -o APT::Sandbox::User=root -o Acquire::Check-Valid-Until=false'
+    apt='apt-get -o APT::Sandbox::User=root -o Acquire::Check-Valid-Until=false -o Acquire::Check-Date=false'
     \$apt update -qq
     \$apt install -y -qq --no-install-recommends dpkg-dev gcc make pkg-config \
       libffi-dev zlib1g-dev libbz2-dev liblzma-dev libssl-dev libexpat1-dev
