@@ -143,8 +143,9 @@ install_root() {
 # moves faster than a mirror's index (the index names a source the archive no longer has),
 # while a stable release's stays. A stage of its own, with its own marker (.installed-ft,
 # FT_LAYOUT), so that the root it is added to is not rebuilt. It needs the compiler and headers
-# in the root (about 250 MB of Debian packages); the build takes about 6 minutes on two cores
-# and the cache grows by about 3.5 GB (its torch install, 1.9 GB; the wheel, 500 MB).
+# in the root (about 250 MB of Debian packages); the build takes 3 minutes on two idle cores, 8
+# on busy ones, and the cache grows by about 3.5 GB (its torch install, 1.9 GB; the wheel,
+# 500 MB).
 FT_LAYOUT=1
 FT_VERSION=313
 FT_SUITE=trixie
