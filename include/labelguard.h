@@ -202,6 +202,20 @@ LABELGUARD_API int labelguard_check_target(const labelguard_target_check_t *c, c
  * gets the one unchecked_loss_kernel warning. */
 LABELGUARD_API int labelguard_compiled(const char *traced);
 
+/* A kernel that torch.compile generated (Inductor's Triton kernels, a user's Triton kernel in a
+ * compiled graph) whose own device assert labelguard does not check before it runs: recorded so
+ * that the device_assert report, should one of these asserts fire, lists it with where it is.
+ * python/labelguard/_generated.py calls this for each tl.device_assert it reads in the output
+ * code Inductor loads. kernel: its name (triton_poi_fused_embedding_0); file and line: the
+ * generated file in Inductor's cache and the assert's line in it; message: the assert's text
+ * as the device prints it ("index out of bounds: 0 <= tmp3 < 32000"); source_nodes and aten_ops:
+ * what Inductor's comment above the kernel says it was made from (may be NULL or ""). Strings
+ * are copied (cut to the report's field sizes). Returns 1 when recorded, 0 when already
+ * recorded (same kernel, file and line), -1 on a NULL or empty kernel, file or message. The
+ * newest 64 are kept. Starts nothing, makes no CUDA call; any thread. */
+LABELGUARD_API int labelguard_generated_kernel(const char *kernel, const char *file, int line, const char *message,
+                                               const char *source_nodes, const char *aten_ops);
+
 #ifdef __cplusplus
 }
 #endif

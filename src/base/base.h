@@ -510,6 +510,25 @@ static inline uint64_t lg_seen_hash(uint64_t h, const char *s)
     return h;
 }
 
+/* ---------------------------------------------------------------- generated.c */
+
+/* A kernel torch.compile generated that asserts on its own (labelguard_generated_kernel). */
+#define LG_GENERATED_MAX 64
+typedef struct lg_generated_kernel {
+    char kernel[128];       /* triton_poi_fused_embedding_0 */
+    char file[512];         /* the generated file in Inductor's cache */
+    char message[256];      /* the assert's text, as the device prints it */
+    char source_nodes[256]; /* "" when Inductor's comment gave none */
+    char aten_ops[256];
+    int line; /* the assert's line in file */
+} lg_generated_kernel_t;
+/* 1: kept (the oldest dropped past LG_GENERATED_MAX); 0: kept already; -1: an empty field. */
+LG_HIDDEN int lg_generated_add(const char *kernel, const char *file, int line, const char *message,
+                               const char *source_nodes, const char *aten_ops);
+/* The newest up to max, newest first; *total (may be NULL): how many were ever added. */
+LG_HIDDEN int lg_generated_read(lg_generated_kernel_t *out, int max, int *total);
+LG_HIDDEN void lg_generated_after_fork(void);
+
 /* ---------------------------------------------------------------- hold.c */
 
 /* Blocks the calling thread until SIGUSR1, after telling stderr how to inspect and release it. */

@@ -3,8 +3,9 @@
  * process knew before: the launches that may hold the assert (recent.c: the finding thread's
  * last ones, newest first, and the newest few of every other launching thread), each with its
  * kernel, grid, block and stream, whether labelguard checks that kernel, and, with
- * LABELGUARD_LAUNCH_SITES=all, the Python line that launched it; and where it surfaced (the
- * call, its Python line). CUDA never says which kernel asserted: the device's own
+ * LABELGUARD_LAUNCH_SITES=all, the Python line that launched it; where it surfaced (the call,
+ * its Python line); and the kernels torch.compile generated that assert on their own
+ * (generated.c: file, line and text of each assert), a candidate of the same name marked. CUDA never says which kernel asserted: the device's own
  * "Assertion ... failed" line names the file and condition, and with CUDA_LAUNCH_BLOCKING=1 the
  * finding thread's newest launch is the one.
  *
@@ -93,6 +94,15 @@ void lg_asserted_found(const char *api, bool at_query)
     r->launch_blocking = blocking && !strcmp(blocking, "1");
     r->n = n;
     r->c = cand;
+    lg_generated_kernel_t *gen = malloc(LG_GENERATED_MAX * sizeof *gen);
+    if (gen) {
+        r->n_generated = lg_generated_read(gen, LG_GENERATED_MAX, &r->generated_total);
+        r->generated = gen;
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < r->n_generated && !cand[i].generated; k++)
+                if (!cand[i].graph && !strcmp(cand[i].kernel, gen[k].kernel))
+                    cand[i].generated = &gen[k];
+    }
     if (lg_config_values.backtrace_native)
         lg_stack_capture(&r->native);
     if (lg_config_values.backtrace_python)
@@ -100,6 +110,6 @@ void lg_asserted_found(const char *api, bool at_query)
     lg_report_device_assert(r);
     for (int i = 0; i < n; i++)
         free(cand[i].python);
-    free(recent), free(cand), free(r);
+    free(recent), free(cand), free(r), free(gen);
     lg_runtime_in_library--;
 }

@@ -108,6 +108,7 @@ static void atfork_child(void)
     lg_arm_got_atfork_child();
     lg_act_after_fork();
     lg_asserted_after_fork();
+    lg_generated_after_fork();
     lg_logprobs_after_fork();
     lg_opaque_after_fork();
     lg_pystack_after_fork();

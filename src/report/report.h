@@ -216,6 +216,7 @@ typedef struct lg_assert_candidate {
     bool checked;     /* a kernel labelguard checks before launch */
     bool graph;       /* a CUDA graph replay: every kernel of the graph is a candidate */
     lg_py_stack_t *python; /* its launch's frames (LABELGUARD_LAUNCH_SITES=all), else NULL */
+    const lg_generated_kernel_t *generated; /* a torch.compile kernel of this name, else NULL */
 } lg_assert_candidate_t;
 typedef struct lg_assert_report {
     const char *api;        /* the call that returned cudaErrorAssert */
@@ -224,6 +225,9 @@ typedef struct lg_assert_report {
     lg_py_stack_t python;
     int n;
     const lg_assert_candidate_t *c;
+    int n_generated;     /* torch.compile's kernels that assert on their own (generated.c), newest first */
+    int generated_total; /* ever recorded: more than n_generated when the oldest were dropped */
+    const lg_generated_kernel_t *generated;
 } lg_assert_report_t;
 /* The device_assert event and its stderr block. */
 LG_HIDDEN void lg_report_device_assert(const lg_assert_report_t *r);

@@ -581,6 +581,77 @@ static void test_device_assert(void)
     g_free(dir);
 }
 
+/* The device_assert event with kernels torch.compile generated: each listed newest first with its
+ * file, line, text and origin, the one a candidate launched marked on both sides, the dropped
+ * ones counted; and the stderr lines that list them. */
+static void test_device_assert_generated(void)
+{
+    char *dir = fresh("device_assert_generated");
+    lg_generated_kernel_t g[2];
+    memset(g, 0, sizeof g);
+    snprintf(g[0].kernel, sizeof g[0].kernel, "triton_poi_fused_index_1");
+    snprintf(g[0].file, sizeof g[0].file, "/tmp/torchinductor_u/ab/cab.py");
+    snprintf(g[0].message, sizeof g[0].message, "index out of bounds: 0 <= tmp4 < 6");
+    g[0].line = 21;
+    snprintf(g[1].kernel, sizeof g[1].kernel, "triton_poi_fused_embedding_0");
+    snprintf(g[1].file, sizeof g[1].file, "/tmp/torchinductor_u/xy/cxy.py");
+    snprintf(g[1].message, sizeof g[1].message, "index out of bounds: 0 <= tmp3 < 32000");
+    snprintf(g[1].source_nodes, sizeof g[1].source_nodes, "embedding");
+    snprintf(g[1].aten_ops, sizeof g[1].aten_ops, "aten.embedding");
+    g[1].line = 18;
+    lg_assert_candidate_t c[1];
+    memset(c, 0, sizeof c);
+    snprintf(c[0].kernel, sizeof c[0].kernel, "triton_poi_fused_embedding_0");
+    c[0].grid[0] = 8, c[0].grid[1] = c[0].grid[2] = 1;
+    c[0].block[0] = 128, c[0].block[1] = c[0].block[2] = 1;
+    c[0].tid = 100, c[0].finder = true, c[0].generated = &g[1];
+    lg_assert_report_t r;
+    memset(&r, 0, sizeof r);
+    r.api = "cudaStreamSynchronize";
+    r.n = 1;
+    r.c = c;
+    r.n_generated = 2;
+    r.generated_total = 5;
+    r.generated = g;
+    capture_begin();
+    lg_report_device_assert(&r);
+    char *err = capture_end();
+    g_test_message("stderr:\n%s", err);
+    g_assert_nonnull(strstr(err, "\n    triton_poi_fused_embedding_0 grid [8,1,1] block [128,1,1] stream 0x0 (generated "
+                                 "by torch.compile: below)\n"));
+    g_assert_nonnull(strstr(err, "kernels torch.compile generated with asserts of their own, not checked"));
+    g_assert_nonnull(strstr(err, "\n    triton_poi_fused_index_1: `index out of bounds: 0 <= tmp4 < 6` at "
+                                 "/tmp/torchinductor_u/ab/cab.py:21\n"));
+    g_assert_nonnull(strstr(err, "\n    triton_poi_fused_embedding_0: `index out of bounds: 0 <= tmp3 < 32000` at "
+                                 "/tmp/torchinductor_u/xy/cxy.py:18; source nodes: embedding; ATen: aten.embedding\n"));
+    g_assert_nonnull(strstr(err, "\n    (3 older ones not kept)\n"));
+
+    char *host = expected_host();
+    char *path = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)getpid());
+    GPtrArray *lines = read_log(path);
+    g_assert_cmpuint(lines->len, ==, 1);
+    const jc_value_t *e = lines->pdata[0];
+    check_common(e, "device_assert");
+    const jc_value_t *c0 = nth(e, "candidates", 0);
+    g_assert_true(jc_path(c0, "generated") && jc_path(c0, "generated")->b);
+    const jc_value_t *g0 = nth(e, "generated_kernels", 0), *g1 = nth(e, "generated_kernels", 1);
+    g_assert_cmpstr(str_at(g0, "kernel"), ==, "triton_poi_fused_index_1");
+    g_assert_cmpint(int_at(g0, "line"), ==, 21);
+    g_assert_null(jc_path(g0, "source_nodes"));
+    g_assert_false(jc_path(g0, "among_candidates")->b);
+    g_assert_cmpstr(str_at(g1, "file"), ==, "/tmp/torchinductor_u/xy/cxy.py");
+    g_assert_cmpstr(str_at(g1, "message"), ==, "index out of bounds: 0 <= tmp3 < 32000");
+    g_assert_cmpstr(str_at(g1, "source_nodes"), ==, "embedding");
+    g_assert_cmpstr(str_at(g1, "aten_ops"), ==, "aten.embedding");
+    g_assert_true(jc_path(g1, "among_candidates")->b);
+    g_assert_cmpint(int_at(e, "generated_kernels_dropped"), ==, 3);
+    g_ptr_array_unref(lines);
+    g_free(path);
+    g_free(host);
+    g_free(err);
+    g_free(dir);
+}
+
 static void check_rank_file(const char *env_setup[], const char *suffix, long long rank, long long local_rank)
 {
     char *dir = fresh("rank");
@@ -1112,6 +1183,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/range_late_message", test_range_late_message);
     g_test_add_func("/report/model_line", test_model_line);
     g_test_add_func("/report/device_assert", test_device_assert);
+    g_test_add_func("/report/device_assert_generated", test_device_assert_generated);
     g_test_add_func("/report/rank_naming", test_rank_naming);
     g_test_add_func("/report/start_and_summary", test_start_and_summary);
     g_test_add_func("/report/warnings", test_warnings);
