@@ -22,7 +22,8 @@
 #              graph_into), torch.multinomial's probabilities (sampling),
 #              max_unpool2d indices (unpool), torch.bernoulli's p (bernoulli),
 #              an unchecked assert turned into a device_assert report
-#              (device_assert)
+#              (device_assert), Inductor's own Triton assert listed in it
+#              with its generated file and line (compiled_assert)
 #              (see that file's docstring)
 #   scenarios  real PyTorch training loops x actions                       tests/torch/run_scenarios.py
 #   test-gpu   validator vs CPU scan, e2e programs on the real runtime,    tests/gpu/run.sh

@@ -25,7 +25,9 @@ keep the B x C log-probabilities, gigabytes for a large vocabulary.
 The index ops that Inductor lowers into its own kernels (embedding, x[idx], gather, the
 scatters...) get the same treatment from _compiled_index.py: labelguard::check_index on their
 ids, whose body (check_index below) is this file's check with the model's line (FX stack_trace)
-for the report; the post-grad pass below keeps one check per ids tensor there too.
+for the report; the post-grad pass below keeps one check per ids tensor there too. The asserts
+Inductor writes into its own kernels are read as each output module loads (_generated.py), so
+that the report of one that fires anyway names the kernel and where it is.
 
 LABELGUARD_COMPILED=off (read by the library, src/base/config.c): the decompositions stay as they
 are, and the first traced loss gets one unchecked_loss_kernel warning.
@@ -172,19 +174,25 @@ def _register_op():
     return _state["op"]
 
 
-def _index_module():
-    """labelguard/_compiled_index.py (the index ops), loaded by its path beside this file: the
-    bootstrap loads this one that way too, where the labelguard package may not import."""
-    mod = sys.modules.get("labelguard._compiled_index")
+def _sibling(name):
+    """labelguard/<name>.py, loaded by its path beside this file: the bootstrap loads this one
+    that way too, where the labelguard package may not import."""
+    full = "labelguard." + name
+    mod = sys.modules.get(full)
     if mod is None:
         import importlib.util
 
         spec = importlib.util.spec_from_file_location(
-            "labelguard._compiled_index", os.path.join(os.path.dirname(os.path.abspath(__file__)), "_compiled_index.py"))
+            full, os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
         mod = importlib.util.module_from_spec(spec)
-        sys.modules["labelguard._compiled_index"] = mod
+        sys.modules[full] = mod
         spec.loader.exec_module(mod)
     return mod
+
+
+def _index_module():
+    """labelguard/_compiled_index.py: the index ops."""
+    return _sibling("_compiled_index")
 
 
 def _aot_compiling():
@@ -339,6 +347,11 @@ def _patch(module):
             _register_op()
         from torch._inductor import config as inductor_config
         _cache_pass(inductor_config)
+        try:  # the device asserts of the kernels Inductor generates, for the report of one that fires
+            _sibling("_generated").install()
+        except Exception as e:
+            sys.stderr.write("labelguard: torch.compile's own device asserts will not be listed: %s: %s\n"
+                             % (type(e).__name__, e))
 
 
 class _Loader:

@@ -93,6 +93,11 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   CUDA's own error and the log has one device_assert event whose candidates (this
                   thread's launches) hold the poisson kernel with its Python line (the double does
                   not run torch's poisson: SKIP there; tests/torch-fake/test_device_assert.sh)
+  compiled_assert torch.compile'd embedding with LABELGUARD_COMPILED=off and an id equal to the
+                  vocabulary size: Inductor's own Triton assert fires; the device_assert event
+                  lists that kernel (generated_kernels: its file in the cache, line, text, ATen
+                  op), and says whether CUPTI (LABELGUARD_HOOKS=both) put its launch among the
+                  candidates (SKIP on the double: no Triton; tests/torch-fake/test_generated.sh)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
   embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
@@ -677,6 +682,16 @@ def child_device_assert(torch, F):
     _emit(bad=_try(draw), torch=torch.__version__)
 
 
+def child_compiled_assert(torch, F):
+    emb = torch.nn.Embedding(50, 16).cuda()
+    step = torch.compile(lambda ids: emb(ids).sum())
+    ok = _try(lambda: step(torch.arange(8).cuda()).item())
+    ids = torch.arange(8)
+    ids[5] = 50  # the vocabulary size: Inductor's own assert in its Triton kernel
+    bad = _try(lambda: (step(ids.cuda()), torch.cuda.synchronize())[-1])
+    _emit(ok=ok, bad=bad, torch=torch.__version__)
+
+
 def child_bernoulli(torch, F):
     p = torch.full((64,), 0.5)
     p[17] = 1.5
@@ -698,6 +713,7 @@ CHILDREN = {
     "embedding_step": child_embedding_step,
     "index_put_acc": child_index_put_acc, "assert_async": child_assert_async, "sampling": child_sampling,
     "unpool": child_unpool, "device_assert": child_device_assert, "bernoulli": child_bernoulli,
+    "compiled_assert": child_compiled_assert,
 }
 
 
@@ -1117,6 +1133,30 @@ def case_device_assert(ctx):
     return "PASS", detail
 
 
+def case_compiled_assert(ctx):
+    if ctx.fake:
+        return "SKIP", "no Triton on the double (tests/torch-fake/test_generated.sh reads Inductor's GPU format)"
+    rc, obs, ev, err = spawn(ctx, "compiled_assert", "compiled_assert",
+                             {"LABELGUARD_COMPILED": "off", "LABELGUARD_HOOKS": "both"}, timeout=300)
+    if obs is None:
+        return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
+    bad, d = obs["bad"], of(ev, "device_assert")
+    if obs["ok"].get("raised"):
+        return "FAIL", "torch %s: the clean compiled step raised: %s" % (obs.get("torch"), obs["ok"])
+    if not (bad.get("raised") and "device-side assert" in bad.get("text", "")):
+        return "FAIL", "torch %s: an id of 50 did not assert in Inductor's kernel: %s" % (obs.get("torch"), bad)
+    if len(d) != 1:
+        return "FAIL", "%d device_assert events (want 1)" % len(d)
+    gen = [g for g in d[0].get("generated_kernels", []) if "embedding" in g.get("aten_ops", "")]
+    detail = "torch %s: generated %s; Triton's launch among the candidates: %s" % (
+        obs.get("torch"), [(g.get("kernel"), g.get("message"), g.get("line")) for g in gen][:2],
+        any(c.get("generated") for c in d[0].get("candidates", [])))
+    if not gen or not gen[0].get("message", "").startswith("index out of bounds") or \
+            not os.path.isfile(gen[0].get("file", "")):
+        return "FAIL", detail + "; the embedding's generated kernel is not listed with its file"
+    return "PASS", detail
+
+
 def case_bernoulli(ctx):
     rc, obs, ev, err = spawn(ctx, "bernoulli", "bernoulli", {"LABELGUARD_ACTION": "raise"})
     if obs is None:
@@ -1460,7 +1500,8 @@ CASES = [("start_event", case_start_event), ("start_newest", case_start_newest),
          ("compiled", case_compiled), ("embedding_async", case_embedding_async),
          ("embedding_graph", case_embedding_graph), ("index_put_acc", case_index_put_acc),
          ("assert_async", case_assert_async), ("sampling", case_sampling),
-         ("unpool", case_unpool), ("bernoulli", case_bernoulli), ("device_assert", case_device_assert)]
+         ("unpool", case_unpool), ("bernoulli", case_bernoulli), ("device_assert", case_device_assert),
+         ("compiled_assert", case_compiled_assert)]
 
 
 def main():

@@ -21,9 +21,9 @@ static void test_copy_and_duplicates(void)
                                      "[embedding]", "[aten.embedding]"),
                     ==, 1);
     g_assert_cmpint(lg_generated_add("triton_poi_fused_embedding_0", file, 45, "another text", NULL, NULL), ==, 0);
-    g_assert_cmpint(lg_generated_add("triton_poi_fused_embedding_0", file, 46, "index out of bounds: 0 <= tmp4 < 8",
-                                     NULL, ""),
-                    ==, 1);
+    g_assert_cmpint(
+        lg_generated_add("triton_poi_fused_embedding_0", file, 46, "index out of bounds: 0 <= tmp4 < 8", NULL, ""), ==,
+        1);
     int total = 0;
     int n = lg_generated_read(out, LG_GENERATED_MAX, &total);
     g_assert_cmpint(n, >=, 2);

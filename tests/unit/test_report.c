@@ -617,8 +617,9 @@ static void test_device_assert_generated(void)
     lg_report_device_assert(&r);
     char *err = capture_end();
     g_test_message("stderr:\n%s", err);
-    g_assert_nonnull(strstr(err, "\n    triton_poi_fused_embedding_0 grid [8,1,1] block [128,1,1] stream 0x0 (generated "
-                                 "by torch.compile: below)\n"));
+    g_assert_nonnull(strstr(err,
+                            "\n    triton_poi_fused_embedding_0 grid [8,1,1] block [128,1,1] stream 0x0 (generated "
+                            "by torch.compile: below)\n"));
     g_assert_nonnull(strstr(err, "kernels torch.compile generated with asserts of their own, not checked"));
     g_assert_nonnull(strstr(err, "\n    triton_poi_fused_index_1: `index out of bounds: 0 <= tmp4 < 6` at "
                                  "/tmp/torchinductor_u/ab/cab.py:21\n"));

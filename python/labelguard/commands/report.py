@@ -250,6 +250,8 @@ def merge(paths):
                     "candidates": [{"kernel": c.get("kernel"), "thread": c.get("thread"),
                                     "finding_thread": c.get("finding_thread"),
                                     "call_site": call_site(c.get("python_stack"))[0]} for c in cands],
+                    "generated_kernels": [{k: g.get(k) for k in ("kernel", "file", "line", "message")}
+                                          for g in ev.get("generated_kernels") or [] if isinstance(g, dict)],
                     "file": path, "line": lineno})
             elif kind in ("start", "summary"):
                 proc[kind] = ev
@@ -390,6 +392,11 @@ def print_text(r, out):
                                           (", launched at %s" % fmt_frame(c["call_site"])) if c["call_site"] else ""))
         if len(a["candidates"]) > 5:
             w("    ... %d more candidates in %s:%d\n" % (len(a["candidates"]) - 5, a["file"], a["line"]))
+        for g in a["generated_kernels"][:5]:
+            w("    compiled:   %s asserts `%s` at %s:%s\n" % (g["kernel"], g["message"], g["file"], g["line"]))
+        if len(a["generated_kernels"]) > 5:
+            w("    ... %d more compiled kernels with asserts in %s:%d\n" % (len(a["generated_kernels"]) - 5, a["file"],
+                                                                           a["line"]))
     if r["warnings"]:
         w("\nWarnings:\n")
         for x in r["warnings"]:
