@@ -182,8 +182,8 @@ def seen():
 
 
 def install():
-    """Wraps PyCodeCache.load_by_key_path, through which Inductor loads every output module.
-    Idempotent; returns True when the hook is in place."""
+    """Wraps PyCodeCache.load_by_key_path, through which Inductor loads every output module, and
+    reads the modules it loaded before. Idempotent; returns True when the hook is in place."""
     with _lock:
         if _state["installed"]:
             return True
@@ -206,4 +206,12 @@ def install():
         load_by_key_path.labelguard_wrapped = real
         cache.load_by_key_path = classmethod(load_by_key_path)
         _state["installed"] = True
-        return True
+        loaded = list(getattr(cache, "modules", None) or [])
+    for mod in loaded:  # compiled before labelguard was armed (labelguard.enable() late)
+        path = getattr(mod, "__file__", None)
+        if path:
+            try:
+                note(path)
+            except Exception:
+                pass
+    return True

@@ -4,7 +4,8 @@ torch on the runtime test double under the preloaded library (tests/torch-fake/t
 CACHE is this run's TORCHINDUCTOR_CACHE_DIR.
 
 Every MODE compiles a CPU function with real Inductor (the double has no Triton, so compiled
-graphs are CPU graphs) and checks that the hook read the output module Inductor loaded; MODE
+graphs are CPU graphs) and checks that the hook read the output module Inductor loaded, and that a
+reader installed after the compile reads it too (labelguard.enable() called late); MODE
 `again` runs on the cache the `first` run filled, and checks that the graph came from Inductor's
 FX graph cache and was read all the same. Then an output module in Inductor's GPU format
 (data/inductor_gpu_module.py.in: the embedding and x[idx] kernels as Inductor 2.15 writes them,
@@ -40,6 +41,15 @@ if gen is None:
     sys.exit(1)
 mods = [p for p in gen.seen() if os.path.realpath(p).startswith(cache + os.sep)]
 check("the output module Inductor loaded was read (%d in this run's cache)" % len(mods), len(mods) >= 1)
+# Armed after a compile (labelguard.enable() late): a second instance of the reader, installed
+# now, reads the modules Inductor loaded before.
+import importlib.util
+
+spec = importlib.util.spec_from_file_location("lg_generated_late", gen.__file__)
+late = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(late)
+check("installed late, it reads the modules loaded before",
+      late.install() and any(p in late.seen() for p in mods))
 if mode == "again":
     from torch._dynamo.utils import counters
 
