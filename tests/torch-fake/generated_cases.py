@@ -13,7 +13,7 @@ each with its own file in the cache, and a user's Triton kernel) is loaded the w
 one, through PyCodeCache.load_by_key_path (its body cannot run here: no Triton); its three asserts
 must be noted with kernel, file, line, text and origin, and the commented-out one must not. With
 LIB (build/progs/libassertpy.so, CUDA 13 wheel), an extension's kernel then asserts on the device
-and the driver checks that the device_assert report lists the three.
+and the device_assert event in the log must list the three (the driver checks its stderr block).
 Prints "ok: ..." / "FAIL: ..." and exits 1 on a failure.
 """
 import os
@@ -113,7 +113,29 @@ if len(sys.argv) > 3:
     lib.lgas_histogram(bins, 8, 8, 0)
     try:
         torch.cuda.synchronize()
-        print("synchronize: no error")
+        raised = "no error"
     except RuntimeError as e:
-        print("raised: " + str(e).strip().splitlines()[0])
+        raised = str(e).strip().splitlines()[0]
+    check("torch raises CUDA's own error at the synchronize: %s" % raised,
+          raised == "CUDA error: device-side assert triggered")
+    import glob
+    import json
+
+    # the library wrote and flushed its device_assert event before the call returned
+    events = [json.loads(l) for f in glob.glob(os.path.join(os.environ["LABELGUARD_LOG"], "*.jsonl")) for l in open(f)]
+    d = [e for e in events if e["event"] == "device_assert"]
+    check("one device_assert event", len(d) == 1)
+    if d:
+        g = d[0].get("generated_kernels", [])
+        check("it lists the three generated kernels, newest first: %s" % [k["kernel"] for k in g],
+              [k["kernel"] for k in g] == ["mask_mod_kernel", "triton_poi_fused_index_mul_1",
+                                           "triton_poi_fused_embedding_0"])
+        if len(g) == 3:
+            check("the embedding's: its file and line, text, source nodes, ATen ops",
+                  (g[2]["file"], g[2]["line"], g[2]["message"], g[2]["source_nodes"], g[2]["aten_ops"]) ==
+                  (emb, mine[0]["line"], "index out of bounds: 0 <= tmp4 < 32000", "h", "aten.embedding"))
+            check("none among the candidates (no Triton launch here)", not any(k["among_candidates"] for k in g))
+            check("the user's kernel has no origin fields", "source_nodes" not in g[0] and "aten_ops" not in g[0])
+        check("the extension's histogram is still the candidate",
+              any(c["kernel"] == "lgas_histogram" for c in d[0]["candidates"]))
 sys.exit(0 if ok else 1)
