@@ -126,4 +126,7 @@ expect_in out "compiled:   triton_poi_fused_embedding_0 asserts \`index out of b
 run_cmd "$LG" report --json "$T/assert"; expect_rc 1 "device assert, --json"
 python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["device_asserts"]; sys.exit(0 if len(a)==1 and a[0]["found_at"]=="cudaStreamSynchronize" and [c["kernel"] for c in a[0]["candidates"]][1]=="lgas_histogram" else 1)' "$T/out" || fail "device assert in JSON"
 ok "device asserts"
+# Fields of the wrong JSON type (a damaged or foreign log): the report is still made.
+python3 "$LG_ROOT/tests/cli/report_types.py" "$T/types" > "$T/types.out" 2>&1 || { cat "$T/types.out"; fail "a field of the wrong type stops the report"; }
+ok "fields of the wrong type: $(tail -1 "$T/types.out")"
 finish

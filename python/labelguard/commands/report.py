@@ -86,9 +86,15 @@ def is_library_frame(path):
             or is_inductor_code(path))
 
 
+def dicts(v):
+    """The objects of a JSON array field; nothing when the field is not an array (a damaged or
+    foreign line must not stop the report)."""
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
 def call_site(stack):
     """(user frame, innermost frame) of a python_stack (innermost last), each a dict or None."""
-    frames = [f for f in (stack or []) if isinstance(f, dict)]
+    frames = dicts(stack)
     if not frames:
         return None, None
     inner = frames[-1]
@@ -147,8 +153,8 @@ class Problem:
             if v is not None:
                 cur = getattr(self, k)
                 setattr(self, k, v if cur is None else pick(cur, v))
-        for s in bad.get("samples") or []:
-            v = as_int(s.get("value")) if isinstance(s, dict) else None
+        for s in dicts(bad.get("samples")):
+            v = as_int(s.get("value"))
             if v is not None:
                 self.values[v] = self.values.get(v, 0) + 1
         tgt = ev.get("target") if isinstance(ev.get("target"), dict) else {}
@@ -194,8 +200,9 @@ class Problem:
             "processes": [{"host": h, "pid": p} for h, p in sorted(self.procs, key=lambda x: (x[0], str(x[1])))],
             "call_site": user,
             "innermost_frame": inner,
-            "python_stack": ex.get("python_stack") or [],
-            "native_stack": ex.get("native_stack") or [],
+            "python_stack": dicts(ex.get("python_stack")),
+            "native_stack": [f for f in ex.get("native_stack") or [] if isinstance(f, str)]
+            if isinstance(ex.get("native_stack"), list) else [],
             "values": [{"value": v, "count": c} for v, c in sorted(self.values.items())],
             "min": self.min,
             "max": self.max,
@@ -203,7 +210,7 @@ class Problem:
             "outcomes": self.outcomes,
             "first_event": {"file": ex.get("_file"), "line": ex.get("_line"),
                             "launch_seq": ex.get("launch_seq"),
-                            "samples": (ex.get("bad") or {}).get("samples", [])
+                            "samples": dicts(ex.get("bad").get("samples"))
                             if isinstance(ex.get("bad"), dict) else []},
             "files": sorted(self.files),
         }
@@ -220,6 +227,8 @@ def merge(paths):
     for path in files:
         for lineno, ev in read_events(path, malformed, truncated, errors, clipped):
             n_events += 1
+            if isinstance(ev.get("pid"), (list, dict)):  # keys of sets below: a damaged line's pid as its text
+                ev = dict(ev, pid=json.dumps(ev["pid"]))
             kind = ev.get("event")
             proc = procs.setdefault((str(ev.get("host", "?")), ev.get("pid"), path),
                                     {"rank": ev.get("rank"), "start": None, "summary": None,
@@ -243,7 +252,7 @@ def merge(paths):
                     w["first_time"] = ev.get("time")
             elif kind == "device_assert":
                 user, _ = call_site(ev.get("python_stack"))
-                cands = [c for c in ev.get("candidates") or [] if isinstance(c, dict)]
+                cands = dicts(ev.get("candidates"))
                 asserts.append({
                     "host": str(ev.get("host", "?")), "pid": ev.get("pid"), "rank": ev.get("rank"),
                     "time": ev.get("time"), "found_at": ev.get("found_at"), "call_site": user,
@@ -251,7 +260,7 @@ def merge(paths):
                                     "finding_thread": c.get("finding_thread"),
                                     "call_site": call_site(c.get("python_stack"))[0]} for c in cands],
                     "generated_kernels": [{k: g.get(k) for k in ("kernel", "file", "line", "message")}
-                                          for g in ev.get("generated_kernels") or [] if isinstance(g, dict)],
+                                          for g in dicts(ev.get("generated_kernels"))],
                     "file": path, "line": lineno})
             elif kind in ("start", "summary"):
                 proc[kind] = ev
