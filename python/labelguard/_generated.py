@@ -36,7 +36,7 @@ _state = {"installed": False, "lib": None, "seen": set(), "kept": []}
 _OPEN = re.compile(r"^(\w+) = async_compile\.triton\((['\"])(\w+)\2, '''\s*$")
 _CLOSE = re.compile(r"^''',?")
 _DEF = re.compile(r"^def (\w+)\(")
-_ASSERT = re.compile(r"^(\s*)tl\.device_assert\((.*)\)\s*$")
+_ASSERT = re.compile(r"^\s*tl\.device_assert\((.*)\)\s*$")
 _MESSAGE = re.compile(r",\s*(?:(['\"])(.*?)\1)\s*$")
 _PATH = re.compile(r"^# kernel path: (.+?)\s*$")
 _NODES = re.compile(r"^# (?:Topologically Sorted |Unsorted )?Source Nodes: \[(.*)\], Original ATen: \[(.*)\]\s*$")
@@ -75,7 +75,7 @@ def parse(text, path):
         while j < len(lines) and not _CLOSE.match(lines[j]):
             j += 1
         body = lines[body_start:j]
-        for k, b in enumerate(body):
+        for b in body:
             d = _DEF.match(b)
             if d:  # the function the GPU runs: its name is the kernel's
                 name = d.group(1)
@@ -85,9 +85,9 @@ def parse(text, path):
             a = _ASSERT.match(b)
             if not a:
                 continue
-            msg = _MESSAGE.search(a.group(2))
-            asserts.append((body_start + k + 1, b.strip(), msg.group(2) if msg else a.group(2).strip()))
-        own = _kernel_file(meta.get("path"), path)
+            msg = _MESSAGE.search(a.group(1))
+            asserts.append((body_start + k + 1, b.strip(), msg.group(2) if msg else a.group(1).strip()))
+        own = _kernel_file(meta.get("path"), path) if asserts else None  # read only where an assert is
         own_lines = None
         if own:
             try:
