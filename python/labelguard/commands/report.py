@@ -86,10 +86,10 @@ def is_library_frame(path):
             or is_inductor_code(path))
 
 
-def dicts(v):
-    """The objects of a JSON array field; nothing when the field is not an array (a damaged or
-    foreign line must not stop the report)."""
-    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+def dicts(v, kind=dict):
+    """The items of a JSON array field that are of `kind` (objects, or str for a native stack);
+    nothing when the field is not an array (a damaged or foreign line must not stop the report)."""
+    return [x for x in v if isinstance(x, kind)] if isinstance(v, list) else []
 
 
 def call_site(stack):
@@ -201,8 +201,7 @@ class Problem:
             "call_site": user,
             "innermost_frame": inner,
             "python_stack": dicts(ex.get("python_stack")),
-            "native_stack": [f for f in ex.get("native_stack") or [] if isinstance(f, str)]
-            if isinstance(ex.get("native_stack"), list) else [],
+            "native_stack": dicts(ex.get("native_stack"), str),
             "values": [{"value": v, "count": c} for v, c in sorted(self.values.items())],
             "min": self.min,
             "max": self.max,
