@@ -327,8 +327,6 @@ typedef struct lg_py_stack {
 /* Reads the calling thread's Python frames without the GIL and without allocating, like
  * faulthandler; CPython symbols resolved at run time. Safe to call in non-Python processes. */
 LG_HIDDEN void lg_pystack_capture(lg_py_stack_t *s);
-/* Fork child: its own pipe, a fresh lock (lg.c's atfork handler). */
-LG_HIDDEN void lg_pystack_after_fork(void);
 /* What the stack reader found in this process (resolved on first call): whether it is a
  * CPython process, its version, whether the build is free-threaded, whether stacks are read,
  * and when not, why (static text). For the start event and `labelguard doctor`. */
@@ -342,6 +340,7 @@ typedef struct lg_py_info {
 LG_HIDDEN void lg_pystack_info(lg_py_info_t *out);
 /* pystack_peek.c: copies n bytes at addr into out; false when any of it is unmapped. */
 LG_HIDDEN bool lg_pystack_peek(const void *addr, void *out, size_t n);
+/* Fork child: its own pipe, a fresh lock (lg.c's atfork handler). */
 LG_HIDDEN void lg_pystack_peek_after_fork(void);
 /* One frame as the walk finds it, before it is turned into text: the code object, what it
  * said it was (checked again before the lines are read), and the instruction's byte offset. */

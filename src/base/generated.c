@@ -12,8 +12,8 @@
  *
  * Called by hooks/api_generated.c (labelguard_generated_kernel, from the Python package) and
  * core/asserted.c (the report). Tested by tests/unit/test_generated.c (copy, duplicates, the
- * ring, bad input) and end to end by tests/torch-fake/test_device_assert.sh (an Inductor output
- * module's kernels in the report).
+ * ring, bad input, threads) and end to end by tests/torch-fake/test_generated.sh (an Inductor
+ * output module's kernels in the report).
  */
 #include <pthread.h>
 #include <string.h>

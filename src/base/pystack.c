@@ -93,9 +93,6 @@ static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 /* Copies n bytes at addr into out; false when any of it is unmapped (pystack_peek.c). */
 static bool peek(const void *addr, void *out, size_t n) { return lg_pystack_peek(addr, out, n); }
 
-void lg_pystack_after_fork(void) { lg_pystack_peek_after_fork(); }
-
-
 /* The layout of a 3.13 or newer interpreter: its _PyRuntime.debug_offsets, read with the same
  * fault-safe peek as the frames. 3.13's default build keeps its table entry (which also knows
  * where _co_firsttraceable is); its free-threaded build is decoded like 3.14's. */

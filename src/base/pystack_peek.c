@@ -4,8 +4,8 @@
  * EPERM), a pipe: write(2) from the address (the kernel checks its source the same way), then
  * read it back. No allocation; the pipe is made on first need, one per process, under a lock.
  *
- * Called by pystack.c (lg_pystack_peek) and, through lg_pystack_after_fork, by lg.c's fork
- * handler in the child.
+ * Called by pystack.c (lg_pystack_peek) and by lg.c's fork handler in the child
+ * (lg_pystack_peek_after_fork).
  *
  * Tested through pystack.c: tests/e2e/test_pystack.sh (a seccomp case forces the pipe) and
  * tests/e2e/test_untouched.sh (a fork child keeps its descriptors).

@@ -5,9 +5,10 @@
  * kernel, grid, block and stream, whether labelguard checks that kernel, and, with
  * LABELGUARD_LAUNCH_SITES=all, the Python line that launched it; where it surfaced (the call,
  * its Python line); and the kernels torch.compile generated that assert on their own
- * (generated.c: file, line and text of each assert), a candidate of the same name marked. CUDA never says which kernel asserted: the device's own
- * "Assertion ... failed" line names the file and condition, and with CUDA_LAUNCH_BLOCKING=1 the
- * finding thread's newest launch is the one.
+ * (generated.c: file, line and text of each assert), a candidate of the same name marked.
+ * CUDA never says which kernel asserted: the device's own "Assertion ... failed" line names the
+ * file and condition, and with CUDA_LAUNCH_BLOCKING=1 the finding thread's newest launch is the
+ * one.
  *
  * Once per process: every later call returns the same sticky error. Not when a violation was
  * reported whose kernel ran on its bad values (async mode, action log): that report names the

@@ -5,7 +5,7 @@
  * before the first launch is kept as well.
  *
  * Called from Python (ctypes), at compile time or at an Inductor cache hit, on any thread.
- * Tested by tests/unit/test_generated.c (the table behind it) and tests/torch-fake/test_device_assert.sh.
+ * Tested by tests/unit/test_generated.c (the table behind it) and tests/torch-fake/test_generated.sh.
  */
 #include "hooks/hooks.h"
 #include "labelguard.h"

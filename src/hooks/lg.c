@@ -111,7 +111,7 @@ static void atfork_child(void)
     lg_generated_after_fork();
     lg_logprobs_after_fork();
     lg_opaque_after_fork();
-    lg_pystack_after_fork();
+    lg_pystack_peek_after_fork();
     lg_cupti_slot_after_fork();
     lg_validate_after_fork_child();
     lg_graphs_after_fork();

@@ -179,7 +179,7 @@ static size_t text(char *out, size_t cap, const lg_assert_report_t *r, const cha
                 APPEND("; ATen: %s", lg_text_safe(g->aten_ops, aten, sizeof aten));
             APPEND("\n");
         }
-        if (r->generated_total > TEXT_GENERATED && r->n_generated > TEXT_GENERATED)
+        if (r->n_generated > TEXT_GENERATED)
             APPEND("    ... %d more in the log\n", r->n_generated - TEXT_GENERATED);
         if (r->generated_total > r->n_generated)
             APPEND("    (%d older ones not kept)\n", r->generated_total - r->n_generated);
