@@ -382,6 +382,20 @@ $(BUILD)/e2e/cupti_layout_ptsz: tests/e2e/progs/cupti_layout.cu $(FAKE_CUPTI)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC_PROG) --default-stream per-thread $(CUDA_INC) -o $@ $< -L$(dir $(FAKE_CUPTI)) -l:libcupti.so.13
 test-programs: $(BUILD)/e2e/cupti_layout $(BUILD)/e2e/cupti_layout_ptsz
+# The driver double's launch build (modules, cuLaunchKernel(Ex), CUPTI's driver-domain callbacks;
+# not the torch build's) and a Triton-like program launching through it
+# (tests/e2e/test_driver_launch.sh).
+FAKE_DRIVER_LAUNCH := $(BUILD)/fakecuda-driver-launch/libcuda.so.1
+$(FAKE_DRIVER_LAUNCH): tests/fakecuda/driver/libcuda.c
+	$(call say,LINK,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(STD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden -DFK_DRIVER_LAUNCH=1 $(CUDA_INC) $(SAN_FLAGS) \
+		-Wl,-soname,libcuda.so.1 -o $@ $< -ldl -pthread
+$(BUILD)/e2e/triton_like: tests/e2e/progs/triton_like.cu $(FAKE_DRIVER_LAUNCH)
+	$(call say,NVCC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC_PROG) -Iinclude -o $@ $< -ldl
+test-programs: $(FAKE_DRIVER_LAUNCH) $(BUILD)/e2e/triton_like
 # Two runtimes in one process (tests/e2e/test_mixed_runtimes.sh): a CUDA 13 program and the
 # CUDA 12 library it dlopens, linked against the double's libcudart.so.12.
 $(BUILD)/e2e/libmix12.so: tests/e2e/progs/libmix12.c $(FAKE12_LIB)

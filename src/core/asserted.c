@@ -5,7 +5,8 @@
  * kernel, grid, block and stream, whether labelguard checks that kernel, and, with
  * LABELGUARD_LAUNCH_SITES=all, the Python line that launched it; where it surfaced (the call,
  * its Python line); and the kernels torch.compile generated that assert on their own
- * (generated.c: file, line and text of each assert), a candidate of the same name marked.
+ * (generated.c: file, line and text of each assert), a candidate of the same name marked: a
+ * Triton kernel is a candidate only where CUPTI saw its driver-API launch (hooks/cupti.c).
  * CUDA never says which kernel asserted: the device's own "Assertion ... failed" line names the
  * file and condition, and with CUDA_LAUNCH_BLOCKING=1 the finding thread's newest launch is the
  * one.
@@ -60,7 +61,7 @@ static void fill(lg_assert_candidate_t *c, const lg_recent_launch_t *r, bool fin
     }
 }
 
-void lg_asserted_found(const char *api, bool at_query)
+void lg_asserted_found(const char *api, bool at_query, bool driver_launches_seen)
 {
     if (atomic_load_explicit(&reported, memory_order_relaxed) || !lg_start_done())
         return;
@@ -91,6 +92,7 @@ void lg_asserted_found(const char *api, bool at_query)
     for (int i = 0; i < n; i++)
         fill(&cand[i], &recent[i], i < n_mine);
     r->api = api;
+    r->driver_launches_seen = driver_launches_seen;
     const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
     r->launch_blocking = blocking && !strcmp(blocking, "1");
     r->n = n;

@@ -205,8 +205,9 @@ LG_HIDDEN void lg_start_atfork_child(void);
  * context is lost. Reports it once per process, with the candidate launches, unless a
  * violation already reported explains it. `at_query`: found by a synchronizing call or an error
  * query, where outstanding verdicts were read first; at a launch they may not be yet, and the
- * report waits for the next such call. */
-LG_HIDDEN void lg_asserted_found(const char *api, bool at_query);
+ * report waits for the next such call. `driver_launches_seen`: CUPTI's callbacks are active, so
+ * driver-API launches (Triton's) are among the candidates; else the report says they are not. */
+LG_HIDDEN void lg_asserted_found(const char *api, bool at_query, bool driver_launches_seen);
 /* After fork in the child: its own report, if its context fails. */
 LG_HIDDEN void lg_asserted_after_fork(void);
 

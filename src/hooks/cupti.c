@@ -21,6 +21,11 @@
  * to the single-slot request that cupti_slot.c falls back to) is one `warning` event
  * (cupti_unavailable) and interposition carries on alone.
  *
+ * At API_EXIT a launch decided here joins the thread's recent launches when it was accepted
+ * (core/asserted.c's candidates: Triton's driver launches are seen nowhere else), and one that
+ * returned the device-side assert (710) is where the thread learns of it, as at an interposed
+ * launch.
+ *
  * CUPTI cannot skip a launch (its callbacks have no return value), so launches seen only here are decided with
  * can_block=false: the decision is RUN or RUN_WITH (mask), and for RUN_WITH the caller's
  * argument array is rewritten in place before the launch reads it and restored at API_EXIT.
@@ -38,7 +43,9 @@
  * launches), tests/e2e/test_cupti_subscriber.sh (a Kineto-like program subscribing through the
  * single-slot CUPTI double tests/fakecuda/cupti/libcupti.c: auto never takes the slot, cupti
  * hands it over).
- * The callback itself needs a real driver (tests/gpu). */
+ * tests/e2e/test_driver_launch.sh: Triton-like driver launches through the driver double's launch
+ * build, which calls the CUPTI double's driver-domain callbacks (candidates, the assert seen at a
+ * launch). That the real CUPTI calls back as documented, only a GPU run shows (tests/gpu). */
 #include <cupti.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -74,6 +81,46 @@ typedef struct {
 static pthread_key_t held_key;
 static __thread held_args_t *held;
 static __thread int runtime_depth; /* inside a runtime launch: skip its nested driver launch */
+
+/* The launch this thread's callback decided, until its API_EXIT: an accepted one joins the
+ * thread's recent launches, the candidates of a device-side assert nobody checked, as the
+ * interposed hooks' launches do after their real call. Triton's kernels are launched through the
+ * driver API, so only this records them. `count` is the thread's launch count after the
+ * decision: a launch counted in between (none is expected) leaves the entry unwritten rather
+ * than written into another launch's place. */
+typedef struct {
+    bool live;
+    uint32_t correlation;
+    uint64_t count;
+    const void *func, *stream;
+    lg_recent_dims_t dims;
+} decided_t;
+static __thread decided_t decided;
+
+static uint64_t launch_count(void)
+{
+    lg_counter_slot_t *s = lg_counters_my_slot;
+    return s ? __atomic_load_n((uint64_t *)&s->launches, __ATOMIC_RELAXED) : 0;
+}
+
+/* API_EXIT of a launch this callback decided: CUPTI gives the call's result (a cudaError_t or a
+ * CUresult: the same numbers for success and for the device-side assert, 710). */
+static void launch_exited(CUpti_CallbackDomain dom, const CUpti_CallbackData *cb)
+{
+    decided.live = false;
+    int result = 0;
+    if (cb->functionReturnValue)
+        result = dom == CUPTI_CB_DOMAIN_RUNTIME_API ? (int)*(const cudaError_t *)cb->functionReturnValue
+                                                    : (int)*(const CUresult *)cb->functionReturnValue;
+    if (result == 0) {
+        if (launch_count() == decided.count)
+            lg_recent_note(decided.func, decided.stream, decided.dims);
+    } else if (result == (int)cudaErrorAssert) {
+        /* The application learns of the assert from this launch (Triton raises on it): the report
+         * is made here, unless a verdict of this thread still waits to be read. */
+        lg_asserted_found(cb->functionName ? cb->functionName : "a kernel launch", false, true);
+    }
+}
 
 /* ------------------------------------------------------------------ finding libcupti */
 
@@ -210,6 +257,8 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
             runtime_depth--;
         /* Even after `active` was cleared: the caller's array must not keep our pointers. */
         restore_rewrite(cb->correlationId);
+        if (decided.live && decided.correlation == cb->correlationId)
+            launch_exited(dom, cb);
         return;
     }
     if (!__atomic_load_n(&active, __ATOMIC_RELAXED))
@@ -241,6 +290,9 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     lg_preload_in_launch++;
     lg_launch_decide(lg_runtime_get(), &l, &d);
     lg_preload_in_launch--;
+    decided = (decided_t){true, cb->correlationId, launch_count(), l.func, l.stream,
+                          {(uint64_t)l.grid[0] | (uint64_t)l.grid[1] << 32, (uint64_t)l.block[0] | (uint64_t)l.block[1] << 32,
+                           l.grid[2], l.block[2]}};
     /* SKIP cannot be honoured (can_block=false); launch.c is told so and never asks for it. */
     if (d.kind == LG_VERDICT_RUN_WITH)
         apply_rewrite(args, &d, cb->correlationId);

@@ -221,6 +221,7 @@ typedef struct lg_assert_candidate {
 typedef struct lg_assert_report {
     const char *api;        /* the call that returned cudaErrorAssert */
     bool launch_blocking;   /* CUDA_LAUNCH_BLOCKING=1: the finder's newest launch asserted */
+    bool driver_launches_seen; /* CUPTI active: driver-API launches (Triton's) are among the candidates */
     lg_native_stack_t native; /* where it was found */
     lg_py_stack_t python;
     int n;

@@ -52,11 +52,18 @@ static void candidate_json(lg_json_t *j, const lg_assert_candidate_t *c)
     lg_json_end_object(j);
 }
 
+/* Whether a candidate launch is this generated kernel (asserted.c marked it by name). */
+static bool among_candidates(const lg_generated_kernel_t *g, const lg_assert_report_t *r)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->c[i].generated && !strcmp(r->c[i].kernel, g->kernel))
+            return true;
+    return false;
+}
+
 static void generated_json(lg_json_t *j, const lg_generated_kernel_t *g, const lg_assert_report_t *r)
 {
-    bool launched = false;
-    for (int i = 0; i < r->n; i++)
-        launched |= r->c[i].generated && !strcmp(r->c[i].kernel, g->kernel);
+    bool launched = among_candidates(g, r);
     lg_json_begin_object(j, NULL);
     lg_json_string(j, "kernel", g->kernel);
     lg_json_string(j, "file", g->file);
@@ -177,12 +184,18 @@ static size_t text(char *out, size_t cap, const lg_assert_report_t *r, const cha
                 APPEND("; source nodes: %s", lg_text_safe(g->source_nodes, nodes, sizeof nodes));
             if (g->aten_ops[0])
                 APPEND("; ATen: %s", lg_text_safe(g->aten_ops, aten, sizeof aten));
+            if (among_candidates(g, r))
+                APPEND(" [launched: among the candidates above]");
             APPEND("\n");
         }
         if (r->n_generated > TEXT_GENERATED)
             APPEND("    ... %d more in the log\n", r->n_generated - TEXT_GENERATED);
         if (r->generated_total > r->n_generated)
             APPEND("    (%d older ones not kept)\n", r->generated_total - r->n_generated);
+        if (!r->driver_launches_seen)
+            APPEND("  Triton launches these through the driver API, which only CUPTI shows labelguard: none is among "
+                   "the candidates above. To see which ran last: rerun with LABELGUARD_HOOKS=cupti (a profiler that "
+                   "subscribes later still gets CUPTI)\n");
     }
     APPEND("  which asserts labelguard checks before launch: labelguard audit --asserts\n");
     if (log_path && log_path[0])
@@ -203,6 +216,7 @@ void lg_report_device_assert(const lg_assert_report_t *r)
     lg_json_string(&j, "found_at", r->api);
     lg_json_bool(&j, "checked_before_launch", false);
     lg_json_bool(&j, "launch_blocking", r->launch_blocking);
+    lg_json_bool(&j, "driver_launches_seen", r->driver_launches_seen);
     lg_json_string(&j, "note", NOTE);
     lg_report_stacks_json(&j, native, n_native, &r->python);
     lg_json_begin_array(&j, "candidates");

@@ -112,7 +112,9 @@ ev = dict(common, event="device_assert", error=710, error_name="cudaErrorAssert"
                       cand("embedding_backward_kernel", 40, False)],
           generated_kernels=[{"kernel": "triton_poi_fused_embedding_0", "file": "/tmp/torchinductor_u/5v/c5v.py",
                               "line": 30, "message": "index out of bounds: 0 <= tmp4 < 32000", "source_nodes": "h",
-                              "aten_ops": "aten.embedding", "among_candidates": False}])
+                              "aten_ops": "aten.embedding", "among_candidates": False},
+                             {"kernel": "triton_poi_fused_index_1", "file": "/tmp/torchinductor_u/ab/cab.py",
+                              "line": 21, "message": "index out of bounds: 0 <= tmp5 < 8", "among_candidates": True}])
 open(sys.argv[1], "w").write(json.dumps(dict(common, event="start", version="x", config={}, hooks=[], backend="host",
                                              cuda_runtime=None, driver=None, device=None, torch=None)) + "\n" +
                              json.dumps(ev) + "\n")
@@ -122,7 +124,9 @@ expect_in out "No label problems found; 1 device-side assert that labelguard did
 expect_in out "node-c/77 at 2025-11-30T04:00:00Z: CUDA error 710 returned by cudaStreamSynchronize, found at /home/u/train.py:61" "where it was found"
 expect_in out "candidate:  lgas_histogram, launched at /home/u/train.py:58" "a candidate with its line"
 expect_in out "candidate:  embedding_backward_kernel (tid 80)" "another thread's candidate"
-expect_in out "compiled:   triton_poi_fused_embedding_0 asserts \`index out of bounds: 0 <= tmp4 < 32000\` at /tmp/torchinductor_u/5v/c5v.py:30" "a compiled kernel's assert"
+grep -qxF -- "    compiled:   triton_poi_fused_embedding_0 asserts \`index out of bounds: 0 <= tmp4 < 32000\` at /tmp/torchinductor_u/5v/c5v.py:30" "$T/out" ||
+  fail "a compiled kernel's assert, not launched: its line is not in out"
+expect_in out "compiled:   triton_poi_fused_index_1 asserts \`index out of bounds: 0 <= tmp5 < 8\` at /tmp/torchinductor_u/ab/cab.py:21 (launched: a candidate)" "a compiled kernel's assert, launched"
 run_cmd "$LG" report --json "$T/assert"; expect_rc 1 "device assert, --json"
 python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["device_asserts"]; sys.exit(0 if len(a)==1 and a[0]["found_at"]=="cudaStreamSynchronize" and [c["kernel"] for c in a[0]["candidates"]][1]=="lgas_histogram" else 1)' "$T/out" || fail "device assert in JSON"
 ok "device asserts"

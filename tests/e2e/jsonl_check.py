@@ -92,6 +92,7 @@ def check_event(e, where):
             fail(where, "device_assert: error 710, never checked before launch")
         need(e, "found_at", str, where)
         need(e, "launch_blocking", bool, where)
+        need(e, "driver_launches_seen", bool, where)
         need(e, "note", str, where)
         need(e, "python_stack", list, where)
         for c in need(e, "candidates", list, where):

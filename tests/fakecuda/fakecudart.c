@@ -1983,7 +1983,20 @@ static cudaError_t stream_query(cudaStream_t s)
 cudaError_t cudaStreamQuery(cudaStream_t s) { return stream_query(s); }
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return stream_query(PTSZ(s)); }
 
-cudaError_t cudaDeviceSynchronize(void)
+static cudaError_t device_synchronize(void);
+cudaError_t cudaDeviceSynchronize(void) { return device_synchronize(); }
+
+/* The driver double's cuCtxSynchronize: the device's synchronization, without the runtime's last
+ * error (the driver API has none). */
+FK_EXPORT int fakecudart_driver_synchronize(void)
+{
+    cudaError_t saved = tl_last;
+    cudaError_t e = device_synchronize();
+    tl_last = saved;
+    return (int)e;
+}
+
+static cudaError_t device_synchronize(void)
 {
     pthread_mutex_lock(&obj_lock);
     int active = 0;
@@ -2411,17 +2424,18 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
     return cudaSuccess;
 }
 
-/* FAKECUDA_CUPTI=1: the CUPTI double's runtime-API callback entry (fakecupti_runtime_api), if a
- * libcupti.so.13 that has one is loaded; else NULL. Looked up at every launch, because a tool
- * loads libcupti when it likes (labelguard: at its start, inside the first launch's hook). Off
- * by default, so that no other test pays the dlopen or sees a CUPTI it did not ask for. */
-typedef void (*fk_cupti_api_fn)(int exit_site, unsigned cbid, const char *name, const void *params);
+/* FAKECUDA_CUPTI=1: the CUPTI double's callback entry (fakecupti_api), if a libcupti.so.13 that
+ * has one is loaded; else NULL. Looked up at every launch, because a tool loads libcupti when it
+ * likes (labelguard: at its start, inside the first launch's hook). Off by default, so that no
+ * other test pays the dlopen or sees a CUPTI it did not ask for. */
+typedef void (*fk_cupti_api_fn)(int domain, int exit_site, unsigned cbid, const char *name, const char *symbol,
+                                const void *params, void *result);
 static fk_cupti_api_fn cupti_api(void)
 {
     pthread_once(&env_once, read_env);
     if (!cupti_on) return NULL;
     void *h = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD);
-    fk_cupti_api_fn f = h ? (fk_cupti_api_fn)dlsym(h, "fakecupti_runtime_api") : NULL;
+    fk_cupti_api_fn f = h ? (fk_cupti_api_fn)dlsym(h, "fakecupti_api") : NULL;
     if (h) dlclose(h);
     return f;
 }
@@ -2436,18 +2450,66 @@ typedef struct {
     cudaStream_t stream;
 } launch_params_t;
 
+#define FK_CUPTI_RUNTIME_DOMAIN 2 /* CUPTI_CB_DOMAIN_RUNTIME_API (cupti_callbacks.h, not on this build's include path) */
+
 /* A launch as CUPTI sees it: the callbacks at API entry (a tool may rewrite the argument slots
- * before the launch reads them) and at exit. cbid: CUPTI_RUNTIME_TRACE_CBID_* of the entry
- * point (cupti_runtime_cbid.h; that header is not on this build's include path). */
+ * before the launch reads them) and at exit, with the launch's result. cbid:
+ * CUPTI_RUNTIME_TRACE_CBID_* of the entry point (cupti_runtime_cbid.h). */
 static cudaError_t launch_api(unsigned cbid, const char *name, const void *func, dim3 g, dim3 b, void **args,
                               size_t shm, cudaStream_t s)
 {
     fk_cupti_api_fn api = cupti_api();
     launch_params_t p = {func, g, b, args, shm, s};
-    if (api) api(0, cbid, name, &p);
+    if (api) api(FK_CUPTI_RUNTIME_DOMAIN, 0, cbid, name, NULL, &p, NULL);
     cudaError_t e = launch(p.func, p.grid, p.block, p.args, p.shm, p.stream);
-    if (api) api(1, cbid, name, &p);
+    if (api) api(FK_CUPTI_RUNTIME_DOMAIN, 1, cbid, name, NULL, &p, &e);
     return e;
+}
+
+/* The driver double's kernels (tests/fakecuda/driver/libcuda.c, its launch build): a CUfunction
+ * that cuModuleGetFunction returns is a kernel of this registry with no host stub, named as the
+ * module names it, and a driver launch of it takes the runtime's own path (the stream's order,
+ * capture, FAKECUDA_ASYNC_US, an emulator by name, the context poisoned by a device assert).
+ * The driver API has no last error: a driver launch leaves the thread's runtime error as it was. */
+static fk_module_t driver_module;
+
+FK_EXPORT void *fakecudart_driver_function(const char *name)
+{
+    if (!name || !*name) return NULL;
+    struct CUkern_st *k = calloc(1, sizeof *k);
+    char *copy = strdup(name);
+    if (!k || !copy) { free(k); free(copy); return NULL; }
+    k->magic = KERN_MAGIC;
+    k->name = copy;
+    k->name_owned = 1;
+    k->module = (void **)&driver_module;
+    atomic_init(&k->emu, -2);
+    pthread_mutex_lock(&reg_lock);
+    if (n_kernels == cap_kernels) {
+        size_t cap = cap_kernels ? cap_kernels * 2 : 1024;
+        struct CUkern_st **nk = realloc(kernels, cap * sizeof *nk);
+        if (!nk) { pthread_mutex_unlock(&reg_lock); free(k); free(copy); return NULL; }
+        kernels = nk;
+        cap_kernels = cap;
+    }
+    if (ktab_put(k, k) != 0) { pthread_mutex_unlock(&reg_lock); free(k); free(copy); return NULL; }
+    kernels[n_kernels++] = k;
+    pthread_mutex_unlock(&reg_lock);
+    return k;
+}
+
+FK_EXPORT const char *fakecudart_function_name(const void *f)
+{
+    struct CUkern_st *k = find_kernel(f);
+    return k ? k->name : NULL;
+}
+
+FK_EXPORT int fakecudart_driver_launch(const void *f, dim3 g, dim3 b, void **args, size_t shm, void *stream)
+{
+    cudaError_t saved = tl_last;
+    cudaError_t e = find_kernel(f) ? launch(f, g, b, args, shm, (cudaStream_t)stream) : cudaErrorInvalidResourceHandle;
+    tl_last = saved;
+    return (int)e;
 }
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s) { return launch_api(505, "__cudaLaunchKernel", kernel, g, b, args, shm, s); }

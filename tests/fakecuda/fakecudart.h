@@ -93,5 +93,12 @@ typedef cudaError_t (*fakecudart_emulator_fn)(const char *name, dim3 grid, dim3 
 FK_EXPORT int fakecudart_register_emulator(const char *substring, fakecudart_emulator_fn fn);
 FK_EXPORT unsigned long fakecudart_launch_count(const char *substring);
 FK_EXPORT unsigned long fakecudart_emulated_count(const char *substring);
+/* The driver double's launch build (driver/libcuda.c): a kernel by name with no host stub (its
+ * CUfunction), its name, a launch of it through the runtime's path, and the device's
+ * synchronization (cudaError_t results; the thread's runtime error left as it was). */
+FK_EXPORT void *fakecudart_driver_function(const char *name);
+FK_EXPORT const char *fakecudart_function_name(const void *f);
+FK_EXPORT int fakecudart_driver_launch(const void *f, dim3 g, dim3 b, void **args, size_t shm, void *stream);
+FK_EXPORT int fakecudart_driver_synchronize(void); /* cuCtxSynchronize */
 
 #endif

@@ -96,8 +96,9 @@ double (which finishes each kernel inside its launch) cannot answer for it:
   compiled_assert torch.compile'd embedding with LABELGUARD_COMPILED=off and an id equal to the
                   vocabulary size: Inductor's own Triton assert fires; the device_assert event
                   lists that kernel (generated_kernels: its file in the cache, line, text, ATen
-                  op), and says whether CUPTI (LABELGUARD_HOOKS=both) put its launch among the
-                  candidates (SKIP on the double: no Triton; tests/torch-fake/test_generated.sh)
+                  op), and, CUPTI seeing Triton's driver launches (LABELGUARD_HOOKS=cupti), has
+                  that kernel among the candidates, marked generated (SKIP on the double: no
+                  Triton; tests/torch-fake/test_generated.sh, tests/e2e/test_driver_launch.sh)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
                   (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
   embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
@@ -1137,7 +1138,7 @@ def case_compiled_assert(ctx):
     if ctx.fake:
         return "SKIP", "no Triton on the double (tests/torch-fake/test_generated.sh reads Inductor's GPU format)"
     rc, obs, ev, err = spawn(ctx, "compiled_assert", "compiled_assert",
-                             {"LABELGUARD_COMPILED": "off", "LABELGUARD_HOOKS": "both"}, timeout=300)
+                             {"LABELGUARD_COMPILED": "off", "LABELGUARD_HOOKS": "cupti"}, timeout=300)
     if obs is None:
         return "FAIL", "child rc=%s: %s" % (rc, err[-300:])
     bad, d = obs["bad"], of(ev, "device_assert")
@@ -1148,12 +1149,16 @@ def case_compiled_assert(ctx):
     if len(d) != 1:
         return "FAIL", "%d device_assert events (want 1)" % len(d)
     gen = [g for g in d[0].get("generated_kernels", []) if "embedding" in g.get("aten_ops", "")]
-    detail = "torch %s: generated %s; Triton's launch among the candidates: %s" % (
-        obs.get("torch"), [(g.get("kernel"), g.get("message"), g.get("line")) for g in gen][:2],
-        any(c.get("generated") for c in d[0].get("candidates", [])))
+    launched = [c.get("kernel") for c in d[0].get("candidates", []) if c.get("generated")]
+    detail = "torch %s: generated %s; Triton's launches among the candidates: %s; driver launches seen: %s" % (
+        obs.get("torch"), [(g.get("kernel"), g.get("message"), g.get("line")) for g in gen][:2], launched[:4],
+        d[0].get("driver_launches_seen"))
     if not gen or not gen[0].get("message", "").startswith("index out of bounds") or \
             not os.path.isfile(gen[0].get("file", "")):
         return "FAIL", detail + "; the embedding's generated kernel is not listed with its file"
+    if not d[0].get("driver_launches_seen") or gen[0].get("kernel") not in launched or \
+            not gen[0].get("among_candidates"):
+        return "FAIL", detail + "; CUPTI did not put the embedding kernel's launch among the candidates"
     return "PASS", detail
 
 

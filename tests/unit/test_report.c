@@ -608,6 +608,7 @@ static void test_device_assert_generated(void)
     lg_assert_report_t r;
     memset(&r, 0, sizeof r);
     r.api = "cudaStreamSynchronize";
+    r.driver_launches_seen = true;
     r.n = 1;
     r.c = c;
     r.n_generated = 2;
@@ -624,8 +625,10 @@ static void test_device_assert_generated(void)
     g_assert_nonnull(strstr(err, "\n    triton_poi_fused_index_1: `index out of bounds: 0 <= tmp4 < 6` at "
                                  "/tmp/torchinductor_u/ab/cab.py:21\n"));
     g_assert_nonnull(strstr(err, "\n    triton_poi_fused_embedding_0: `index out of bounds: 0 <= tmp3 < 32000` at "
-                                 "/tmp/torchinductor_u/xy/cxy.py:18; source nodes: embedding; ATen: aten.embedding\n"));
+                                 "/tmp/torchinductor_u/xy/cxy.py:18; source nodes: embedding; ATen: aten.embedding "
+                                 "[launched: among the candidates above]\n"));
     g_assert_nonnull(strstr(err, "\n    (3 older ones not kept)\n"));
+    g_assert_null(strstr(err, "LABELGUARD_HOOKS=cupti"));
 
     char *host = expected_host();
     char *path = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)getpid());
@@ -646,6 +649,53 @@ static void test_device_assert_generated(void)
     g_assert_cmpstr(str_at(g1, "aten_ops"), ==, "aten.embedding");
     g_assert_true(jc_path(g1, "among_candidates")->b);
     g_assert_cmpint(int_at(e, "generated_kernels_dropped"), ==, 3);
+    g_assert_true(jc_path(e, "driver_launches_seen")->b);
+    g_ptr_array_unref(lines);
+    g_free(path);
+    g_free(host);
+    g_free(err);
+    g_free(dir);
+}
+
+/* Without CUPTI (driver launches unseen), a generated kernel is never a candidate: the event says
+ * so (driver_launches_seen false) and stderr says how to get Triton's launches listed. */
+static void test_device_assert_driver_unseen(void)
+{
+    char *dir = fresh("device_assert_driver_unseen");
+    lg_generated_kernel_t g;
+    memset(&g, 0, sizeof g);
+    snprintf(g.kernel, sizeof g.kernel, "triton_poi_fused_embedding_0");
+    snprintf(g.file, sizeof g.file, "/tmp/torchinductor_u/xy/cxy.py");
+    snprintf(g.message, sizeof g.message, "index out of bounds: 0 <= tmp3 < 32000");
+    g.line = 18;
+    lg_assert_candidate_t c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.kernel, sizeof c.kernel, "vectorized_elementwise_kernel");
+    c.grid[0] = c.grid[1] = c.grid[2] = 1;
+    c.block[0] = c.block[1] = c.block[2] = 1;
+    c.tid = 100, c.finder = true;
+    lg_assert_report_t r;
+    memset(&r, 0, sizeof r);
+    r.api = "cudaStreamSynchronize";
+    r.n = 1;
+    r.c = &c;
+    r.n_generated = r.generated_total = 1;
+    r.generated = &g;
+    capture_begin();
+    lg_report_device_assert(&r);
+    char *err = capture_end();
+    g_test_message("stderr:\n%s", err);
+    g_assert_nonnull(strstr(err, "/tmp/torchinductor_u/xy/cxy.py:18\n  Triton launches these through the driver API, "
+                                 "which only CUPTI shows labelguard: none is among the candidates above. To see "
+                                 "which ran last: rerun with LABELGUARD_HOOKS=cupti"));
+    g_assert_null(strstr(err, "[launched"));
+    char *host = expected_host();
+    char *path = g_strdup_printf("%s/%s-%d.jsonl", dir, host, (int)getpid());
+    GPtrArray *lines = read_log(path);
+    g_assert_cmpuint(lines->len, ==, 1);
+    const jc_value_t *e = lines->pdata[0];
+    g_assert_false(jc_path(e, "driver_launches_seen")->b);
+    g_assert_false(jc_path(nth(e, "generated_kernels", 0), "among_candidates")->b);
     g_ptr_array_unref(lines);
     g_free(path);
     g_free(host);
@@ -1185,6 +1235,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/model_line", test_model_line);
     g_test_add_func("/report/device_assert", test_device_assert);
     g_test_add_func("/report/device_assert_generated", test_device_assert_generated);
+    g_test_add_func("/report/device_assert_driver_unseen", test_device_assert_driver_unseen);
     g_test_add_func("/report/rank_naming", test_rank_naming);
     g_test_add_func("/report/start_and_summary", test_start_and_summary);
     g_test_add_func("/report/warnings", test_warnings);

@@ -258,7 +258,8 @@ def merge(paths):
                     "candidates": [{"kernel": c.get("kernel"), "thread": c.get("thread"),
                                     "finding_thread": c.get("finding_thread"),
                                     "call_site": call_site(c.get("python_stack"))[0]} for c in cands],
-                    "generated_kernels": [{k: g.get(k) for k in ("kernel", "file", "line", "message")}
+                    "generated_kernels": [dict({k: g.get(k) for k in ("kernel", "file", "line", "message")},
+                                               launched=g.get("among_candidates") is True)
                                           for g in dicts(ev.get("generated_kernels"))],
                     "file": path, "line": lineno})
             elif kind in ("start", "summary"):
@@ -401,7 +402,8 @@ def print_text(r, out):
         if len(a["candidates"]) > 5:
             w("    ... %d more candidates in %s:%d\n" % (len(a["candidates"]) - 5, a["file"], a["line"]))
         for g in a["generated_kernels"][:5]:
-            w("    compiled:   %s asserts `%s` at %s:%s\n" % (g["kernel"], g["message"], g["file"], g["line"]))
+            w("    compiled:   %s asserts `%s` at %s:%s%s\n" % (g["kernel"], g["message"], g["file"], g["line"],
+                                                               " (launched: a candidate)" if g["launched"] else ""))
         if len(a["generated_kernels"]) > 5:
             w("    ... %d more compiled kernels with asserts in %s:%d\n" % (len(a["generated_kernels"]) - 5, a["file"],
                                                                            a["line"]))

@@ -13,9 +13,9 @@
  * allowMultipleSubscribers=1 with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, naming no
  * holder, whether or not the slot is free; allowMultipleSubscribers=0 gets the one slot.
  * cuptiEnableCallback accepts every id and records it; the subscriber's callback is called
- * only through fakecupti_runtime_api, which the runtime double calls around its launch entry
- * points when FAKECUDA_CUPTI=1 (tests/fakecuda/fakecudart.c); nothing else calls back (no
- * driver).
+ * only through fakecupti_api, which the runtime double calls around its launch entry points
+ * when FAKECUDA_CUPTI=1 (tests/fakecuda/fakecudart.c), and so does the driver double's launch
+ * build around its driver launches (tests/fakecuda/driver/libcuda.c); nothing else calls back.
  * fakecupti_holder() names the current subscriber ("" none; "CUPTI for NAME" as CUPTI names a
  * v2 subscriber; "(unnamed)" for v1). FAKECUPTI_TRACE=1 prints each subscribe call and its
  * answer to stderr.
@@ -211,12 +211,17 @@ FK_EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, si
     return CUPTI_SUCCESS;
 }
 
-/* Called by the runtime double around a launch entry point (exit_site 0: API_ENTER, before the
- * launch reads its arguments; 1: API_EXIT) with that entry point's CUPTI callback id and params
- * struct: calls the subscriber's callback if it enabled that id in the runtime domain, as CUPTI
- * does, with one correlation id per enter/exit pair on the calling thread. The callback runs
- * without the lock (it may subscribe or unsubscribe). */
-FK_EXPORT void fakecupti_runtime_api(int exit_site, unsigned cbid, const char *name, const void *params)
+/* Called by the runtime double (domain CUPTI_CB_DOMAIN_RUNTIME_API) around a launch entry point,
+ * and by the driver double's launch build (CUPTI_CB_DOMAIN_DRIVER_API) around cuLaunchKernel and
+ * cuLaunchKernelEx, with the entry point's CUPTI callback id and params struct (exit_site 0:
+ * API_ENTER, before the launch reads its arguments; 1: API_EXIT): calls the subscriber's callback
+ * if it enabled that id in that domain, as CUPTI does, with one correlation id per enter/exit
+ * pair on the calling thread. As CUPTI documents for launch callbacks, symbolName names the
+ * kernel (NULL where the caller does not know it) and, at API_EXIT only, functionReturnValue
+ * points at the call's result (a cudaError_t or a CUresult). The callback runs without the lock
+ * (it may subscribe or unsubscribe). */
+FK_EXPORT void fakecupti_api(int domain, int exit_site, unsigned cbid, const char *name, const char *symbol,
+                             const void *params, void *result)
 {
     static _Atomic unsigned next_correlation;
     static __thread uint32_t correlation;
@@ -224,7 +229,7 @@ FK_EXPORT void fakecupti_runtime_api(int exit_site, unsigned cbid, const char *n
     CUpti_CallbackFunc cb = NULL;
     void *ud = slot.userdata;
     for (int i = 0; slot.in_use && i < slot.n_enabled; i++)
-        if (slot.enabled[i].domain == CUPTI_CB_DOMAIN_RUNTIME_API && slot.enabled[i].id == cbid)
+        if (slot.enabled[i].domain == (CUpti_CallbackDomain)domain && slot.enabled[i].id == cbid)
             cb = slot.cb;
     pthread_mutex_unlock(&lock);
     if (!exit_site)
@@ -235,9 +240,11 @@ FK_EXPORT void fakecupti_runtime_api(int exit_site, unsigned cbid, const char *n
     memset(&d, 0, sizeof d);
     d.callbackSite = exit_site ? CUPTI_API_EXIT : CUPTI_API_ENTER;
     d.functionName = name;
+    d.symbolName = symbol;
     d.functionParams = params;
+    d.functionReturnValue = exit_site ? result : NULL;
     d.correlationId = correlation;
-    cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &d);
+    cb(ud, (CUpti_CallbackDomain)domain, cbid, &d);
 }
 
 FK_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **str)

@@ -12,6 +12,20 @@
  * FAKECUDA_ASYNC_US stream ordering has nothing to order here; a driver function that queues
  * work must go through the runtime double's stream queues when one is added.
  * The existing fakecuda tests never see this library (it is not in build/fakecuda).
+ *
+ * Built a second time with -DFK_DRIVER_LAUNCH=1 as build/fakecuda-driver-launch/libcuda.so.1: a
+ * driver that also loads modules and launches their kernels, as Triton's launcher uses it
+ * (cuModuleLoadData, cuModuleGetFunction, cuFuncGetName, cuLaunchKernel, cuLaunchKernelEx,
+ * cuCtxSynchronize), for
+ * tests/e2e/test_driver_launch.sh. A module takes any image and has every function asked of it;
+ * a function is a kernel of the runtime double (fakecudart_driver_function), so its launch runs
+ * an emulator registered by name (fakecudart_register_emulator) or nothing, on the runtime's
+ * streams, and a device assert poisons the one context both halves share. With
+ * FAKECUDA_CUPTI=1 each launch calls the CUPTI double's driver-domain callbacks around it, with
+ * the launch's params struct, the kernel's name and, at exit, the result, as CUPTI does. The
+ * torch build above has none of these: torch and labelguard would take a driver that loads
+ * modules for one that can run their kernels (labelguard's validator, torch's jiterator), and
+ * this double runs only emulated ones.
  * Fork: cuInit initialises CUDA for the runtime double too (fakecudart_driver_init: one
  * initialisation per process, as runtime and driver share one), and a child forked after the
  * process initialised CUDA, through either, gets CUDA_ERROR_NOT_INITIALIZED from every call
@@ -133,3 +147,157 @@ FK_EXPORT CUresult cuGetErrorName(CUresult e, const char **s)
     }
     return CUDA_SUCCESS;
 }
+
+#ifdef FK_DRIVER_LAUNCH
+#include <cupti.h>
+#include <stdio.h>
+
+/* A module: the functions asked of it so far, so that one name is one CUfunction, as in the
+ * driver. */
+#define FK_MODULE_FUNCS 64
+struct CUmod_st {
+    pthread_mutex_t lock;
+    int n;
+    struct {
+        char name[256];
+        CUfunction f;
+    } fn[FK_MODULE_FUNCS];
+};
+
+typedef void *(*rt_function_fn)(const char *);
+typedef const char *(*rt_function_name_fn)(const void *);
+typedef int (*rt_launch_fn)(const void *, dim3, dim3, void **, size_t, void *);
+typedef void (*cupti_api_fn)(int, int, unsigned, const char *, const char *, const void *, void *);
+
+static void *runtime_sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }
+
+FK_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
+{
+    if (poisoned()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!atomic_load(&inited)) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!m || !image) return CUDA_ERROR_INVALID_VALUE;
+    struct CUmod_st *mod = calloc(1, sizeof *mod);
+    if (!mod) return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_init(&mod->lock, NULL);
+    *m = mod;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuModuleUnload(CUmodule m)
+{
+    if (poisoned()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+    if (poisoned()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!f || !name) return CUDA_ERROR_INVALID_VALUE;
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    if (!*name || strlen(name) >= sizeof m->fn[0].name) return CUDA_ERROR_NOT_FOUND;
+    rt_function_fn make = (rt_function_fn)runtime_sym("fakecudart_driver_function");
+    if (!make) return CUDA_ERROR_NOT_SUPPORTED; /* no runtime double: nothing could run it */
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&m->lock);
+    int i = 0;
+    while (i < m->n && strcmp(m->fn[i].name, name)) i++;
+    if (i == m->n) {
+        void *k = m->n < FK_MODULE_FUNCS ? make(name) : NULL;
+        if (!k) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            snprintf(m->fn[i].name, sizeof m->fn[i].name, "%s", name);
+            m->fn[i].f = (CUfunction)k;
+            m->n++;
+        }
+    }
+    if (r == CUDA_SUCCESS) *f = m->fn[i].f;
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
+FK_EXPORT CUresult cuFuncGetName(const char **name, CUfunction f)
+{
+    if (poisoned()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    rt_function_name_fn get = (rt_function_name_fn)runtime_sym("fakecudart_function_name");
+    const char *n = get && f ? get(f) : NULL;
+    if (!n) return CUDA_ERROR_INVALID_HANDLE;
+    *name = n;
+    return CUDA_SUCCESS;
+}
+
+/* FAKECUDA_CUPTI=1: the CUPTI double's entry, as the runtime double finds it. */
+static cupti_api_fn cupti_api(void)
+{
+    const char *on = getenv("FAKECUDA_CUPTI");
+    if (!on || strcmp(on, "1") != 0) return NULL;
+    void *h = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD);
+    cupti_api_fn f = h ? (cupti_api_fn)dlsym(h, "fakecupti_api") : NULL;
+    if (h) dlclose(h);
+    return f;
+}
+
+/* The runtime's result as the driver says it. */
+static CUresult driver_result(int e)
+{
+    switch (e) {
+    case 0: return CUDA_SUCCESS;
+    case 1: /* cudaErrorInvalidValue */
+    case 9: /* cudaErrorInvalidConfiguration */ return CUDA_ERROR_INVALID_VALUE;
+    case 3: /* cudaErrorInitializationError */ return CUDA_ERROR_NOT_INITIALIZED;
+    case 98: /* cudaErrorInvalidDeviceFunction */
+    case 400: /* cudaErrorInvalidResourceHandle */ return CUDA_ERROR_INVALID_HANDLE;
+    default: return (CUresult)e; /* 700 illegal address, 710 assert, 999 unknown: the same numbers */
+    }
+}
+
+/* One driver launch: CUPTI's callbacks around the runtime's launch of the function. */
+static CUresult launch(unsigned cbid, const char *api_name, const void *params, CUfunction f, unsigned gx,
+                       unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
+                       void **args)
+{
+    if (poisoned()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!atomic_load(&inited)) return CUDA_ERROR_NOT_INITIALIZED;
+    rt_launch_fn run = (rt_launch_fn)runtime_sym("fakecudart_driver_launch");
+    rt_function_name_fn get = (rt_function_name_fn)runtime_sym("fakecudart_function_name");
+    if (!run || !get) return CUDA_ERROR_NOT_SUPPORTED;
+    cupti_api_fn api = cupti_api();
+    const char *symbol = f ? get(f) : NULL;
+    if (api) api(CUPTI_CB_DOMAIN_DRIVER_API, 0, cbid, api_name, symbol, params, NULL);
+    CUresult r = f ? driver_result(run(f, (dim3){gx, gy, gz}, (dim3){bx, by, bz}, args, shm, s))
+                   : CUDA_ERROR_INVALID_HANDLE;
+    if (api) api(CUPTI_CB_DOMAIN_DRIVER_API, 1, cbid, api_name, symbol, params, &r);
+    return r;
+}
+
+FK_EXPORT CUresult cuCtxSynchronize(void)
+{
+    if (poisoned()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!atomic_load(&inited)) return CUDA_ERROR_NOT_INITIALIZED;
+    int (*sync)(void) = (int (*)(void))runtime_sym("fakecudart_driver_synchronize");
+    return sync ? driver_result(sync()) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FK_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                  unsigned bz, unsigned shm, CUstream s, void **params, void **extra)
+{
+    if (extra) return CUDA_ERROR_NOT_SUPPORTED; /* CU_LAUNCH_PARAM_BUFFER_*: not modelled */
+    cuLaunchKernel_params p = {f, gx, gy, gz, bx, by, bz, shm, s, params, extra};
+    return launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel", &p, p.f, p.gridDimX, p.gridDimY,
+                  p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ, p.sharedMemBytes, p.hStream, p.kernelParams);
+}
+
+FK_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    if (extra) return CUDA_ERROR_NOT_SUPPORTED;
+    cuLaunchKernelEx_params p = {c, f, params, extra};
+    return launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, "cuLaunchKernelEx", &p, p.f, c->gridDimX, c->gridDimY,
+                  c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes, c->hStream,
+                  p.kernelParams);
+}
+#endif
