@@ -152,19 +152,31 @@ def _register_op():
     import torch
 
     lib = torch.library.Library("labelguard", "DEF")
-    lib.define("check_target(Tensor target, SymInt n_classes, SymInt ignore_index, int loss) -> Tensor")
-    lib.impl("check_target", check, "CPU")
-    lib.impl("check_target", check, "CUDA")
+    # `after`: the previous check of the graph (_chain_checks), read by nothing: a dependency
+    # that keeps Inductor's scheduler from running the checks in another order than eager's.
+    lib.define("check_target(Tensor target, SymInt n_classes, SymInt ignore_index, int loss, *, Tensor? after=None)"
+               " -> Tensor")
 
-    def fake(target, n_classes, ignore_index, loss):
+    def target_impl(target, n_classes, ignore_index, loss, after=None):
+        return check(target, n_classes, ignore_index, loss)
+
+    lib.impl("check_target", target_impl, "CPU")
+    lib.impl("check_target", target_impl, "CUDA")
+
+    def fake(target, n_classes, ignore_index, loss, after=None):
         return torch.empty_like(target, memory_format=torch.contiguous_format)
 
     torch.library.register_fake("labelguard::check_target", fake, lib=lib)
-    lib.define("check_index(Tensor index, SymInt bound, SymInt padding_idx, int kind, str site) -> Tensor")
-    lib.impl("check_index", check_index, "CPU")
-    lib.impl("check_index", check_index, "CUDA")
+    lib.define("check_index(Tensor index, SymInt bound, SymInt padding_idx, int kind, str site, *, Tensor? after=None)"
+               " -> Tensor")
 
-    def fake_index(index, bound, padding_idx, kind, site):
+    def index_impl(index, bound, padding_idx, kind, site, after=None):
+        return check_index(index, bound, padding_idx, kind, site)
+
+    lib.impl("check_index", index_impl, "CPU")
+    lib.impl("check_index", index_impl, "CUDA")
+
+    def fake_index(index, bound, padding_idx, kind, site, after=None):
         return torch.empty_like(index, memory_format=torch.contiguous_format)
 
     torch.library.register_fake("labelguard::check_index", fake_index, lib=lib)
@@ -267,11 +279,27 @@ def _merge_checks(graph):
         order = {m: i for i, m in enumerate(graph.nodes)}
 
 
+def _chain_checks(graph):
+    """Gives each check op of a post-grad graph the previous one (in the graph's order, which is
+    eager's) as its `after` input. Checks read different tensors, so without it Inductor's
+    scheduler may run a later op's check first: a token id equal to the vocabulary size, both an
+    embedding's id and a shifted target of the loss, was then reported as the loss's bad label
+    (with a loss's cause), not as eager reports it, the embedding's id (vocab_too_small)."""
+    ops = (_state["op"], _state.get("index_op"))
+    prev = None
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in ops or n.target is None:
+            continue
+        if prev is not None and "after" not in n.kwargs:
+            n.kwargs = dict(n.kwargs, after=prev)
+        prev = n
+
+
 def _hoist_checks(graph):
     """Moves each check op of a post-grad graph up to just after its inputs (the graph's inputs,
-    in practice). The decomposition emits it in the middle of the loss, after the log_softmax's
-    nodes; left there, Inductor's scheduler splits the log_softmax and the NLL into two kernels
-    around the extern call instead of fusing them."""
+    in practice, and the check before it: _chain_checks). The decomposition emits it in the
+    middle of the loss, after the log_softmax's nodes; left there, Inductor's scheduler splits
+    the log_softmax and the NLL into two kernels around the extern call instead of fusing them."""
     op = _state["op"]
     if op is None:
         return
@@ -289,8 +317,8 @@ def _hoist_checks(graph):
 
 
 def _cache_pass(inductor_config):
-    """The post-grad pass: one check per target (_merge_checks), moved up (_hoist_checks), and a
-    uuid, which Inductor's FX graph cache and AOTAutograd's cache hash, so graphs compiled with
+    """The post-grad pass: one check per target (_merge_checks), run in eager's order
+    (_chain_checks), moved up (_hoist_checks), and a uuid, which Inductor's FX graph cache and AOTAutograd's cache hash, so graphs compiled with
     and without the check never share an entry. A pass the user installed still runs, after it."""
     try:
         from torch._inductor.custom_graph_pass import CustomGraphPass
@@ -307,6 +335,7 @@ def _cache_pass(inductor_config):
             if _state["op"] is not None:
                 _merge_checks(graph)
                 _index_module().merge_checks(graph, sys.modules[__name__])
+                _chain_checks(graph)
             _hoist_checks(graph)
             if user is not None:
                 user(graph)
@@ -315,10 +344,10 @@ def _cache_pass(inductor_config):
             inner = user.uuid() if user is not None and hasattr(user, "uuid") else None
             if user is not None and inner is None:
                 return None  # the user's pass is uncacheable: so is the graph
-            # -5: put, index_reduce, one_hot, multi_margin_loss, max_unpool2d and
-            # binary_cross_entropy too; an entry of a release that checked fewer ops is not one
-            # of these
-            return ("labelguard-check-op-5", "on" if _state["on"] else "off", inner)
+            # -6: the checks chained in eager's order (_chain_checks); an entry of a release
+            # whose checks ran in the scheduler's order, or that checked fewer ops, is not one of
+            # these
+            return ("labelguard-check-op-6", "on" if _state["on"] else "off", inner)
 
     inductor_config.post_grad_custom_post_pass = LabelguardCachePass()
 

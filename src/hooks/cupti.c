@@ -290,9 +290,13 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     lg_preload_in_launch++;
     lg_launch_decide(lg_runtime_get(), &l, &d);
     lg_preload_in_launch--;
-    decided = (decided_t){true, cb->correlationId, launch_count(), l.func, l.stream,
-                          {(uint64_t)l.grid[0] | (uint64_t)l.grid[1] << 32, (uint64_t)l.block[0] | (uint64_t)l.block[1] << 32,
-                           l.grid[2], l.block[2]}};
+    decided.live = true;
+    decided.correlation = cb->correlationId;
+    decided.count = launch_count();
+    decided.func = l.func;
+    decided.stream = l.stream;
+    decided.dims = (lg_recent_dims_t){(uint64_t)l.grid[0] | (uint64_t)l.grid[1] << 32,
+                                      (uint64_t)l.block[0] | (uint64_t)l.block[1] << 32, l.grid[2], l.block[2]};
     /* SKIP cannot be honoured (can_block=false); launch.c is told so and never asks for it. */
     if (d.kind == LG_VERDICT_RUN_WITH)
         apply_rewrite(args, &d, cb->correlationId);

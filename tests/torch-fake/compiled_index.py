@@ -22,7 +22,9 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
              eager's negative-id rule per kind, and BCE's [0, 1] rule
   step       a compiled training step: one check of the ids in its two graphs (the embedding
              backward's merged into the forward's), eager's gradients, a bad id reported once;
-             two gathers of the same ids: one check
+             two gathers of the same ids: one check; a language model's step whose token id
+             equal to the vocabulary size is also the loss's target: the checks run in eager's
+             order, so the embedding's id is reported (vocab_too_small), as in eager
   mask       LABELGUARD_ACTION=mask: an embedding with padding_idx gives eager's output with the bad
              id replaced by padding_idx (also the op on CUDA memory, and each replay of a captured
              graph); gather has no such id: raised, the event's note says why
@@ -33,7 +35,14 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
   plain      without labelguard: compiles the cached graph (TORCHINDUCTOR_CACHE_DIR) and shows
              Inductor's own assert; cached then runs the same graph guarded from that cache
   cached     under labelguard, after plain: the graph from the cache still reports
+  ways       fullgraph=True, mode="max-autotune", and a graph break (two graphs, each checked, each
+             bad id reported with its own graph's model line)
   perf       (by hand) the check's cost in a compiled step with GPT-2's batch of ids
+  gpt2       (by hand; make bench) the same for a whole GPT-2-small training step: 12 layers of
+             width 768, 12 heads, 1024 positions, vocabulary 50257, the LM head tied to the
+             embedding, cross-entropy on the shifted ids (so both the embedding's check and the
+             loss's run); LG_GPT2_BATCH sequences of 1024 tokens (default 8), LG_GPT2_PAIRS timed
+             pairs (default 3) after one warm step each
 Prints "ok: ..." per check, "FAIL: ..." on a failure (exit 1).
 """
 import glob
@@ -69,12 +78,56 @@ def call_bad(f, args):
     return None, line
 
 
-def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False, close=False, operand=None):
-    """fn compiled; good: its clean twin's arguments, bad: one bad id at value; model: the text of
-    the model's line that the report must show; close: a float reduction (a loss), compared
-    within rounding (Inductor may sum in another order); bound None: a probability of BCE's
-    operand `operand` ("input" or "target")."""
-    f = torch.compile(fn, dynamic=dynamic)
+def timed_pairs(make_step, pairs, warm):
+    """The same step compiled with labelguard's checks and without them (its switch, as under
+    LABELGUARD_COMPILED=off), each warmed `warm` times, then timed interleaved in this process.
+    make_step() compiles a step (a function of no arguments, or of optional ones) under the
+    current switch. Returns the medians in seconds (unchecked, checked), the ratio (the median
+    of each adjacent pair's: steadier than the medians' under a load that changes during the
+    run) and the checked step."""
+    import statistics
+    import time
+
+    core = sys.modules["labelguard._compiled"]
+    steps = {}
+    for on in (False, True):
+        core._state["on"] = on
+        torch._dynamo.reset()
+        steps[on] = make_step()
+        for _ in range(warm):
+            steps[on]()
+    times = {True: [], False: []}
+    for _ in range(pairs):
+        for on in (False, True):
+            t0 = time.perf_counter()
+            steps[on]()
+            times[on].append(time.perf_counter() - t0)
+    ratio = statistics.median(c / u for u, c in zip(times[False], times[True]))
+    return statistics.median(times[False]), statistics.median(times[True]), ratio, steps[True]
+
+
+def timed_step_checks(name, step, tokens, vocab):
+    """The timed checked step did check: an id equal to the vocabulary size is reported."""
+    bad = tokens.clone()
+    bad[0, 5] = vocab
+    before = len(violations())
+    try:
+        step(bad)
+        msg = None
+    except RuntimeError as e:
+        msg = str(e)
+    ev = [(e["kernel"], e["cause"]) for e in violations()[before:]]
+    ok(msg is not None and ev == [("embedding (torch.compile)", "vocab_too_small")],
+       "%s: the timed checked step reports an id equal to the vocabulary size" % name, "%r %s" % ((msg or "")[:200], ev))
+
+
+def case(name, fn, good, bad, kernel, value, bound, cause, model, dynamic=False, close=False, operand=None,
+         **compile_kw):
+    """fn compiled (compile_kw: torch.compile's other options); good: its clean twin's arguments,
+    bad: one bad id at value; model: the text of the model's line that the report must show;
+    close: a float reduction (a loss), compared within rounding (Inductor may sum in another
+    order); bound None: a probability of BCE's operand `operand` ("input" or "target")."""
+    f = torch.compile(fn, dynamic=dynamic, **compile_kw)
     want = fn(*good)
     got = f(*good)
     ok(torch.allclose(got, want) if close else torch.equal(got, want),
@@ -113,6 +166,68 @@ class Tiny(torch.nn.Module):
     def forward(self, tokens):
         h = self.tok_embeddings(tokens)
         return h * 2
+
+
+class Projected(torch.nn.Module):
+    """An embedding and a linear layer: something for max-autotune to choose a GEMM for."""
+    def __init__(self, vocab=50, width=16):
+        super().__init__()
+        self.tok_embeddings = torch.nn.Embedding(vocab, width)
+        self.head = torch.nn.Linear(width, width)
+
+    def forward(self, tokens):
+        h = self.tok_embeddings(tokens)
+        return self.head(h)
+
+
+class Block(torch.nn.Module):
+    """A GPT-2 block: pre-norm causal self-attention and a GELU MLP."""
+    def __init__(self, width, heads):
+        super().__init__()
+        self.width, self.heads = width, heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.fc, self.out = torch.nn.Linear(width, 4 * width), torch.nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(self.ln1(x)).split(d, dim=2))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT2(torch.nn.Module):
+    """GPT-2 (the defaults: GPT-2-small), the LM head tied to the token embedding; forward returns
+    the cross-entropy of the next-token prediction on the shifted tokens."""
+    def __init__(self, vocab=50257, positions=1024, width=768, heads=12, layers=12):
+        super().__init__()
+        self.wte, self.wpe = torch.nn.Embedding(vocab, width), torch.nn.Embedding(positions, width)
+        self.blocks = torch.nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.ln_f = torch.nn.LayerNorm(width)
+
+    def forward(self, tokens):
+        h = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        for blk in self.blocks:
+            h = blk(h)
+        logits = self.ln_f(h) @ self.wte.weight.t()
+        return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                 tokens[:, 1:].reshape(-1))
+
+
+class Broken(torch.nn.Module):
+    """Two embeddings with a graph break between them: two graphs, each with its own check."""
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Embedding(50, 8)
+        self.second = torch.nn.Embedding(30, 8)
+
+    def forward(self, tokens, tags):
+        h = self.first(tokens)
+        print("graph break here")  # Dynamo cannot trace print: the graph ends
+        g = self.second(tags)
+        return h.sum(1) + g.sum(1)
 
 
 def gather_fn(x, idx):
@@ -333,6 +448,42 @@ elif mode == "step":
        and ev[0]["direction"] == "forward" and "h = self.tok_embeddings(tokens)" in ev[0].get("model_line", ""),
        "step: a bad id reported once, by the forward's check, with the model's line",
        str([(e["kernel"], e["direction"]) for e in ev]))
+    # A token id equal to the vocabulary size is an embedding id and, shifted, the loss's target:
+    # eager reports the embedding (it runs first); compiled, the checks run in eager's order too,
+    # though Inductor's scheduler puts the loss's target copy before the embedding's lookup here.
+    lm = GPT2(positions=64, width=64, heads=2, layers=1)
+    lm_step = torch.compile(GPT2.forward)
+    tokens = torch.randint(0, 50257, (8, 64))
+    _, codes = run_and_get_code(lambda: lm_step(lm, tokens).backward())
+    order = [("index" if "check_index" in line else "target") for line in codes[0].splitlines()
+             if "labelguard.check_" in line and "= torch.ops" in line]
+    ok(order[:1] == ["index"] and order[-1:] == ["target"], "step: the checks run in eager's order", str(order))
+    bad = tokens.clone()
+    bad[0, 5] = 50257
+    before = len(violations())
+    msg, _ = call_bad(lambda t: lm_step(lm, t).backward(), (bad,))
+    ev = [(e["kernel"], e["cause"]) for e in violations()[before:]]
+    ok(msg is not None and ev == [("embedding (torch.compile)", "vocab_too_small")],
+       "step: an id equal to the vocabulary size, also a target of the loss, is the embedding's, as in eager", str(ev))
+elif mode == "ways":
+    # The ways of compiling besides the default and dynamic=True (families): fullgraph=True,
+    # mode="max-autotune" (on CPU graphs Inductor benchmarks its GEMM choices), and a graph break,
+    # whose two graphs are each checked and each report their own model line.
+    import torch._dynamo
+
+    with torch.no_grad():
+        case("fullgraph", Tiny(), (torch.tensor([[1, 2, 49]]),), (torch.tensor([[1, 50, 3]]),), "embedding", 50, 50,
+             "vocab_too_small", "h = self.tok_embeddings(tokens)", fullgraph=True)
+        case("max-autotune", Projected(), (torch.tensor([[1, 2, 49]]),), (torch.tensor([[1, 50, 3]]),), "embedding",
+             50, 50, "vocab_too_small", "h = self.tok_embeddings(tokens)", close=True, mode="max-autotune")
+        torch._dynamo.utils.counters.clear()
+        good = (torch.tensor([[1, 2, 49]]), torch.tensor([[0, 29, 3]]))
+        case("graph break, second graph", Broken(), good, (good[0], torch.tensor([[0, 30, 3]])), "embedding", 30,
+             30, "vocab_too_small", "g = self.second(tags)")
+        breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+        ok(breaks >= 1, "graph break: Dynamo broke the graph at the print", str(dict(torch._dynamo.utils.counters)))
+        case("graph break, first graph", Broken(), good, (torch.tensor([[1, 50, 3]]), good[1]), "embedding", 50, 50,
+             "vocab_too_small", "h = self.first(tokens)")
 elif mode == "mask":
     with torch.no_grad():
         m = Tiny(padding_idx=0)
@@ -426,49 +577,43 @@ elif mode in ("plain", "cached"):
                  "vocab_too_small", "h = self.tok_embeddings(tokens)")
 elif mode == "perf":
     # The check's cost in a compiled step whose ids are a GPT-2 batch (8 x 1024 tokens, vocabulary
-    # 50257), a small model after the embedding so that the check is not lost in a big one: the
-    # same step compiled with the check and without it (labelguard's switch, as under
-    # LABELGUARD_COMPILED=off), timed interleaved in this process; medians.
-    import statistics
-    import time
-
-    core = sys.modules["labelguard._compiled"]
-
-    class Step(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = torch.nn.Embedding(50257, 64)
-            self.head = torch.nn.Linear(64, 64)
-
-        def forward(self, tokens):
-            return self.head(self.wte(tokens)).square().mean()
-
-    m = Step()
+    # 50257), a small model after the embedding so that the check is not lost in a big one.
+    m = Projected(50257, 64)
     tokens = torch.randint(0, 50257, (8, 1024))
 
-    def compiled(on):
-        core._state["on"] = on
-        torch._dynamo.reset()
-        f = torch.compile(Step.forward)
-        step = lambda: f(m, tokens).backward()
-        step()
-        step()
-        return step
+    def make_step():
+        loss = torch.compile(lambda ids: m(ids).square().mean())  # one compile per switch state
+        return lambda ids=tokens: loss(ids).backward()
 
-    unchecked, checked = compiled(False), compiled(True)
-    times = {True: [], False: []}
-    for i in range(40):
-        for on, step in ((False, unchecked), (True, checked)):
-            t0 = time.perf_counter()
-            step()
-            times[on].append(time.perf_counter() - t0)
-    a, b = statistics.median(times[False]), statistics.median(times[True])
-    # The ratio: the median of each adjacent pair's, steadier than the medians' under a load
-    # that changes during the run.
-    ratio = statistics.median(c / u for u, c in zip(times[False], times[True]))
+    a, b, ratio, checked = timed_pairs(make_step, 40, warm=2)
     print("perf: compiled step, 8 x 1024 ids, vocabulary 50257: %.2f ms unchecked, %.2f ms checked, ratio %.3f"
           % (a * 1e3, b * 1e3, ratio))
     ok(not violations(), "perf: no violation")
+    timed_step_checks("perf", checked, tokens, 50257)
+elif mode == "gpt2":
+    # A whole GPT-2-small step (forward, loss, backward): the checks' share of a real model's
+    # step, where `perf` isolates their cost.
+    V, T = 50257, 1024
+    batch = int(os.environ.get("LG_GPT2_BATCH", "8"))
+    pairs = int(os.environ.get("LG_GPT2_PAIRS", "3"))
+
+    torch.manual_seed(0)
+    m = GPT2()
+    tokens = torch.randint(0, V, (batch, T))
+
+    def make_step():
+        f = torch.compile(GPT2.forward)
+
+        def step(ids=tokens):
+            m.zero_grad(set_to_none=True)
+            f(m, ids).backward()
+        return step
+
+    a, b, ratio, checked = timed_pairs(make_step, pairs, warm=1)
+    print("gpt2: compiled GPT-2-small step, %d x %d tokens, %d pairs: %.0f ms unchecked, %.0f ms checked, ratio %.3f"
+          % (batch, T, pairs, a * 1e3, b * 1e3, ratio))
+    ok(not violations(), "gpt2: no violation")
+    timed_step_checks("gpt2", checked, tokens, V)
 else:
     print("FAIL: unknown mode " + mode)
     sys.exit(2)

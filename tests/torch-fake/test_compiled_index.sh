@@ -9,6 +9,7 @@
 #   mask      an embedding with padding_idx masked as in eager; gather raised, with the reason
 #   step      a compiled training step: one check of the ids (the backward's merged), eager's grads
 #   late      LABELGUARD_MODE=async: a compiled embedding's verdict read after the op keeps the model line
+#   ways      fullgraph=True, mode="max-autotune", a graph break (each graph checked, its own model line)
 #   cache     plain (no labelguard) compiles into TORCHINDUCTOR_CACHE_DIR and gets Inductor's own
 #             assert; cached (guarded, the same cache) still reports the bad id
 # This file runs families and silent; test_compiled_index_more.sh mask, step, late and cache (each
@@ -41,7 +42,7 @@ run() { # name, env..., -- compiled_index.py mode
 for part in ${*:-families silent}; do
   w=13; case $part in *12) w=12 ;; esac
   case ${part%12} in
-  families|silent|step) run "$part" TORCH_CUDA=$w LABELGUARD_ACTION=raise -- "${part%12}" ;;
+  families|silent|step|ways) run "$part" TORCH_CUDA=$w LABELGUARD_ACTION=raise -- "${part%12}" ;;
   mask) run "$part" TORCH_CUDA=$w LABELGUARD_ACTION=mask -- mask ;;
   late) run "$part" TORCH_CUDA=$w LABELGUARD_MODE=async LABELGUARD_ACTION=raise -- late ;;
   cache)
