@@ -79,7 +79,8 @@ def check_then_kernel(code):
     lines = code.splitlines()
     for i, l in enumerate(lines):
         # The forward loss's check (loss 0); the backward's (loss 1) may come first, saved for later.
-        if OP in l and "=" in l.split(OP)[0] and l.rstrip().endswith(", 0)"):
+        # Its arguments end with the loss kind 0, then Inductor's `after=` (the graph's previous check).
+        if OP in l and "=" in l.split(OP)[0] and re.search(r", 0(, after=\w+)?\)$", l.rstrip()):
             out = l.split("=")[0].strip()
             raw = l.split(OP)[1].split(",")[0].strip()
             calls = [j for j, k in enumerate(lines) if "cpp_fused" in k and "(" in k and "def " not in k
@@ -136,7 +137,7 @@ elif mode == "raise":
     code = "\n".join(codes)
     # The backward loss's check on the same target is merged into the forward's (_merge_checks):
     # one check op, the forward loss's, whose output the backward reads.
-    ok(code.count(OP) == 1 and re.search(r"check_target\.default\([^)]*, 0\)", codes[0]),
+    ok(code.count(OP) == 1 and re.search(r"check_target\.default\([^)]*, 0(, after=\w+)?\)", codes[0]),
        "the compiled step checks the target once, in the forward (%d check ops)" % code.count(OP))
     found = check_then_kernel(codes[0])
     ok(found is not None and found[3] and min(found[3]) > found[0] and not found[4],
@@ -243,7 +244,7 @@ elif mode == "step":
     cs = torch.compile(step)
     out, codes = run_and_get_code(lambda: cs(xs, y))
     fwd, bwd = codes[0], "\n".join(codes[1:])
-    losses = re.findall(r"check_target\.default\([^)]*, (\d)\)", fwd)
+    losses = re.findall(r"check_target\.default\([^)]*, (\d)(?:, after=\w+)?\)", fwd)
     ok(losses == ["0"], "forward graph: one check op on the target, the forward loss's (losses %s)" % losses, fwd[-3000:])
     ok(OP not in bwd, "backward graph: no check op of its own (it reads the checked copy saved by the forward)")
     eager = F.cross_entropy(ref(xs), y)

@@ -12,7 +12,7 @@
 #   ways      fullgraph=True, mode="max-autotune", a graph break (each graph checked, its own model line)
 #   cache     plain (no labelguard) compiles into TORCHINDUCTOR_CACHE_DIR and gets Inductor's own
 #             assert; cached (guarded, the same cache) still reports the bad id
-# This file runs families and silent; test_compiled_index_more.sh mask, step, late and cache (each
+# This file runs families and silent; test_compiled_index_more.sh mask, step, late, cache and ways (each
 # file within tests/run.sh's time limit); the parts ending in 12 run on torch 2.10 (TORCH_CUDA=12),
 # test_compiled_index_210.sh runs those.
 # Run by tests/run.sh; alone: bash tests/torch-fake/test_compiled_index.sh [PART...]
