@@ -42,7 +42,8 @@ names the op as `<op> (torch.compile)`, with its position, value, bound, cause, 
              width 768, 12 heads, 1024 positions, vocabulary 50257, the LM head tied to the
              embedding, cross-entropy on the shifted ids (so both the embedding's check and the
              loss's run); LG_GPT2_BATCH sequences of 1024 tokens (default 8), LG_GPT2_PAIRS timed
-             pairs (default 3) after one warm step each
+             pairs (default 3) after one warm step each, on LG_GPT2_DEVICE (default cpu; cuda on
+             a GPU: tests/torch/compiled_gpu.py gpt2)
 Prints "ok: ..." per check, "FAIL: ..." on a failure (exit 1).
 """
 import glob
@@ -78,24 +79,35 @@ def call_bad(f, args):
     return None, line
 
 
-def timed_pairs(make_step, pairs, warm):
-    """The same step compiled with labelguard's checks and without them (its switch, as under
-    LABELGUARD_COMPILED=off), each warmed `warm` times, then timed interleaved in this process.
-    make_step() compiles a step (a function of no arguments, or of optional ones) under the
-    current switch. Returns the medians in seconds (unchecked, checked), the ratio (the median
-    of each adjacent pair's: steadier than the medians' under a load that changes during the
-    run) and the checked step."""
+def timed_pairs(fn, run, pairs, warm):
+    """fn compiled twice, with labelguard's checks and without them (its switch, as under
+    LABELGUARD_COMPILED=off), each warmed `warm` times, then timed interleaved in this process;
+    run(compiled, ids) is one step (ids None: the step's own). Returns the medians in seconds
+    (unchecked, checked), the ratio (the median of each adjacent pair's: steadier than the
+    medians' under a load that changes during the run) and the two steps, {False: unchecked,
+    True: checked}, each a function of optional ids."""
     import statistics
     import time
+    import types
+
+    # The bootstrap's finder sets the switch when Inductor's decompositions are first imported:
+    # at the first compile, unless they are imported now, before the switch is set.
+    import torch._inductor.decomposition  # noqa: F401
 
     core = sys.modules["labelguard._compiled"]
+    saved = core._state["on"]
     steps = {}
     for on in (False, True):
         core._state["on"] = on
-        torch._dynamo.reset()
-        steps[on] = make_step()
+        # Each its own code object: Dynamo keeps compiled code per code object, and two
+        # torch.compile wrappers of one function with the same options share that code.
+        code = fn.__code__.replace(co_name="%s_%s" % (fn.__name__, "checked" if on else "unchecked"))
+        compiled = torch.compile(types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                                                    fn.__closure__))
+        steps[on] = (lambda c: lambda ids=None: run(c, ids))(compiled)
         for _ in range(warm):
             steps[on]()
+    core._state["on"] = saved
     times = {True: [], False: []}
     for _ in range(pairs):
         for on in (False, True):
@@ -103,16 +115,38 @@ def timed_pairs(make_step, pairs, warm):
             steps[on]()
             times[on].append(time.perf_counter() - t0)
     ratio = statistics.median(c / u for u, c in zip(times[False], times[True]))
-    return statistics.median(times[False]), statistics.median(times[True]), ratio, steps[True]
+    return statistics.median(times[False]), statistics.median(times[True]), ratio, steps
 
 
-def timed_step_checks(name, step, tokens, vocab):
-    """The timed checked step did check: an id equal to the vocabulary size is reported."""
+def checks_made(step):
+    """How many checks labelguard made during step() (its `watched` counter: a compiled check op
+    counts there)."""
+    import ctypes
+
+    class Counters(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_uint64) for n in ("launches", "watched", "validated", "violations",
+                                                    "validate_ns_total")]
+    lib = sys.modules["labelguard._compiled"]._library()
+    c = Counters()
+    lib.labelguard_counters(ctypes.byref(c))
+    before = c.watched
+    step()
+    lib.labelguard_counters(ctypes.byref(c))
+    return c.watched - before
+
+
+def timed_step_checks(name, steps, tokens, vocab):
+    """The timed steps are what they claim: the unchecked one makes no check, the checked one
+    does, and reports an id equal to the vocabulary size. (The unchecked one is not fed that id:
+    Inductor's C++ kernel throws inside its OpenMP region, which ends the process.)"""
+    made = (checks_made(steps[False]), checks_made(steps[True]))
+    ok(made[0] == 0 and made[1] >= 1, "%s: the unchecked step makes no check, the checked one does" % name,
+       "checks made: %s" % (made,))
     bad = tokens.clone()
     bad[0, 5] = vocab
     before = len(violations())
     try:
-        step(bad)
+        steps[True](bad)
         msg = None
     except RuntimeError as e:
         msg = str(e)
@@ -208,7 +242,7 @@ class GPT2(torch.nn.Module):
         self.ln_f = torch.nn.LayerNorm(width)
 
     def forward(self, tokens):
-        h = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        h = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1], device=tokens.device))
         for blk in self.blocks:
             h = blk(h)
         logits = self.ln_f(h) @ self.wte.weight.t()
@@ -581,39 +615,40 @@ elif mode == "perf":
     m = Projected(50257, 64)
     tokens = torch.randint(0, 50257, (8, 1024))
 
-    def make_step():
-        loss = torch.compile(lambda ids: m(ids).square().mean())  # one compile per switch state
-        return lambda ids=tokens: loss(ids).backward()
+    def loss_of(model, ids):
+        return model(ids).square().mean()
 
-    a, b, ratio, checked = timed_pairs(make_step, 40, warm=2)
+    def run(compiled, ids):
+        compiled(m, tokens if ids is None else ids).backward()
+
+    a, b, ratio, steps = timed_pairs(loss_of, run, 40, warm=2)
     print("perf: compiled step, 8 x 1024 ids, vocabulary 50257: %.2f ms unchecked, %.2f ms checked, ratio %.3f"
           % (a * 1e3, b * 1e3, ratio))
     ok(not violations(), "perf: no violation")
-    timed_step_checks("perf", checked, tokens, 50257)
+    timed_step_checks("perf", steps, tokens, 50257)
 elif mode == "gpt2":
     # A whole GPT-2-small step (forward, loss, backward): the checks' share of a real model's
     # step, where `perf` isolates their cost.
     V, T = 50257, 1024
     batch = int(os.environ.get("LG_GPT2_BATCH", "8"))
     pairs = int(os.environ.get("LG_GPT2_PAIRS", "3"))
+    device = os.environ.get("LG_GPT2_DEVICE", "cpu")  # cuda: tests/torch/compiled_gpu.py's gpt2 case
 
     torch.manual_seed(0)
-    m = GPT2()
-    tokens = torch.randint(0, V, (batch, T))
+    m = GPT2().to(device)
+    tokens = torch.randint(0, V, (batch, T), device=device)
 
-    def make_step():
-        f = torch.compile(GPT2.forward)
+    def run(compiled, ids):
+        m.zero_grad(set_to_none=True)
+        compiled(m, tokens if ids is None else ids).backward()
+        if device != "cpu":
+            torch.cuda.synchronize()  # the step's time is its kernels' too
 
-        def step(ids=tokens):
-            m.zero_grad(set_to_none=True)
-            f(m, ids).backward()
-        return step
-
-    a, b, ratio, checked = timed_pairs(make_step, pairs, warm=1)
+    a, b, ratio, steps = timed_pairs(GPT2.forward, run, pairs, warm=1)
     print("gpt2: compiled GPT-2-small step, %d x %d tokens, %d pairs: %.0f ms unchecked, %.0f ms checked, ratio %.3f"
           % (batch, T, pairs, a * 1e3, b * 1e3, ratio))
     ok(not violations(), "gpt2: no violation")
-    timed_step_checks("gpt2", checked, tokens, V)
+    timed_step_checks("gpt2", steps, tokens, V)
 else:
     print("FAIL: unknown mode " + mode)
     sys.exit(2)

@@ -23,6 +23,11 @@ Exit 0 all passed, 1 some failed, 77 no GPU or no Triton.
   bench     ms per training step and peak memory, B=4096 tokens, C=32000 classes: check op on,
             LABELGUARD_COMPILED=off, and way (a) (Inductor made to call ATen's NLL kernels:
             the NLL decompositions removed), to back the choice of the check op
+  gpt2      a compiled GPT-2-small training step (8 x 1024 tokens, Triton) with and without the
+            checks, 3 interleaved pairs: tests/torch-fake/compiled_index.py gpt2 with
+            LG_GPT2_DEVICE=cuda; prints its ratio (goal <= 1.03) and fails unless the checked step
+            then reports an id equal to the vocabulary size
+Not run by default: bench and gpt2 (LG_GPU_COMPILED_CASES=default,...,gpt2 in gpu_path.py).
 scripts/gpu-check.sh runs it as the `compiled` case of tests/torch/gpu_path.py; by hand on a GPU
 machine, after `make`:  python3 tests/torch/compiled_gpu.py --out gpu-report/compiled
 """
@@ -34,7 +39,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CASES = ["default", "reduce", "mask", "off", "bench"]
+CASES = ["default", "reduce", "mask", "off", "bench", "gpt2"]
 OP = "labelguard.check_target"
 
 
@@ -221,6 +226,35 @@ def run_case(case, lib, out, extra_env, timeout=300):
     return result
 
 
+def run_gpt2(lib, out):
+    """compiled_index.py gpt2 on the GPU, under `labelguard run`: its ratio line and checks."""
+    script = os.path.join(ROOT, "tests", "torch-fake", "compiled_index.py")
+    env = dict(os.environ, LABELGUARD_LIB=lib, PYTHONPATH=os.path.join(ROOT, "python"), LABELGUARD_QUIET="1",
+               LG_GPT2_DEVICE="cuda")
+    for k in ("LABELGUARD_ACTION", "LABELGUARD_COMPILED"):
+        env.pop(k, None)
+    cmd = [sys.executable, "-m", "labelguard", "run", "--log", os.path.join(out, "gpt2"), "--", sys.executable,
+           script, "gpt2"]
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                           timeout=600)
+        text, rc, err = p.stdout, p.returncode, p.stderr
+    except subprocess.TimeoutExpired as e:
+        text, rc, err = (e.stdout or ""), 124, "timeout"
+    for line in text.splitlines():
+        print("[gpt2] %s" % line)
+    if rc != 0 or "FAIL" in text:
+        print("[gpt2] rc %d; stderr tail:\n%s" % (rc, "\n".join(str(err).splitlines()[-15:])))
+        rc = rc or 1
+    import re
+    m = re.search(r"([0-9.]+) ms unchecked, ([0-9.]+) ms checked, ratio ([0-9.]+)", text)
+    result = {"case": "gpt2", "rc": rc, "seconds": round(time.time() - t0, 1)}
+    if m:
+        result.update(ms_unchecked=float(m.group(1)), ms_checked=float(m.group(2)), ratio=float(m.group(3)))
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--child")
@@ -242,7 +276,9 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     results = []
     for case in a.cases.split(","):
-        if case == "bench":
+        if case == "gpt2":
+            results.append(run_gpt2(a.lib, a.out))
+        elif case == "bench":
             for way, env in (("check_op", {}), ("off", {"LABELGUARD_COMPILED": "off"}), ("aten", {"LABELGUARD_COMPILED": "off"})):
                 results.append(run_case("bench", a.lib, a.out, dict(env, LG_BENCH_WAY=way)))
         else:

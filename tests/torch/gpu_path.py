@@ -100,7 +100,8 @@ double (which finishes each kernel inside its launch) cannot answer for it:
                   that kernel among the candidates, marked generated (SKIP on the double: no
                   Triton; tests/torch-fake/test_generated.sh, tests/e2e/test_driver_launch.sh)
   compiled        torch.compile (Triton) with the check op: default, reduce-overhead, mask, off
-                  (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark)
+                  (tests/torch/compiled_gpu.py; LG_GPU_COMPILED_CASES=...,bench adds its benchmark,
+                  ...,gpt2 a compiled GPT-2-small step with and without the checks)
   embedding_async an nn.Embedding forward + backward with a bad id, async mode (raise), under
                   compute-sanitizer memcheck, the caching allocator off: blocked at the
                   embedding call with our text, no gradient written, no invalid access
@@ -1477,12 +1478,13 @@ def case_compiled(ctx):
         return "SKIP", "Triton needs a GPU (GPU-free: tests/torch-fake/test_compiled*.sh)"
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)  # compiled_gpu.py runs each case under `labelguard run` itself
+    cases = os.environ.get("LG_GPU_COMPILED_CASES", "default,reduce,mask,off")
+    limit = 240 + (600 if "gpt2" in cases.split(",") else 0)  # gpt2 compiles a 12-layer model twice
     try:
         p = subprocess.run([ctx.python, script, "--lib", ctx.lib, "--out", os.path.join(ctx.workdir, "compiled"),
-                            "--cases", os.environ.get("LG_GPU_COMPILED_CASES", "default,reduce,mask,off")],
-                           env=env, capture_output=True, text=True, timeout=240)
+                            "--cases", cases], env=env, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
-        return "FAIL", "timeout after 240s"
+        return "FAIL", "timeout after %ds" % limit
     if p.returncode == 77:
         return "SKIP", (p.stdout.strip().splitlines() or ["no GPU or no Triton"])[-1]
     lines = p.stdout.strip().splitlines()
