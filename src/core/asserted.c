@@ -9,7 +9,7 @@
  * Triton kernel is a candidate only where CUPTI saw its driver-API launch (hooks/cupti.c).
  * CUDA never says which kernel asserted: the device's own "Assertion ... failed" line names the
  * file and condition, and with CUDA_LAUNCH_BLOCKING=1 the finding thread's newest launch is the
- * one.
+ * one (whether the blocking launch returned success or the assert itself: lg_asserted_launch_ran).
  *
  * Once per process: every later call returns the same sticky error. Not when a violation was
  * reported whose kernel ran on its bad values (async mode, action log): that report names the
@@ -33,6 +33,14 @@
 static _Atomic int reported;
 
 void lg_asserted_after_fork(void) { atomic_store(&reported, 0); }
+
+bool lg_asserted_launch_ran(int err)
+{
+    if (err != 710 /* cudaErrorAssert, CUDA_ERROR_ASSERT */ || atomic_load_explicit(&reported, memory_order_relaxed))
+        return false;
+    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+    return blocking && !strcmp(blocking, "1");
+}
 
 static void fill(lg_assert_candidate_t *c, const lg_recent_launch_t *r, bool finder)
 {

@@ -208,6 +208,11 @@ LG_HIDDEN void lg_start_atfork_child(void);
  * report waits for the next such call. `driver_launches_seen`: CUPTI's callbacks are active, so
  * driver-API launches (Triton's) are among the candidates; else the report says they are not. */
 LG_HIDDEN void lg_asserted_found(const char *api, bool at_query, bool driver_launches_seen);
+/* A launch that returned `err` (a cudaError_t or CUresult): whether its kernel ran all the same,
+ * so that it is a candidate. Under CUDA_LAUNCH_BLOCKING=1 a launch waits for its kernel, and the
+ * first device-side assert (710) it returns, before any was reported, is that kernel's own; any
+ * other failed launch was refused and ran nothing. Cold path (failed launches only). */
+LG_HIDDEN bool lg_asserted_launch_ran(int err);
 /* After fork in the child: its own report, if its context fails. */
 LG_HIDDEN void lg_asserted_after_fork(void);
 

@@ -112,10 +112,9 @@ static void launch_exited(CUpti_CallbackDomain dom, const CUpti_CallbackData *cb
     if (cb->functionReturnValue)
         result = dom == CUPTI_CB_DOMAIN_RUNTIME_API ? (int)*(const cudaError_t *)cb->functionReturnValue
                                                     : (int)*(const CUresult *)cb->functionReturnValue;
-    if (result == 0) {
-        if (launch_count() == decided.count)
-            lg_recent_note(decided.func, decided.stream, decided.dims);
-    } else if (result == (int)cudaErrorAssert) {
+    if ((result == 0 || lg_asserted_launch_ran(result)) && launch_count() == decided.count)
+        lg_recent_note(decided.func, decided.stream, decided.dims);
+    if (result == (int)cudaErrorAssert) {
         /* The application learns of the assert from this launch (Triton raises on it): the report
          * is made here, unless a verdict of this thread still waits to be read. */
         lg_asserted_found(cb->functionName ? cb->functionName : "a kernel launch", false, true);

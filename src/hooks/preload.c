@@ -178,8 +178,9 @@ static inline void **decide(lg_preload_binding_t *bd, lg_entry_t entry, const vo
 typedef cudaError_t (*launch_fn)(const void *f, dim3 g, dim3 b, void **a, size_t sm, cudaStream_t s);
 
 /* After the real launch: an accepted one joins the thread's recent launches, the candidates of a
- * device-side assert that nothing checked; a launch refused with cudaErrorAssert is where this
- * thread learns that one fired (core/asserted.c reports it once). */
+ * device-side assert that nothing checked, and so does a blocking launch that returned its own
+ * kernel's assert (CUDA_LAUNCH_BLOCKING=1: lg_asserted_launch_ran); a launch that returned
+ * cudaErrorAssert is where this thread learns that one fired (core/asserted.c reports it once). */
 static __attribute__((noinline)) void launch_failed(cudaError_t r)
 {
     if (r == cudaErrorAssert)
@@ -194,9 +195,9 @@ static inline lg_recent_dims_t dims(dim3 g, dim3 b)
 static inline __attribute__((always_inline)) void launched(cudaError_t r, const void *f, dim3 g, dim3 b,
                                                            cudaStream_t s)
 {
-    if (LG_LIKELY(r == cudaSuccess))
+    if (LG_LIKELY(r == cudaSuccess) || lg_asserted_launch_ran((int)r))
         lg_recent_note(f, s, dims(g, b));
-    else
+    if (LG_UNLIKELY(r != cudaSuccess))
         launch_failed(r);
 }
 
@@ -204,7 +205,7 @@ static inline __attribute__((always_inline)) void launched(cudaError_t r, const 
 static inline __attribute__((always_inline)) void launched_fast(cudaError_t r, const void *f, dim3 g, dim3 b,
                                                                 cudaStream_t s)
 {
-    lg_recent_count(r == cudaSuccess, f, s, dims(g, b));
+    lg_recent_count(LG_LIKELY(r == cudaSuccess) || lg_asserted_launch_ran((int)r), f, s, dims(g, b));
     if (LG_UNLIKELY(r != cudaSuccess))
         launch_failed(r);
 }

@@ -15,6 +15,9 @@
 #     another thread's candidate, and its recorded line is the main thread's call;
 #   the histogram captured into a CUDA graph and replayed: the replay is a candidate (any kernel
 #     of the graph), with the line that replayed it; the summary counts kernel launches only;
+#   CUDA_LAUNCH_BLOCKING=1 (the double's blocking launch returns its kernel's fault): the report
+#     is made at the histogram's launch, and the kernel it names is the histogram, not the launch
+#     before it (a launch that returned 710 is kept as a candidate only in blocking mode);
 #   quiet: the event, and nothing on stderr from labelguard.
 # The case where a labelguard report explains the assert (async mode, action log) is in
 # test_assert_async.sh. Called by tests/run.sh; alone: bash tests/e2e/test_device_assert.sh
@@ -114,6 +117,18 @@ check "$n: the replay is a candidate, with the line that replayed it" \
 check "$n: ... on stderr, as any kernel of the graph" grep -q "^    CUDA graph replay (exec 0x[0-9a-f]*) stream 0x[0-9a-f]*: any kernel of the graph, launched at .*hist.py:$GRAPH in step" "$T/$n.err"
 check "$n: the summary counts kernel launches only (5 scale kernels and the captured one, not the replay)" \
   qtrue "$n" "[e for e in E if e['event'] == 'summary'][0]['launches'] == 6"
+
+n=blocking
+CUDA_LAUNCH_BLOCKING=1 LABELGUARD_LAUNCH_SITES=all run_lg "$n" python3 "$script" "$lib" 0
+cat "$T/$n.out" "$T/$n.err"
+check "$n: the blocking launch returns its kernel's assert" grep -qx "hist=710" "$T/$n.out"
+events "$n" || fail "$n: log schema"
+check "$n: found at that launch, on the histogram's line" \
+  qtrue "$n" "len($D) == 1 and $D[0]['found_at'] == 'a kernel launch' and $D[0]['launch_blocking'] is True and $D[0]['python_stack'][-1]['line'] == $BAD"
+check "$n: the newest candidate is the histogram itself, not the launch before it" \
+  qtrue "$n" "[c['kernel'] for c in $D[0]['candidates'] if c['finding_thread']][:2] == ['lgas_histogram', 'lgas_scale']"
+check "$n: stderr names it as the kernel" grep -A1 -q "CUDA_LAUNCH_BLOCKING=1: the kernel is this thread's newest launch:" "$T/$n.err"
+check "$n: ... the histogram" bash -c "grep -A1 \"CUDA_LAUNCH_BLOCKING=1: the kernel is this thread's newest launch:\" '$T/$n.err' | grep -q '^    lgas_histogram grid'"
 
 n=quiet
 LABELGUARD_QUIET=1 run_lg "$n" python3 "$script" "$lib" 0

@@ -26,6 +26,8 @@
  * inferior call such as gdb's `call labelguard_arm()`) deadlocks in the real driver. The double
  * says so on stderr ("fakecuda: re-entered ...") and blocks that thread for good, as the
  * driver would.
+ * CUDA_LAUNCH_BLOCKING=1 (the synchronous double): a launch whose kernel faults returns that
+ * fault itself, the context dead from then on.
  * FAKECUDA_TRACE=1 prints one stderr line per launch. FAKECUDA_CUPTI=1 reports the launch entry
  * points to a loaded CUPTI double (tests/fakecuda/cupti/libcupti.c) as the real runtime reports
  * to CUPTI (see cupti_api below).
@@ -104,6 +106,7 @@ static size_t msg_len;
 static int trace_on;
 static int fork_ok;
 static int cupti_on;
+static int launch_blocking; /* CUDA_LAUNCH_BLOCKING=1 */
 static int async_us_v;                        /* FAKECUDA_ASYNC_US: 0 synchronous, else each kernel's µs */
 static int async_gate_v;                      /* FAKECUDA_ASYNC_GATE: the gate below is on */
 static unsigned long async_gate_queue_v;      /* FAKECUDA_ASYNC_GATE_QUEUE: ops a stream may hold, 0 no bound */
@@ -117,6 +120,8 @@ static void read_env(void)
     fork_ok = f && *f && strcmp(f, "0") != 0;
     const char *c = getenv("FAKECUDA_CUPTI");
     cupti_on = c && *c && strcmp(c, "0") != 0;
+    const char *b = getenv("CUDA_LAUNCH_BLOCKING");
+    launch_blocking = b && !strcmp(b, "1");
     const char *a = getenv("FAKECUDA_ASYNC_US");
     long us = a && *a ? strtol(a, NULL, 10) : 0;
     async_us_v = us < 0 ? 0 : us > 10000000 ? 10000000 : (int)us;
@@ -2420,7 +2425,14 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
     submit(st);
     if (atomic_load(&pending_err)) return cudaSuccess; /* the device is dead; it runs nothing more */
     e = run_kernel(k, grid, block, args, shm, stream);
-    if (e != cudaSuccess) poison(e);
+    if (e != cudaSuccess) {
+        poison(e);
+        /* CUDA_LAUNCH_BLOCKING=1: the launch waits for its kernel, and its fault is the launch's
+         * own result (the synchronous double; labelguard takes either answer of a blocking
+         * launch, this one or success with the error at the next call). */
+        pthread_once(&env_once, read_env);
+        if (launch_blocking) { sync_point(); return ret(e); }
+    }
     return cudaSuccess;
 }
 
