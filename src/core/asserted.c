@@ -32,7 +32,11 @@
 
 static _Atomic int reported;
 
+static _Atomic bool driver_seen;
+
 void lg_asserted_after_fork(void) { atomic_store(&reported, 0); }
+
+void lg_asserted_driver_launches_seen(bool seen) { atomic_store(&driver_seen, seen); }
 
 bool lg_asserted_launch_ran(int err)
 {
@@ -69,7 +73,7 @@ static void fill(lg_assert_candidate_t *c, const lg_recent_launch_t *r, bool fin
     }
 }
 
-void lg_asserted_found(const char *api, bool at_query, bool driver_launches_seen)
+void lg_asserted_found(const char *api, bool at_query)
 {
     if (atomic_load_explicit(&reported, memory_order_relaxed) || !lg_start_done())
         return;
@@ -100,7 +104,7 @@ void lg_asserted_found(const char *api, bool at_query, bool driver_launches_seen
     for (int i = 0; i < n; i++)
         fill(&cand[i], &recent[i], i < n_mine);
     r->api = api;
-    r->driver_launches_seen = driver_launches_seen;
+    r->driver_launches_seen = atomic_load(&driver_seen);
     const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
     r->launch_blocking = blocking && !strcmp(blocking, "1");
     r->n = n;

@@ -205,9 +205,12 @@ LG_HIDDEN void lg_start_atfork_child(void);
  * context is lost. Reports it once per process, with the candidate launches, unless a
  * violation already reported explains it. `at_query`: found by a synchronizing call or an error
  * query, where outstanding verdicts were read first; at a launch they may not be yet, and the
- * report waits for the next such call. `driver_launches_seen`: CUPTI's callbacks are active, so
- * driver-API launches (Triton's) are among the candidates; else the report says they are not. */
-LG_HIDDEN void lg_asserted_found(const char *api, bool at_query, bool driver_launches_seen);
+ * report waits for the next such call. */
+LG_HIDDEN void lg_asserted_found(const char *api, bool at_query);
+/* Whether CUPTI's callbacks see the launches now (cupti.c: on at its start, off when it hands
+ * CUPTI to a profiler or in a fork child): then driver-API launches (Triton's) are among the
+ * candidates; else the report says they are not. */
+LG_HIDDEN void lg_asserted_driver_launches_seen(bool seen);
 /* A launch that returned `err` (a cudaError_t or CUresult): whether its kernel ran all the same,
  * so that it is a candidate. Under CUDA_LAUNCH_BLOCKING=1 a launch waits for its kernel, and the
  * first device-side assert (710) it returns, before any was reported, is that kernel's own; any

@@ -68,34 +68,34 @@ static CUpti_SubscriberHandle subscriber;
 static func_get_name_fn func_get_name; /* libcuda's cuFuncGetName, NULL if absent */
 static char cupti_path[PATH_MAX];      /* the libcupti in use, for messages */
 
-/* The parameter values of a RUN_WITH decision must outlive the callback: the launch copies
- * them after API_ENTER returns. One buffer per thread, allocated on the first masked launch
- * seen only by CUPTI, freed at thread exit. `restore` undoes the in-place rewrite at API_EXIT. */
+/* What a thread's callback keeps from a launch's API_ENTER to its API_EXIT, allocated at the
+ * first launch CUPTI decides on that thread and freed at thread exit (a pointer, not the state
+ * itself, in thread-local storage: the library's static TLS block is bounded).
+ * - The parameter values of a RUN_WITH decision must outlive the callback: the launch copies
+ *   them after API_ENTER returns; `restore` undoes the in-place rewrite at API_EXIT.
+ * - The launch decided: an accepted one joins the thread's recent launches at API_EXIT, the
+ *   candidates of a device-side assert nobody checked, as the interposed hooks' launches do
+ *   after their real call (Triton's kernels are launched through the driver API: only this
+ *   records them). `count` is the thread's launch count after the decision: a launch counted in
+ *   between (none is expected) leaves the entry unwritten rather than written into another
+ *   launch's place. */
 typedef struct {
     lg_args_copy_t copy;
     void **array;               /* the caller's args array we wrote into; NULL: none */
     uint32_t correlation;       /* of the launch that wrote it: only its API_EXIT restores */
     void *saved[LG_MAX_PARAMS]; /* its original slots */
     bool written[LG_MAX_PARAMS];
+    struct {
+        bool live;
+        uint32_t correlation;
+        uint64_t count;
+        const void *func, *stream;
+        lg_recent_dims_t dims;
+    } decided;
 } held_args_t;
 static pthread_key_t held_key;
 static __thread held_args_t *held;
 static __thread int runtime_depth; /* inside a runtime launch: skip its nested driver launch */
-
-/* The launch this thread's callback decided, until its API_EXIT: an accepted one joins the
- * thread's recent launches, the candidates of a device-side assert nobody checked, as the
- * interposed hooks' launches do after their real call. Triton's kernels are launched through the
- * driver API, so only this records them. `count` is the thread's launch count after the
- * decision: a launch counted in between (none is expected) leaves the entry unwritten rather
- * than written into another launch's place. */
-typedef struct {
-    bool live;
-    uint32_t correlation;
-    uint64_t count;
-    const void *func, *stream;
-    lg_recent_dims_t dims;
-} decided_t;
-static __thread decided_t decided;
 
 static uint64_t launch_count(void)
 {
@@ -107,17 +107,17 @@ static uint64_t launch_count(void)
  * CUresult: the same numbers for success and for the device-side assert, 710). */
 static void launch_exited(CUpti_CallbackDomain dom, const CUpti_CallbackData *cb)
 {
-    decided.live = false;
+    held->decided.live = false;
     int result = 0;
     if (cb->functionReturnValue)
         result = dom == CUPTI_CB_DOMAIN_RUNTIME_API ? (int)*(const cudaError_t *)cb->functionReturnValue
                                                     : (int)*(const CUresult *)cb->functionReturnValue;
-    if ((result == 0 || lg_asserted_launch_ran(result)) && launch_count() == decided.count)
-        lg_recent_note(decided.func, decided.stream, decided.dims);
+    if ((result == 0 || lg_asserted_launch_ran(result)) && launch_count() == held->decided.count)
+        lg_recent_note(held->decided.func, held->decided.stream, held->decided.dims);
     if (result == (int)cudaErrorAssert) {
         /* The application learns of the assert from this launch (Triton raises on it): the report
          * is made here, unless a verdict of this thread still waits to be read. */
-        lg_asserted_found(cb->functionName ? cb->functionName : "a kernel launch", false, true);
+        lg_asserted_found(cb->functionName ? cb->functionName : "a kernel launch", false);
     }
 }
 
@@ -211,17 +211,23 @@ static void held_free(void *p) { free(p); }
 /* Writes the RUN_WITH arguments into the caller's array. Only the slots the decision rewrote
  * are touched (their pointers point into copy.storage); the array length is the kernel's
  * parameter count, which only launch.c knows, so untouched slots are never read or written. */
-static void apply_rewrite(void **args, lg_decision_t *d, uint32_t correlation)
+/* This thread's state, allocated on first use; NULL when out of memory. */
+static held_args_t *thread_state(void)
 {
     if (!held) {
         held = calloc(1, sizeof *held);
-        if (!held) {
-            lg_report_warning_once("cupti_mask_failed",
-                                   "out of memory for the masked arguments of "
-                                   "a launch seen only by CUPTI; it runs with its original labels");
-            return;
-        }
-        pthread_setspecific(held_key, held);
+        if (held)
+            pthread_setspecific(held_key, held);
+    }
+    return held;
+}
+
+static void apply_rewrite(void **args, lg_decision_t *d, uint32_t correlation)
+{
+    if (!thread_state()) {
+        lg_report_warning_once("cupti_mask_failed", "out of memory for the masked arguments of "
+                                                    "a launch seen only by CUPTI; it runs with its original labels");
+        return;
     }
     const unsigned char *lo = (const unsigned char *)d->args_copy.storage;
     const unsigned char *hi = lo + sizeof d->args_copy.storage;
@@ -256,7 +262,7 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
             runtime_depth--;
         /* Even after `active` was cleared: the caller's array must not keep our pointers. */
         restore_rewrite(cb->correlationId);
-        if (decided.live && decided.correlation == cb->correlationId)
+        if (held && held->decided.live && held->decided.correlation == cb->correlationId)
             launch_exited(dom, cb);
         return;
     }
@@ -289,13 +295,16 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
     lg_preload_in_launch++;
     lg_launch_decide(lg_runtime_get(), &l, &d);
     lg_preload_in_launch--;
-    decided.live = true;
-    decided.correlation = cb->correlationId;
-    decided.count = launch_count();
-    decided.func = l.func;
-    decided.stream = l.stream;
-    decided.dims = (lg_recent_dims_t){(uint64_t)l.grid[0] | (uint64_t)l.grid[1] << 32,
-                                      (uint64_t)l.block[0] | (uint64_t)l.block[1] << 32, l.grid[2], l.block[2]};
+    held_args_t *st = thread_state();
+    if (st) {
+        st->decided.live = true;
+        st->decided.correlation = cb->correlationId;
+        st->decided.count = launch_count();
+        st->decided.func = l.func;
+        st->decided.stream = l.stream;
+        st->decided.dims = (lg_recent_dims_t){(uint64_t)l.grid[0] | (uint64_t)l.grid[1] << 32,
+                                              (uint64_t)l.block[0] | (uint64_t)l.block[1] << 32, l.grid[2], l.block[2]};
+    }
     /* SKIP cannot be honoured (can_block=false); launch.c is told so and never asks for it. */
     if (d.kind == LG_VERDICT_RUN_WITH)
         apply_rewrite(args, &d, cb->correlationId);
@@ -350,10 +359,15 @@ void lg_cupti_after_fork_child(void)
 {
     forked_child = true;
     on_exit_or_fork();
+    lg_asserted_driver_launches_seen(false);
 }
 
 /* cupti_slot.c's, before it gives the slot up for a profiler: the callback returns at once. */
-static void deactivate(void) { __atomic_store_n(&active, false, __ATOMIC_RELEASE); }
+static void deactivate(void)
+{
+    __atomic_store_n(&active, false, __ATOMIC_RELEASE);
+    lg_asserted_driver_launches_seen(false);
+}
 
 static void start(void)
 {
@@ -431,6 +445,7 @@ static void start(void)
      * the start's lock, deadlocks a fork on glibc < 2.36 (prepare runs under its atfork lock). */
     atexit(on_exit_or_fork);
     __atomic_store_n(&active, true, __ATOMIC_RELEASE);
+    lg_asserted_driver_launches_seen(true);
 }
 
 void lg_cupti_start(void)

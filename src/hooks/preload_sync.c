@@ -47,7 +47,7 @@ void lg_preload_assert_seen(const char *api, bool at_query)
 {
     if (lg_runtime_in_library)
         return;
-    lg_asserted_found(api, at_query, lg_cupti_active());
+    lg_asserted_found(api, at_query);
 }
 
 /* A device-side assert surfaced here: every thread's outstanding verdicts are read first (the
