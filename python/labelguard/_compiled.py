@@ -285,10 +285,10 @@ def _chain_checks(graph):
     scheduler may run a later op's check first: a token id equal to the vocabulary size, both an
     embedding's id and a shifted target of the loss, was then reported as the loss's bad label
     (with a loss's cause), not as eager reports it, the embedding's id (vocab_too_small)."""
-    ops = (_state["op"], _state.get("index_op"))
+    ops = [op for op in (_state["op"], _state.get("index_op")) if op is not None]
     prev = None
     for n in list(graph.nodes):
-        if n.op != "call_function" or n.target not in ops or n.target is None:
+        if n.op != "call_function" or n.target not in ops:
             continue
         if prev is not None and "after" not in n.kwargs:
             n.kwargs = dict(n.kwargs, after=prev)
@@ -318,8 +318,9 @@ def _hoist_checks(graph):
 
 def _cache_pass(inductor_config):
     """The post-grad pass: one check per target (_merge_checks), run in eager's order
-    (_chain_checks), moved up (_hoist_checks), and a uuid, which Inductor's FX graph cache and AOTAutograd's cache hash, so graphs compiled with
-    and without the check never share an entry. A pass the user installed still runs, after it."""
+    (_chain_checks), moved up (_hoist_checks), and a uuid, which Inductor's FX graph cache and
+    AOTAutograd's cache hash, so graphs compiled with and without the check never share an entry.
+    A pass the user installed still runs, after it."""
     try:
         from torch._inductor.custom_graph_pass import CustomGraphPass
     except ImportError:

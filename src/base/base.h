@@ -371,6 +371,11 @@ typedef struct lg_recent_dims {
     uint64_t grid_xy, block_xy;
     uint32_t grid_z, block_z;
 } lg_recent_dims_t;
+static inline lg_recent_dims_t lg_recent_dims(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                              unsigned bz)
+{
+    return (lg_recent_dims_t){(uint64_t)gx | (uint64_t)gy << 32, (uint64_t)bx | (uint64_t)by << 32, gz, bz};
+}
 /* Launch n of slot s, which the runtime accepted (the newest entry of its thread). */
 static inline void lg_recent_store(lg_counter_slot_t *s, uint64_t n, const void *func, const void *stream,
                                    lg_recent_dims_t d)

@@ -38,12 +38,18 @@ void lg_asserted_after_fork(void) { atomic_store(&reported, 0); }
 
 void lg_asserted_driver_launches_seen(bool seen) { atomic_store(&driver_seen, seen); }
 
+/* CUDA_LAUNCH_BLOCKING=1: every launch waits for its kernel. */
+static bool launch_blocking(void)
+{
+    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+    return blocking && !strcmp(blocking, "1");
+}
+
 bool lg_asserted_launch_ran(int err)
 {
     if (err != 710 /* cudaErrorAssert, CUDA_ERROR_ASSERT */ || atomic_load_explicit(&reported, memory_order_relaxed))
         return false;
-    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
-    return blocking && !strcmp(blocking, "1");
+    return launch_blocking();
 }
 
 static void fill(lg_assert_candidate_t *c, const lg_recent_launch_t *r, bool finder)
@@ -105,8 +111,7 @@ void lg_asserted_found(const char *api, bool at_query)
         fill(&cand[i], &recent[i], i < n_mine);
     r->api = api;
     r->driver_launches_seen = atomic_load(&driver_seen);
-    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
-    r->launch_blocking = blocking && !strcmp(blocking, "1");
+    r->launch_blocking = launch_blocking();
     r->n = n;
     r->c = cand;
     lg_generated_kernel_t *gen = malloc(LG_GENERATED_MAX * sizeof *gen);

@@ -208,9 +208,6 @@ static void *open_cupti(char *why, size_t why_len)
 
 static void held_free(void *p) { free(p); }
 
-/* Writes the RUN_WITH arguments into the caller's array. Only the slots the decision rewrote
- * are touched (their pointers point into copy.storage); the array length is the kernel's
- * parameter count, which only launch.c knows, so untouched slots are never read or written. */
 /* This thread's state, allocated on first use; NULL when out of memory. */
 static held_args_t *thread_state(void)
 {
@@ -222,6 +219,9 @@ static held_args_t *thread_state(void)
     return held;
 }
 
+/* Writes the RUN_WITH arguments into the caller's array. Only the slots the decision rewrote
+ * are touched (their pointers point into copy.storage); the array length is the kernel's
+ * parameter count, which only launch.c knows, so untouched slots are never read or written. */
 static void apply_rewrite(void **args, lg_decision_t *d, uint32_t correlation)
 {
     if (!thread_state()) {
@@ -302,8 +302,7 @@ static void CUPTIAPI callback(void *userdata, CUpti_CallbackDomain dom, CUpti_Ca
         st->decided.count = launch_count();
         st->decided.func = l.func;
         st->decided.stream = l.stream;
-        st->decided.dims = (lg_recent_dims_t){(uint64_t)l.grid[0] | (uint64_t)l.grid[1] << 32,
-                                              (uint64_t)l.block[0] | (uint64_t)l.block[1] << 32, l.grid[2], l.block[2]};
+        st->decided.dims = lg_recent_dims(l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2]);
     }
     /* SKIP cannot be honoured (can_block=false); launch.c is told so and never asks for it. */
     if (d.kind == LG_VERDICT_RUN_WITH)

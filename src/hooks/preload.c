@@ -189,7 +189,7 @@ static __attribute__((noinline)) void launch_failed(cudaError_t r)
 
 static inline lg_recent_dims_t dims(dim3 g, dim3 b)
 {
-    return (lg_recent_dims_t){(uint64_t)g.x | (uint64_t)g.y << 32, (uint64_t)b.x | (uint64_t)b.y << 32, g.z, b.z};
+    return lg_recent_dims(g.x, g.y, g.z, b.x, b.y, b.z);
 }
 
 static inline __attribute__((always_inline)) void launched(cudaError_t r, const void *f, dim3 g, dim3 b,

@@ -197,15 +197,18 @@ def child(case):
 
 # ----------------------------------------------------------------------------- parent side
 
-def run_case(case, lib, out, extra_env, timeout=300):
+def run_case(case, lib, out, extra_env, timeout=300, argv=None, parse=None):
+    """One case in its own process under `labelguard run`: this file's child (argv None) or the
+    command argv. Its lines are printed; its RESULT line, or parse(stdout) when given, and its
+    exit status make the result."""
     log = os.path.join(out, case + extra_env.get("LG_BENCH_WAY", ""))
     env = dict(os.environ, LABELGUARD_LIB=lib, PYTHONPATH=os.path.join(ROOT, "python"), LABELGUARD_QUIET="1",
                **extra_env)
     for k in ("LABELGUARD_ACTION", "LABELGUARD_COMPILED"):
         if k not in extra_env:
             env.pop(k, None)
-    cmd = [sys.executable, "-m", "labelguard", "run", "--log", log, "--", sys.executable, os.path.abspath(__file__),
-           "--child", case]
+    cmd = [sys.executable, "-m", "labelguard", "run", "--log", log, "--", sys.executable] + (
+        argv or [os.path.abspath(__file__), "--child", case])
     t0 = time.time()
     try:
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
@@ -220,39 +223,19 @@ def run_case(case, lib, out, extra_env, timeout=300):
             result = json.loads(line[7:])
         else:
             print("[%s] %s" % (case, line))
+    if parse is not None:
+        result.update(parse(text))
     if rc != 0:
         print("[%s] rc %d; stderr tail:\n%s" % (case, rc, "\n".join(str(err).splitlines()[-15:])))
     result.update(case=case, rc=rc, seconds=round(time.time() - t0, 1))
     return result
 
 
-def run_gpt2(lib, out):
-    """compiled_index.py gpt2 on the GPU, under `labelguard run`: its ratio line and checks."""
-    script = os.path.join(ROOT, "tests", "torch-fake", "compiled_index.py")
-    env = dict(os.environ, LABELGUARD_LIB=lib, PYTHONPATH=os.path.join(ROOT, "python"), LABELGUARD_QUIET="1",
-               LG_GPT2_DEVICE="cuda")
-    for k in ("LABELGUARD_ACTION", "LABELGUARD_COMPILED"):
-        env.pop(k, None)
-    cmd = [sys.executable, "-m", "labelguard", "run", "--log", os.path.join(out, "gpt2"), "--", sys.executable,
-           script, "gpt2"]
-    t0 = time.time()
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                           timeout=600)
-        text, rc, err = p.stdout, p.returncode, p.stderr
-    except subprocess.TimeoutExpired as e:
-        text, rc, err = (e.stdout or ""), 124, "timeout"
-    for line in text.splitlines():
-        print("[gpt2] %s" % line)
-    if rc != 0 or "FAIL" in text:
-        print("[gpt2] rc %d; stderr tail:\n%s" % (rc, "\n".join(str(err).splitlines()[-15:])))
-        rc = rc or 1
+def gpt2_ratio(text):
+    """compiled_index.py gpt2's timing line, as numbers."""
     import re
     m = re.search(r"([0-9.]+) ms unchecked, ([0-9.]+) ms checked, ratio ([0-9.]+)", text)
-    result = {"case": "gpt2", "rc": rc, "seconds": round(time.time() - t0, 1)}
-    if m:
-        result.update(ms_unchecked=float(m.group(1)), ms_checked=float(m.group(2)), ratio=float(m.group(3)))
-    return result
+    return {"ms_unchecked": float(m.group(1)), "ms_checked": float(m.group(2)), "ratio": float(m.group(3))} if m else {}
 
 
 def main():
@@ -277,7 +260,9 @@ def main():
     results = []
     for case in a.cases.split(","):
         if case == "gpt2":
-            results.append(run_gpt2(a.lib, a.out))
+            results.append(run_case("gpt2", a.lib, a.out, {"LG_GPT2_DEVICE": "cuda"}, timeout=600,
+                                    argv=[os.path.join(ROOT, "tests", "torch-fake", "compiled_index.py"), "gpt2"],
+                                    parse=gpt2_ratio))
         elif case == "bench":
             for way, env in (("check_op", {}), ("off", {"LABELGUARD_COMPILED": "off"}), ("aten", {"LABELGUARD_COMPILED": "off"})):
                 results.append(run_case("bench", a.lib, a.out, dict(env, LG_BENCH_WAY=way)))
